@@ -1,0 +1,191 @@
+// tierckpt/client.h — the C++ client of the node agent (tierckptd).
+//
+// A Client is one connection to the local agent over its Unix socket. It
+// writes a step's objects straight into the agent's shared memory (the agent
+// passes each object's tmpfs fd; the client maps it and copies once), seals
+// them, commits the step, and reads committed objects back through read-only
+// mappings. Bulk bytes never cross the socket.
+//
+// Typical save:
+//   TC_ASSIGN_OR_RETURN(auto c, Client::Connect({}));
+//   TC_RETURN_IF_ERROR(c->BeginStep("job1", 100));
+//   TC_RETURN_IF_ERROR(c->WriteObject("job1", 100, "__0_0.distcp", buf, len));
+//   TC_ASSIGN_OR_RETURN(Manifest m, c->Commit("job1", 100, {.persist = true}));
+//   TC_RETURN_IF_ERROR(c->WaitDurable("job1", 100, std::chrono::minutes(5)));
+//
+// Thread safety: a Client is safe for concurrent use; requests on its one
+// connection are serialised internally, while copies into or out of shared
+// memory run outside that lock, so several threads can fill different
+// objects at once. WritableObject and ObjectView are thread-compatible.
+//
+// Errors: every call returns Status/Result. kUnavailable means the agent is
+// not reachable (the message names the socket and how to start the agent);
+// other codes are the agent's answer, passed through with its message.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tierckpt/manifest.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt {
+
+// The agent socket used when none is configured: $TIERCKPT_SOCKET if set,
+// else $XDG_RUNTIME_DIR/tierckpt/agent.sock if XDG_RUNTIME_DIR is set, else
+// /tmp/tierckpt-<uid>/agent.sock.
+std::string DefaultSocketPath();
+
+struct ClientOptions {
+  std::string socket_path;        // "" = DefaultSocketPath()
+  std::string client_name = "cpp";  // shown in the agent's log
+  int copy_threads = 2;           // parallel copies across objects in WriteObjects/ReadObjects
+  // Mappings of recycled shared-memory segments kept across saves, so a
+  // steady-state save costs one memcpy and no page faults. Bytes of address
+  // space; 0 disables the cache.
+  uint64_t mapping_cache_bytes = 16ull << 30;
+};
+
+// A freshly created object: fill data()[0..size()) then Client::Seal() it.
+// Destroying it without sealing leaves the object unsealed; the step cannot
+// commit with it, and the agent drops it when the step is aborted.
+class WritableObject {
+ public:
+  WritableObject();
+  ~WritableObject();
+  WritableObject(WritableObject&&) noexcept;
+  WritableObject& operator=(WritableObject&&) noexcept;
+
+  uint8_t* data() const;
+  size_t size() const;
+  const std::string& name() const;
+
+ private:
+  friend class Client;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A read-only view of a committed object held by the memory tier.
+class ObjectView {
+ public:
+  ObjectView();
+  ~ObjectView();
+  ObjectView(ObjectView&&) noexcept;
+  ObjectView& operator=(ObjectView&&) noexcept;
+
+  const uint8_t* data() const;
+  size_t size() const;
+  const std::string& checksum() const;  // from the manifest
+  // Recomputes the checksum; kCorruption naming the object on mismatch.
+  Status Verify() const;
+  // Copies into dst (capacity >= size()) and verifies in the same pass.
+  Status CopyTo(void* dst, size_t capacity) const;
+
+ private:
+  friend class Client;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct CommitOptions {
+  uint32_t world_size = 0;
+  bool persist = false;  // also persist this step to the durable tier
+  std::vector<std::string> expected_objects;  // empty: every sealed object
+};
+
+// One line of `tierckpt ls`: a step and its state in each tier.
+struct StepSummary {
+  std::string ns;
+  uint64_t step = 0;
+  uint64_t bytes = 0;
+  uint32_t objects = 0;
+  std::string memory;   // "committed", "writing", or "" (absent)
+  std::string durable;  // "committed", "pending", "failed", or "" (absent/unknown)
+};
+
+// Where a source object's bytes are, for WriteObjects.
+struct ObjectSource {
+  std::string name;
+  const void* data = nullptr;
+  size_t size = 0;
+};
+struct ObjectDest {
+  std::string name;
+  void* data = nullptr;
+  size_t size = 0;  // must equal the object's size
+};
+
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const std::string& node_id() const;
+  const std::string& socket_path() const;
+  // The agent's durable base URL, "" if it has none.
+  const std::string& durable_base() const;
+
+  // ---- Writing a step ----
+  // Declares that this connection writes (ns, step). Several connections may
+  // write the same step (one per local rank). kAlreadyExists if committed.
+  Status BeginStep(std::string_view ns, uint64_t step);
+  Result<WritableObject> CreateObject(std::string_view ns, uint64_t step, std::string_view name,
+                                      uint64_t size);
+  // checksum: "" lets the agent compute it; otherwise the agent verifies it.
+  Status Seal(WritableObject& object, std::string_view checksum = "");
+  // Create + one-pass copy-and-checksum + seal.
+  Status WriteObject(std::string_view ns, uint64_t step, std::string_view name, const void* data,
+                     size_t size);
+  // WriteObject for many objects, copy_threads at a time.
+  Status WriteObjects(std::string_view ns, uint64_t step, const std::vector<ObjectSource>& objects);
+  // Commits the step in the memory tier once every expected object is sealed
+  // and verified; returns the manifest.
+  Result<Manifest> Commit(std::string_view ns, uint64_t step, const CommitOptions& options);
+  // Drops an uncommitted step and its objects.
+  Status Abort(std::string_view ns, uint64_t step);
+
+  // ---- Durable tier ----
+  // Asks the agent to persist a committed step (no-op if already durable).
+  Status Persist(std::string_view ns, uint64_t step);
+  // Waits until the step is committed in the durable tier. kTimeout after
+  // timeout (zero = wait forever); the persist error if persisting failed.
+  Status WaitDurable(std::string_view ns, uint64_t step, std::chrono::milliseconds timeout);
+  // Brings a durable step into the memory tier (verifying every object).
+  Status Restore(std::string_view ns, uint64_t step);
+
+  // ---- Reading ----
+  // Steps of ns ("" = all), in every tier, sorted by (ns, step).
+  Result<std::vector<StepSummary>> List(std::string_view ns = "");
+  // The newest step committed in any tier; kNotFound if none.
+  Result<uint64_t> LatestStep(std::string_view ns);
+  // The manifest from memory, else from durable.
+  Result<Manifest> Show(std::string_view ns, uint64_t step);
+  // Maps a committed object from memory, restoring the step from durable
+  // first when memory lacks it.
+  Result<ObjectView> Open(std::string_view ns, uint64_t step, std::string_view name);
+  // Open + CopyTo, for many objects, copy_threads at a time.
+  Status ReadObjects(std::string_view ns, uint64_t step, const std::vector<ObjectDest>& objects);
+
+  // ---- Administration (JSON bodies are documented in docs/protocol.md) ----
+  Result<std::string> Verify(std::string_view ns, uint64_t step);
+  Result<std::string> Stats();
+  Status DeleteStep(std::string_view ns, uint64_t step, bool durable_too);
+  Result<std::string> Prune(std::string_view ns, uint32_t keep_memory, uint32_t keep_durable);
+  Status Shutdown();
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tierckpt

@@ -1,0 +1,55 @@
+// tierckpt/manifest.h — the per-step manifest, the commit record of a step.
+//
+// A step exists in a tier if and only if its manifest does: objects are
+// written and verified first, the manifest last (docs/format.md). The
+// manifest is JSON, versioned by "format" and "version"; Parse accepts only
+// versions it knows and rejects anything malformed with kCorruption naming
+// the source and the field, so a damaged manifest can never be half-used.
+//
+// Values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tierckpt/status.h"
+
+namespace tierckpt {
+
+inline constexpr int kManifestVersion = 1;
+inline constexpr std::string_view kManifestFormat = "tierckpt.manifest";
+// File name of the manifest inside a step directory, in every tier.
+inline constexpr std::string_view kManifestName = "_tierckpt_manifest.json";
+// Manifests larger than this are rejected before parsing.
+inline constexpr size_t kMaxManifestBytes = 64u << 20;
+
+struct ObjectEntry {
+  std::string name;      // validated object name, unique within the step
+  uint64_t size = 0;     // bytes
+  std::string checksum;  // "xxh3-64:<16 hex>"
+  std::string node;      // node id of the agent that wrote it
+};
+
+struct Manifest {
+  std::string ns;
+  uint64_t step = 0;
+  uint32_t world_size = 0;       // 0 = unknown
+  uint64_t created_unix_ms = 0;
+  std::string node;              // node id of the committing agent
+  std::vector<ObjectEntry> objects;  // sorted by name
+
+  uint64_t TotalBytes() const;
+  // nullptr when absent.
+  const ObjectEntry* Find(std::string_view name) const;
+
+  // Pretty JSON (2-space indent), newline-terminated.
+  std::string ToJson() const;
+  // source names where the bytes came from, for error messages.
+  static Result<Manifest> Parse(std::string_view json, std::string_view source);
+  // Checks names, checksums, sizes, duplicates, ordering. Parse calls it.
+  Status Validate() const;
+};
+
+}  // namespace tierckpt

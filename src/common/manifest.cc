@@ -1,0 +1,136 @@
+#include "tierckpt/manifest.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/checksum.h"
+#include "common/names.h"
+
+namespace tierckpt {
+namespace {
+
+using nlohmann::json;
+
+Status Bad(std::string_view source, const std::string& what) {
+  return Corruption("manifest " + std::string(source) + ": " + what +
+                    "; the step cannot be trusted in this tier, restore it from another tier");
+}
+
+}  // namespace
+
+uint64_t Manifest::TotalBytes() const {
+  uint64_t total = 0;
+  for (const auto& o : objects) total += o.size;
+  return total;
+}
+
+const ObjectEntry* Manifest::Find(std::string_view name) const {
+  auto it = std::lower_bound(objects.begin(), objects.end(), name,
+                             [](const ObjectEntry& e, std::string_view n) { return e.name < n; });
+  if (it == objects.end() || it->name != name) return nullptr;
+  return &*it;
+}
+
+std::string Manifest::ToJson() const {
+  json j;
+  j["format"] = kManifestFormat;
+  j["version"] = kManifestVersion;
+  j["namespace"] = ns;
+  j["step"] = step;
+  j["world_size"] = world_size;
+  j["created_unix_ms"] = created_unix_ms;
+  j["node"] = node;
+  j["total_bytes"] = TotalBytes();
+  json objs = json::array();
+  for (const auto& o : objects) {
+    objs.push_back({{"name", o.name}, {"size", o.size}, {"checksum", o.checksum}, {"node", o.node}});
+  }
+  j["objects"] = std::move(objs);
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+Status Manifest::Validate() const {
+  TC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  TC_RETURN_IF_ERROR(ValidateStep(step));
+  std::string prev;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const auto& o = objects[i];
+    TC_RETURN_IF_ERROR(ValidateObjectName(o.name).WithContext("object " + std::to_string(i)));
+    TC_RETURN_IF_ERROR(Checksum::Parse(o.checksum).status().WithContext("object " + o.name));
+    if (i > 0 && o.name <= prev) {
+      return InvalidArgument("objects are not sorted by name or repeat \"" + o.name + "\"");
+    }
+    prev = o.name;
+  }
+  return Status::Ok();
+}
+
+Result<Manifest> Manifest::Parse(std::string_view text, std::string_view source) {
+  if (text.size() > kMaxManifestBytes) {
+    return Bad(source, "is " + std::to_string(text.size()) + " bytes, above the " +
+                           std::to_string(kMaxManifestBytes) + "-byte limit");
+  }
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Bad(source, "is not a JSON object");
+  auto str = [&](const char* key, std::string* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) return Bad(source, std::string("field \"") + key + "\" must be a string");
+    *out = it->get<std::string>();
+    return Status::Ok();
+  };
+  auto num = [&](const json& obj, const char* key, uint64_t* out) -> Status {
+    auto it = obj.find(key);
+    if (it == obj.end() || !it->is_number_unsigned()) {
+      return Bad(source, std::string("field \"") + key + "\" must be a non-negative integer");
+    }
+    *out = it->get<uint64_t>();
+    return Status::Ok();
+  };
+  std::string format;
+  TC_RETURN_IF_ERROR(str("format", &format));
+  if (format != kManifestFormat) return Bad(source, "format is \"" + format.substr(0, 40) + "\", not tierckpt.manifest");
+  uint64_t version = 0;
+  TC_RETURN_IF_ERROR(num(j, "version", &version));
+  if (version != static_cast<uint64_t>(kManifestVersion)) {
+    return Bad(source, "has version " + std::to_string(version) + " but this build reads version " +
+                           std::to_string(kManifestVersion) + " (upgrade tierckpt to read newer manifests)");
+  }
+  Manifest m;
+  TC_RETURN_IF_ERROR(str("namespace", &m.ns));
+  TC_RETURN_IF_ERROR(num(j, "step", &m.step));
+  uint64_t ws = 0;
+  TC_RETURN_IF_ERROR(num(j, "world_size", &ws));
+  if (ws > 0xffffffffULL) return Bad(source, "world_size is out of range");
+  m.world_size = static_cast<uint32_t>(ws);
+  TC_RETURN_IF_ERROR(num(j, "created_unix_ms", &m.created_unix_ms));
+  TC_RETURN_IF_ERROR(str("node", &m.node));
+  auto objs = j.find("objects");
+  if (objs == j.end() || !objs->is_array()) return Bad(source, "field \"objects\" must be an array");
+  m.objects.reserve(objs->size());
+  for (const auto& o : *objs) {
+    if (!o.is_object()) return Bad(source, "an entry of \"objects\" is not an object");
+    ObjectEntry e;
+    auto get_s = [&](const char* key, std::string* out) -> Status {
+      auto it = o.find(key);
+      if (it == o.end() || !it->is_string()) return Bad(source, std::string("object field \"") + key + "\" must be a string");
+      *out = it->get<std::string>();
+      return Status::Ok();
+    };
+    TC_RETURN_IF_ERROR(get_s("name", &e.name));
+    TC_RETURN_IF_ERROR(num(o, "size", &e.size));
+    TC_RETURN_IF_ERROR(get_s("checksum", &e.checksum));
+    TC_RETURN_IF_ERROR(get_s("node", &e.node));
+    m.objects.push_back(std::move(e));
+  }
+  uint64_t total = 0;
+  if (j.contains("total_bytes")) {
+    TC_RETURN_IF_ERROR(num(j, "total_bytes", &total));
+    if (total != m.TotalBytes()) return Bad(source, "total_bytes does not match the sum of object sizes");
+  }
+  Status v = m.Validate();
+  if (!v.ok()) return Bad(source, v.message());
+  return m;
+}
+
+}  // namespace tierckpt

@@ -1,0 +1,96 @@
+// object_store.h — where committed steps live outside the memory tier.
+//
+// An ObjectStore holds steps laid out as
+//     <base>/<namespace>/step_<10 digits>/<object name>   (the DCP files)
+//     <base>/<namespace>/step_<10 digits>/_tierckpt_manifest.json   (last)
+// so that a downloaded step directory is loadable by stock DCP
+// FileSystemReader. The commit rule holds in every implementation: objects
+// first, the manifest last and atomically; a step without its manifest is
+// invisible to ListCommittedSteps/ReadManifest and is garbage for
+// SweepUncommitted.
+//
+// Implementations: FsObjectStore (local dir or NFS), MemObjectStore (tests),
+// FaultInjectingStore (wraps any store), S3 (issue 4). One conformance suite
+// (object_store_conformance_test.cc) runs against all of them.
+//
+// Thread safety: every implementation is safe for concurrent calls. Writers of
+// the same (namespace, step, object) at once get last-writer-wins; the
+// persister never does that.
+//
+// Errors: kNotFound for absent steps/objects, kAlreadyExists when committing
+// a committed step, kFailedPrecondition when the manifest lists an object
+// that was not put with that size, kInvalidArgument for bad names (validated
+// by every implementation via common/names.h), kIoError/kUnavailable for
+// the medium. Messages name the store (Describe()), the step and the object.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tierckpt/manifest.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt {
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+
+  // Where this store is, for messages and listings: "file:///mnt/ckpt".
+  virtual std::string Describe() const = 0;
+
+  // Writes one object of an uncommitted step, replacing an earlier put of the
+  // same name. Fails with kFailedPrecondition if the step is committed.
+  virtual Status PutObject(std::string_view ns, uint64_t step, std::string_view name,
+                           const void* data, size_t size) = 0;
+
+  // Reads [offset, offset + size) of an object, committed or not. Fails with
+  // kNotFound if absent and kCorruption if the object is shorter than
+  // offset + size.
+  virtual Status ReadObject(std::string_view ns, uint64_t step, std::string_view name,
+                            uint64_t offset, void* dst, size_t size) = 0;
+
+  // Size of an object, committed or not; kNotFound if absent.
+  virtual Result<uint64_t> ObjectSize(std::string_view ns, uint64_t step,
+                                      std::string_view name) = 0;
+
+  // Commits manifest.step of manifest.ns by writing the manifest last,
+  // atomically. Checks first that each listed object exists with its listed
+  // size (kFailedPrecondition otherwise; nothing is committed).
+  virtual Status CommitStep(const Manifest& manifest) = 0;
+
+  // The manifest of a committed step; kNotFound if the step is absent or
+  // uncommitted; kCorruption if the manifest is damaged.
+  virtual Result<Manifest> ReadManifest(std::string_view ns, uint64_t step) = 0;
+
+  // Committed steps of a namespace, ascending; empty if the namespace is
+  // unknown.
+  virtual Result<std::vector<uint64_t>> ListCommittedSteps(std::string_view ns) = 0;
+
+  // Namespaces that have at least one step directory (committed or not),
+  // sorted.
+  virtual Result<std::vector<std::string>> ListNamespaces() = 0;
+
+  // Deletes a step: the manifest first (the step is invisible from then on),
+  // then its objects. Ok if the step does not exist.
+  virtual Status DeleteStep(std::string_view ns, uint64_t step) = 0;
+
+  // Deletes every uncommitted step of ns except `keep` (a step being written
+  // right now by the caller). Returns how many were removed. Callers must not
+  // sweep a namespace that another process is writing.
+  virtual Result<int> SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) = 0;
+};
+
+// Opens a store from a durable-base URL:
+//   "file:///abs/path" or "/abs/path" or "relative/path"  → FsObjectStore
+//   "mem://name"  → the process-wide MemObjectStore named `name` (tests)
+//   "s3://bucket/prefix" → kUnimplemented until the S3 tier lands (issue 4)
+// Relative paths are made absolute against the current directory.
+Result<std::unique_ptr<ObjectStore>> OpenObjectStore(std::string_view url);
+
+}  // namespace tierckpt

@@ -94,7 +94,7 @@ Log::Log(LogLevel level, std::string_view event) : enabled_(static_cast<int>(lev
   ::gettimeofday(&tv, nullptr);
   struct tm tm;
   ::gmtime_r(&tv.tv_sec, &tm);
-  char ts[40];
+  char ts[96];
   std::snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(tv.tv_usec / 1000));
   line_ = "ts=";

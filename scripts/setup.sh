@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# setup.sh — everything a fresh machine needs before building or testing:
+# Debian packages, the Python venv (.venv) with pinned packages, and the
+# C++ builds. Idempotent: a second run skips what is already there.
+#
+#   scripts/setup.sh [release] [asan] [fuzz]     (default: release)
+#
+# Environment: TIERCKPT_BUILD_JOBS (default: number of cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+# ---- Debian packages --------------------------------------------------------
+APT_PACKAGES=(g++ make cmake ninja-build pkg-config git python3-venv
+  libxxhash-dev nlohmann-json3-dev libgtest-dev libgmock-dev libcli11-dev
+  libcurl4-openssl-dev libssl-dev clang)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq </dev/null >&2
+  $SUDO apt-get install -y -qq --no-install-recommends "$@" </dev/null >&2
+}
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  apt_install "${missing[@]}"
+fi
+# libFuzzer's runtime ships apart from clang on Debian (libclang-rt-<N>-dev).
+if command -v clang >/dev/null 2>&1; then
+  clang_major=$(clang -dumpversion | cut -d. -f1)
+  rt="libclang-rt-${clang_major}-dev"
+  if ! dpkg-query -W -f='${Status}' "$rt" 2>/dev/null | grep -q "install ok installed"; then
+    if apt-cache show "$rt" >/dev/null 2>&1 || { $SUDO apt-get update -qq </dev/null >&2 && apt-cache show "$rt" >/dev/null 2>&1; }; then
+      say "installing $rt (libFuzzer runtime)"
+      apt_install "$rt" || say "could not install $rt; fuzz targets will use the built-in driver"
+    fi
+  fi
+fi
+
+# ---- Python venv ---------------------------------------------------------------
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $($PY --version 2>&1)"
+  $PY -m venv .venv
+fi
+# shellcheck disable=SC1091
+source .venv/bin/activate
+REQ=requirements-dev.txt
+stamp=.venv/.tierckpt-req.sha
+want=$(sha256sum "$REQ" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing Python packages from $REQ"
+  python -m pip install -q --upgrade pip </dev/null >&2
+  python -m pip install -q -r "$REQ" </dev/null >&2
+  echo "$want" > "$stamp"
+fi
+
+# ---- C++ builds ---------------------------------------------------------------------
+JOBS=${TIERCKPT_BUILD_JOBS:-$(nproc)}
+build() {  # build <dir> <cmake args...>
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    say "configuring $dir"
+    cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >&2
+  fi
+  say "building $dir"
+  ninja -C "$dir" -j "$JOBS" >&2
+}
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(release)
+for t in "${targets[@]}"; do
+  case "$t" in
+    release) build build/release -DCMAKE_BUILD_TYPE=Release -DTIERCKPT_WERROR=ON -DTIERCKPT_FUZZ=OFF ;;
+    asan) build build/asan -DCMAKE_BUILD_TYPE=Debug -DTIERCKPT_WERROR=ON -DTIERCKPT_SANITIZE=ON -DTIERCKPT_FUZZ=OFF ;;
+    fuzz)
+      if command -v clang++ >/dev/null 2>&1; then
+        build build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+          -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
+      else
+        build build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
+      fi ;;
+    *) say "unknown build '$t' (use release, asan, fuzz)"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# test.sh — the whole test suite, from a fresh machine: installs what is
+# missing (scripts/setup.sh), builds the release, ASan+UBSan and fuzz builds,
+# then runs
+#   1. the unit tests (ctest) in the release build,
+#   2. the unit tests again under AddressSanitizer + UBSan,
+#   3. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 30),
+#   4. the integration tests (pytest, real tierckptd processes, SIGKILLs).
+# Exits non-zero if anything fails. Needs no standard input.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+FUZZ_SECONDS=${TIERCKPT_FUZZ_SECONDS:-30}
+JOBS=$(nproc)
+
+scripts/setup.sh release asan fuzz || { echo "test.sh: setup failed" >&2; exit 1; }
+# shellcheck disable=SC1091
+source .venv/bin/activate
+
+passed=0
+failed=0
+failures=()
+count_ctest() {  # parse "N% tests passed, F tests failed out of T"
+  local log=$1 line total fail
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1)
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  fail=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  [ -n "$total" ] || { failed=$((failed + 1)); return; }
+  passed=$((passed + total - fail))
+  failed=$((failed + fail))
+}
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "unit tests (release)"
+ctest --test-dir build/release -j "$JOBS" --output-on-failure 2>&1 | tee /tmp/tierckpt-ctest-release.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || failures+=("unit tests (release)")
+count_ctest /tmp/tierckpt-ctest-release.log
+
+step "unit tests (ASan + UBSan)"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan -j "$JOBS" --output-on-failure 2>&1 | tee /tmp/tierckpt-ctest-asan.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || failures+=("unit tests (asan)")
+count_ctest /tmp/tierckpt-ctest-asan.log
+
+step "fuzz targets, ${FUZZ_SECONDS}s each"
+if tests/fuzz/run_fuzz.sh build/fuzz "$FUZZ_SECONDS"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); failures+=("fuzzing")
+fi
+
+step "integration tests (real agents)"
+TIERCKPT_BIN_DIR="$ROOT/build/release/tools" python -m pytest -q tests/integration 2>&1 | tee /tmp/tierckpt-pytest.log
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || failures+=("integration tests")
+p=$(grep -Eo '[0-9]+ passed' /tmp/tierckpt-pytest.log | tail -1 | cut -d' ' -f1)
+f=$(grep -Eo '[0-9]+ (failed|error)' /tmp/tierckpt-pytest.log | awk '{s+=$1} END {print s+0}')
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-0}))
+[ "$rc" -eq 0 ] || [ "${f:-0}" -gt 0 ] || failed=$((failed + 1))
+
+echo
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "FAILED: ${failures[*]}"
+fi
+echo "${passed} passed, ${failed} failed"
+[ ${#failures[@]} -eq 0 ]

@@ -1,0 +1,301 @@
+// Client: requests to the agent, and the copy paths into and out of shared
+// memory (which run outside the connection's lock).
+#include "tierckpt/client.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "client/client_internal.h"
+#include "client/connection.h"
+#include "client/mapping_cache.h"
+#include "client/parallel.h"
+#include "client/responses.h"
+#include "common/checksum.h"
+#include "wire/protocol.h"
+
+namespace tierckpt {
+namespace {
+
+using client::Connection;
+using client::MappingCache;
+using wire::MsgType;
+
+// Extra time the client waits beyond a WaitDurable timeout for the agent's
+// answer before declaring the connection dead.
+constexpr int kWaitDurableGraceMs = 60'000;
+
+std::string StepPath(std::string_view ns, uint64_t step) {
+  return std::string(ns) + "/" + std::to_string(step);
+}
+std::string ObjectPath(std::string_view ns, uint64_t step, std::string_view name) {
+  return StepPath(ns, step) + "/" + std::string(name);
+}
+
+std::string EncodeStep(std::string_view ns, uint64_t step) {
+  wire::StepRequest r;
+  r.ns = std::string(ns);
+  r.step = step;
+  return r.Encode();
+}
+
+}  // namespace
+
+struct Client::Impl {
+  // Const after Connect.
+  ClientOptions options;
+  std::string node_id;
+  std::string durable_base;
+  std::unique_ptr<Connection> conn;
+  std::shared_ptr<MappingCache> cache;
+
+  Result<Connection::Reply> Call(MsgType type, std::string_view payload, int timeout_ms = -1) {
+    return conn->Call(type, payload, timeout_ms);
+  }
+  Status CallStatus(MsgType type, std::string_view payload) { return Call(type, payload).status(); }
+  Result<std::string> CallJson(MsgType type, std::string_view payload) {
+    TC_ASSIGN_OR_RETURN(Connection::Reply reply, Call(type, payload));
+    return client::JsonFromBody(reply.body, wire::MsgTypeName(static_cast<uint16_t>(type)));
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  if (impl->options.socket_path.empty()) impl->options.socket_path = DefaultSocketPath();
+  impl->options.copy_threads = std::max(1, impl->options.copy_threads);
+  TC_ASSIGN_OR_RETURN(impl->conn, Connection::Open(impl->options.socket_path));
+
+  wire::HelloRequest hello;
+  hello.pid = static_cast<uint32_t>(::getpid());
+  hello.client = impl->options.client_name;
+  TC_ASSIGN_OR_RETURN(Connection::Reply reply, impl->Call(MsgType::kHello, hello.Encode()));
+  Result<wire::HelloResponse> h = wire::HelloResponse::Decode(reply.body);
+  if (!h.ok()) return h.status().WithContext("tierckptd at " + impl->options.socket_path + " answered Hello");
+  impl->node_id = std::move(h->node_id);
+  impl->durable_base = std::move(h->durable);
+
+  MappingCache::Options cache_options;
+  cache_options.capacity_bytes = impl->options.mapping_cache_bytes;
+  impl->cache = std::make_shared<MappingCache>(cache_options);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+const std::string& Client::node_id() const { return impl_->node_id; }
+const std::string& Client::socket_path() const { return impl_->options.socket_path; }
+const std::string& Client::durable_base() const { return impl_->durable_base; }
+
+// ---- Writing ----
+
+Status Client::BeginStep(std::string_view ns, uint64_t step) {
+  return impl_->CallStatus(MsgType::kBeginStep, EncodeStep(ns, step));
+}
+
+Result<WritableObject> Client::CreateObject(std::string_view ns, uint64_t step, std::string_view name,
+                                            uint64_t size) {
+  if (size > std::numeric_limits<size_t>::max()) {
+    return InvalidArgument("object " + ObjectPath(ns, step, name) + " of " + std::to_string(size) +
+                           " bytes does not fit in this process's address space");
+  }
+  wire::CreateObjectRequest req;
+  req.ns = std::string(ns);
+  req.step = step;
+  req.name = std::string(name);
+  req.size = size;
+  const std::string payload = req.Encode();
+
+  impl_->cache->MaybeSweep();
+  Result<Connection::Reply> reply = impl_->Call(MsgType::kCreateObject, payload);
+  // Mappings of deleted segments keep tmpfs pages alive; release them and
+  // retry once when the memory tier reports it is full.
+  if (!reply.ok() && reply.status().code() == Code::kResourceExhausted && impl_->cache->SweepDeleted() > 0) {
+    reply = impl_->Call(MsgType::kCreateObject, payload);
+  }
+  if (!reply.ok()) return reply.status();
+  const std::string what = "object " + ObjectPath(ns, step, name);
+  if (!reply->fd.valid()) {
+    return ProtocolError("tierckptd answered CreateObject for " + what +
+                         " without a file descriptor (check client and agent are the same version)");
+  }
+  TC_ASSIGN_OR_RETURN(MappingCache::Lease lease, impl_->cache->Acquire(std::move(reply->fd), size,
+                                                                       Mapping::Access::kReadWrite, what));
+  WritableObject obj;
+  obj.impl_ = std::make_unique<WritableObject::Impl>();
+  obj.impl_->ns = std::string(ns);
+  obj.impl_->step = step;
+  obj.impl_->name = std::string(name);
+  obj.impl_->size = size;
+  obj.impl_->lease = std::move(lease);
+  return obj;
+}
+
+Status Client::Seal(WritableObject& object, std::string_view checksum) {
+  if (!object.impl_) return FailedPrecondition("Seal of an empty WritableObject (CreateObject did not fill it)");
+  WritableObject::Impl& o = *object.impl_;
+  if (o.sealed) return FailedPrecondition("object " + ObjectPath(o.ns, o.step, o.name) + " is already sealed");
+  wire::SealObjectRequest req;
+  req.ns = o.ns;
+  req.step = o.step;
+  req.name = o.name;
+  req.size = o.size;
+  req.checksum = std::string(checksum);
+  TC_RETURN_IF_ERROR(impl_->CallStatus(MsgType::kSealObject, req.Encode()));
+  o.sealed = true;
+  o.lease.Reset();  // the object is immutable now; the mapping goes back to the cache
+  return Status::Ok();
+}
+
+Status Client::WriteObject(std::string_view ns, uint64_t step, std::string_view name, const void* data,
+                           size_t size) {
+  TC_ASSIGN_OR_RETURN(WritableObject obj, CreateObject(ns, step, name, size));
+  Checksum sum = CopyAndChecksum(obj.data(), data, size);
+  return Seal(obj, sum.ToString());
+}
+
+Status Client::WriteObjects(std::string_view ns, uint64_t step, const std::vector<ObjectSource>& objects) {
+  return client::ParallelFor(objects.size(), impl_->options.copy_threads, [&](size_t i) {
+    const ObjectSource& o = objects[i];
+    return WriteObject(ns, step, o.name, o.data, o.size).WithContext("writing object " + o.name);
+  });
+}
+
+Result<Manifest> Client::Commit(std::string_view ns, uint64_t step, const CommitOptions& options) {
+  wire::CommitStepRequest req;
+  req.ns = std::string(ns);
+  req.step = step;
+  req.world_size = options.world_size;
+  req.persist = options.persist;
+  req.expected_objects = options.expected_objects;
+  TC_ASSIGN_OR_RETURN(std::string json, impl_->CallJson(MsgType::kCommitStep, req.Encode()));
+  return Manifest::Parse(json, "the manifest of " + StepPath(ns, step) + " returned by CommitStep");
+}
+
+Status Client::Abort(std::string_view ns, uint64_t step) {
+  return impl_->CallStatus(MsgType::kAbortStep, EncodeStep(ns, step));
+}
+
+// ---- Durable tier ----
+
+Status Client::Persist(std::string_view ns, uint64_t step) {
+  return impl_->CallStatus(MsgType::kPersist, EncodeStep(ns, step));
+}
+
+Status Client::WaitDurable(std::string_view ns, uint64_t step, std::chrono::milliseconds timeout) {
+  wire::WaitDurableRequest req;
+  req.ns = std::string(ns);
+  req.step = step;
+  // The wire field is u32 ms; longer waits are capped (~49 days).
+  const auto max_ms = static_cast<int64_t>(std::numeric_limits<uint32_t>::max() - 1);
+  const int64_t ms = std::clamp<int64_t>(timeout.count(), 0, max_ms);
+  req.timeout_ms = static_cast<uint32_t>(ms);
+  int recv_timeout = -1;
+  if (ms > 0 && ms < std::numeric_limits<int>::max() - kWaitDurableGraceMs) {
+    recv_timeout = static_cast<int>(ms) + kWaitDurableGraceMs;
+  }
+  return impl_->Call(MsgType::kWaitDurable, req.Encode(), recv_timeout).status();
+}
+
+Status Client::Restore(std::string_view ns, uint64_t step) {
+  return impl_->CallStatus(MsgType::kRestore, EncodeStep(ns, step));
+}
+
+// ---- Reading ----
+
+Result<std::vector<StepSummary>> Client::List(std::string_view ns) {
+  wire::ListRequest req;
+  req.ns = std::string(ns);
+  req.include_durable = true;
+  TC_ASSIGN_OR_RETURN(std::string json, impl_->CallJson(MsgType::kList, req.Encode()));
+  return client::ParseStepList(json);
+}
+
+Result<uint64_t> Client::LatestStep(std::string_view ns) {
+  TC_ASSIGN_OR_RETURN(std::vector<StepSummary> steps, List(ns));
+  return client::NewestCommittedStep(steps, ns);
+}
+
+Result<Manifest> Client::Show(std::string_view ns, uint64_t step) {
+  TC_ASSIGN_OR_RETURN(std::string json, impl_->CallJson(MsgType::kShow, EncodeStep(ns, step)));
+  return client::ParseShowBody(json, ns, step);
+}
+
+Result<ObjectView> Client::Open(std::string_view ns, uint64_t step, std::string_view name) {
+  wire::OpenObjectRequest req;
+  req.ns = std::string(ns);
+  req.step = step;
+  req.name = std::string(name);
+  impl_->cache->MaybeSweep();
+  TC_ASSIGN_OR_RETURN(Connection::Reply reply, impl_->Call(MsgType::kOpenObject, req.Encode()));
+  const std::string what = "object " + ObjectPath(ns, step, name);
+  Result<wire::OpenObjectResponse> resp = wire::OpenObjectResponse::Decode(reply.body);
+  if (!resp.ok()) return resp.status().WithContext("tierckptd's OpenObject response for " + what);
+  if (!reply.fd.valid()) {
+    return ProtocolError("tierckptd answered OpenObject for " + what +
+                         " without a file descriptor (check client and agent are the same version)");
+  }
+  Result<Checksum> expected = Checksum::Parse(resp->checksum);
+  if (!expected.ok()) return expected.status().WithContext("tierckptd's OpenObject response for " + what);
+  if (resp->size > std::numeric_limits<size_t>::max()) {
+    return InvalidArgument(what + " of " + std::to_string(resp->size) +
+                           " bytes does not fit in this process's address space");
+  }
+  TC_ASSIGN_OR_RETURN(MappingCache::Lease lease, impl_->cache->Acquire(std::move(reply.fd), resp->size,
+                                                                       Mapping::Access::kReadOnly, what));
+  ObjectView view;
+  view.impl_ = std::make_unique<ObjectView::Impl>();
+  view.impl_->ns = std::string(ns);
+  view.impl_->step = step;
+  view.impl_->name = std::string(name);
+  view.impl_->checksum = std::move(resp->checksum);
+  view.impl_->expected = *expected;
+  view.impl_->lease = std::move(lease);
+  return view;
+}
+
+Status Client::ReadObjects(std::string_view ns, uint64_t step, const std::vector<ObjectDest>& objects) {
+  return client::ParallelFor(objects.size(), impl_->options.copy_threads, [&](size_t i) -> Status {
+    const ObjectDest& d = objects[i];
+    const std::string context = "reading object " + d.name;
+    Result<ObjectView> view = Open(ns, step, d.name);
+    if (!view.ok()) return view.status().WithContext(context);
+    if (view->size() != d.size) {
+      return InvalidArgument(context + ": the destination holds " + std::to_string(d.size) +
+                             " bytes but the object has " + std::to_string(view->size()));
+    }
+    return view->CopyTo(d.data, d.size).WithContext(context);
+  });
+}
+
+// ---- Administration ----
+
+Result<std::string> Client::Verify(std::string_view ns, uint64_t step) {
+  return impl_->CallJson(MsgType::kVerify, EncodeStep(ns, step));
+}
+
+Result<std::string> Client::Stats() { return impl_->CallJson(MsgType::kStats, ""); }
+
+Status Client::DeleteStep(std::string_view ns, uint64_t step, bool durable_too) {
+  wire::DeleteStepRequest req;
+  req.ns = std::string(ns);
+  req.step = step;
+  req.durable_too = durable_too;
+  return impl_->CallStatus(MsgType::kDeleteStep, req.Encode());
+}
+
+Result<std::string> Client::Prune(std::string_view ns, uint32_t keep_memory, uint32_t keep_durable) {
+  wire::PruneRequest req;
+  req.ns = std::string(ns);
+  req.keep_memory = keep_memory;
+  req.keep_durable = keep_durable;
+  return impl_->CallJson(MsgType::kPrune, req.Encode());
+}
+
+Status Client::Shutdown() { return impl_->CallStatus(MsgType::kShutdown, ""); }
+
+}  // namespace tierckpt

@@ -1,0 +1,31 @@
+// client_internal.h — the private state behind WritableObject and
+// ObjectView, shared by client.cc (which fills it) and objects.cc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "client/mapping_cache.h"
+#include "common/checksum.h"
+
+namespace tierckpt {
+
+struct WritableObject::Impl {
+  std::string ns;
+  uint64_t step = 0;
+  std::string name;
+  uint64_t size = 0;
+  client::MappingCache::Lease lease;  // released once sealed
+  bool sealed = false;
+};
+
+struct ObjectView::Impl {
+  std::string ns;
+  uint64_t step = 0;
+  std::string name;
+  std::string checksum;  // as sent by the agent (from the manifest)
+  Checksum expected;     // checksum, parsed
+  client::MappingCache::Lease lease;
+};
+
+}  // namespace tierckpt

@@ -1,0 +1,65 @@
+// WritableObject and ObjectView: handles over mappings of shared memory.
+#include <string>
+#include <utility>
+
+#include "client/client_internal.h"
+#include "tierckpt/client.h"
+
+namespace tierckpt {
+namespace {
+
+const std::string kEmpty;
+
+std::string ObjectPath(const std::string& ns, uint64_t step, const std::string& name) {
+  return ns + "/" + std::to_string(step) + "/" + name;
+}
+
+}  // namespace
+
+WritableObject::WritableObject() = default;
+WritableObject::~WritableObject() = default;
+WritableObject::WritableObject(WritableObject&&) noexcept = default;
+WritableObject& WritableObject::operator=(WritableObject&&) noexcept = default;
+
+uint8_t* WritableObject::data() const { return impl_ ? impl_->lease.data() : nullptr; }
+size_t WritableObject::size() const { return impl_ ? impl_->size : 0; }
+const std::string& WritableObject::name() const { return impl_ ? impl_->name : kEmpty; }
+
+ObjectView::ObjectView() = default;
+ObjectView::~ObjectView() = default;
+ObjectView::ObjectView(ObjectView&&) noexcept = default;
+ObjectView& ObjectView::operator=(ObjectView&&) noexcept = default;
+
+const uint8_t* ObjectView::data() const { return impl_ ? impl_->lease.data() : nullptr; }
+size_t ObjectView::size() const { return impl_ ? impl_->lease.size() : 0; }
+const std::string& ObjectView::checksum() const { return impl_ ? impl_->checksum : kEmpty; }
+
+namespace {
+
+Status CheckSum(const ObjectView::Impl& v, const Checksum& got) {
+  if (got == v.expected) return Status::Ok();
+  return Corruption("object " + ObjectPath(v.ns, v.step, v.name) + " in the memory tier is corrupt: expected " +
+                    v.expected.ToString() + ", got " + got.ToString() +
+                    "; drop the memory copy (`tierckpt rm " + v.ns + " " + std::to_string(v.step) +
+                    "`) and read it again from the durable tier");
+}
+
+}  // namespace
+
+Status ObjectView::Verify() const {
+  if (!impl_) return FailedPrecondition("ObjectView::Verify on an empty view (Client::Open did not fill it)");
+  return CheckSum(*impl_, ComputeChecksum(impl_->lease.data(), impl_->lease.size()));
+}
+
+Status ObjectView::CopyTo(void* dst, size_t capacity) const {
+  if (!impl_) return FailedPrecondition("ObjectView::CopyTo on an empty view (Client::Open did not fill it)");
+  const size_t n = impl_->lease.size();
+  if (capacity < n) {
+    return InvalidArgument("destination for object " + ObjectPath(impl_->ns, impl_->step, impl_->name) +
+                           " holds " + std::to_string(capacity) + " bytes but the object has " +
+                           std::to_string(n));
+  }
+  return CheckSum(*impl_, CopyAndChecksum(dst, impl_->lease.data(), n));
+}
+
+}  // namespace tierckpt

@@ -1,0 +1,63 @@
+#include "store/store_common.h"
+
+#include "common/names.h"
+
+namespace tierckpt::store_internal {
+namespace {
+
+Status InContext(const Status& s, std::string_view op, std::string_view store) {
+  if (s.ok()) return s;
+  return s.WithContext(std::string(op) + " on " + std::string(store));
+}
+
+bool AllDigits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string StepLabel(std::string_view store, std::string_view ns, uint64_t step) {
+  return std::string(store) + " namespace " + QuoteForMessage(ns) + " step " + std::to_string(step);
+}
+
+std::string ObjectLabel(std::string_view store, std::string_view ns, uint64_t step,
+                        std::string_view name) {
+  return StepLabel(store, ns, step) + " object " + QuoteForMessage(name);
+}
+
+Status ValidateNamespaceFor(std::string_view op, std::string_view store, std::string_view ns) {
+  return InContext(ValidateNamespace(ns), op, store);
+}
+
+Status ValidateStepFor(std::string_view op, std::string_view store, std::string_view ns,
+                       uint64_t step) {
+  TC_RETURN_IF_ERROR(ValidateNamespaceFor(op, store, ns));
+  return InContext(ValidateStep(step), op, store);
+}
+
+Status ValidateObjectFor(std::string_view op, std::string_view store, std::string_view ns,
+                         uint64_t step, std::string_view name) {
+  TC_RETURN_IF_ERROR(ValidateStepFor(op, store, ns, step));
+  return InContext(ValidateObjectName(name), op, store);
+}
+
+std::string TmpSuffix(uint64_t pid, uint64_t n) {
+  return ".tmp." + std::to_string(pid) + "." + std::to_string(n);
+}
+
+bool LooksLikeTmpName(std::string_view file_name) {
+  size_t last_dot = file_name.rfind('.');
+  if (last_dot == std::string_view::npos || !AllDigits(file_name.substr(last_dot + 1))) return false;
+  std::string_view rest = file_name.substr(0, last_dot);
+  size_t pid_dot = rest.rfind('.');
+  if (pid_dot == std::string_view::npos || !AllDigits(rest.substr(pid_dot + 1))) return false;
+  rest = rest.substr(0, pid_dot);
+  constexpr std::string_view kTmp = ".tmp";
+  return rest.size() > kTmp.size() && rest.substr(rest.size() - kTmp.size()) == kTmp;
+}
+
+}  // namespace tierckpt::store_internal

@@ -1,0 +1,39 @@
+// store_common.h — helpers shared by the ObjectStore implementations: name
+// validation of every call, the labels that put the store, namespace, step
+// and object into each error, and the spelling of in-flight temporary files.
+//
+// Internal to src/store. All functions are pure and thread-safe. Validation
+// errors are kInvalidArgument and carry the store and the operation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tierckpt/status.h"
+
+namespace tierckpt::store_internal {
+
+// `<store> namespace "job" step 7`, names escaped for messages.
+std::string StepLabel(std::string_view store, std::string_view ns, uint64_t step);
+// `<store> namespace "job" step 7 object "dir/file"`.
+std::string ObjectLabel(std::string_view store, std::string_view ns, uint64_t step,
+                        std::string_view name);
+
+// Validates ns (and step, and name) for operation `op` of `store`; errors
+// read "<op> on <store>: <rule>". Reserved object names are rejected: they
+// belong to the system (the manifest).
+Status ValidateNamespaceFor(std::string_view op, std::string_view store, std::string_view ns);
+Status ValidateStepFor(std::string_view op, std::string_view store, std::string_view ns,
+                       uint64_t step);
+Status ValidateObjectFor(std::string_view op, std::string_view store, std::string_view ns,
+                         uint64_t step, std::string_view name);
+
+// Suffix of a temporary file written before its rename into place:
+// ".tmp.<pid>.<n>".
+std::string TmpSuffix(uint64_t pid, uint64_t n);
+// True for a file name ending in ".tmp.<digits>.<digits>" with a non-empty
+// stem: the shape TmpSuffix (and WriteFileAtomic) produce.
+bool LooksLikeTmpName(std::string_view file_name);
+
+}  // namespace tierckpt::store_internal

@@ -1,0 +1,147 @@
+"""Fixtures for integration tests: real tierckptd processes, the real CLI,
+real SIGKILLs. Binaries come from $TIERCKPT_BIN_DIR (default build/release/tools).
+
+Each agent gets its own tmpfs root under /dev/shm (the production medium),
+its own socket and its own durable directory, all removed afterwards.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN_DIR = Path(os.environ.get("TIERCKPT_BIN_DIR", REPO / "build" / "release" / "tools"))
+AGENT_BIN = BIN_DIR / "tierckptd" / "tierckptd"
+CLI_BIN = BIN_DIR / "cli" / "tierckpt"
+WRITER_BIN = BIN_DIR / "testing" / "tc_test_writer"
+SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path("/tmp")
+
+
+def pytest_configure(config):
+    for b in (AGENT_BIN, CLI_BIN, WRITER_BIN):
+        if not b.exists():
+            raise pytest.UsageError(f"{b} is missing: build first with scripts/setup.sh release")
+
+
+class Agent:
+    """One tierckptd process with its own root, socket and durable dir."""
+
+    def __init__(self, workdir: Path, root: Path, extra_args):
+        self.workdir = workdir
+        self.root = root
+        self.socket = workdir / "agent.sock"
+        self.durable = workdir / "durable"
+        self.log = workdir / "agent.log"
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.env = dict(os.environ, TIERCKPT_SOCKET=str(self.socket))
+
+    def args(self):
+        return [str(AGENT_BIN), "--socket", str(self.socket), "--root", str(self.root),
+                "--durable", str(self.durable), "--log-level", "debug", *self.extra_args]
+
+    def start(self, wait=True):
+        logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=logf,
+                                     stderr=subprocess.STDOUT, env=self.env)
+        logf.close()
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=15):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"tierckptd exited with {self.proc.returncode}:\n{self.log_text()}")
+            r = self.cli("agent", "status", "--json", check=False)
+            if r.returncode == 0:
+                return json.loads(r.stdout)
+            time.sleep(0.05)
+        raise AssertionError(f"tierckptd not ready after {timeout}s:\n{self.log_text()}")
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+
+    def restart(self):
+        self.kill()
+        return self.start()
+
+    def log_text(self):
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def cli(self, *args, check=True, timeout=120):
+        r = subprocess.run([str(CLI_BIN), *map(str, args)], env=self.env, capture_output=True,
+                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and r.returncode != 0:
+            raise AssertionError(f"tierckpt {' '.join(map(str, args))} -> {r.returncode}\n"
+                                 f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}\nagent log:\n{self.log_text()[-4000:]}")
+        return r
+
+    def cli_json(self, *args):
+        return json.loads(self.cli(*args, "--json").stdout)
+
+    def writer(self, *args, check=True, timeout=120):
+        r = subprocess.run([str(WRITER_BIN), "--socket", str(self.socket), *map(str, args)],
+                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and r.returncode != 0:
+            raise AssertionError(f"tc_test_writer {' '.join(map(str, args))} -> {r.returncode}\n"
+                                 f"{r.stdout}\n{r.stderr}\nagent log:\n{self.log_text()[-4000:]}")
+        return r
+
+    def writer_popen(self, *args):
+        return subprocess.Popen([str(WRITER_BIN), "--socket", str(self.socket), *map(str, args)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+
+    def steps(self, ns):
+        return {s["step"]: s for s in self.cli_json("ls", ns)["steps"] if s["namespace"] == ns}
+
+
+@pytest.fixture
+def agents(tmp_path):
+    """Factory: agents(extra_args...) starts a fresh agent; all are killed at the end."""
+    made = []
+
+    def make(*extra_args, root=None, start=True):
+        n = len(made)
+        workdir = tmp_path / f"agent{n}"
+        workdir.mkdir()
+        r = Path(root) if root else SHM / f"tierckpt-test-{uuid.uuid4().hex[:12]}"
+        a = Agent(workdir, r, extra_args)
+        made.append(a)
+        if start:
+            a.start()
+        return a
+
+    yield make
+    for a in made:
+        a.kill()
+        if str(a.root).startswith(str(SHM / "tierckpt-test-")):
+            shutil.rmtree(a.root, ignore_errors=True)
+
+
+@pytest.fixture
+def agent(agents):
+    return agents("--memory-budget", "512MiB")
+
+
+def same_bytes(a: Path, b: Path) -> bool:
+    return a.read_bytes() == b.read_bytes()
+
+
+def assert_dirs_equal(expected: Path, actual: Path):
+    exp = sorted(p.relative_to(expected) for p in expected.rglob("*") if p.is_file())
+    act = sorted(p.relative_to(actual) for p in actual.rglob("*") if p.is_file()
+                 and p.name != "_tierckpt_manifest.json")
+    assert exp == act, f"file lists differ: {exp} vs {act}"
+    for rel in exp:
+        assert same_bytes(expected / rel, actual / rel), f"{rel} differs"

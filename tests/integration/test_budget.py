@@ -1,0 +1,74 @@
+"""Memory budget: eviction by policy, clear errors, the newest step kept."""
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_dirs_equal
+
+MiB = 1 << 20
+
+
+def test_retention_keeps_last_k(agents):
+    a = agents("--memory-budget", "256MiB", "--keep-last", "2")
+    for step in range(1, 6):
+        a.writer("--ns", "r", "--step", step, "--objects", 2, "--size", MiB)
+    mem = sorted(s for s, v in a.steps("r").items() if v["memory"] == "committed")
+    assert mem == [4, 5]
+
+
+def test_budget_pressure_evicts_old_steps_and_keeps_newest(agents, tmp_path):
+    a = agents("--memory-budget", "64MiB", "--keep-last", "10")
+    refs = {}
+    for step in range(1, 6):  # 5 x 20 MiB into 64 MiB: old steps must go
+        refs[step] = tmp_path / f"ref{step}"
+        a.writer("--ns", "b", "--step", step, "--objects", 4, "--size", 5 * MiB,
+                 "--ref-dir", refs[step])
+    mem = sorted(s for s, v in a.steps("b").items() if v["memory"] == "committed")
+    assert 5 in mem and len(mem) <= 3 and 1 not in mem
+    out = tmp_path / "out"
+    a.cli("restore", "b", 5, "--to", out)
+    assert_dirs_equal(refs[5], out)
+    status = a.cli_json("agent", "status")
+    assert status["used_bytes"] <= status["budget_bytes"]
+
+
+def test_step_larger_than_budget_is_a_clear_error_and_loses_nothing(agents, tmp_path):
+    a = agents("--memory-budget", "32MiB")
+    ref = tmp_path / "ref"
+    a.writer("--ns", "big", "--step", 1, "--objects", 2, "--size", 4 * MiB, "--ref-dir", ref)
+    r = a.writer("--ns", "big", "--step", 2, "--objects", 3, "--size", 16 * MiB, check=False)
+    assert r.returncode != 0
+    assert "budget" in r.stderr, r.stderr
+    steps = a.steps("big")
+    assert steps[1]["memory"] == "committed"
+    assert 2 not in steps or steps[2]["memory"] != "committed"
+    out = tmp_path / "out"
+    a.cli("restore", "big", 1, "--to", out)
+    assert_dirs_equal(ref, out)
+
+
+def test_budget_larger_than_tmpfs_fails_at_start(agents, tmp_path):
+    """Docker's 64 MB /dev/shm: a clear error at start, not SIGBUS later."""
+    small = tmp_path / "small_shm"
+    small.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(small)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a 64 MiB tmpfs here (needs root): {r.stderr.strip()}")
+    try:
+        a = agents("--memory-budget", "1GiB", root=small / "root", start=False)
+        a.start(wait=False)
+        rc = a.proc.wait(timeout=20)
+        assert rc != 0
+        log = a.log_text()
+        assert "budget" in log and "free" in log, log
+        assert "shm-size" in log or "sizeLimit" in log, log
+        # A budget that fits starts fine on the same mount.
+        b = agents("--memory-budget", "32MiB", root=small / "root2")
+        b.writer("--ns", "s", "--step", 1, "--objects", 2, "--size", MiB)
+        b.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)

@@ -1,0 +1,114 @@
+// tc_test_writer — writes a generated multi-object checkpoint step through the
+// client library. Used by the integration tests and the demo; not installed.
+//
+//   tc_test_writer --ns NS --step N [--objects K] [--size BYTES] [--seed S]
+//                  [--ref-dir DIR] [--persist] [--wait-durable]
+//                  [--hang-in-object I] [--no-commit] [--socket PATH]
+//
+// Object i is named "obj_<i>.bin" and holds a splitmix64 stream seeded by
+// (seed, step, i), so two runs with the same arguments write the same bytes.
+// --ref-dir also writes each object as a plain file there, for comparison.
+// --hang-in-object I creates object I, fills half of it, prints
+// "HANG <name>" on stdout and sleeps forever: the test then SIGKILLs it.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "os/files.h"
+#include "tierckpt/client.h"
+
+namespace {
+
+void Fill(uint8_t* dst, size_t n, uint64_t seed) {
+  uint64_t x = seed;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    x += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    std::memcpy(dst + i, &z, 8);
+  }
+  for (; i < n; ++i) dst[i] = static_cast<uint8_t>(seed + i);
+}
+
+int Fail(const tierckpt::Status& s) {
+  std::fprintf(stderr, "tc_test_writer: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"write a generated checkpoint step (tests and demo)"};
+  std::string socket, ns, ref_dir;
+  uint64_t step = 0, size = 1 << 20, seed = 1;
+  int objects = 4, hang_in = -1;
+  bool persist = false, wait_durable = false, no_commit = false;
+  app.add_option("--socket", socket, "agent socket (default: TIERCKPT_SOCKET or the default path)");
+  app.add_option("--ns", ns, "namespace")->required();
+  app.add_option("--step", step, "step")->required();
+  app.add_option("--objects", objects, "number of objects")->check(CLI::Range(1, 100000));
+  app.add_option("--size", size, "bytes per object");
+  app.add_option("--seed", seed, "content seed");
+  app.add_option("--ref-dir", ref_dir, "also write the objects here as plain files");
+  app.add_flag("--persist", persist, "persist the step to the durable tier");
+  app.add_flag("--wait-durable", wait_durable, "wait until the step is durable");
+  app.add_option("--hang-in-object", hang_in, "stop forever halfway through object I");
+  app.add_flag("--no-commit", no_commit, "write and seal, but do not commit");
+  CLI11_PARSE(app, argc, argv);
+
+  tierckpt::ClientOptions opts;
+  opts.socket_path = socket;
+  opts.client_name = "tc_test_writer";
+  auto client = tierckpt::Client::Connect(opts);
+  if (!client.ok()) return Fail(client.status());
+  auto& c = **client;
+  if (auto s = c.BeginStep(ns, step); !s.ok()) return Fail(s);
+  if (!ref_dir.empty()) {
+    if (auto s = tierckpt::MakeDirs(ref_dir); !s.ok()) return Fail(s);
+  }
+  std::vector<uint8_t> buf(size);
+  for (int i = 0; i < objects; ++i) {
+    std::string name = "obj_" + std::to_string(i) + ".bin";
+    Fill(buf.data(), buf.size(), seed * 1000003ULL + step * 7919ULL + static_cast<uint64_t>(i));
+    if (i == hang_in) {
+      auto obj = c.CreateObject(ns, step, name, size);
+      if (!obj.ok()) return Fail(obj.status());
+      std::memcpy(obj->data(), buf.data(), size / 2);
+      std::printf("HANG %s\n", name.c_str());
+      std::fflush(stdout);
+      while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    if (auto s = c.WriteObject(ns, step, name, buf.data(), buf.size()); !s.ok()) return Fail(s);
+    if (!ref_dir.empty()) {
+      auto s = tierckpt::WriteFileAtomic(tierckpt::JoinPath(ref_dir, name),
+                                         std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()),
+                                         /*durable=*/false);
+      if (!s.ok()) return Fail(s);
+    }
+  }
+  if (no_commit) {
+    std::printf("SEALED %d\n", objects);
+    std::fflush(stdout);
+    return 0;
+  }
+  tierckpt::CommitOptions co;
+  co.persist = persist;
+  co.world_size = 1;
+  auto m = c.Commit(ns, step, co);
+  if (!m.ok()) return Fail(m.status());
+  if (wait_durable) {
+    if (auto s = c.WaitDurable(ns, step, std::chrono::minutes(5)); !s.ok()) return Fail(s);
+  }
+  std::printf("COMMITTED %s %llu %llu\n", ns.c_str(), static_cast<unsigned long long>(step),
+              static_cast<unsigned long long>(m->TotalBytes()));
+  return 0;
+}

@@ -14,6 +14,7 @@
 #include "client/mapping_cache.h"
 #include "client/parallel.h"
 #include "client/responses.h"
+#include "client/sweeper.h"
 #include "common/checksum.h"
 #include "wire/protocol.h"
 
@@ -27,6 +28,8 @@ using wire::MsgType;
 // Extra time the client waits beyond a WaitDurable timeout for the agent's
 // answer before declaring the connection dead.
 constexpr int kWaitDurableGraceMs = 60'000;
+// How soon an idle client releases mappings of segments the agent deleted.
+constexpr auto kIdleSweepInterval = std::chrono::seconds(1);
 
 std::string StepPath(std::string_view ns, uint64_t step) {
   return std::string(ns) + "/" + std::to_string(step);
@@ -51,6 +54,7 @@ struct Client::Impl {
   std::string durable_base;
   std::unique_ptr<Connection> conn;
   std::shared_ptr<MappingCache> cache;
+  std::unique_ptr<client::Sweeper> sweeper;  // declared last: stops first
 
   Result<Connection::Reply> Call(MsgType type, std::string_view payload, int timeout_ms = -1) {
     return conn->Call(type, payload, timeout_ms);
@@ -84,6 +88,9 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   MappingCache::Options cache_options;
   cache_options.capacity_bytes = impl->options.mapping_cache_bytes;
   impl->cache = std::make_shared<MappingCache>(cache_options);
+  if (cache_options.capacity_bytes > 0) {
+    impl->sweeper = std::make_unique<client::Sweeper>(impl->cache, kIdleSweepInterval);
+  }
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
@@ -110,7 +117,6 @@ Result<WritableObject> Client::CreateObject(std::string_view ns, uint64_t step, 
   req.size = size;
   const std::string payload = req.Encode();
 
-  impl_->cache->MaybeSweep();
   Result<Connection::Reply> reply = impl_->Call(MsgType::kCreateObject, payload);
   // Mappings of deleted segments keep tmpfs pages alive; release them and
   // retry once when the memory tier reports it is full.
@@ -118,6 +124,10 @@ Result<WritableObject> Client::CreateObject(std::string_view ns, uint64_t step, 
     reply = impl_->Call(MsgType::kCreateObject, payload);
   }
   if (!reply.ok()) return reply.status();
+  // Swept after the answer, before writing: the agent may just have deleted
+  // segments to make room for this object, and their pages stay allocated
+  // while we map them.
+  impl_->cache->MaybeSweep();
   const std::string what = "object " + ObjectPath(ns, step, name);
   if (!reply->fd.valid()) {
     return ProtocolError("tierckptd answered CreateObject for " + what +
@@ -230,8 +240,8 @@ Result<ObjectView> Client::Open(std::string_view ns, uint64_t step, std::string_
   req.ns = std::string(ns);
   req.step = step;
   req.name = std::string(name);
-  impl_->cache->MaybeSweep();
   TC_ASSIGN_OR_RETURN(Connection::Reply reply, impl_->Call(MsgType::kOpenObject, req.Encode()));
+  impl_->cache->MaybeSweep();
   const std::string what = "object " + ObjectPath(ns, step, name);
   Result<wire::OpenObjectResponse> resp = wire::OpenObjectResponse::Decode(reply.body);
   if (!resp.ok()) return resp.status().WithContext("tierckptd's OpenObject response for " + what);

@@ -7,6 +7,7 @@
 
 #include "client/mapping_cache.h"
 #include "common/checksum.h"
+#include "tierckpt/client.h"
 
 namespace tierckpt {
 

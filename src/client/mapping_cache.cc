@@ -23,9 +23,9 @@ size_t DefaultMaxEntries() {
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
     soft = static_cast<size_t>(rl.rlim_cur);
   } else if (rl.rlim_cur == RLIM_INFINITY) {
-    soft = kMaxEntriesCap * 2;
+    soft = kMaxEntriesCap * 4;
   }
-  return std::clamp<size_t>(soft / 2, 16, kMaxEntriesCap);
+  return std::clamp<size_t>(soft / 4, 16, kMaxEntriesCap);  // leave most fds to the application
 }
 
 }  // namespace

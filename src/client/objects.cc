@@ -36,19 +36,20 @@ const std::string& ObjectView::checksum() const { return impl_ ? impl_->checksum
 
 namespace {
 
-Status CheckSum(const ObjectView::Impl& v, const Checksum& got) {
-  if (got == v.expected) return Status::Ok();
-  return Corruption("object " + ObjectPath(v.ns, v.step, v.name) + " in the memory tier is corrupt: expected " +
-                    v.expected.ToString() + ", got " + got.ToString() +
-                    "; drop the memory copy (`tierckpt rm " + v.ns + " " + std::to_string(v.step) +
-                    "`) and read it again from the durable tier");
+Status CheckSum(const std::string& ns, uint64_t step, const std::string& name, const Checksum& expected,
+                const Checksum& got) {
+  if (got == expected) return Status::Ok();
+  return Corruption("object " + ObjectPath(ns, step, name) + " in the memory tier is corrupt: expected " +
+                    expected.ToString() + ", got " + got.ToString() + "; drop the memory copy (`tierckpt rm " + ns +
+                    " " + std::to_string(step) + "`) and read it again from the durable tier");
 }
 
 }  // namespace
 
 Status ObjectView::Verify() const {
   if (!impl_) return FailedPrecondition("ObjectView::Verify on an empty view (Client::Open did not fill it)");
-  return CheckSum(*impl_, ComputeChecksum(impl_->lease.data(), impl_->lease.size()));
+  const Impl& v = *impl_;
+  return CheckSum(v.ns, v.step, v.name, v.expected, ComputeChecksum(v.lease.data(), v.lease.size()));
 }
 
 Status ObjectView::CopyTo(void* dst, size_t capacity) const {
@@ -59,7 +60,8 @@ Status ObjectView::CopyTo(void* dst, size_t capacity) const {
                            " holds " + std::to_string(capacity) + " bytes but the object has " +
                            std::to_string(n));
   }
-  return CheckSum(*impl_, CopyAndChecksum(dst, impl_->lease.data(), n));
+  const Impl& v = *impl_;
+  return CheckSum(v.ns, v.step, v.name, v.expected, CopyAndChecksum(dst, v.lease.data(), n));
 }
 
 }  // namespace tierckpt

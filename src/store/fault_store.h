@@ -8,7 +8,7 @@
 //
 // The plan (all entries stay until ClearFaults(); they combine):
 //   FailNthCall(op, n, status)  the n-th call of `op` counted from now
-//                               (n = 1: the next one) fails with `status`,
+//                               (n = 1 or 0: the next one) fails with `status`,
 //                               once, without reaching the base store.
 //   FailEveryCall(op, status)   every call of `op` fails that way.
 //   CorruptReads(name)          every successful ReadObject of object `name`

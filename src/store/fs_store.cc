@@ -115,7 +115,8 @@ std::string FsObjectStore::ObjectPath(std::string_view ns, uint64_t step,
 }
 
 std::shared_mutex& FsObjectStore::StepLock(std::string_view ns, uint64_t step) const {
-  size_t h = std::hash<std::string_view>()(ns) ^ (std::hash<uint64_t>()(step) * 0x9e3779b97f4a7c15ULL);
+  const size_t h =
+      std::hash<std::string_view>()(ns) ^ (std::hash<uint64_t>()(step) * 0x9e3779b97f4a7c15ULL);
   return step_locks_[h % kLockStripes];
 }
 
@@ -138,7 +139,8 @@ Status FsObjectStore::PutImpl(std::string_view ns, uint64_t step, std::string_vi
   const std::string path = ObjectPath(ns, step, name);
   Status made = MakeDirs(DirName(path));
   if (made.code() == Code::kAlreadyExists) {
-    return FailedPrecondition("a parent of " + path + " is an object, not a directory; an object "
+    return FailedPrecondition("a parent of " + path + " is a file, not a directory (an object "
+                              "of this step, or a foreign file in the durable base); an object "
                               "name cannot also be a directory");
   }
   TC_RETURN_IF_ERROR(made);
@@ -240,7 +242,11 @@ Status FsObjectStore::CommitImpl(const Manifest& m) {
                                 "; the put was incomplete, put it again");
     }
   }
-  TC_RETURN_IF_ERROR(MakeDirs(StepDir(m.ns, m.step)));
+  Status made = MakeDirs(StepDir(m.ns, m.step));
+  if (made.code() == Code::kAlreadyExists) {  // a foreign file where a directory belongs
+    return FailedPrecondition("cannot create the step directory: " + made.message());
+  }
+  TC_RETURN_IF_ERROR(made);
   if (options_.fsync) TC_RETURN_IF_ERROR(SyncStepDirs(m));
   Status s = WriteFileAtomic(manifest_path, m.ToJson(), options_.fsync, /*exclusive=*/true);
   if (s.code() == Code::kAlreadyExists) {
@@ -357,7 +363,8 @@ Result<int> FsObjectStore::SweepUncommitted(std::string_view ns, std::optional<u
       continue;
     }
     TC_RETURN_IF_ERROR(Ctx(RemoveTree(StepDir(ns, step)), "SweepUncommitted", step_label));
-    Log(LogLevel::kInfo, "store_swept_uncommitted_step").Kv("store", describe_).Kv("ns", ns).Kv("step", step);
+    Log(LogLevel::kInfo, "store_swept_uncommitted_step")
+        .Kv("store", describe_).Kv("ns", ns).Kv("step", step);
     ++removed;
   }
   return removed;

@@ -215,7 +215,8 @@ Result<std::shared_ptr<MemObjectStore>> NamedMemStore(std::string_view name) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.stores.find(name);
   if (it == r.stores.end()) {
-    it = r.stores.emplace(std::string(name), std::make_shared<MemObjectStore>(std::string(name))).first;
+    auto store = std::make_shared<MemObjectStore>(std::string(name));
+    it = r.stores.emplace(std::string(name), std::move(store)).first;
   }
   return it->second;
 }

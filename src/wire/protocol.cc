@@ -92,7 +92,8 @@ Result<FrameHeader> DecodeHeader(const uint8_t in[kFrameHeaderSize]) {
   h.payload_len = static_cast<uint32_t>(GetLe(in + 12, 4));
   if (h.magic != kFrameMagic) {
     return ProtocolError("frame header: bad magic " + Hex32(h.magic) + " (expected " +
-                         Hex32(kFrameMagic) + ", bytes \"TCKP\"); the peer does not speak the tierckpt protocol");
+                         Hex32(kFrameMagic) +
+                         ", bytes \"TCKP\"); the peer does not speak the tierckpt protocol");
   }
   if (h.version != kProtocolVersion) {
     return ProtocolError("frame header: protocol version " + std::to_string(h.version) +

@@ -38,7 +38,10 @@ namespace tierckpt::wire {
 inline constexpr uint32_t kFrameMagic = 0x504B4354;
 inline constexpr uint16_t kProtocolVersion = 1;
 inline constexpr size_t kFrameHeaderSize = 16;
-inline constexpr uint32_t kMaxPayload = 1u << 20;
+// Large enough for the biggest manifest (kMaxManifestBytes, 64 MiB) in a
+// CommitStep or Show response, or a CommitStep request naming ~1M objects.
+// The header is checked before anything is allocated.
+inline constexpr uint32_t kMaxPayload = 80u << 20;
 inline constexpr uint16_t kResponseBit = 0x8000;
 
 enum class MsgType : uint16_t {

@@ -213,7 +213,8 @@ Result<UniqueFd> ConnectUnix(const std::string& path) {
 Status SendFrame(int sock, uint16_t type, uint32_t request_id, std::string_view payload,
                  int fd_to_pass) {
   if (payload.size() > kMaxPayload) {
-    return InvalidArgument("cannot send a " + FrameName(type) + " frame of " + std::to_string(payload.size()) + " payload bytes: the limit is " +
+    return InvalidArgument("cannot send a " + FrameName(type) + " frame of " +
+                           std::to_string(payload.size()) + " payload bytes: the limit is " +
                            std::to_string(kMaxPayload) + " bytes");
   }
   FrameHeader h;

@@ -32,10 +32,10 @@ def pytest_configure(config):
 class Agent:
     """One tierckptd process with its own root, socket and durable dir."""
 
-    def __init__(self, workdir: Path, root: Path, extra_args):
+    def __init__(self, workdir: Path, root: Path, extra_args, socket_path=None):
         self.workdir = workdir
         self.root = root
-        self.socket = workdir / "agent.sock"
+        self.socket = Path(socket_path) if socket_path else workdir / "agent.sock"
         self.durable = workdir / "durable"
         self.log = workdir / "agent.log"
         self.extra_args = list(extra_args)
@@ -111,12 +111,12 @@ def agents(tmp_path):
     """Factory: agents(extra_args...) starts a fresh agent; all are killed at the end."""
     made = []
 
-    def make(*extra_args, root=None, start=True):
+    def make(*extra_args, root=None, start=True, socket_path=None):
         n = len(made)
         workdir = tmp_path / f"agent{n}"
         workdir.mkdir()
         r = Path(root) if root else SHM / f"tierckpt-test-{uuid.uuid4().hex[:12]}"
-        a = Agent(workdir, r, extra_args)
+        a = Agent(workdir, r, extra_args, socket_path)
         made.append(a)
         if start:
             a.start()

@@ -51,6 +51,16 @@ def test_restore_refuses_nonempty_dir_without_force(agent, tmp_path):
     assert (out / "obj_0.bin").stat().st_size == 1000
 
 
+def test_direct_fill_with_agent_computed_checksums(agent, tmp_path):
+    ref = tmp_path / "ref"
+    agent.writer("--ns", "direct", "--step", 2, "--objects", 3, "--size", (1 << 20) + 3,
+                 "--ref-dir", ref, "--direct")
+    assert agent.cli("verify", "direct", 2).returncode == 0
+    out = tmp_path / "out"
+    agent.cli("restore", "direct", 2, "--to", out)
+    assert_dirs_equal(ref, out)
+
+
 def test_many_small_objects(agent, tmp_path):
     ref = tmp_path / "ref"
     agent.writer("--ns", "small", "--step", 1, "--objects", 2000, "--size", 512, "--ref-dir", ref)

@@ -3,11 +3,15 @@
 //
 //   tc_test_writer --ns NS --step N [--objects K] [--size BYTES] [--seed S]
 //                  [--ref-dir DIR] [--persist] [--wait-durable]
-//                  [--hang-in-object I] [--no-commit] [--socket PATH]
+//                  [--hang-in-object I] [--no-commit] [--direct] [--socket PATH]
 //
 // Object i is named "obj_<i>.bin" and holds a splitmix64 stream seeded by
 // (seed, step, i), so two runs with the same arguments write the same bytes.
 // --ref-dir also writes each object as a plain file there, for comparison.
+// By default each object is generated in a private buffer and saved with
+// Client::WriteObject (copy + client checksum, verified by the agent).
+// --direct generates straight into the shared memory of a CreateObject and
+// seals without a checksum (the agent computes it), allocating nothing.
 // --hang-in-object I creates object I, fills half of it, prints
 // "HANG <name>" on stdout and sleeps forever: the test then SIGKILLs it.
 #include <unistd.h>
@@ -51,7 +55,7 @@ int main(int argc, char** argv) {
   std::string socket, ns, ref_dir;
   uint64_t step = 0, size = 1 << 20, seed = 1;
   int objects = 4, hang_in = -1;
-  bool persist = false, wait_durable = false, no_commit = false;
+  bool persist = false, wait_durable = false, no_commit = false, direct = false;
   app.add_option("--socket", socket, "agent socket (default: TIERCKPT_SOCKET or the default path)");
   app.add_option("--ns", ns, "namespace")->required();
   app.add_option("--step", step, "step")->required();
@@ -63,6 +67,7 @@ int main(int argc, char** argv) {
   app.add_flag("--wait-durable", wait_durable, "wait until the step is durable");
   app.add_option("--hang-in-object", hang_in, "stop forever halfway through object I");
   app.add_flag("--no-commit", no_commit, "write and seal, but do not commit");
+  app.add_flag("--direct", direct, "generate into shared memory; the agent computes checksums");
   CLI11_PARSE(app, argc, argv);
 
   tierckpt::ClientOptions opts;
@@ -75,22 +80,33 @@ int main(int argc, char** argv) {
   if (!ref_dir.empty()) {
     if (auto s = tierckpt::MakeDirs(ref_dir); !s.ok()) return Fail(s);
   }
-  std::vector<uint8_t> buf(size);
+  std::vector<uint8_t> buf;
   for (int i = 0; i < objects; ++i) {
     std::string name = "obj_" + std::to_string(i) + ".bin";
-    Fill(buf.data(), buf.size(), seed * 1000003ULL + step * 7919ULL + static_cast<uint64_t>(i));
-    if (i == hang_in) {
+    uint64_t object_seed = seed * 1000003ULL + step * 7919ULL + static_cast<uint64_t>(i);
+    const uint8_t* bytes = nullptr;
+    if (direct || i == hang_in) {
       auto obj = c.CreateObject(ns, step, name, size);
       if (!obj.ok()) return Fail(obj.status());
-      std::memcpy(obj->data(), buf.data(), size / 2);
-      std::printf("HANG %s\n", name.c_str());
-      std::fflush(stdout);
-      while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+      if (i == hang_in) {
+        Fill(obj->data(), size / 2, object_seed);
+        std::printf("HANG %s\n", name.c_str());
+        std::fflush(stdout);
+        while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+      }
+      Fill(obj->data(), size, object_seed);
+      if (!ref_dir.empty()) buf.assign(obj->data(), obj->data() + size);
+      if (auto s = c.Seal(*obj); !s.ok()) return Fail(s);
+      bytes = buf.data();
+    } else {
+      buf.resize(size);
+      Fill(buf.data(), buf.size(), object_seed);
+      if (auto s = c.WriteObject(ns, step, name, buf.data(), buf.size()); !s.ok()) return Fail(s);
+      bytes = buf.data();
     }
-    if (auto s = c.WriteObject(ns, step, name, buf.data(), buf.size()); !s.ok()) return Fail(s);
     if (!ref_dir.empty()) {
       auto s = tierckpt::WriteFileAtomic(tierckpt::JoinPath(ref_dir, name),
-                                         std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()),
+                                         std::string_view(reinterpret_cast<const char*>(bytes), size),
                                          /*durable=*/false);
       if (!s.ok()) return Fail(s);
     }

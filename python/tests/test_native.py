@@ -1,0 +1,148 @@
+"""The native module tierckpt._tierckpt: status codes become the documented
+Python exceptions, objects expose their shared memory as buffers without
+copying, and calls release the GIL."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from tierckpt import Code, CorruptionError, TierckptError, _tierckpt, code_of
+
+
+def _connect(agent):
+    return _tierckpt.Client.connect(agent.socket, client_name="pytest")
+
+
+def _write(c, ns, step, objects: dict[str, bytes]):
+    c.begin_step(ns, step)
+    for name, data in objects.items():
+        c.write_object(ns, step, name, data)
+    return c.commit(ns, step, world_size=1)
+
+
+def test_status_codes_map_to_python_exceptions(agent, tmp_path):
+    with pytest.raises(ConnectionError) as e:
+        _tierckpt.Client.connect(str(tmp_path / "nobody.sock"))
+    assert code_of(e.value) == Code.UNAVAILABLE and "nobody.sock" in str(e.value)
+    c = _connect(agent)
+    with pytest.raises(FileNotFoundError) as e:
+        c.latest_step("empty-ns")
+    assert code_of(e.value) == Code.NOT_FOUND
+    with pytest.raises(ValueError) as e:
+        c.begin_step("bad/namespace", 1)
+    assert code_of(e.value) == Code.INVALID_ARGUMENT
+    _write(c, "codes", 1, {"a.bin": b"x" * 100})
+    with pytest.raises(TierckptError) as e:
+        c.begin_step("codes", 1)
+    assert isinstance(e.value, RuntimeError) and code_of(e.value) == Code.ALREADY_EXISTS
+    assert "already committed" in str(e.value)
+    with pytest.raises(TierckptError, match="never requested") as e:
+        c.wait_durable("codes", 1, timeout_s=1)
+    assert code_of(e.value) == Code.FAILED_PRECONDITION
+
+
+def test_corruption_is_an_oserror_with_its_code(agent):
+    c = _connect(agent)
+    _write(c, "corrupt", 1, {"a.bin": bytes(range(256)) * 64})
+    path = agent.object_path("corrupt", 1, "a.bin")
+    data = bytearray(path.read_bytes())
+    data[100] ^= 0xFF
+    path.write_bytes(bytes(data))
+    view = c.open("corrupt", 1, "a.bin")
+    with pytest.raises(CorruptionError) as e:
+        view.verify()
+    assert isinstance(e.value, OSError) and code_of(e.value) == Code.CORRUPTION and "a.bin" in str(e.value)
+    with pytest.raises(CorruptionError):
+        view.copy_to(bytearray(view.size))
+
+
+def test_writable_object_is_a_zero_copy_buffer(agent):
+    c = _connect(agent)
+    c.begin_step("buf", 1)
+    obj = c.create_object("buf", 1, "t.bin", 4096)
+    assert (obj.name, obj.size, obj.sealed) == ("t.bin", 4096, False)
+    mv = memoryview(obj)
+    assert not mv.readonly and mv.nbytes == 4096
+    t = torch.frombuffer(obj, dtype=torch.float32)
+    t.copy_(torch.arange(1024, dtype=torch.float32))
+    assert bytes(mv[4:8]) == torch.tensor([1.0]).numpy().tobytes()  # the tensor wrote the mapping itself
+    # A memoryview holds an export, so sealing is refused while it lives. (torch.frombuffer keeps
+    # a reference to the object instead, which the caller must drop before sealing.)
+    with pytest.raises(BufferError, match="t.bin still has 1 buffer"):
+        c.seal(obj)
+    del t
+    mv.release()
+    c.seal(obj)
+    assert obj.sealed
+    with pytest.raises(BufferError, match="sealed"):
+        memoryview(obj)
+    manifest = c.commit("buf", 1, world_size=1)
+    assert [(o.name, o.size) for o in manifest.objects] == [("t.bin", 4096)]
+    view = c.open("buf", 1, "t.bin")
+    ro = view.data
+    assert ro.readonly and ro.nbytes == 4096
+    with pytest.raises(TypeError):
+        ro[0] = 1
+    back = torch.frombuffer(view, dtype=torch.float32)
+    assert torch.equal(back, torch.arange(1024, dtype=torch.float32))
+    out = bytearray(4096)
+    view.copy_to(out)
+    assert out == bytes(ro)
+    with pytest.raises(ValueError):
+        view.copy_to(bytearray(10))
+
+
+def test_bulk_calls_and_listing(agent):
+    c = _connect(agent)
+    c.begin_step("bulk", 4)
+    c.write_objects("bulk", 4, [("a", b"1" * 10), ("b", memoryview(b"22"))])
+    manifest = c.commit("bulk", 4, world_size=2)
+    assert manifest.world_size == 2 and manifest.total_bytes == 12 and manifest.step == 4
+    a, b = bytearray(10), bytearray(2)
+    c.read_objects("bulk", 4, [("a", a), ("b", b)])
+    assert (bytes(a), bytes(b)) == (b"1" * 10, b"22")
+    assert c.latest_step("bulk") == 4
+    [summary] = [s for s in c.list("bulk") if s.ns == "bulk"]
+    assert (summary.step, summary.memory, summary.objects) == (4, "committed", 2)
+    assert c.show("bulk", 4).objects[0].name == "a"
+    assert c.node_id and c.socket_path == agent.socket
+
+
+def test_native_calls_release_the_gil(agent):
+    c = _connect(agent)
+    size = 256 << 20
+    c.begin_step("gil", 1)
+    obj = c.create_object("gil", 1, "big", size)
+    torch.frombuffer(obj, dtype=torch.uint8).fill_(7)
+    c.seal(obj)
+    del obj
+    c.commit("gil", 1, world_size=1, persist=True)
+    with pytest.raises(TimeoutError) as e:  # 256 MiB cannot be durable 1 ms after the commit
+        c.wait_durable("gil", 1, timeout_s=0.001)
+    assert code_of(e.value) == Code.TIMEOUT
+    view = c.open("gil", 1, "big")
+    t0 = time.perf_counter()
+    view.verify()
+    one_call = time.perf_counter() - t0
+    assert one_call > 0.01, f"verify of {size} bytes took {one_call * 1e3:.1f} ms: too fast to tell"
+
+    done = threading.Event()
+
+    def hash_repeatedly():
+        for _ in range(5):
+            view.verify()
+        done.set()
+
+    worker = threading.Thread(target=hash_repeatedly)
+    worker.start()
+    longest, last = 0.0, time.perf_counter()
+    while not done.is_set():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    worker.join()
+    # Holding the GIL through verify() would stall this loop for a whole call.
+    assert longest < one_call / 2, f"the main thread stalled {longest * 1e3:.1f} ms (one verify: {one_call * 1e3:.1f} ms)"
+    c.wait_durable("gil", 1, timeout_s=120)

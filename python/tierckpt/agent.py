@@ -1,0 +1,214 @@
+"""Connections to the node agent, and the embedded default that starts one.
+
+:func:`client` returns this process's connection to the agent named by a
+config (one per process and socket, shared by threads; a forked child makes
+its own). When no agent answers and ``auto_start`` is on, it starts a local
+``tierckptd`` through ``tierckpt agent start`` — detached (its own session),
+so it outlives the trainer — and reuses it from then on. Ranks of one node
+that start at once are serialised by a lock file next to the socket; the
+agent's own lock on its tmpfs root is the backstop (a second agent on the
+same root exits at once), and every caller retries connecting until the
+winner answers. ``tierckpt agent stop`` (or :func:`stop_agent`) ends it.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+
+from . import _tierckpt
+from .config import CheckpointConfig
+
+__all__ = ["call", "client", "drop_client", "find_binary", "socket_path", "start_agent", "stop_agent"]
+
+log = logging.getLogger("tierckpt")
+
+_lock = threading.Lock()
+_clients: dict[tuple[int, str], _tierckpt.Client] = {}
+
+
+def socket_path(config: CheckpointConfig) -> str:
+    """The agent socket a (resolved) config names."""
+    config = config.resolve()
+    return os.fspath(config.socket) if config.socket else _tierckpt.default_socket_path()
+
+
+def find_binary(name: str) -> str:
+    """Path of an installed tierckpt executable (``tierckpt`` or ``tierckptd``).
+
+    Looks at $TIERCKPT_CLI / $TIERCKPT_AGENT_BIN, then the scripts directory of
+    this Python environment (where ``pip install`` puts them), then PATH.
+    """
+    env = {"tierckpt": "TIERCKPT_CLI", "tierckptd": "TIERCKPT_AGENT_BIN"}[name]
+    if os.environ.get(env):
+        return os.environ[env]
+    candidates = [Path(sysconfig.get_path("scripts")) / name, Path(sys.executable).parent / name]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise FileNotFoundError(f"cannot find the {name} executable (looked in {candidates[0].parent} and on "
+                            f"PATH): reinstall the tierckpt package (pip install .) or set {env}")
+
+
+def _normalize_durable(url: str) -> str:
+    path = url[len("file://"):] if url.startswith("file://") else url
+    if "://" in path:
+        return url
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def _check_durable(c: _tierckpt.Client, config: CheckpointConfig) -> None:
+    if "durable" not in config.explicit:
+        return
+    want = _normalize_durable(os.fspath(config.durable))
+    have = _normalize_durable(c.durable_base) if c.durable_base else ""
+    if want != have:
+        raise ValueError(
+            f"the agent at {c.socket_path} persists to {c.durable_base or '(no durable tier)'} but "
+            f"CheckpointConfig.durable asks for {config.durable}: use the agent's base, or stop it "
+            f"(`tierckpt --socket {c.socket_path} agent stop`) so that one with your base can start")
+
+
+def _agent_start_command(config: CheckpointConfig, socket: str) -> list[str]:
+    cmd = [find_binary("tierckpt"), "--socket", socket, "--json", "agent", "start"]
+    durable = os.fspath(config.durable) if config.durable else "./checkpoints"
+    if "://" not in durable or durable.startswith("file://"):
+        durable = _normalize_durable(durable)
+    cmd += ["--durable", durable]
+    for flag, value in (("--root", config.root), ("--memory-budget", config.memory_budget),
+                        ("--keep-last", config.keep_last), ("--durable-keep", config.durable_keep),
+                        ("--log-file", config.agent_log)):
+        if value is not None:
+            cmd += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    tierckptd = None
+    try:
+        tierckptd = find_binary("tierckptd")
+    except FileNotFoundError:
+        pass  # `tierckpt agent start` looks next to itself and on PATH too
+    if tierckptd:
+        cmd += ["--agent-bin", tierckptd]
+    return cmd
+
+
+def start_agent(config: CheckpointConfig) -> dict:
+    """Runs ``tierckpt agent start`` for config; returns its JSON report.
+
+    Does not fail when the start loses a race with another starter: the caller
+    retries connecting. Raises RuntimeError with the CLI's output when the CLI
+    could not run at all.
+    """
+    config = config.resolve()
+    socket = socket_path(config)
+    cmd = _agent_start_command(config, socket)
+    log.info("tierckpt: no agent answers on %s; starting one: %s", socket, " ".join(cmd))
+    try:
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=config.start_timeout_s + 30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"running {' '.join(cmd)} failed: {e}") from e
+    try:
+        report = json.loads(r.stdout) if r.stdout.strip() else {}
+    except json.JSONDecodeError:
+        report = {}
+    report["returncode"] = r.returncode
+    report["stderr"] = r.stderr
+    return report
+
+
+def _connect(socket: str) -> _tierckpt.Client:
+    return _tierckpt.Client.connect(socket, client_name=f"python:{os.getpid()}")
+
+
+def _start_and_connect(config: CheckpointConfig, socket: str) -> _tierckpt.Client:
+    os.makedirs(os.path.dirname(socket) or ".", mode=0o700, exist_ok=True)
+    lock_path = socket + ".start.lock"
+    with open(lock_path, "a+") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)  # one starter per node at a time
+        try:
+            return _connect(socket)  # another rank started it while we waited
+        except ConnectionError:
+            pass
+        report = start_agent(config)
+        deadline = time.monotonic() + config.start_timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                return _connect(socket)
+            except ConnectionError as e:
+                last = e
+                time.sleep(0.05)
+        raise ConnectionError(
+            f"started tierckptd for {socket} but it did not answer within {config.start_timeout_s:.0f} s "
+            f"(last error: {last}). `tierckpt agent start` exited {report.get('returncode')}: "
+            f"{report.get('stderr', '').strip() or '(no output)'}")
+
+
+def client(config: CheckpointConfig) -> _tierckpt.Client:
+    """This process's connection to the agent of config, connecting (and starting one) if needed."""
+    config = config.resolve()
+    socket = socket_path(config)
+    key = (os.getpid(), socket)
+    with _lock:
+        c = _clients.get(key)
+    if c is not None:
+        return c
+    try:
+        c = _connect(socket)
+    except ConnectionError as e:
+        if not config.auto_start:
+            raise ConnectionError(f"{e} (auto_start is off: start an agent with `tierckpt agent start`, "
+                                  "or set auto_start=True / TIERCKPT_AUTO_START=1)") from e
+        c = _start_and_connect(config, socket)
+    _check_durable(c, config)
+    with _lock:
+        return _clients.setdefault(key, c)
+
+
+def call(config: CheckpointConfig, fn):
+    """fn(client(config)), reconnecting once if the cached connection is dead (the agent restarted).
+
+    Only for requests that are safe to repeat on a new connection: reads, and
+    the first request of a save (its objects live on the connection).
+    """
+    c = client(config)
+    try:
+        return fn(c)
+    except ConnectionError:
+        drop_client(c)
+        return fn(client(config))
+
+
+def drop_client(c: _tierckpt.Client) -> None:
+    """Forgets a cached connection (after the agent went away); the next client() reconnects."""
+    with _lock:
+        for key, value in list(_clients.items()):
+            if value is c:
+                del _clients[key]
+
+
+def stop_agent(config: CheckpointConfig, timeout_s: float = 60.0) -> bool:
+    """Stops the agent of config (``tierckpt agent stop``); False if none was running."""
+    socket = socket_path(config)
+    with _lock:
+        for key in [k for k in _clients if k[1] == socket]:
+            del _clients[key]
+    r = subprocess.run([find_binary("tierckpt"), "--socket", socket, "--json", "agent", "stop"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s)
+    if r.returncode != 0:
+        raise RuntimeError(f"`tierckpt --socket {socket} agent stop` failed ({r.returncode}): "
+                           f"{r.stderr.strip() or r.stdout.strip()}")
+    try:
+        return bool(json.loads(r.stdout).get("stopped"))
+    except json.JSONDecodeError:
+        return True

@@ -1,0 +1,222 @@
+"""CheckpointConfig: where a job's checkpoints go and how the agent is found.
+
+Every field may be given three ways. The first that is set wins:
+
+1. the constructor argument (anything but ``None``);
+2. an environment variable (``TIERCKPT_<FIELD>``, e.g. ``TIERCKPT_SOCKET``);
+3. a key of the config file: ``$TIERCKPT_CONFIG`` if set, else
+   ``$XDG_CONFIG_HOME/tierckpt/config.toml`` (``~/.config/...``) if it exists.
+   TOML, flat keys named like the fields (``durable = "/mnt/ckpt"``).
+
+then the built-in default. :meth:`CheckpointConfig.resolve` applies this once
+and returns a config with every field filled; writers and readers resolve at
+construction, so a pickled writer (async_save PROCESS mode) carries the
+values its trainer saw. docs/python.md lists every field and its default.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["CheckpointConfig", "config_file_path"]
+
+_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _as_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"{where}: expected a boolean (1/0, true/false, yes/no, on/off), got {value!r}")
+
+
+def _as_int(minimum: int) -> Callable[[Any, str], int]:
+    def parse(value: Any, where: str) -> int:
+        if isinstance(value, bool):
+            raise ValueError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+        try:
+            number = int(str(value).strip()) if not isinstance(value, int) else value
+        except ValueError:
+            raise ValueError(f"{where}: expected an integer >= {minimum}, got {value!r}") from None
+        if number < minimum:
+            raise ValueError(f"{where}: expected an integer >= {minimum}, got {number}")
+        return number
+
+    return parse
+
+
+def _as_float(value: Any, where: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected a number of seconds, got {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"{where}: expected a positive number of seconds, got {number}")
+    return number
+
+
+def _as_str(value: Any, where: str) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"{where}: expected a string, got {value!r}")
+    text = os.fspath(value)
+    if not text:
+        raise ValueError(f"{where}: must not be empty")
+    return text
+
+
+def _as_namespace(value: Any, where: str) -> str:
+    text = _as_str(value, where)
+    if not _NAMESPACE_RE.match(text) or text in (".", ".."):
+        raise ValueError(f"{where}: namespace {text!r} must be 1-128 characters of [A-Za-z0-9_.-] "
+                         "and not '.' or '..'")
+    return text
+
+
+# field name -> (parser, default). A default of None means "unset": the agent
+# decides (socket, root, budget, retention) or the feature is off.
+_FIELDS: dict[str, tuple[Callable[[Any, str], Any], Any]] = {
+    "namespace": (_as_namespace, None),
+    "world_size": (_as_int(1), None),
+    "durable": (_as_str, None),
+    "keep_last": (_as_int(1), None),
+    "durable_keep": (_as_int(0), None),
+    "persist_every": (_as_int(0), 0),
+    "socket": (_as_str, None),
+    "root": (_as_str, None),
+    "memory_budget": (_as_str, None),
+    "auto_start": (_as_bool, True),
+    "agent_log": (_as_str, None),
+    "start_timeout_s": (_as_float, 30.0),
+    "files_per_rank": (_as_int(1), 1),
+    "verify_reads": (_as_bool, True),
+}
+# Fields that never come from the environment or a file: they describe one job.
+_ARGUMENT_ONLY = {"world_size"}
+
+
+def config_file_path() -> Path | None:
+    """The config file that applies: $TIERCKPT_CONFIG, else the XDG default if it exists."""
+    explicit = os.environ.get("TIERCKPT_CONFIG")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    default = Path(base) / "tierckpt" / "config.toml"
+    return default if default.is_file() else None
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib  # Python 3.11+
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            raise RuntimeError(f"reading the tierckpt config file {path} needs Python 3.11 or the "
+                               "'tomli' package; pip install tomli, or unset TIERCKPT_CONFIG") from None
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"tierckpt config file {path} (from TIERCKPT_CONFIG) does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"tierckpt config file {path} is not valid TOML: {e}") from None
+    unknown = sorted(set(data) - (set(_FIELDS) - _ARGUMENT_ONLY))
+    if unknown:
+        raise ValueError(f"tierckpt config file {path}: unknown key(s) {', '.join(unknown)}; "
+                         f"known keys: {', '.join(sorted(set(_FIELDS) - _ARGUMENT_ONLY))}")
+    return data
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Configuration of one job's checkpoints (see the module docstring for precedence).
+
+    Attributes:
+        namespace: the job's checkpoint space, ``[A-Za-z0-9_.-]{1,128}``. Env ``TIERCKPT_NAMESPACE``.
+        world_size: number of ranks expected in every save; ``None`` takes the process group's size.
+            A save whose group has another size fails. Argument only.
+        durable: durable tier base, ``file:///path`` or a plain path (S3 comes with issue 4). Used to
+            start an embedded agent (default ``./checkpoints`` there) and checked against a running
+            agent's base when set explicitly. Env ``TIERCKPT_DURABLE``.
+        keep_last: committed steps kept in memory for this namespace; ``None`` leaves the agent's
+            ``--keep-last`` (3). Env ``TIERCKPT_KEEP_LAST``.
+        durable_keep: durable steps kept for this namespace (0 = all); ``None`` leaves the agent's
+            ``--durable-keep``. Env ``TIERCKPT_DURABLE_KEEP``.
+        persist_every: also persist steps whose number is a multiple of N (0 = only when a writer is
+            built with ``persist=True``). Env ``TIERCKPT_PERSIST_EVERY``.
+        socket: the agent's Unix socket; ``None`` = ``$TIERCKPT_SOCKET``, else
+            ``$XDG_RUNTIME_DIR/tierckpt/agent.sock``, else ``/tmp/tierckpt-<uid>/agent.sock``.
+        root: tmpfs root for an embedded agent (agent default ``/dev/shm/tierckpt-<uid>``).
+            Env ``TIERCKPT_ROOT``.
+        memory_budget: memory budget of an embedded agent: bytes, ``8GiB`` or ``25%`` of RAM
+            (agent default ``25%``). Env ``TIERCKPT_MEMORY_BUDGET``.
+        auto_start: start a local agent when none answers on the socket. Env ``TIERCKPT_AUTO_START``.
+        agent_log: log file of an embedded agent (default ``<root>/agent.log``, or
+            ``/tmp/tierckpt-<uid>/agent.log``). Env ``TIERCKPT_AGENT_LOG``.
+        start_timeout_s: how long to wait for a started agent to answer. Env ``TIERCKPT_START_TIMEOUT_S``.
+        files_per_rank: data objects each rank writes per save; more objects are hashed in parallel
+            by the agent. Env ``TIERCKPT_FILES_PER_RANK``.
+        verify_reads: check every object's checksum before using it on load.
+            Env ``TIERCKPT_VERIFY_READS``.
+    """
+
+    namespace: str | None = None
+    world_size: int | None = None
+    durable: str | os.PathLike | None = None
+    keep_last: int | None = None
+    durable_keep: int | None = None
+    persist_every: int | None = None
+    socket: str | os.PathLike | None = None
+    root: str | os.PathLike | None = None
+    memory_budget: str | None = None
+    auto_start: bool | None = None
+    agent_log: str | os.PathLike | None = None
+    start_timeout_s: float | None = None
+    files_per_rank: int | None = None
+    verify_reads: bool | None = None
+    # Which fields were given as arguments (filled by resolve()); not compared.
+    explicit: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    def resolve(self) -> "CheckpointConfig":
+        """A copy with every field resolved (argument > environment > config file > default).
+
+        Raises ValueError naming the field and where its bad value came from, and
+        ValueError when no namespace is given anywhere.
+        """
+        if self.explicit:  # already resolved
+            return self
+        file_path = config_file_path()
+        file_values = _read_config_file(file_path) if file_path is not None else {}
+        values: dict[str, Any] = {}
+        explicit = set()
+        for name, (parse, default) in _FIELDS.items():
+            given = getattr(self, name)
+            env_name = "TIERCKPT_" + name.upper()
+            if given is not None:
+                values[name] = parse(given, f"CheckpointConfig.{name}")
+                explicit.add(name)
+            elif name not in _ARGUMENT_ONLY and os.environ.get(env_name):
+                values[name] = parse(os.environ[env_name], f"environment variable {env_name}")
+            elif name not in _ARGUMENT_ONLY and name in file_values:
+                values[name] = parse(file_values[name], f"{file_path}: key {name}")
+            else:
+                values[name] = default
+        if values["namespace"] is None:
+            raise ValueError("CheckpointConfig needs a namespace: pass namespace=..., or set "
+                             "TIERCKPT_NAMESPACE, or a 'namespace' key in the config file")
+        explicit.add("_resolved")
+        return dataclasses.replace(self, explicit=frozenset(explicit), **values)
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.explicit)

@@ -1,0 +1,44 @@
+"""tierckpt.torch: tierckpt as the storage of PyTorch Distributed Checkpoint (DCP).
+
+    import torch.distributed.checkpoint as dcp
+    from tierckpt.torch import CheckpointConfig, TieredReader, TieredWriter
+
+    cfg = CheckpointConfig("my-job", durable="/mnt/ckpt", persist_every=100)
+    dcp.save(state, storage_writer=TieredWriter(cfg, step))                  # blocking
+    fut = dcp.async_save(state, storage_writer=TieredWriter(cfg, step + 1))  # zero-copy staging
+    dcp.load(state, storage_reader=TieredReader(cfg))                        # newest committed step
+
+See docs/python.md for every option, the embedded agent and the data layout.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch as _torch
+
+from ..config import CheckpointConfig
+from ..errors import CorruptionError, TierckptError
+from ._inflight import SaveInFlightError
+from .api import latest_step, list_steps, wait_durable
+from .reader import TieredReader
+from .writer import TieredWriter
+
+__all__ = [
+    "CheckpointConfig",
+    "CorruptionError",
+    "SaveInFlightError",
+    "TierckptError",
+    "TieredReader",
+    "TieredWriter",
+    "latest_step",
+    "list_steps",
+    "wait_durable",
+]
+
+# The writer reproduces FileSystemWriter's format through DCP and torch.save
+# internals checked against this release (pyproject pins it).
+SUPPORTED_TORCH = "2.13"
+if not _torch.__version__.startswith(SUPPORTED_TORCH + "."):
+    warnings.warn(f"tierckpt.torch was built and tested against torch {SUPPORTED_TORCH}; this is torch "
+                  f"{_torch.__version__}. Install torch=={SUPPORTED_TORCH}.0 (pip install 'tierckpt[torch]').",
+                  RuntimeWarning, stacklevel=2)

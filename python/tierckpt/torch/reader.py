@@ -1,0 +1,237 @@
+"""TieredReader: a DCP StorageReader over the tierckpt agent.
+
+``TieredReader(config, step=None)`` loads one step of ``config.namespace``;
+``step=None`` means the newest step committed in any tier (memory or
+durable), resolved on first use. Every object comes from the agent: it serves
+the memory tier, and restores the step from the durable tier first when
+memory lacks it.
+
+Each object is checked against its checksum before use (``verify_reads``).
+On a mismatch in the memory copy the reader logs a warning, drops that
+memory copy and reads the step again from the durable tier (which the agent
+verifies while restoring); with no durable copy it raises CorruptionError.
+
+Tensors are read in place: the archive's data record is viewed in the
+read-only mapping and copied once, into the destination the load planner
+gives (_format.load_tensor). Resharding (loading with another world size)
+works because ``read_data`` follows the stock path: narrow the stored
+tensor by the read item's offsets and lengths, then copy.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import os
+import pickle
+import uuid
+from dataclasses import dataclass
+
+from torch.distributed._shard._utils import narrow_tensor_by_index
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner
+from torch.distributed.checkpoint.storage import StorageReader
+from torch.futures import Future
+
+from .. import agent
+from ..config import CheckpointConfig
+from ..errors import CorruptionError
+from . import _format
+from ._ids import checkpoint_id, check_step, parse_checkpoint_id
+
+__all__ = ["TieredReader"]
+
+log = logging.getLogger("tierckpt")
+
+METADATA_OBJECT = ".metadata"
+
+
+@dataclass(frozen=True)
+class _ReadPlan:
+    """storage_data of a rank's local LoadPlan: the step it resolved."""
+
+    rank: int | None
+    step: int
+
+
+class TieredReader(StorageReader):
+    """Loads one step of ``config.namespace`` from the tierckpt agent.
+
+    Use with ``dcp.load(sd, storage_reader=TieredReader(cfg))``.
+
+    Args:
+        config: the job's CheckpointConfig (resolved here).
+        step: the step to load; None = the newest step committed in any tier.
+            ``read_metadata`` raises FileNotFoundError when there is none
+            (dcp.load wraps it in a CheckpointException).
+    """
+
+    def __init__(self, config: CheckpointConfig, step: int | None = None) -> None:
+        super().__init__()
+        self.config = config.resolve()
+        self.namespace: str = self.config.namespace
+        self.step: int | None = None if step is None else check_step(step)
+        self.load_id = str(uuid.uuid4())
+        self.storage_data: dict = {}
+        self.rank: int | None = None
+        self._views: dict[str, object] = {}
+
+    @property
+    def checkpoint_id(self) -> str:
+        return checkpoint_id(self.namespace, self.step) if self.step is not None \
+            else f"tierckpt://{self.namespace}/latest"
+
+    def __repr__(self) -> str:
+        return f"TieredReader({self.checkpoint_id})"
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_views"] = {}  # mappings of this process; reopened on demand
+        return state
+
+    # ---- agent access ----
+
+    def _call(self, fn):
+        """fn(client), reconnecting once if the agent went away (e.g. was restarted)."""
+        return agent.call(self.config, fn)
+
+    def latest_step(self) -> int:
+        """The newest committed step of the namespace in any tier; FileNotFoundError if none."""
+        return self._call(lambda c: c.latest_step(self.namespace))
+
+    def _resolve_step(self) -> int:
+        if self.step is None:
+            self.step = self.latest_step()
+        return self.step
+
+    def _object(self, name: str) -> memoryview:
+        """A read-only view of a verified object of the step (kept until read_data ends)."""
+        held = self._views.get(name)
+        if held is None:
+            held = self._open_verified(name)
+            self._views[name] = held
+        return held.data
+
+    def _open_verified(self, name: str):
+        step = self._resolve_step()
+        view = self._call(lambda c: c.open(self.namespace, step, name))
+        if not self.config.verify_reads:
+            return view
+        try:
+            view.verify()
+            return view
+        except CorruptionError as e:
+            del view
+            return self._from_durable(name, e)
+
+    def _from_durable(self, name: str, error: CorruptionError):
+        step = self.step
+        label = checkpoint_id(self.namespace, step)
+        summaries = self._call(lambda c: c.list(self.namespace))
+        if not any(s.ns == self.namespace and s.step == step and s.durable == "committed" for s in summaries):
+            raise CorruptionError(f"{error}; step {label} has no durable copy to fall back to") from error
+        log.warning("tierckpt: %s; dropping the memory copy of %s and reading it from the durable tier",
+                    error, label)
+        try:
+            self._call(lambda c: c.delete_step(self.namespace, step, durable_too=False))
+        except FileNotFoundError:
+            pass  # another rank dropped it first
+        except Exception as e:
+            raise CorruptionError(f"{error}; dropping the corrupt memory copy of {label} to restore it from the "
+                                  f"durable tier failed: {e}") from error
+        # Objects mapped before the drop stay valid (their files live while mapped), but they came
+        # from the corrupt copy's generation: reopen everything from the restored step.
+        self._views.clear()
+        view = self._call(lambda c: c.open(self.namespace, step, name))  # the agent restores, verifying
+        view.verify()
+        return view
+
+    # ---- StorageReader ----
+
+    def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
+        self.storage_data = {}
+        self._views.clear()
+        self.load_id = str(uuid.uuid4())
+        if checkpoint_id is None:
+            return
+        ns, step = parse_checkpoint_id(checkpoint_id)
+        if ns != self.namespace:
+            raise ValueError(f"checkpoint_id {checkpoint_id!r} names namespace {ns!r}, but this reader "
+                             f"reads {self.namespace!r}; build a reader with that namespace")
+        self.step = step
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
+        try:
+            parse_checkpoint_id(checkpoint_id)
+        except ValueError:
+            return False
+        return True
+
+    def read_metadata(self, *args, **kwargs) -> Metadata:
+        if kwargs.get("rank") is not None:
+            raise FileNotFoundError(f"{self.checkpoint_id} has one global .metadata, no rank-local ones")
+        try:
+            metadata = pickle.loads(self._object(METADATA_OBJECT))
+        finally:
+            self._views.pop(METADATA_OBJECT, None)
+        if not isinstance(metadata, Metadata):
+            raise CorruptionError(f"{self.checkpoint_id}/.metadata holds a {type(metadata).__name__}, "
+                                  "not DCP Metadata")
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args, **kwargs) -> None:
+        if metadata.storage_data is None:
+            raise ValueError(f"{self.checkpoint_id}: the metadata has no storage_data")
+        self.storage_data = metadata.storage_data
+        self.rank = kwargs.get("rank")
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return dataclasses.replace(plan, storage_data=_ReadPlan(self.rank, self._resolve_step()))
+
+    def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        steps = {p.storage_data.step for p in plans if isinstance(p.storage_data, _ReadPlan)}
+        if len(steps) > 1:
+            raise RuntimeError(f"the ranks of this load resolved different steps of {self.namespace!r} "
+                               f"({sorted(steps)}): a save committed while they looked for the newest one. "
+                               "Pass step= explicitly (e.g. the value of tierckpt.torch.latest_step on rank 0)")
+        return plans
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        per_object: dict[str, list] = {}
+        for item in plan.items:
+            per_object.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)
+        try:
+            for name, items in per_object.items():
+                data = self._object(name)
+                for item in sorted(items, key=lambda i: self.storage_data[i.storage_index].offset):
+                    self._read_item(data, item, planner)
+        finally:
+            self._views.clear()
+        future: Future[None] = Future()
+        future.set_result(None)
+        return future
+
+    def _read_item(self, data: memoryview, item, planner: LoadPlanner) -> None:
+        info = self.storage_data[item.storage_index]
+        if getattr(info, "transform_descriptors", None):
+            raise ValueError(f"{self.checkpoint_id}: item {item.storage_index.fqn} was written with stream "
+                             f"transforms {info.transform_descriptors}, which tierckpt does not apply")
+        if info.offset + info.length > len(data):
+            raise CorruptionError(f"{self.checkpoint_id}/{info.relative_path}: item {item.storage_index.fqn} "
+                                  f"ends at byte {info.offset + info.length}, past the object's {len(data)} bytes")
+        piece = data[info.offset:info.offset + info.length]
+        if item.type == LoadItemType.BYTE_IO:
+            planner.load_bytes(item, io.BytesIO(piece))
+            return
+        tensor = narrow_tensor_by_index(_format.load_tensor(piece), item.storage_offsets, item.lengths)
+        target = planner.resolve_tensor(item).detach()
+        if target.size() != tensor.size():
+            raise ValueError(f"{self.checkpoint_id}: item {item.storage_index.fqn} has shape "
+                             f"{tuple(tensor.size())} in the checkpoint but {tuple(target.size())} in the "
+                             "state dict being loaded")
+        target.copy_(tensor)
+        planner.commit_tensor(item, target)

@@ -1,0 +1,343 @@
+"""TieredWriter: a DCP StorageWriter (and AsyncStager) that saves into the tierckpt agent.
+
+One writer saves one step: ``TieredWriter(config, step, persist=False)``. Its
+``persist`` flag (or the config's ``persist_every`` cadence) is fixed at
+construction and travels with the writer, so saves never share a mutable
+"persist next" switch.
+
+A save, per rank (all ranks of a node share that node's agent):
+
+* ``stage`` (async_save only): lay out every local item and copy it straight
+  into the agent's shared memory; return a state dict of meta-tensor
+  placeholders (see staging.py).
+* ``set_up_storage_writer``: ``BeginStep`` on this process's connection.
+* ``write_data``: items already staged are only reported; others are laid
+  out, copied in place and sealed now (_placement.py).
+* ``finish`` (coordinator): write ``.metadata`` — the pickled DCP Metadata
+  with ``storage_data`` filled, exactly as FileSystemWriter writes it — then
+  ``Commit`` the step with the world size and the persist flag. A persisted
+  step directory is therefore loadable by the stock FileSystemReader.
+
+Any failure aborts the step, so a failed save never becomes visible and the
+previous step stays loadable.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import pickle
+import threading
+import uuid
+from dataclasses import dataclass
+
+import torch.distributed as dist
+from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION, DEFAULT_SUFFIX
+from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta
+from torch.distributed.checkpoint.planner import SavePlan, SavePlanner
+from torch.distributed.checkpoint.staging import AsyncStager
+from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
+from torch.futures import Future
+
+from .. import agent
+from ..config import CheckpointConfig
+from ..errors import Code, code_of
+from . import _inflight, _placement
+from ._ids import checkpoint_id, check_step, parse_checkpoint_id
+
+__all__ = ["TieredWriter"]
+
+log = logging.getLogger("tierckpt")
+
+METADATA_OBJECT = ".metadata"
+_CREATE_ATTEMPTS = 64
+
+
+@dataclass(frozen=True)
+class _RankPlan:
+    """storage_data of a rank's local SavePlan: where its objects go."""
+
+    rank: int
+    node: str
+    socket: str
+
+
+class _CreatedObjects:
+    """Objects this process created per (socket, ns, step) and has not seen committed or aborted.
+
+    A save that failed on another rank leaves this rank's sealed objects in a
+    half-written step; the next save of another step aborts such steps.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steps: dict[tuple[str, str], dict[int, set[str]]] = {}
+
+    def add(self, socket: str, ns: str, step: int, name: str) -> None:
+        with self._lock:
+            self._steps.setdefault((socket, ns), {}).setdefault(step, set()).add(name)
+
+    def other_steps(self, socket: str, ns: str, step: int) -> list[int]:
+        with self._lock:
+            return [s for s in self._steps.get((socket, ns), {}) if s != step]
+
+    def forget(self, socket: str, ns: str, step: int) -> None:
+        with self._lock:
+            self._steps.get((socket, ns), {}).pop(step, None)
+
+
+_created = _CreatedObjects()
+
+
+def _global_rank() -> int:
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+class TieredWriter(StorageWriter, AsyncStager):
+    """Saves one step of ``config.namespace`` into the tierckpt agent.
+
+    Use with ``dcp.save(sd, storage_writer=w)``, ``dcp.async_save(sd,
+    storage_writer=w)`` (THREAD or PROCESS; the writer stages zero-copy
+    itself) — one writer per save.
+
+    Args:
+        config: the job's CheckpointConfig (resolved here).
+        step: the step number (an int >= 0); a committed step cannot be written again.
+        persist: also persist this step to the durable tier. Steps that are multiples of
+            ``config.persist_every`` are persisted too.
+    """
+
+    # Staging is complete when stage() returns: nothing to synchronize later.
+    _synchronize_after_execute = False
+
+    def __init__(self, config: CheckpointConfig, step: int, persist: bool = False) -> None:
+        super().__init__()
+        self.config = config.resolve()
+        self.namespace: str = self.config.namespace
+        self.socket = agent.socket_path(self.config)
+        self.step = check_step(step)
+        self._persist_requested = bool(persist)
+        self.save_id = str(uuid.uuid4())
+        self.rank = _global_rank()  # names this rank's objects; refreshed when the save starts
+        self.is_coordinator = False
+        self.manifest = None  # the committed Manifest, on the coordinator after finish()
+        self._staged: dict[MetadataIndex, tuple] = {}
+        self._next_object = 0
+        self._stage_registered = False
+        self._started_pid: int | None = None
+
+    # ---- identity ----
+
+    @property
+    def persist(self) -> bool:
+        every = self.config.persist_every
+        return self._persist_requested or (every > 0 and self.step % every == 0)
+
+    @property
+    def checkpoint_id(self) -> str:
+        return checkpoint_id(self.namespace, self.step)
+
+    def __repr__(self) -> str:
+        return f"TieredWriter({self.checkpoint_id}, persist={self.persist})"
+
+    def __getstate__(self) -> dict:
+        # Pickled for async_save's PROCESS mode (on the thread that then waits
+        # for the checkpoint process: that thread now runs this save).
+        if self._stage_registered:
+            _inflight.started(self.socket, self.namespace, self.save_id, self.step)
+        state = self.__dict__.copy()
+        state["manifest"] = None  # native object; the connection itself is never stored
+        state["_started_pid"] = None
+        return state
+
+    def _client(self):
+        return agent.client(self.config)
+
+    def _mark_started(self) -> None:
+        if self._started_pid == os.getpid():
+            return
+        self._started_pid = os.getpid()
+        if not self._staged:
+            self.rank = _global_rank()  # the writer may have been built before the process group
+        _inflight.started(self.socket, self.namespace, self.save_id, self.step)
+        self._abort_leftover_steps()
+
+    # ---- StorageWriter ----
+
+    def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
+        if checkpoint_id is None:
+            return
+        ns, step = parse_checkpoint_id(checkpoint_id)
+        if ns != self.namespace:
+            raise ValueError(f"checkpoint_id {checkpoint_id!r} names namespace {ns!r}, but this writer "
+                             f"saves into {self.namespace!r}; build a writer with that namespace")
+        if step != self.step and self._staged:
+            raise ValueError(f"checkpoint_id {checkpoint_id!r} names step {step}, but this writer already "
+                             f"staged step {self.step}; build one writer per save")
+        self.step = step
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
+        try:
+            parse_checkpoint_id(checkpoint_id)
+        except ValueError:
+            return False
+        return True
+
+    def storage_meta(self) -> StorageMeta | None:
+        self._mark_started()
+        return StorageMeta(checkpoint_id=self.checkpoint_id, save_id=self.save_id)
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args, **kwargs) -> None:
+        self._mark_started()
+        if not kwargs.get("use_collectives", True):
+            raise ValueError("TieredWriter needs use_collectives=True: the coordinator commits the step "
+                             "for all ranks once every rank's objects are sealed")
+        self.is_coordinator = is_coordinator
+        agent.call(self.config, lambda c: c.begin_step(self.namespace, self.step))
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        c = self._client()
+        return dataclasses.replace(plan, storage_data=_RankPlan(self.rank, c.node_id, c.socket_path))
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        nodes: dict[str, list[int]] = {}
+        for p in plans:
+            if isinstance(p.storage_data, _RankPlan):
+                nodes.setdefault(p.storage_data.node, []).append(p.storage_data.rank)
+        if self.config.world_size is not None and len(plans) != self.config.world_size:
+            raise ValueError(f"step {self.checkpoint_id} is being saved by {len(plans)} ranks but "
+                             f"CheckpointConfig.world_size is {self.config.world_size}")
+        if len(nodes) > 1:
+            where = "; ".join(f"node {n}: ranks {sorted(r)}" for n, r in sorted(nodes.items()))
+            raise ValueError(f"the ranks of this save talk to {len(nodes)} different agents ({where}); "
+                             "a step spanning nodes needs peer replication (issue 5). Save from one node, "
+                             "or run one agent for all ranks")
+        return plans
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
+        c = self._client()
+        try:
+            results: list[WriteResult] = []
+            fresh = []
+            for item in plan.items:
+                hit = self._staged.get(item.index)
+                if hit is None:
+                    fresh.append(item)
+                else:
+                    results.append(WriteResult(index=item.index, size_in_bytes=hit[1], storage_data=hit[0]))
+            if fresh:
+                pieces = [_placement.prepare(item, planner.resolve_data(item)) for item in fresh]
+                placed, _ = self._place(c, pieces)
+                results += [WriteResult(index=i, size_in_bytes=n, storage_data=info)
+                            for i, (info, n) in placed.items()]
+        except BaseException:
+            self._abort_quietly("writing this rank's objects failed")
+            raise
+        future: Future[list[WriteResult]] = Future()
+        future.set_result(results)
+        return future
+
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        c = self._client()
+        try:
+            storage = {wr.index: wr.storage_data for rank_results in results for wr in rank_results}
+            world_size = len(results)
+            metadata.version = CURRENT_DCP_VERSION
+            metadata.storage_data = storage
+            metadata.storage_meta = self.storage_meta()
+            c.write_object(self.namespace, self.step, METADATA_OBJECT, pickle.dumps(metadata))
+            # Every rank sealed its objects before reporting its results, so committing "every sealed
+            # object" commits exactly them — plus any sealed leftovers of an earlier failed attempt at
+            # this step number, which nothing references.
+            self.manifest = c.commit(self.namespace, self.step, world_size=world_size, persist=self.persist)
+            committed = {o.name for o in self.manifest.objects}
+            missing = {info.relative_path for info in storage.values()} - committed
+            if missing:
+                raise RuntimeError(f"step {self.checkpoint_id} committed without objects its metadata "
+                                   f"references ({sorted(missing)}); this is a tierckpt bug, please report it")
+        except BaseException:
+            self._abort_quietly("committing the step failed")
+            raise
+        _created.forget(self.socket, self.namespace, self.step)
+        self._apply_retention(c)
+
+    # ---- AsyncStager ----
+
+    def stage(self, state_dict):
+        """Copies state_dict straight into the agent's shared memory (see staging.py)."""
+        from .staging import stage
+
+        return stage(self, state_dict)
+
+    def synchronize_staging(self) -> None:
+        """Nothing to do: stage() returns once every byte is in shared memory."""
+
+    def close(self) -> None:
+        """Nothing to release: the connection belongs to the process (tierckpt.agent)."""
+
+    # ---- durable tier ----
+
+    def wait_durable(self, timeout_s: float = 0.0) -> None:
+        """Waits until this step is committed in the durable tier (0 = no limit).
+
+        TimeoutError after timeout_s; the persist error if persisting failed.
+        """
+        self._client().wait_durable(self.namespace, self.step, timeout_s)
+
+    # ---- helpers shared with staging ----
+
+    def _create(self, size: int):
+        c = self._client()
+        for _ in range(_CREATE_ATTEMPTS):
+            name = f"__{self.rank}_{self._next_object}{DEFAULT_SUFFIX}"
+            self._next_object += 1
+            try:
+                obj = c.create_object(self.namespace, self.step, name, size)
+            except Exception as e:
+                if code_of(e) == Code.ALREADY_EXISTS and "object" in str(e):
+                    continue  # left sealed by an earlier attempt of this step: take the next name
+                raise
+            _created.add(self.socket, self.namespace, self.step, name)
+            return obj
+        raise RuntimeError(f"step {self.checkpoint_id}: {_CREATE_ATTEMPTS} object names of rank {self.rank} "
+                           "are taken by earlier attempts; abort the step (`tierckpt rm`) or save another step")
+
+    def _place(self, c, pieces):
+        return _placement.place(c, self.namespace, self.step, pieces, self.config.files_per_rank, self._create)
+
+    def _abort_quietly(self, why: str) -> None:
+        try:
+            self._client().abort(self.namespace, self.step)
+        except Exception as e:  # the save already failed; report the first error
+            log.warning("tierckpt: %s; aborting step %s failed too: %s", why, self.checkpoint_id, e)
+        _created.forget(self.socket, self.namespace, self.step)
+
+    def _abort_leftover_steps(self) -> None:
+        """Aborts steps an earlier, failed save of this process left half-written."""
+        leftovers = _created.other_steps(self.socket, self.namespace, self.step)
+        if not leftovers:
+            return
+        summaries = agent.call(self.config, lambda c: c.list(self.namespace))
+        c = self._client()
+        state = {s.step: s.memory for s in summaries if s.ns == self.namespace}
+        for step in leftovers:
+            if state.get(step) == "writing":
+                log.warning("tierckpt: aborting step %s, left half-written by a failed save",
+                            checkpoint_id(self.namespace, step))
+                try:
+                    c.abort(self.namespace, step)
+                except Exception as e:
+                    log.warning("tierckpt: aborting %s failed: %s", checkpoint_id(self.namespace, step), e)
+                    continue
+            _created.forget(self.socket, self.namespace, step)
+
+    def _apply_retention(self, c) -> None:
+        keep_last, durable_keep = self.config.keep_last, self.config.durable_keep
+        if keep_last is None and durable_keep is None:
+            return
+        try:
+            c.prune(self.namespace, keep_last or 0, durable_keep or 0)
+        except Exception as e:  # the step is committed; retention is best effort
+            log.warning("tierckpt: retention (keep_last=%s, durable_keep=%s) of %r failed: %s",
+                        keep_last, durable_keep, self.namespace, e)

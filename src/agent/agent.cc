@@ -1,0 +1,192 @@
+#include "agent/agent.h"
+
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "agent/budget.h"
+#include "agent/layout.h"
+#include "common/log.h"
+#include "os/files.h"
+
+namespace tierckpt::agent {
+
+Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
+
+Agent::~Agent() {
+  if (service_ != nullptr) service_->Stop();
+  if (persister_ != nullptr) persister_->Stop(std::chrono::milliseconds(0));
+  if (verifier_ != nullptr) verifier_->Stop();
+}
+
+int ExitCodeFor(const Status& s) {
+  switch (s.code()) {
+    case Code::kInvalidArgument:
+    case Code::kResourceExhausted:
+    case Code::kAlreadyExists:
+    case Code::kPermissionDenied:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+Status Agent::PrepareRoot() {
+  const std::string& root = config_.root;
+  TC_RETURN_IF_ERROR(MakeDirs(root, 0700).WithContext("creating --root " + root));
+  struct stat st;
+  if (::stat(root.c_str(), &st) != 0) return ErrnoStatus("stat --root " + root);
+  if (st.st_uid != ::getuid()) {
+    return PermissionDenied("--root " + root + " belongs to uid " + std::to_string(st.st_uid) + ", not to uid " +
+                            std::to_string(::getuid()) + " running tierckptd; choose another --root");
+  }
+  if ((st.st_mode & 0777) != 0700 && ::chmod(root.c_str(), 0700) != 0) {
+    return ErrnoStatus("restricting --root " + root + " to mode 0700");
+  }
+  return Status::Ok();
+}
+
+Status Agent::TakeLock() {
+  const std::string path = JoinPath(config_.root, "agent.lock");
+  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT, 0600));
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return ErrnoStatus("locking " + path);
+    std::string owner = "unknown";
+    if (Result<std::string> text = ReadFileToString(path, 64); text.ok()) {
+      owner = std::to_string(std::strtoll(text->c_str(), nullptr, 10));
+    }
+    return AlreadyExists("another tierckptd (pid " + owner + ") owns " + config_.root +
+                         "; stop it (`tierckpt agent stop`) or give this one another --root");
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd.get(), 0) != 0) return ErrnoStatus("truncating " + path);
+  TC_RETURN_IF_ERROR(PwriteAll(fd.get(), pid.data(), pid.size(), 0, path));
+  lock_fd_ = std::move(fd);
+  return Status::Ok();
+}
+
+Status Agent::Start(bool handle_signals) {
+  TC_ASSIGN_OR_RETURN(LogLevel level, ParseLogLevel(config_.log_level));
+  SetLogLevel(level);
+  TC_RETURN_IF_ERROR(SetLogFile(config_.log_file).WithContext("--log-file"));
+  if (handle_signals) {
+    ::signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    // Blocked before any thread starts, so every thread inherits the mask and
+    // the signals arrive only through the signalfd.
+    if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Internal("blocking SIGINT/SIGTERM failed");
+    signal_fd_.Reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!signal_fd_.valid()) return ErrnoStatus("creating a signalfd for SIGINT/SIGTERM");
+  }
+  TC_RETURN_IF_ERROR(PrepareRoot());
+  TC_RETURN_IF_ERROR(TakeLock());
+
+  uint64_t ours = 0;  // bytes our object files already hold (they count toward free space)
+  {
+    Layout layout(config_.root);
+    for (const std::string& dir : {layout.NamespacesDir(), layout.PoolDir(), layout.TrashDir()}) {
+      TC_ASSIGN_OR_RETURN(uint64_t bytes, AllocatedBytesUnder(dir));
+      ours += bytes;
+    }
+  }
+  TC_ASSIGN_OR_RETURN(MountSpace space, MountSpaceOf(config_.root));
+  TC_RETURN_IF_ERROR(CheckBudgetFits(config_.root, config_.budget_bytes, space, ours));
+
+  if (!config_.durable_url.empty()) {
+    Result<std::unique_ptr<ObjectStore>> store = OpenObjectStore(config_.durable_url);
+    if (!store.ok()) return store.status().WithContext("opening --durable " + config_.durable_url);
+    store_ = std::move(store).value();
+  }
+  verifier_ = std::make_unique<WorkQueue>("verify", config_.verify_threads);
+  MemoryTierOptions mo;
+  mo.root = config_.root;
+  mo.budget_bytes = config_.budget_bytes;
+  mo.keep_last = config_.keep_last;
+  mo.persist_every = config_.persist_every;
+  mo.has_durable = store_ != nullptr;
+  mo.verify_on_seal = config_.verify_on_seal;
+  mo.node_id = config_.node_id;
+  tier_ = std::make_unique<MemoryTier>(mo, verifier_.get());
+  if (store_ != nullptr) {
+    PersisterOptions po;
+    po.threads = config_.persist_threads;
+    po.durable_keep = config_.durable_keep;
+    persister_ = std::make_unique<Persister>(po, tier_.get(), store_.get(), &errors_);
+    Persister* p = persister_.get();
+    tier_->SetPersistHook([p](const std::string& ns, uint64_t step) { p->Enqueue(ns, step); });
+  }
+  TC_ASSIGN_OR_RETURN(RecoveryReport report, tier_->Recover());
+  for (const Status& e : report.errors) errors_.Add("recovery", e);
+  if (persister_ != nullptr) {
+    for (const auto& [ns, step] : report.persist_pending) persister_->Enqueue(ns, step);
+  }
+
+  HandlerDeps deps;
+  deps.info.node_id = config_.node_id;
+  deps.info.root = config_.root;
+  deps.info.durable_url = store_ != nullptr ? store_->Describe() : "";
+  deps.info.socket_path = config_.socket_path;
+  deps.info.pid = ::getpid();
+  deps.info.started_unix_ms = NowUnixMs();
+  deps.info.keep_last = config_.keep_last;
+  deps.info.persist_every = config_.persist_every;
+  deps.info.durable_keep = config_.durable_keep;
+  deps.info.verify_on_seal = config_.verify_on_seal;
+  deps.tier = tier_.get();
+  deps.persister = persister_.get();
+  deps.store = store_.get();
+  deps.errors = &errors_;
+  deps.connection_count = [this] { return service_ != nullptr ? service_->connections() : 0; };
+  handlers_ = std::make_unique<Handlers>(std::move(deps));
+  ServiceOptions so;
+  so.socket_path = config_.socket_path;
+  service_ = std::make_unique<Service>(so, handlers_.get());
+  TC_RETURN_IF_ERROR(PrepareSocketDir(config_.socket_path));
+  TC_RETURN_IF_ERROR(service_->Listen());
+  if (!config_.pid_file.empty()) {
+    std::string pid = std::to_string(::getpid()) + "\n";
+    TC_RETURN_IF_ERROR(WriteFileAtomic(config_.pid_file, pid, false).WithContext("--pid-file"));
+  }
+  Log(LogLevel::kInfo, "ready")
+      .Kv("socket", config_.socket_path)
+      .Kv("root", config_.root)
+      .Kv("budget", FormatBytes(config_.budget_bytes))
+      .Kv("budget_bytes", config_.budget_bytes)
+      .Kv("durable", store_ != nullptr ? store_->Describe() : "none")
+      .Kv("node", config_.node_id)
+      .Kv("keep_last", config_.keep_last)
+      .Kv("recovered_steps", static_cast<uint64_t>(report.committed_steps))
+      .Kv("recovered_bytes", report.bytes)
+      .Kv("pid", static_cast<int64_t>(::getpid()));
+  return Status::Ok();
+}
+
+void Agent::Run() {
+  if (service_ == nullptr) return;
+  service_->Run(signal_fd_.get(), [this] { tier_->Shutdown(); });
+  if (signal_fd_.valid()) {
+    signalfd_siginfo info{};
+    if (::read(signal_fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      Log(LogLevel::kInfo, "signal").Kv("signal", static_cast<uint64_t>(info.ssi_signo)).Kv("action", "shutdown");
+    }
+  }
+  Log(LogLevel::kInfo, "stopping").Kv("grace_s", config_.shutdown_grace_s);
+  if (persister_ != nullptr) persister_->Stop(std::chrono::seconds(config_.shutdown_grace_s));
+  verifier_->Stop();
+  if (!config_.pid_file.empty()) ::unlink(config_.pid_file.c_str());
+  Log(LogLevel::kInfo, "stopped").Kv("pid", static_cast<int64_t>(::getpid()));
+}
+
+void Agent::Stop() {
+  if (service_ != nullptr) service_->Stop();
+}
+
+}  // namespace tierckpt::agent

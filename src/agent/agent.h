@@ -1,0 +1,74 @@
+// agent.h — tierckptd assembled: config → memory tier, verifier, persister,
+// durable store, local service.
+//
+// Start() (in order): logging; signal handling (optional: SIGINT/SIGTERM
+// become a clean shutdown, SIGPIPE is ignored); the tmpfs root (created
+// 0700, must be ours); an exclusive flock on <root>/agent.lock (a second
+// agent on the same root fails with "another tierckptd (pid N) owns
+// <root>"); the budget check against the mount's free space (Docker's 64 MiB
+// /dev/shm fails here, clearly, not with SIGBUS later); the durable store;
+// recovery of the tmpfs root (re-enqueueing marked persists); the listening
+// socket; the pid file; one "ready" log line.
+//
+// Run() serves until Stop(), a Shutdown request or a signal, then: stops
+// accepting, wakes blocked requests, closes connections, gives running
+// persists up to shutdown_grace_s, removes the socket and pid file.
+//
+// Thread safety: Start and Run from one thread; Stop from any thread.
+#pragma once
+
+#include <memory>
+
+#include "agent/config.h"
+#include "agent/handlers.h"
+#include "agent/memory_tier.h"
+#include "agent/persister.h"
+#include "agent/recent_errors.h"
+#include "agent/service.h"
+#include "agent/work_queue.h"
+#include "os/fd.h"
+#include "store/object_store.h"
+
+namespace tierckpt::agent {
+
+class Agent {
+ public:
+  // config must have gone through FinalizeAgentConfig.
+  explicit Agent(AgentConfig config);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  Status Start(bool handle_signals);
+  void Run();
+  void Stop();
+
+  MemoryTier* tier() const { return tier_.get(); }
+  const AgentConfig& config() const { return config_; }
+
+ private:
+  Status PrepareRoot();
+  Status TakeLock();
+
+  // Const after construction.
+  const AgentConfig config_;
+
+  // Set up by Start, in this order; destroyed in reverse.
+  RecentErrors errors_;
+  UniqueFd lock_fd_;
+  UniqueFd signal_fd_;
+  std::unique_ptr<ObjectStore> store_;
+  std::unique_ptr<MemoryTier> tier_;
+  std::unique_ptr<WorkQueue> verifier_;
+  std::unique_ptr<Persister> persister_;
+  std::unique_ptr<Handlers> handlers_;
+  std::unique_ptr<Service> service_;
+};
+
+// The process exit code for a Start() error: 2 for problems the operator must
+// fix in the configuration or environment (bad values, a budget that does
+// not fit, the root or socket owned by another agent, permissions), 1
+// otherwise.
+int ExitCodeFor(const Status& start_error);
+
+}  // namespace tierckpt::agent

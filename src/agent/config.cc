@@ -1,0 +1,147 @@
+#include "agent/config.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+
+#include "agent/budget.h"
+#include "os/files.h"
+
+namespace tierckpt::agent {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+Status RangeError(const char* flag, int64_t value, int64_t lo, int64_t hi) {
+  return InvalidArgument(std::string(flag) + " " + std::to_string(value) + " is out of range; use " +
+                         std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+void AddOptions(CLI::App& app, AgentConfig& c) {
+  app.set_config("--config", "", "read options from an INI/TOML file (keys = flag names)", false);
+  app.add_option("--socket", c.socket_path, "Unix socket to listen on (default: $TIERCKPT_SOCKET, "
+                                            "$XDG_RUNTIME_DIR/tierckpt/agent.sock, /tmp/tierckpt-<uid>/agent.sock)");
+  app.add_option("--root", c.root, "tmpfs directory of the memory tier (default /dev/shm/tierckpt-<uid>)");
+  app.add_option("--memory-budget", c.memory_budget,
+                 "memory tier capacity: bytes, \"512MiB\", \"8GiB\" or \"25%\" of RAM (default 25%)");
+  app.add_option("--keep-last", c.keep_last, "committed steps kept in memory per namespace (default 3, min 1)");
+  app.add_option("--durable", c.durable_url, "durable tier URL: file:///dir, /dir, mem://name (default none)");
+  app.add_option("--persist-every", c.persist_every,
+                 "persist steps whose number is a multiple of N (default 0 = only on request)");
+  app.add_option("--durable-keep", c.durable_keep, "durable steps kept per namespace (default 0 = all)");
+  app.add_option("--persist-threads", c.persist_threads, "background persist threads (default 2)");
+  app.add_option("--verify-threads", c.verify_threads, "threads hashing sealed objects (default 2)");
+  app.add_flag("--verify-on-seal,!--no-verify-on-seal", c.verify_on_seal,
+               "verify client checksums when objects are sealed (default true)");
+  app.add_option("--node-id", c.node_id, "node id recorded in manifests (default: host name)");
+  app.add_option("--log-level", c.log_level, "debug|info|warn|error (default info)");
+  app.add_option("--log-file", c.log_file, "append logs to this file (default stderr)");
+  app.add_option("--pid-file", c.pid_file, "write the agent's pid here while it runs");
+  app.add_option("--shutdown-grace", c.shutdown_grace_s,
+                 "seconds running persists may take at shutdown (default 30)");
+  app.add_flag("--foreground")->description("accepted for compatibility; tierckptd always runs in the foreground");
+  app.set_version_flag("--version", std::string("tierckptd ") + kVersion);
+}
+
+}  // namespace
+
+std::string DefaultAgentSocket() {
+  std::string env = Env("TIERCKPT_SOCKET");
+  if (!env.empty()) return env;
+  std::string xdg = Env("XDG_RUNTIME_DIR");
+  if (!xdg.empty()) return JoinPath(JoinPath(xdg, "tierckpt"), "agent.sock");
+  return "/tmp/tierckpt-" + std::to_string(::getuid()) + "/agent.sock";
+}
+
+std::string DefaultAgentRoot() { return "/dev/shm/tierckpt-" + std::to_string(::getuid()); }
+
+Status PrepareSocketDir(const std::string& socket_path) {
+  std::string dir = DirName(socket_path);
+  Status s = MakeDirs(dir, 0700);
+  if (!s.ok()) {
+    return s.WithContext("creating the directory of socket " + socket_path +
+                         " (choose another path with --socket or TIERCKPT_SOCKET)");
+  }
+  return Status::Ok();
+}
+
+Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
+  if (c->socket_path.empty()) c->socket_path = DefaultAgentSocket();
+  if (c->root.empty()) c->root = DefaultAgentRoot();
+  if (c->node_id.empty()) c->node_id = HostName();
+  if (c->socket_path.size() >= 108) {
+    return InvalidArgument("--socket " + c->socket_path + " is " + std::to_string(c->socket_path.size()) +
+                           " bytes; Unix socket paths must be shorter than 108 bytes, choose a shorter path");
+  }
+  if (c->root.empty() || c->root == "/") {
+    return InvalidArgument("--root \"" + c->root + "\" is not usable; give a dedicated directory on a tmpfs");
+  }
+  if (physical_ram == 0) physical_ram = PhysicalMemoryBytes();
+  TC_ASSIGN_OR_RETURN(c->budget_bytes, ResolveBudget(c->memory_budget, physical_ram, "--memory-budget"));
+  if (c->keep_last < 1 || c->keep_last > 1000000) return RangeError("--keep-last", c->keep_last, 1, 1000000);
+  if (c->persist_threads < 1 || c->persist_threads > 64) {
+    return RangeError("--persist-threads", c->persist_threads, 1, 64);
+  }
+  if (c->verify_threads < 1 || c->verify_threads > 64) {
+    return RangeError("--verify-threads", c->verify_threads, 1, 64);
+  }
+  if (c->shutdown_grace_s < 0 || c->shutdown_grace_s > 3600) {
+    return RangeError("--shutdown-grace", c->shutdown_grace_s, 0, 3600);
+  }
+  Result<LogLevel> level = ParseLogLevel(c->log_level);
+  if (!level.ok()) return level.status().WithContext("--log-level");
+  for (char ch : c->node_id) {
+    if (static_cast<unsigned char>(ch) < 0x21 || ch == 0x7f || ch == '"' || ch == '\\') {
+      return InvalidArgument("--node-id \"" + c->node_id.substr(0, 64) +
+                             "\" contains spaces, quotes or control characters; use a plain host-like name");
+    }
+  }
+  if (c->node_id.size() > 255) return InvalidArgument("--node-id is longer than 255 bytes; use a shorter name");
+  return Status::Ok();
+}
+
+Result<CommandLine> ParseAgentCommandLine(const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  argv.reserve(args.size());
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return ParseAgentCommandLine(static_cast<int>(argv.size()), argv.data());
+}
+
+Result<CommandLine> ParseAgentCommandLine(int argc, const char* const* argv) {
+  CommandLine out;
+  CLI::App app("tierckptd — the tierckpt node agent (memory tier, durable persistence)", "tierckptd");
+  AddOptions(app, out.config);
+  // CLI11 reports errors by exception; they stop here, at the edge of the core.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out.exit_now = true;
+    out.text = app.help();
+    return out;
+  } catch (const CLI::CallForVersion&) {
+    out.exit_now = true;
+    out.text = std::string("tierckptd ") + kVersion + "\n";
+    return out;
+  } catch (const CLI::Error& e) {
+    return InvalidArgument(std::string(e.what()) + " (see `tierckptd --help`)");
+  }
+  if (auto* opt = app.get_config_ptr(); opt != nullptr && opt->count() > 0) {
+    out.config.config_file = opt->as<std::string>();
+  }
+  TC_RETURN_IF_ERROR(FinalizeAgentConfig(&out.config));
+  return out;
+}
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,83 @@
+// config.h — AgentConfig, the configuration of tierckptd, and its parsing
+// from flags and an optional config file.
+//
+// Every field is set by a flag of the same name (--keep-last) or, with
+// --config FILE, by a key of the same name in an INI/TOML file
+// (`keep-last = 5`); flags win over the file. docs/agent.md lists them all.
+//
+//   field            flag               default
+//   socket_path      --socket           DefaultAgentSocket()
+//   root             --root             /dev/shm/tierckpt-<uid>
+//   memory_budget    --memory-budget    "25%" (bytes, "512MiB", "8GiB" or % of RAM)
+//   keep_last        --keep-last        3 (committed steps kept in memory per namespace, >= 1)
+//   durable_url      --durable          "" (none); file:///path, /path, mem://name
+//   persist_every    --persist-every    0 (only on request); N: steps whose number % N == 0
+//   durable_keep     --durable-keep     0 (keep all durable steps); M: keep the newest M
+//   persist_threads  --persist-threads  2 (1..64)
+//   verify_threads   --verify-threads   2 (1..64) threads hashing sealed objects
+//   verify_on_seal   --verify-on-seal   true (--no-verify-on-seal to trust client checksums)
+//   node_id          --node-id          the host name
+//   log_level        --log-level        info (debug|info|warn|error)
+//   log_file         --log-file         "" (stderr)
+//   pid_file         --pid-file         "" (none)
+//   shutdown_grace_s --shutdown-grace   30 seconds for running persists at shutdown
+//
+// The agent never daemonizes itself; `tierckpt agent start` detaches it.
+//
+// Functions are thread-safe except that ParseAgentCommandLine reads the
+// environment (TIERCKPT_SOCKET, XDG_RUNTIME_DIR) and the host name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt::agent {
+
+struct AgentConfig {
+  std::string socket_path;             // "" = DefaultAgentSocket()
+  std::string root;                    // "" = DefaultAgentRoot()
+  std::string memory_budget = "25%";   // the spec as given
+  uint64_t budget_bytes = 0;           // resolved by FinalizeAgentConfig
+  uint32_t keep_last = 3;
+  std::string durable_url;
+  uint64_t persist_every = 0;
+  uint32_t durable_keep = 0;
+  int persist_threads = 2;
+  int verify_threads = 2;
+  bool verify_on_seal = true;
+  std::string node_id;                 // "" = host name
+  std::string log_level = "info";
+  std::string log_file;
+  std::string pid_file;
+  int shutdown_grace_s = 30;
+  std::string config_file;             // the --config file read, "" if none
+};
+
+// $TIERCKPT_SOCKET, else $XDG_RUNTIME_DIR/tierckpt/agent.sock, else
+// /tmp/tierckpt-<uid>/agent.sock. The same rule as tierckpt::DefaultSocketPath().
+std::string DefaultAgentSocket();
+// /dev/shm/tierckpt-<uid>
+std::string DefaultAgentRoot();
+// Creates the socket's parent directory with mode 0700 if missing.
+Status PrepareSocketDir(const std::string& socket_path);
+
+struct CommandLine {
+  AgentConfig config;
+  bool exit_now = false;  // --help or --version: print `text` and exit 0
+  std::string text;
+};
+
+// Parses argv (argv[0] is the program name) and the --config file, then
+// FinalizeAgentConfig. kInvalidArgument naming the flag on any bad value.
+Result<CommandLine> ParseAgentCommandLine(int argc, const char* const* argv);
+Result<CommandLine> ParseAgentCommandLine(const std::vector<std::string>& args);
+
+// Fills defaults (socket, root, node id), resolves the budget, validates
+// ranges and the log level. physical_ram = 0 means PhysicalMemoryBytes().
+Status FinalizeAgentConfig(AgentConfig* config, uint64_t physical_ram = 0);
+
+}  // namespace tierckpt::agent

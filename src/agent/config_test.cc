@@ -1,0 +1,165 @@
+#include "agent/config.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "agent/agent_test_util.h"
+#include "os/files.h"
+
+namespace tierckpt::agent {
+namespace {
+
+using testing::TempDir;
+
+Result<CommandLine> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "tierckptd");
+  return ParseAgentCommandLine(args);
+}
+
+TEST(ConfigTest, DefaultsAreDocumented) {
+  Result<CommandLine> c = Parse({"--memory-budget", "64MiB"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const AgentConfig& cfg = c->config;
+  EXPECT_FALSE(c->exit_now);
+  EXPECT_EQ(cfg.root, "/dev/shm/tierckpt-" + std::to_string(::getuid()));
+  EXPECT_EQ(cfg.socket_path, DefaultAgentSocket());
+  EXPECT_EQ(cfg.budget_bytes, 64u << 20);
+  EXPECT_EQ(cfg.keep_last, 3u);
+  EXPECT_EQ(cfg.durable_url, "");
+  EXPECT_EQ(cfg.persist_every, 0u);
+  EXPECT_EQ(cfg.durable_keep, 0u);
+  EXPECT_EQ(cfg.persist_threads, 2);
+  EXPECT_TRUE(cfg.verify_on_seal);
+  EXPECT_FALSE(cfg.node_id.empty());
+  EXPECT_EQ(cfg.log_level, "info");
+  EXPECT_EQ(cfg.shutdown_grace_s, 30);
+}
+
+TEST(ConfigTest, DefaultBudgetIsAQuarterOfRam) {
+  AgentConfig cfg;
+  ASSERT_TRUE(FinalizeAgentConfig(&cfg, 8ull << 30).ok());
+  EXPECT_EQ(cfg.budget_bytes, 2ull << 30);
+}
+
+TEST(ConfigTest, FlagsAreParsed) {
+  Result<CommandLine> c =
+      Parse({"--socket", "/tmp/x.sock", "--root", "/tmp/r", "--memory-budget", "2GiB", "--keep-last", "5",
+             "--durable", "file:///tmp/d", "--persist-every", "10", "--durable-keep", "4", "--persist-threads", "3",
+             "--no-verify-on-seal", "--node-id", "n1", "--log-level", "debug", "--pid-file", "/tmp/p",
+             "--shutdown-grace", "5", "--foreground"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const AgentConfig& cfg = c->config;
+  EXPECT_EQ(cfg.socket_path, "/tmp/x.sock");
+  EXPECT_EQ(cfg.root, "/tmp/r");
+  EXPECT_EQ(cfg.budget_bytes, 2ull << 30);
+  EXPECT_EQ(cfg.keep_last, 5u);
+  EXPECT_EQ(cfg.durable_url, "file:///tmp/d");
+  EXPECT_EQ(cfg.persist_every, 10u);
+  EXPECT_EQ(cfg.durable_keep, 4u);
+  EXPECT_EQ(cfg.persist_threads, 3);
+  EXPECT_FALSE(cfg.verify_on_seal);
+  EXPECT_EQ(cfg.node_id, "n1");
+  EXPECT_EQ(cfg.log_level, "debug");
+  EXPECT_EQ(cfg.pid_file, "/tmp/p");
+  EXPECT_EQ(cfg.shutdown_grace_s, 5);
+}
+
+TEST(ConfigTest, BadValuesNameTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string flag;
+  };
+  const Case cases[] = {
+      {{"--keep-last", "0"}, "--keep-last"},
+      {{"--keep-last", "many"}, "--keep-last"},
+      {{"--memory-budget", "lots"}, "--memory-budget"},
+      {{"--memory-budget", "150%"}, "--memory-budget"},
+      {{"--memory-budget", "12"}, "--memory-budget"},  // below the 1 MiB minimum
+      {{"--persist-threads", "0"}, "--persist-threads"},
+      {{"--log-level", "loud"}, "--log-level"},
+      {{"--node-id", "has space"}, "--node-id"},
+      {{"--bogus"}, "--bogus"},
+      {{"--socket", "/tmp/" + std::string(120, 's')}, "--socket"},
+  };
+  for (const Case& c : cases) {
+    Result<CommandLine> r = Parse(c.args);
+    ASSERT_FALSE(r.ok()) << c.args[0];
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().ToString();
+    EXPECT_NE(r.status().message().find(c.flag), std::string::npos) << r.status().ToString();
+  }
+}
+
+TEST(ConfigTest, HelpAndVersionExitEarly) {
+  Result<CommandLine> h = Parse({"--help"});
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->exit_now);
+  EXPECT_NE(h->text.find("--memory-budget"), std::string::npos);
+  Result<CommandLine> v = Parse({"--version"});
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->exit_now);
+  EXPECT_NE(v->text.find("0.1.0"), std::string::npos);
+}
+
+TEST(ConfigTest, ConfigFileSetsKeysAndFlagsWin) {
+  TempDir dir;
+  const std::string file = dir.Sub("agent.toml");
+  ASSERT_TRUE(WriteFileAtomic(file,
+                              "# tierckptd config\n"
+                              "memory-budget = \"256MiB\"\n"
+                              "keep-last = 7\n"
+                              "durable = \"/tmp/durable\"\n"
+                              "verify-on-seal = false\n"
+                              "node-id = \"from-file\"\n",
+                              false)
+                  .ok());
+  Result<CommandLine> c = Parse({"--config", file, "--node-id", "from-flag"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->config.config_file, file);
+  EXPECT_EQ(c->config.budget_bytes, 256u << 20);
+  EXPECT_EQ(c->config.keep_last, 7u);
+  EXPECT_EQ(c->config.durable_url, "/tmp/durable");
+  EXPECT_FALSE(c->config.verify_on_seal);
+  EXPECT_EQ(c->config.node_id, "from-flag");
+}
+
+TEST(ConfigTest, BadConfigFileIsAnError) {
+  TempDir dir;
+  const std::string file = dir.Sub("agent.ini");
+  ASSERT_TRUE(WriteFileAtomic(file, "keep-last = zero\n", false).ok());
+  Result<CommandLine> c = Parse({"--config", file});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("keep-last"), std::string::npos) << c.status().ToString();
+  Result<CommandLine> missing = Parse({"--config", dir.Sub("absent.ini")});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("absent.ini"), std::string::npos) << missing.status().ToString();
+}
+
+TEST(ConfigTest, DefaultSocketFollowsTheEnvironment) {
+  const char* old_sock = std::getenv("TIERCKPT_SOCKET");
+  const char* old_xdg = std::getenv("XDG_RUNTIME_DIR");
+  std::string saved_sock = old_sock ? old_sock : "";
+  std::string saved_xdg = old_xdg ? old_xdg : "";
+  ::setenv("TIERCKPT_SOCKET", "/tmp/explicit.sock", 1);
+  EXPECT_EQ(DefaultAgentSocket(), "/tmp/explicit.sock");
+  ::unsetenv("TIERCKPT_SOCKET");
+  ::setenv("XDG_RUNTIME_DIR", "/run/user/42", 1);
+  EXPECT_EQ(DefaultAgentSocket(), "/run/user/42/tierckpt/agent.sock");
+  ::unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(DefaultAgentSocket(), "/tmp/tierckpt-" + std::to_string(::getuid()) + "/agent.sock");
+  if (old_sock) ::setenv("TIERCKPT_SOCKET", saved_sock.c_str(), 1);
+  if (old_xdg) ::setenv("XDG_RUNTIME_DIR", saved_xdg.c_str(), 1);
+}
+
+TEST(ConfigTest, PrepareSocketDirCreatesAPrivateDirectory) {
+  TempDir dir;
+  const std::string sock = dir.Sub("a/b/agent.sock");
+  ASSERT_TRUE(PrepareSocketDir(sock).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(dir.Sub("a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+}  // namespace
+}  // namespace tierckpt::agent

@@ -1,0 +1,114 @@
+// handlers.h — turns decoded requests into memory-tier / persister / durable
+// calls and their answers (the RequestHandler of the agent's Service).
+//
+// Rules enforced here for every connection:
+//   * the first request must be Hello (else kProtocolError, connection closed);
+//   * an unknown type or an undecodable payload is answered with
+//     kProtocolError and the connection is closed;
+//   * every namespace, step and object name is validated (common/names.h)
+//     before it reaches a path (the memory tier validates again);
+//   * bodies: CommitStep returns the manifest, List/Show/Stats/Verify/Prune a
+//     JSON document (JsonBody; shapes in docs/agent.md and reports.h), Hello a
+//     HelloResponse, OpenObject an OpenObjectResponse + read-only fd,
+//     CreateObject an empty body + read-write fd; the rest an empty body.
+//
+// Thread safety: Handle/OnClose are called concurrently from connection
+// threads; Handlers holds no mutable state of its own.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "agent/memory_tier.h"
+#include "agent/persister.h"
+#include "agent/recent_errors.h"
+#include "agent/service.h"
+#include "store/object_store.h"
+
+namespace tierckpt::agent {
+
+inline constexpr const char* kAgentVersion = "0.1.0";
+
+// Facts about the running agent, reported by Hello and Stats.
+struct AgentInfo {
+  std::string node_id;
+  std::string root;
+  std::string durable_url;  // "" = no durable tier
+  std::string socket_path;
+  int64_t pid = 0;
+  uint64_t started_unix_ms = 0;
+  uint32_t keep_last = 3;
+  uint64_t persist_every = 0;
+  uint32_t durable_keep = 0;
+  bool verify_on_seal = true;
+};
+
+struct HandlerDeps {
+  AgentInfo info;
+  MemoryTier* tier = nullptr;
+  Persister* persister = nullptr;  // nullptr without a durable tier
+  ObjectStore* store = nullptr;    // nullptr without a durable tier
+  RecentErrors* errors = nullptr;
+  std::function<size_t()> connection_count;
+};
+
+class Handlers final : public RequestHandler {
+ public:
+  explicit Handlers(HandlerDeps deps) : d_(std::move(deps)) {}
+
+  Reply Handle(ConnectionState& conn, const wire::Frame& frame) override;
+  void OnClose(ConnectionState& conn) override;
+
+ private:
+  Reply Dispatch(ConnectionState& conn, wire::MsgType type, std::string_view payload);
+  // Write path and reads (handlers.cc).
+  Reply Hello(ConnectionState& conn, std::string_view payload);
+  Reply BeginStep(ConnectionState& conn, std::string_view payload);
+  Reply CreateObject(ConnectionState& conn, std::string_view payload);
+  Reply SealObject(std::string_view payload);
+  Reply CommitStep(std::string_view payload);
+  Reply AbortStep(std::string_view payload);
+  Reply OpenObject(std::string_view payload);
+  // Listings and administration (handlers_admin.cc).
+  Reply List(std::string_view payload);
+  Reply Show(std::string_view payload);
+  Reply Stats(std::string_view payload);
+  Reply Verify(std::string_view payload);
+  Reply DeleteStep(std::string_view payload);
+  Reply Prune(std::string_view payload);
+  Reply Persist(std::string_view payload);
+  Reply WaitDurable(std::string_view payload);
+  Reply Restore(std::string_view payload);
+  Reply Shutdown(std::string_view payload);
+
+  // kNotFound "step ns/step is in no tier; `tierckpt ls ns` lists what exists".
+  static Status InNoTier(std::string_view ns, uint64_t step);
+  // Whether the durable tier holds ns/step committed (false without one).
+  Result<bool> DurableHas(std::string_view ns, uint64_t step);
+
+  // Const after construction.
+  const HandlerDeps d_;
+};
+
+// A Reply carrying st (and no body).
+Reply StatusReply(Status st);
+// A Reply with a JsonBody-encoded document.
+Reply JsonReply(const std::string& json);
+// kProtocolError reply that closes the connection.
+Reply ProtocolReply(const Status& st);
+
+// Decodes a request payload into *out; on failure sets *bad to the
+// protocol-error reply (connection closed) and returns false.
+template <typename T>
+bool DecodeRequest(std::string_view payload, T* out, Reply* bad) {
+  Result<T> r = T::Decode(payload);
+  if (!r.ok()) {
+    *bad = ProtocolReply(r.status());
+    return false;
+  }
+  *out = std::move(r).value();
+  return true;
+}
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,325 @@
+// MemoryTier: index lookups, pins, budget and eviction, dropping and
+// recycling steps, listings. The write path, reads, persistence, restore and
+// recovery live in memory_tier_*.cc.
+#include "agent/memory_tier.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "agent/budget.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "os/files.h"
+
+namespace tierckpt::agent {
+
+void StepPin::Reset() {
+  if (tier_ != nullptr && files_ != nullptr) tier_->Unpin(files_);
+  tier_ = nullptr;
+  files_.reset();
+}
+
+MemoryTier::MemoryTier(MemoryTierOptions options, WorkQueue* verifier)
+    : options_(std::move(options)),
+      layout_(options_.root),
+      verifier_(verifier),
+      pool_(layout_.PoolDir()) {}
+
+MemoryTier::~MemoryTier() = default;
+
+void MemoryTier::SetPersistHook(std::function<void(const std::string&, uint64_t)> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  persist_hook_ = std::move(hook);
+}
+
+void MemoryTier::CallPersistHook(const std::vector<StepRef>& refs) {
+  std::function<void(const std::string&, uint64_t)> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hook = persist_hook_;
+  }
+  if (!hook) return;
+  for (const auto& [ns, step] : refs) hook(ns, step);
+}
+
+StepState* MemoryTier::FindLocked(std::string_view ns, uint64_t step) const {
+  auto it = namespaces_.find(ns);
+  if (it == namespaces_.end()) return nullptr;
+  auto st = it->second.steps.find(step);
+  return st == it->second.steps.end() ? nullptr : st->second.get();
+}
+
+StepPin MemoryTier::PinLocked(StepState* s) {
+  ++s->files->pins;
+  return StepPin(this, s->files);
+}
+
+void MemoryTier::Unpin(const std::shared_ptr<StepFiles>& files) {
+  std::lock_guard<std::mutex> lock(mu_);
+  UnpinLocked(files.get());
+}
+
+void MemoryTier::UnpinLocked(StepFiles* files) {
+  if (--files->pins > 0) return;
+  if (files->dropped) {
+    RecycleLocked(files);
+    return;
+  }
+  // A pin may have held back retention of its namespace; re-apply it.
+  for (auto& [ns, nss] : namespaces_) {
+    for (auto& [step, s] : nss.steps) {
+      if (s->files.get() == files) {
+        if (s->committed) {
+          std::string name = ns;  // ApplyRetentionLocked may erase the map entry
+          ApplyRetentionLocked(name, options_.keep_last, nullptr);
+        }
+        return;
+      }
+    }
+  }
+}
+
+// ---- Budget ----
+
+Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what) {
+  if (size == 0) return Status::Ok();
+  for (;;) {
+    uint64_t reuse = pool_.BestFit(size).value_or(0);
+    uint64_t used = UsedLocked();
+    if (used - reuse + size <= options_.budget_bytes) return Status::Ok();
+    Result<uint64_t> freed = pool_.ReleaseOne(size);
+    if (!freed.ok()) return freed.status().WithContext("shrinking the segment pool");
+    if (*freed > 0) continue;
+    if (EvictOneLocked()) continue;
+    return ResourceExhausted("memory budget exhausted creating " + std::string(what) + " (" +
+                             std::to_string(size) + " bytes): used " + std::to_string(used) + " of " +
+                             std::to_string(options_.budget_bytes) + " (" + FormatBytes(used) + " of " +
+                             FormatBytes(options_.budget_bytes) +
+                             "), and no step can be evicted (newest steps, steps being persisted and "
+                             "steps being written are kept); raise --memory-budget, lower --keep-last, "
+                             "or persist and prune older steps");
+  }
+}
+
+Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& path, uint64_t size) {
+  TC_RETURN_IF_ERROR(MakeDirs(DirName(path), 0700));
+  if (!pool_.empty() && size > 0) {
+    TC_RETURN_IF_ERROR(pool_.Take(size, path).status());
+    object_bytes_ += size;
+    Result<UniqueFd> fd = OpenFile(path, O_RDWR);
+    if (!fd.ok()) {
+      RecycleFileLocked(path, size);
+      return fd.status();
+    }
+    return fd;
+  }
+  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT | O_TRUNC, 0600));
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    Status s = ErrnoStatus("size " + path + " to " + std::to_string(size) + " bytes");
+    ::unlink(path.c_str());
+    return s;
+  }
+  object_bytes_ += size;
+  return fd;
+}
+
+// ---- Eviction and retention ----
+
+bool MemoryTier::EvictableLocked(const std::string& ns, const NamespaceState& nss,
+                                 const StepState& s) const {
+  (void)ns;
+  if (!s.committed || s.files->pins > 0) return false;
+  if (s.persist == PersistState::kQueued || s.persist == PersistState::kRunning) return false;
+  // Never the newest committed step of the namespace.
+  for (auto it = nss.steps.rbegin(); it != nss.steps.rend(); ++it) {
+    if (it->second->committed) return it->second.get() != &s;
+  }
+  return false;
+}
+
+bool MemoryTier::EvictOneLocked() {
+  const std::string* best_ns = nullptr;
+  uint64_t best_step = 0;
+  uint64_t best_seq = 0;
+  for (const auto& [ns, nss] : namespaces_) {
+    for (const auto& [step, s] : nss.steps) {
+      if (!EvictableLocked(ns, nss, *s)) continue;
+      if (best_ns == nullptr || s->commit_seq < best_seq) {
+        best_ns = &ns;
+        best_step = step;
+        best_seq = s->commit_seq;
+      }
+      break;  // only the oldest evictable step of each namespace competes
+    }
+  }
+  if (best_ns == nullptr) return false;
+  std::string ns = *best_ns;
+  DropLocked(ns, best_step, "evicted to make room in the memory budget");
+  return true;
+}
+
+void MemoryTier::ApplyRetentionLocked(const std::string& ns, uint32_t keep, PruneResult* result,
+                                      std::optional<uint64_t> protect) {
+  if (keep < 1) keep = 1;
+  auto it = namespaces_.find(ns);
+  if (it == namespaces_.end()) return;
+  std::vector<uint64_t> drop;
+  uint32_t kept = 0;
+  for (auto st = it->second.steps.rbegin(); st != it->second.steps.rend(); ++st) {
+    const StepState& s = *st->second;
+    if (!s.committed) continue;
+    if (kept < keep) {
+      ++kept;
+      continue;
+    }
+    if (s.persist == PersistState::kQueued || s.persist == PersistState::kRunning) {
+      if (result != nullptr) result->kept_pending.emplace_back(ns, st->first);
+      continue;
+    }
+    if (s.files->pins > 0) continue;  // retried on unpin
+    if (protect && *protect == st->first) continue;  // just committed out of order
+    drop.push_back(st->first);
+  }
+  for (uint64_t step : drop) {
+    DropLocked(ns, step, "retention keeps the newest " + std::to_string(keep));
+    if (result != nullptr) result->evicted.emplace_back(ns, step);
+  }
+}
+
+// ---- Dropping and recycling ----
+
+void MemoryTier::DropLocked(const std::string& ns, uint64_t step, std::string_view why) {
+  auto nit = namespaces_.find(ns);
+  if (nit == namespaces_.end()) return;
+  auto sit = nit->second.steps.find(step);
+  if (sit == nit->second.steps.end()) return;
+  std::unique_ptr<StepState> s = std::move(sit->second);
+  nit->second.steps.erase(sit);
+  if (nit->second.steps.empty()) {
+    namespaces_.erase(nit);
+    ::rmdir(layout_.NamespaceDir(ns).c_str());  // best effort: only if empty
+  }
+  StepFiles* files = s->files.get();
+  files->objects.clear();
+  if (s->committed) {
+    for (const auto& o : s->manifest.objects) files->objects.emplace_back(o.name, o.size);
+  } else {
+    for (const auto& [name, o] : s->objects) files->objects.emplace_back(name, o.size);
+  }
+  Log(LogLevel::kInfo, "drop")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("committed", s->committed)
+      .Kv("bytes", s->Bytes())
+      .Kv("why", why);
+  files->dropped = true;
+  if (files->pins == 0) {
+    RecycleLocked(files);
+  } else {
+    std::string trash = layout_.TrashEntry(next_id_++);
+    Status st = MakeDirs(layout_.TrashDir(), 0700);
+    if (st.ok()) st = RenamePath(files->dir, trash);
+    if (st.ok()) {
+      files->dir = trash;
+    } else {
+      Log(LogLevel::kError, "drop").Kv("ns", ns).Kv("step", step).Kv("dir", files->dir).Err(st);
+    }
+  }
+  cv_.notify_all();
+}
+
+void MemoryTier::RecycleFileLocked(const std::string& path, uint64_t recorded_size) {
+  object_bytes_ -= std::min(object_bytes_, recorded_size);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return;
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  Status s;
+  if (S_ISREG(st.st_mode) && size > 0 && UsedLocked() + size <= options_.budget_bytes) {
+    s = pool_.Put(path).status();
+  } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    s = ErrnoStatus("unlink " + path);
+  }
+  if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
+}
+
+void MemoryTier::RecycleLocked(StepFiles* files) {
+  for (const auto& [name, size] : files->objects) {
+    RecycleFileLocked(Layout::ObjectPath(files->dir, name), size);
+  }
+  files->objects.clear();
+  Status s = RemoveTree(files->dir);
+  if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", files->dir).Err(s);
+}
+
+void MemoryTier::RecycleTreeLocked(const std::string& dir) {
+  Result<std::vector<std::string>> names = ListDir(dir);
+  if (names.ok()) {
+    for (const auto& n : *names) {
+      std::string path = JoinPath(dir, n);
+      struct stat st;
+      if (::lstat(path.c_str(), &st) != 0) continue;
+      if (S_ISDIR(st.st_mode)) {
+        RecycleTreeLocked(path);
+      } else {
+        RecycleFileLocked(path, 0);
+      }
+    }
+  }
+  Status s = RemoveTree(dir);
+  if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", dir).Err(s);
+}
+
+// ---- Listings ----
+
+std::vector<StepInfo> MemoryTier::ListSteps(std::string_view ns) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StepInfo> out;
+  for (const auto& [name, nss] : namespaces_) {
+    if (!ns.empty() && name != ns) continue;
+    for (const auto& [step, s] : nss.steps) {
+      StepInfo info;
+      info.ns = name;
+      info.step = step;
+      info.committed = s->committed;
+      info.bytes = s->Bytes();
+      info.objects = static_cast<uint32_t>(s->committed ? s->manifest.objects.size() : s->objects.size());
+      info.created_unix_ms = s->committed ? s->manifest.created_unix_ms : 0;
+      info.persist = s->persist;
+      info.persist_error = s->persist_error.ok() ? "" : s->persist_error.ToString();
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
+TierStats MemoryTier::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  TierStats t;
+  t.budget_bytes = options_.budget_bytes;
+  t.object_bytes = object_bytes_;
+  t.pool_bytes = pool_.bytes();
+  t.used_bytes = UsedLocked();
+  t.pool_segments = pool_.count();
+  for (const auto& [name, nss] : namespaces_) {
+    for (const auto& [step, s] : nss.steps) {
+      if (s->committed) {
+        ++t.committed_steps;
+      } else {
+        ++t.writing_steps;
+      }
+    }
+  }
+  return t;
+}
+
+void MemoryTier::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutting_down_ = true;
+  cv_.notify_all();
+}
+
+}  // namespace tierckpt::agent

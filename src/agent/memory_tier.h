@@ -1,0 +1,298 @@
+// memory_tier.h — the node agent's shared-memory tier: committed and
+// in-flight steps as files on a tmpfs root, under a byte budget, with
+// per-namespace retention, recycled segments, and crash recovery.
+//
+// Layout on disk: agent/layout.h. Index: agent/step_state.h.
+//
+// Write path (one or more client connections per step):
+//   BeginStep → CreateObject (an O_RDWR fd of a tmpfs file sized exactly;
+//   the client fills it through mmap) → SealObject (size checked; hashing runs
+//   on the verifier queue) → CommitStep (waits for the hashes, writes the
+//   manifest last, renames step_<n>.partial → step_<n>: the atomic publish).
+// CreateObject begins the step implicitly if no connection has (documented
+// in docs/agent.md). A reader never sees a step without its manifest.
+//
+// Budget: used = bytes of every object file we hold (partial + committed +
+// pool + trash). CreateObject needing more than the free budget releases pool
+// segments first, then evicts committed steps oldest-first (lowest step of a
+// namespace; across namespaces the oldest commit), never the newest
+// committed step of a namespace, never a step whose persistence is queued or
+// running, never a pinned step. If that is not enough it fails with
+// kResourceExhausted and nothing committed is touched.
+//
+// Retention: after each commit (and when a persist finishes) only the newest
+// keep_last committed steps of the namespace stay; older ones go to the pool,
+// except steps with pending persistence (kept until durable).
+//
+// Recovery (Recover, once at start): *.partial and trash dirs are recycled;
+// each committed step's manifest is parsed and every object file must exist
+// with its manifest size (else the step is dropped and logged). Checksums
+// are NOT re-hashed at start: clients verify on every read, Verify re-hashes
+// on demand, and restores from durable verify every object ("size check at
+// start, lazy full verification"). Steps with a persist marker come back as
+// kQueued and are listed in the report so the agent re-enqueues them.
+//
+// Thread safety: every public method is thread-safe. One mutex (mu_) guards
+// the index, the pool and the byte accounting; waits (commit, restore,
+// WaitPersist) use cv_. Hashing, persisting, restoring and verifying run
+// outside mu_ on pinned files.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "agent/layout.h"
+#include "agent/segment_pool.h"
+#include "agent/step_state.h"
+#include "agent/work_queue.h"
+#include "os/fd.h"
+#include "store/object_store.h"
+#include "tierckpt/manifest.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt::agent {
+
+struct MemoryTierOptions {
+  std::string root;            // tmpfs root (created by the caller)
+  uint64_t budget_bytes = 0;   // capacity of the tier
+  uint32_t keep_last = 3;      // committed steps kept per namespace (>= 1)
+  uint64_t persist_every = 0;  // cadence; 0 = only when asked
+  bool has_durable = false;    // a durable tier is configured
+  bool verify_on_seal = true;  // hash client-supplied checksums at seal
+  std::string node_id;
+};
+
+class MemoryTier;
+
+// Keeps a step's files from being recycled while an agent thread reads them.
+// Move-only; releases on destruction (never destroy one while holding mu_).
+class StepPin {
+ public:
+  StepPin() = default;
+  StepPin(MemoryTier* tier, std::shared_ptr<StepFiles> files) : tier_(tier), files_(std::move(files)) {}
+  ~StepPin() { Reset(); }
+  StepPin(StepPin&& o) noexcept : tier_(std::exchange(o.tier_, nullptr)), files_(std::move(o.files_)) {}
+  StepPin& operator=(StepPin&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      tier_ = std::exchange(o.tier_, nullptr);
+      files_ = std::move(o.files_);
+    }
+    return *this;
+  }
+  StepPin(const StepPin&) = delete;
+  StepPin& operator=(const StepPin&) = delete;
+  void Reset();
+
+ private:
+  MemoryTier* tier_ = nullptr;
+  std::shared_ptr<StepFiles> files_;
+};
+
+struct CreatedObject {
+  UniqueFd fd;       // O_RDWR, sized exactly
+  std::string path;  // where it lives (partial dir)
+};
+
+struct OpenedObject {
+  UniqueFd fd;  // O_RDONLY
+  uint64_t size = 0;
+  std::string checksum;
+};
+
+struct StepInfo {
+  std::string ns;
+  uint64_t step = 0;
+  bool committed = false;  // false: being written or restored
+  uint64_t bytes = 0;
+  uint32_t objects = 0;
+  uint64_t created_unix_ms = 0;  // committed only
+  PersistState persist = PersistState::kNone;
+  std::string persist_error;
+};
+
+struct TierStats {
+  uint64_t budget_bytes = 0;
+  uint64_t used_bytes = 0;    // object_bytes + pool_bytes
+  uint64_t object_bytes = 0;  // partial + committed + trash object files
+  uint64_t pool_bytes = 0;
+  size_t pool_segments = 0;
+  size_t writing_steps = 0;
+  size_t committed_steps = 0;
+};
+
+struct RecoveryReport {
+  size_t committed_steps = 0;
+  size_t partial_dropped = 0;
+  size_t damaged_dropped = 0;
+  uint64_t bytes = 0;
+  std::vector<std::pair<std::string, uint64_t>> persist_pending;  // re-enqueue these
+  std::vector<Status> errors;  // damaged steps dropped, leftovers that could not be removed
+};
+
+struct PruneResult {
+  std::vector<std::pair<std::string, uint64_t>> evicted;
+  std::vector<std::pair<std::string, uint64_t>> kept_pending;  // persistence not done yet
+};
+
+struct MemoryVerifyResult {
+  uint32_t objects_checked = 0;
+  std::vector<std::string> errors;  // empty: every object matches its manifest
+  Manifest manifest;
+};
+
+struct PersistLease {
+  StepPin pin;
+  Manifest manifest;
+  std::string dir;  // the committed step dir
+};
+
+struct PersistStatus {
+  PersistState state = PersistState::kNone;
+  Status error;  // when kFailed
+};
+
+class MemoryTier {
+ public:
+  // verifier runs hash jobs; it must outlive the tier's use (the agent stops
+  // the verifier before destroying the tier).
+  MemoryTier(MemoryTierOptions options, WorkQueue* verifier);
+  ~MemoryTier();
+  MemoryTier(const MemoryTier&) = delete;
+  MemoryTier& operator=(const MemoryTier&) = delete;
+
+  // Called (outside mu_) for each step that needs persisting: on commit with
+  // the persist flag or cadence, on RequestPersist. Set before serving.
+  void SetPersistHook(std::function<void(const std::string&, uint64_t)> hook);
+
+  // Start-up recovery (see the header comment). Call once, before serving.
+  Result<RecoveryReport> Recover();
+
+  // ---- Write path (conn: the caller's connection id, 0 = internal) ----
+  Status BeginStep(std::string_view ns, uint64_t step, uint64_t conn);
+  Result<CreatedObject> CreateObject(std::string_view ns, uint64_t step, std::string_view name,
+                                     uint64_t size, uint64_t conn);
+  Status SealObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
+                    std::string_view checksum);
+  // expected empty: every created object. persist: also persist to durable.
+  Result<Manifest> CommitStep(std::string_view ns, uint64_t step, uint32_t world_size, bool persist,
+                              const std::vector<std::string>& expected);
+  // Drops an uncommitted step (ok if absent).
+  Status AbortStep(std::string_view ns, uint64_t step);
+  // The connection closed: drop the uncommitted steps it wrote that have no
+  // other live writer.
+  void ReleaseWriter(uint64_t conn);
+
+  // ---- Read path ----
+  bool HasCommitted(std::string_view ns, uint64_t step) const;
+  Result<OpenedObject> OpenObject(std::string_view ns, uint64_t step, std::string_view name);
+  // kNotFound when not committed in memory.
+  Result<Manifest> GetManifest(std::string_view ns, uint64_t step) const;
+  // ns "" = all; sorted by (ns, step).
+  std::vector<StepInfo> ListSteps(std::string_view ns) const;
+  // Re-hashes every object of a committed step.
+  Result<MemoryVerifyResult> VerifyStep(std::string_view ns, uint64_t step);
+  TierStats Stats() const;
+
+  // ---- Administration ----
+  // Drops a committed step from memory (true) or nothing (false: absent).
+  // kFailedPrecondition if it is being written or persisted right now.
+  Result<bool> DeleteStep(std::string_view ns, uint64_t step);
+  // Retention with keep (0 = keep_last) over ns ("" = all namespaces).
+  PruneResult Prune(std::string_view ns, uint32_t keep);
+
+  // ---- Persistence bookkeeping ----
+  // Marks a committed step for persistence (marker + kQueued + hook). Ok if
+  // already durable, queued or running. kNotFound if not committed in memory.
+  Status RequestPersist(std::string_view ns, uint64_t step);
+  // A persist thread takes a kQueued step: kRunning, pinned. kNotFound if the
+  // step is gone, kAborted if it is no longer queued (nothing to do).
+  Result<PersistLease> StartPersist(std::string_view ns, uint64_t step);
+  // Ok → kDurable (marker removed, retention applied); kAborted → back to
+  // kQueued (the agent is stopping; the marker stays); other → kFailed.
+  void FinishPersist(std::string_view ns, uint64_t step, const Status& result);
+  // Marks a committed step durable (found committed in the durable tier).
+  void MarkDurable(std::string_view ns, uint64_t step);
+  // Waits while the step is queued/running, up to timeout (nullopt = forever).
+  // kNotFound if the step is not committed in memory.
+  Result<PersistStatus> WaitPersist(std::string_view ns, uint64_t step,
+                                    std::optional<std::chrono::milliseconds> timeout);
+
+  // ---- Restore from the durable tier ----
+  // Copies a durable step into memory, verifying every object, then
+  // publishes it like a commit (already durable). Ok at once if committed in
+  // memory; waits if another restore of it runs.
+  Status Restore(ObjectStore& store, std::string_view ns, uint64_t step);
+
+  // Wakes every waiter with kUnavailable; later waits fail the same way.
+  void Shutdown();
+
+  const Layout& layout() const { return layout_; }
+  const MemoryTierOptions& options() const { return options_; }
+
+ private:
+  friend class StepPin;
+  using StepRef = std::pair<std::string, uint64_t>;
+
+  // All *Locked methods require mu_ held.
+  StepState* FindLocked(std::string_view ns, uint64_t step) const;
+  uint64_t UsedLocked() const { return object_bytes_ + pool_.bytes(); }
+  StepPin PinLocked(StepState* s);
+  void Unpin(const std::shared_ptr<StepFiles>& files);
+  void UnpinLocked(StepFiles* files);
+  Result<StepState*> BeginLocked(std::string_view ns, uint64_t step, uint64_t conn);
+  // Makes room for size more bytes (pool first, then eviction).
+  Status EnsureSpaceLocked(uint64_t size, std::string_view what);
+  // Creates object file `path` of exactly size bytes (a pool segment when
+  // there is one); the budget must already allow it.
+  Result<UniqueFd> CreateFileLocked(const std::string& path, uint64_t size);
+  bool EvictOneLocked();
+  bool EvictableLocked(const std::string& ns, const NamespaceState& nss, const StepState& s) const;
+  // protect: a step kept this time even if retention would drop it.
+  void ApplyRetentionLocked(const std::string& ns, uint32_t keep, PruneResult* result,
+                            std::optional<uint64_t> protect = std::nullopt);
+  // Removes the step from the index and recycles (or trashes) its files.
+  void DropLocked(const std::string& ns, uint64_t step, std::string_view why);
+  void RecycleLocked(StepFiles* files);
+  void RecycleFileLocked(const std::string& path, uint64_t recorded_size);
+  void RecoverNamespaceLocked(const std::string& ns, RecoveryReport* report);
+  void RecoverStepDirLocked(const std::string& ns, uint64_t step, const std::string& dir,
+                            RecoveryReport* report);
+  void RecycleTreeLocked(const std::string& dir);
+  void OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
+                 StepFiles* files, const Result<std::string>& actual);
+  void SubmitCheckLocked(const std::string& ns, uint64_t step, StepState* s, const std::string& name,
+                         ObjectState* o);
+  Status PublishLocked(const std::string& ns, uint64_t step, StepState* s, Manifest manifest,
+                       bool persist_marker);
+  Status RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance,
+                        const Manifest& manifest);
+  void CallPersistHook(const std::vector<StepRef>& refs);
+
+  // Const after construction.
+  const MemoryTierOptions options_;
+  const Layout layout_;
+  WorkQueue* const verifier_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // commits, restores, persist progress
+  std::map<std::string, NamespaceState, std::less<>> namespaces_;  // guarded by mu_
+  SegmentPool pool_;                  // guarded by mu_
+  uint64_t object_bytes_ = 0;         // guarded by mu_
+  uint64_t next_id_ = 1;              // guarded by mu_ (instances, objects, trash entries)
+  uint64_t next_commit_seq_ = 1;      // guarded by mu_
+  bool shutting_down_ = false;        // guarded by mu_
+  std::function<void(const std::string&, uint64_t)> persist_hook_;  // set before serving
+};
+
+}  // namespace tierckpt::agent

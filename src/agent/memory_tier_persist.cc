@@ -1,0 +1,116 @@
+// MemoryTier persistence bookkeeping: the persist marker and the per-step
+// PersistState machine (kNone → kQueued → kRunning → kDurable | kFailed).
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "agent/memory_tier.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "os/files.h"
+
+namespace tierckpt::agent {
+
+Status MemoryTier::RequestPersist(std::string_view ns, uint64_t step) {
+  TC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  TC_RETURN_IF_ERROR(ValidateStep(step));
+  std::string label = StepLabel(ns, step);
+  if (!options_.has_durable) {
+    return FailedPrecondition("cannot persist " + label +
+                              ": this agent has no durable tier; start tierckptd with --durable URL");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    StepState* s = FindLocked(ns, step);
+    if (s == nullptr || !s->committed) {
+      return NotFound("step " + label + " is not committed in the memory tier");
+    }
+    if (s->persist == PersistState::kDurable || s->persist == PersistState::kQueued ||
+        s->persist == PersistState::kRunning) {
+      return Status::Ok();
+    }
+    Status st = WriteFileAtomic(Layout::MarkerPath(s->files->dir), "", false);
+    if (!st.ok()) return st.WithContext("marking " + label + " for persistence");
+    s->persist = PersistState::kQueued;
+    s->persist_error = Status::Ok();
+  }
+  CallPersistHook({{std::string(ns), step}});
+  return Status::Ok();
+}
+
+Result<PersistLease> MemoryTier::StartPersist(std::string_view ns, uint64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepState* s = FindLocked(ns, step);
+  if (s == nullptr || !s->committed) {
+    return NotFound("step " + StepLabel(ns, step) + " is no longer in the memory tier");
+  }
+  if (s->persist != PersistState::kQueued) {
+    return Aborted("step " + StepLabel(ns, step) + " is not queued for persistence");
+  }
+  s->persist = PersistState::kRunning;
+  PersistLease lease;
+  lease.pin = PinLocked(s);
+  lease.manifest = s->manifest;
+  lease.dir = s->files->dir;
+  cv_.notify_all();
+  return lease;
+}
+
+void MemoryTier::FinishPersist(std::string_view ns, uint64_t step, const Status& result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepState* s = FindLocked(ns, step);
+  if (s == nullptr || !s->committed) return;
+  if (result.ok()) {
+    s->persist = PersistState::kDurable;
+    s->persist_error = Status::Ok();
+    std::string marker = Layout::MarkerPath(s->files->dir);
+    if (::unlink(marker.c_str()) != 0 && errno != ENOENT) {
+      Log(LogLevel::kWarn, "persist").Kv("ns", ns).Kv("step", step).Err(ErrnoStatus("unlink " + marker));
+    }
+  } else if (result.code() == Code::kAborted) {
+    s->persist = PersistState::kQueued;  // resumed at the next start (marker kept)
+  } else {
+    s->persist = PersistState::kFailed;  // marker kept: retried at the next start
+    s->persist_error = result;
+  }
+  cv_.notify_all();
+  if (result.ok()) ApplyRetentionLocked(std::string(ns), options_.keep_last, nullptr);
+}
+
+void MemoryTier::MarkDurable(std::string_view ns, uint64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepState* s = FindLocked(ns, step);
+  if (s == nullptr || !s->committed || s->persist == PersistState::kRunning) return;
+  s->persist = PersistState::kDurable;
+  s->persist_error = Status::Ok();
+  ::unlink(Layout::MarkerPath(s->files->dir).c_str());
+  cv_.notify_all();
+}
+
+Result<PersistStatus> MemoryTier::WaitPersist(std::string_view ns, uint64_t step,
+                                              std::optional<std::chrono::milliseconds> timeout) {
+  TC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  TC_RETURN_IF_ERROR(ValidateStep(step));
+  auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::milliseconds(0));
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    StepState* s = FindLocked(ns, step);
+    if (s == nullptr || !s->committed) {
+      return NotFound("step " + StepLabel(ns, step) + " is not committed in the memory tier");
+    }
+    bool pending = s->persist == PersistState::kQueued || s->persist == PersistState::kRunning;
+    if (!pending) return PersistStatus{s->persist, s->persist_error};
+    if (shutting_down_) return Unavailable("tierckptd is shutting down; " + StepLabel(ns, step) +
+                                           " will be persisted after the restart");
+    if (!timeout) {
+      cv_.wait(lock);
+    } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      StepState* cur = FindLocked(ns, step);
+      if (cur == nullptr || !cur->committed) continue;
+      bool still = cur->persist == PersistState::kQueued || cur->persist == PersistState::kRunning;
+      if (still) return PersistStatus{cur->persist, Status::Ok()};
+    }
+  }
+}
+
+}  // namespace tierckpt::agent

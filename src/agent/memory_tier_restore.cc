@@ -1,0 +1,129 @@
+// MemoryTier::Restore: durable tier → memory tier, verified, then published
+// like a commit (already durable, so no persist marker).
+#include <chrono>
+
+#include "agent/memory_tier.h"
+#include "common/checksum.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "os/files.h"
+#include "os/mapping.h"
+
+namespace tierckpt::agent {
+
+Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t step) {
+  TC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  TC_RETURN_IF_ERROR(ValidateStep(step));
+  const std::string label = StepLabel(ns, step);
+  const auto t0 = std::chrono::steady_clock::now();
+  // Waits out a concurrent restore; true when the step is committed already.
+  auto settle = [&](std::unique_lock<std::mutex>& lock) -> Result<bool> {
+    for (;;) {
+      if (shutting_down_) return Unavailable("tierckptd is shutting down; retry " + label + " after the restart");
+      StepState* s = FindLocked(ns, step);
+      if (s == nullptr) return false;
+      if (s->committed) return true;
+      if (!s->restoring) {
+        return FailedPrecondition("step " + label +
+                                  " is being written in memory right now; commit or abort it before "
+                                  "restoring it from the durable tier");
+      }
+      cv_.wait(lock);
+    }
+  };
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    TC_ASSIGN_OR_RETURN(bool done, settle(lock));
+    if (done) return Status::Ok();
+  }
+  Result<Manifest> read = store.ReadManifest(ns, step);
+  if (!read.ok()) {
+    if (read.status().code() == Code::kNotFound) {
+      return NotFound("step " + label + " is in no tier; `tierckpt ls " + std::string(ns) +
+                      "` lists what exists (looked in memory and in " + store.Describe() + ")");
+    }
+    return read.status().WithContext("reading the manifest of " + label + " from " + store.Describe());
+  }
+  Manifest m = std::move(read).value();
+  if (m.ns != ns || m.step != step) {
+    return Corruption("the durable manifest of " + label + " in " + store.Describe() + " names step " +
+                      StepLabel(m.ns, m.step) + "; the durable copy is misplaced, delete it there");
+  }
+  uint64_t instance = 0;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    TC_ASSIGN_OR_RETURN(bool done, settle(lock));
+    if (done) return Status::Ok();
+    if (m.TotalBytes() > options_.budget_bytes) {
+      return ResourceExhausted("step " + label + " is " + std::to_string(m.TotalBytes()) +
+                               " bytes, larger than the memory budget (" + std::to_string(options_.budget_bytes) +
+                               " bytes); raise --memory-budget or read it from " + store.Describe() +
+                               " directly (`tierckpt restore --to DIR`)");
+    }
+    TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, 0));
+    s->restoring = true;
+    instance = s->instance;
+  }
+  Status st = RestoreObjects(store, {std::string(ns), step}, instance, m);
+  std::unique_lock<std::mutex> lock(mu_);
+  StepState* s = FindLocked(ns, step);
+  if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");
+  if (st.ok()) st = PublishLocked(std::string(ns), step, s, m, /*persist_marker=*/false);
+  if (!st.ok()) {
+    DropLocked(std::string(ns), step, "restore failed");
+    return st;
+  }
+  s->persist = PersistState::kDurable;
+  lock.unlock();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  Log(LogLevel::kInfo, "restore")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("bytes", m.TotalBytes())
+      .Kv("objects", static_cast<uint64_t>(m.objects.size()))
+      .Kv("ms", ms)
+      .Kv("mb_per_s", ms > 0 ? static_cast<double>(m.TotalBytes()) / 1e6 / (ms / 1e3) : 0.0)
+      .Kv("from", store.Describe());
+  return Status::Ok();
+}
+
+Status MemoryTier::RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance,
+                                  const Manifest& manifest) {
+  const std::string label = StepLabel(ref.first, ref.second);
+  for (const auto& e : manifest.objects) {
+    const std::string what = label + "/" + e.name;
+    UniqueFd fd;
+    std::string path;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      StepState* s = FindLocked(ref.first, ref.second);
+      if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");
+      if (shutting_down_) return Unavailable("tierckptd is shutting down; restore of " + label + " stopped");
+      TC_RETURN_IF_ERROR(EnsureSpaceLocked(e.size, what));
+      path = Layout::ObjectPath(s->files->dir, e.name);
+      Result<UniqueFd> created = CreateFileLocked(path, e.size);
+      if (!created.ok()) return created.status().WithContext("restoring object " + what);
+      fd = std::move(created).value();
+      ObjectState o;
+      o.id = next_id_++;
+      o.size = e.size;
+      o.sealed = true;
+      o.check = CheckState::kOk;
+      o.actual = e.checksum;
+      s->objects[e.name] = std::move(o);
+    }
+    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(fd.get(), e.size, Mapping::Access::kReadWrite, false, path));
+    Status read = store.ReadObject(ref.first, ref.second, e.name, 0, map.data(), e.size);
+    if (!read.ok()) return read.WithContext("restoring " + what + " from " + store.Describe());
+    std::string actual = ComputeChecksum(map.data(), map.size()).ToString();
+    if (actual != e.checksum) {
+      return Corruption("durable copy of object " + what + " in " + store.Describe() + " hashes to " + actual +
+                        " but its manifest says " + e.checksum +
+                        "; the durable copy is damaged: restore from another tier, or delete the "
+                        "durable step (`tierckpt prune`, DeleteStep with durable_too)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tierckpt::agent

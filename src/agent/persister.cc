@@ -1,0 +1,186 @@
+#include "agent/persister.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <thread>
+
+#include "common/checksum.h"
+#include "common/log.h"
+#include "os/files.h"
+#include "os/mapping.h"
+
+namespace tierckpt::agent {
+namespace {
+
+bool SameObjects(const Manifest& a, const Manifest& b) {
+  if (a.ns != b.ns || a.step != b.step || a.objects.size() != b.objects.size()) return false;
+  for (size_t i = 0; i < a.objects.size(); ++i) {
+    const auto& x = a.objects[i];
+    const auto& y = b.objects[i];
+    if (x.name != y.name || x.size != y.size || x.checksum != y.checksum) return false;
+  }
+  return true;
+}
+
+Status DifferentDurable(const ObjectStore& store, const Manifest& m) {
+  return FailedPrecondition("the durable tier " + store.Describe() + " already holds step " +
+                            StepLabel(m.ns, m.step) +
+                            " with different objects or checksums; delete it there (DeleteStep with "
+                            "durable_too) or write the checkpoint under a new step number");
+}
+
+}  // namespace
+
+bool IsRetriable(const Status& s) {
+  switch (s.code()) {
+    case Code::kIoError:
+    case Code::kUnavailable:
+    case Code::kTimeout:
+    case Code::kResourceExhausted:
+    case Code::kInternal:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Persister::Persister(PersisterOptions options, MemoryTier* tier, ObjectStore* store, RecentErrors* errors)
+    : options_(options), tier_(tier), store_(store), errors_(errors), queue_("persist", options.threads) {}
+
+Persister::~Persister() { Stop(std::chrono::milliseconds(0)); }
+
+void Persister::Enqueue(const std::string& ns, uint64_t step) {
+  if (stopping_) return;
+  queue_.Submit([this, ns, step] { Run(ns, step); });
+}
+
+void Persister::Stop(std::chrono::milliseconds grace) {
+  stopping_ = true;
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (queue_.running() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (queue_.running() > 0) {
+    Log(LogLevel::kWarn, "persist")
+        .Kv("why", "shutdown grace expired; cancelling running persists, they resume at the next start")
+        .Kv("running", static_cast<uint64_t>(queue_.running()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(sleep_mu_);
+    cancel_ = true;
+  }
+  sleep_cv_.notify_all();
+  queue_.Stop();
+}
+
+bool Persister::Backoff(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(sleep_mu_);
+  return !sleep_cv_.wait_for(lock, d, [this] { return cancel_.load(); });
+}
+
+void Persister::Run(const std::string& ns, uint64_t step) {
+  if (stopping_) return;  // stays queued; the marker brings it back at the next start
+  Result<PersistLease> lease = tier_->StartPersist(ns, step);
+  if (!lease.ok()) return;  // gone, or not queued any more: nothing to do
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st;
+  int attempt = 0;
+  auto delay = options_.first_backoff;
+  for (;;) {
+    ++attempt;
+    st = PersistOnce(*lease);
+    if (st.ok() || cancel_ || !IsRetriable(st) || attempt > options_.max_retries) break;
+    Log(LogLevel::kWarn, "persist retry")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("attempt", attempt)
+        .Kv("backoff_ms", static_cast<int64_t>(delay.count()))
+        .Err(st);
+    if (!Backoff(delay)) break;
+    delay *= 4;
+  }
+  if (cancel_ && !st.ok()) st = Aborted("persist of " + StepLabel(ns, step) + " cancelled by shutdown");
+  const uint64_t bytes = lease->manifest.TotalBytes();
+  lease->pin.Reset();
+  if (st.ok()) {
+    ApplyDurableRetention(ns);
+    tier_->FinishPersist(ns, step, st);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    Log(LogLevel::kInfo, "persist")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("bytes", bytes)
+        .Kv("ms", ms)
+        .Kv("mb_per_s", ms > 0 ? static_cast<double>(bytes) / 1e6 / (ms / 1e3) : 0.0)
+        .Kv("attempts", attempt)
+        .Kv("to", store_->Describe());
+    return;
+  }
+  if (st.code() != Code::kAborted) {
+    st = st.WithContext("persisting " + StepLabel(ns, step) + " to " + store_->Describe() + " (after " +
+                        std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")");
+    Log(LogLevel::kError, "persist").Kv("ns", ns).Kv("step", step).Kv("attempts", attempt).Err(st);
+    errors_->Add("persist", st);
+  }
+  tier_->FinishPersist(ns, step, st);
+}
+
+Status Persister::PersistOnce(const PersistLease& lease) {
+  const Manifest& m = lease.manifest;
+  Result<Manifest> existing = store_->ReadManifest(m.ns, m.step);
+  if (existing.ok()) return SameObjects(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);
+  if (existing.status().code() != Code::kNotFound) return existing.status();
+  // An uncommitted durable step is what an interrupted persist (agent killed,
+  // medium failed) left behind: clear it so no stray file ends up in the step.
+  TC_RETURN_IF_ERROR(store_->DeleteStep(m.ns, m.step));
+  for (const auto& e : m.objects) {
+    if (cancel_) return Aborted("persist cancelled by shutdown");
+    const std::string path = Layout::ObjectPath(lease.dir, e.name);
+    TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path);
+    if (static_cast<uint64_t>(st.st_size) != e.size) {
+      return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " holds " +
+                        std::to_string(st.st_size) + " bytes but its manifest says " + std::to_string(e.size) +
+                        "; it was resized after commit and is not persisted; write the step again");
+    }
+    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(fd.get(), e.size, Mapping::Access::kReadOnly, /*populate=*/true, path));
+    std::string actual = ComputeChecksum(map.data(), map.size()).ToString();
+    if (actual != e.checksum) {
+      return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " hashes to " + actual +
+                        " but its manifest says " + e.checksum +
+                        "; it was modified after commit and is not persisted; write the step again");
+    }
+    TC_RETURN_IF_ERROR(store_->PutObject(m.ns, m.step, e.name, map.data(), map.size()));
+  }
+  Status committed = store_->CommitStep(m);
+  if (committed.code() == Code::kAlreadyExists) {
+    TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(m.ns, m.step));
+    return SameObjects(there, m) ? Status::Ok() : DifferentDurable(*store_, m);
+  }
+  return committed;
+}
+
+void Persister::ApplyDurableRetention(const std::string& ns) {
+  if (options_.durable_keep == 0) return;
+  Result<std::vector<uint64_t>> steps = store_->ListCommittedSteps(ns);
+  if (!steps.ok()) {
+    errors_->Add("durable retention", steps.status());
+    Log(LogLevel::kWarn, "durable retention").Kv("ns", ns).Err(steps.status());
+    return;
+  }
+  const size_t keep = options_.durable_keep;
+  for (size_t i = 0; i + keep < steps->size(); ++i) {
+    uint64_t old = (*steps)[i];
+    Status st = store_->DeleteStep(ns, old);
+    if (!st.ok()) {
+      errors_->Add("durable retention", st);
+      Log(LogLevel::kWarn, "durable retention").Kv("ns", ns).Kv("step", old).Err(st);
+      continue;
+    }
+    Log(LogLevel::kInfo, "durable prune").Kv("ns", ns).Kv("step", old).Kv("keep", keep);
+  }
+}
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,183 @@
+#include "agent/persister.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/agent_test_util.h"
+#include "os/files.h"
+#include "store/fault_store.h"
+#include "store/mem_store.h"
+
+namespace tierckpt::agent {
+namespace {
+
+using testing::TierHarness;
+using testing::WriteStep;
+
+struct PersistHarness {
+  explicit PersistHarness(uint32_t durable_keep = 0, uint32_t keep_last = 3)
+      : h(64u << 20, keep_last, /*has_durable=*/true) {
+    mem = std::make_shared<MemObjectStore>("persist-test");
+    store = std::make_unique<FaultInjectingStore>(mem);
+    PersisterOptions o;
+    o.threads = 2;
+    o.durable_keep = durable_keep;
+    o.first_backoff = std::chrono::milliseconds(1);
+    persister = std::make_unique<Persister>(o, h.tier.get(), store.get(), &errors);
+    Persister* p = persister.get();
+    h.tier->SetPersistHook([p](const std::string& ns, uint64_t step) { p->Enqueue(ns, step); });
+  }
+  ~PersistHarness() { persister->Stop(std::chrono::milliseconds(0)); }
+
+  PersistStatus Wait(const std::string& ns, uint64_t step) {
+    Result<PersistStatus> w = h.tier->WaitPersist(ns, step, std::chrono::seconds(20));
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return w.ok() ? *w : PersistStatus{};
+  }
+
+  TierHarness h;
+  RecentErrors errors;
+  std::shared_ptr<MemObjectStore> mem;
+  std::unique_ptr<FaultInjectingStore> store;
+  std::unique_ptr<Persister> persister;
+};
+
+TEST(PersisterTest, PersistsACommittedStep) {
+  PersistHarness p;
+  Result<Manifest> m = WriteStep(*p.h.tier, "job", 3, {{"a", std::string(100000, 'a')}, {"d/b", "b"}}, true);
+  ASSERT_TRUE(m.ok());
+  PersistStatus s = p.Wait("job", 3);
+  EXPECT_EQ(s.state, PersistState::kDurable);
+  Result<Manifest> durable = p.mem->ReadManifest("job", 3);
+  ASSERT_TRUE(durable.ok()) << durable.status().ToString();
+  EXPECT_EQ(durable->objects.size(), 2u);
+  EXPECT_EQ(durable->objects[0].checksum, m->objects[0].checksum);
+  std::string back(100000, '\0');
+  ASSERT_TRUE(p.mem->ReadObject("job", 3, "a", 0, back.data(), back.size()).ok());
+  EXPECT_EQ(back, std::string(100000, 'a'));
+  EXPECT_FALSE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 3)))->exists);
+  EXPECT_TRUE(p.errors.Snapshot().empty());
+}
+
+TEST(PersisterTest, RetriesTransientErrors) {
+  PersistHarness p;
+  p.store->FailNthCall(StoreOp::kPutObject, 1, IoError("disk hiccup"));
+  p.store->FailNthCall(StoreOp::kPutObject, 2, Unavailable("server busy"));
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  EXPECT_EQ(p.store->InjectedFaults(), 2u);
+  EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), 3u);
+  EXPECT_TRUE(p.mem->ReadManifest("job", 1).ok());
+}
+
+TEST(PersisterTest, GivesUpAfterRetriesWithAClearError) {
+  PersistHarness p;
+  p.store->FailEveryCall(StoreOp::kPutObject, IoError("disk on fire"));
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  PersistStatus s = p.Wait("job", 1);
+  EXPECT_EQ(s.state, PersistState::kFailed);
+  EXPECT_EQ(s.error.code(), Code::kIoError);
+  EXPECT_NE(s.error.message().find("after 4 attempts"), std::string::npos) << s.error.ToString();
+  EXPECT_NE(s.error.message().find("disk on fire"), std::string::npos);
+  EXPECT_NE(s.error.message().find("job/1"), std::string::npos);
+  EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), 4u);  // first try + 3 retries
+  ASSERT_EQ(p.errors.Snapshot().size(), 1u);
+  EXPECT_EQ(p.errors.Snapshot()[0].event, "persist");
+  EXPECT_TRUE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 1)))->exists);  // retried at next start
+  EXPECT_FALSE(p.mem->ReadManifest("job", 1).ok());
+  // Asking again after the medium recovered works.
+  p.store->ClearFaults();
+  ASSERT_TRUE(p.h.tier->RequestPersist("job", 1).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+}
+
+TEST(PersisterTest, ADifferentDurableCopyIsNotOverwritten) {
+  PersistHarness p;
+  Manifest other;
+  other.ns = "job";
+  other.step = 1;
+  other.node = "elsewhere";
+  std::string data = "zz";
+  ASSERT_TRUE(p.mem->PutObject("job", 1, "a", data.data(), data.size()).ok());
+  other.objects.push_back({"a", 2, testing::ChecksumOf(data), "elsewhere"});
+  ASSERT_TRUE(p.mem->CommitStep(other).ok());
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  PersistStatus s = p.Wait("job", 1);
+  EXPECT_EQ(s.state, PersistState::kFailed);
+  EXPECT_EQ(s.error.code(), Code::kFailedPrecondition);
+  EXPECT_NE(s.error.message().find("different"), std::string::npos) << s.error.ToString();
+  EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), 0u);  // not retried, nothing written
+}
+
+TEST(PersisterTest, AnIdenticalDurableCopyCountsAsSuccess) {
+  PersistHarness p;
+  Result<Manifest> m = WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  const uint64_t puts = p.store->CallCount(StoreOp::kPutObject);
+  ASSERT_TRUE(p.h.tier->DeleteStep("job", 1).ok());
+  // Same bytes committed again (e.g. restored and re-persisted): nothing to copy.
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), puts);
+}
+
+TEST(PersisterTest, DamagedMemoryCopyIsNotPersisted) {
+  PersistHarness p;
+  p.h.tier->SetPersistHook([](const std::string&, uint64_t) {});  // hold the job back
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  {
+    Result<UniqueFd> fd = OpenFile(Layout::ObjectPath(p.h.StepDir("job", 1), "a"), O_RDWR);
+    ASSERT_TRUE(fd.ok());
+    ASSERT_TRUE(PwriteAll(fd->get(), "X", 1, 0, "a").ok());
+  }
+  p.persister->Enqueue("job", 1);
+  PersistStatus s = p.Wait("job", 1);
+  EXPECT_EQ(s.state, PersistState::kFailed);
+  EXPECT_EQ(s.error.code(), Code::kCorruption);
+  EXPECT_FALSE(p.mem->ReadManifest("job", 1).ok());
+}
+
+TEST(PersisterTest, LeftoversOfAnInterruptedPersistAreCleared) {
+  PersistHarness p;
+  // An earlier agent died after putting a stray object of step 1.
+  ASSERT_TRUE(p.mem->PutObject("job", 1, "stray.tmp", "x", 1).ok());
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  EXPECT_EQ(p.mem->ObjectSize("job", 1, "stray.tmp").status().code(), Code::kNotFound);
+  EXPECT_TRUE(p.mem->ObjectSize("job", 1, "a").ok());
+}
+
+TEST(PersisterTest, DurableRetentionKeepsTheNewest) {
+  PersistHarness p(/*durable_keep=*/2, /*keep_last=*/5);
+  for (uint64_t s = 1; s <= 4; ++s) {
+    ASSERT_TRUE(WriteStep(*p.h.tier, "job", s, {{"a", std::to_string(s)}}, true).ok());
+    ASSERT_EQ(p.Wait("job", s).state, PersistState::kDurable);
+  }
+  Result<std::vector<uint64_t>> steps = p.mem->ListCommittedSteps("job");
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(*steps, (std::vector<uint64_t>{3, 4}));
+}
+
+TEST(PersisterTest, StopLeavesUnstartedJobsQueued) {
+  PersistHarness p;
+  p.h.tier->SetPersistHook([](const std::string&, uint64_t) {});
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "a"}}, true).ok());
+  p.persister->Stop(std::chrono::milliseconds(100));
+  p.persister->Enqueue("job", 1);  // refused after Stop
+  std::vector<StepInfo> steps = p.h.tier->ListSteps("job");
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].persist, PersistState::kQueued);
+  EXPECT_TRUE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 1)))->exists);
+}
+
+TEST(PersisterTest, OnlyTransientCodesAreRetried) {
+  EXPECT_TRUE(IsRetriable(IoError("x")));
+  EXPECT_TRUE(IsRetriable(Unavailable("x")));
+  EXPECT_TRUE(IsRetriable(Timeout("x")));
+  EXPECT_FALSE(IsRetriable(Corruption("x")));
+  EXPECT_FALSE(IsRetriable(FailedPrecondition("x")));
+  EXPECT_FALSE(IsRetriable(InvalidArgument("x")));
+}
+
+}  // namespace
+}  // namespace tierckpt::agent

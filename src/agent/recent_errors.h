@@ -1,0 +1,40 @@
+// recent_errors.h — the last few errors the agent met, for `tierckpt agent
+// status` (Stats "last_errors").
+//
+// Thread-safe. Holds at most `capacity` entries; the oldest is dropped first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tierckpt/status.h"
+
+namespace tierckpt::agent {
+
+struct ErrorRecord {
+  uint64_t unix_ms = 0;
+  std::string event;    // "persist", "recovery", "commit", "connection", ...
+  std::string code;     // ToString(code)
+  std::string message;
+};
+
+class RecentErrors {
+ public:
+  explicit RecentErrors(size_t capacity = 10) : capacity_(capacity) {}
+
+  void Add(std::string event, const Status& status);
+  std::vector<ErrorRecord> Snapshot() const;  // oldest first
+
+ private:
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::deque<ErrorRecord> records_;  // guarded by mu_
+};
+
+uint64_t NowUnixMs();
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,139 @@
+#include "agent/reports.h"
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+namespace tierckpt::agent {
+namespace {
+
+using nlohmann::json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json StepRefs(const std::vector<std::pair<std::string, uint64_t>>& refs) {
+  json arr = json::array();
+  for (const auto& [ns, step] : refs) arr.push_back({{"namespace", ns}, {"step", step}});
+  return arr;
+}
+
+json Verdict(const TierVerdict& v) {
+  return {{"present", v.present},
+          {"ok", v.ok},
+          {"state", v.state},
+          {"objects_checked", v.objects_checked},
+          {"errors", v.errors}};
+}
+
+json Optional(const std::optional<uint64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// "2026-11-29T07:15:18Z"
+std::string FormatUtc(uint64_t unix_ms) {
+  time_t t = static_cast<time_t>(unix_ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+std::string ListJson(const std::vector<ListEntry>& steps, const std::string& durable_error) {
+  json arr = json::array();
+  for (const auto& s : steps) {
+    json e = {{"namespace", s.ns},   {"step", s.step},       {"bytes", s.bytes},
+              {"objects", s.objects}, {"memory", s.memory}, {"durable", s.durable}};
+    if (!s.durable_error.empty()) e["durable_error"] = s.durable_error;
+    arr.push_back(std::move(e));
+  }
+  json j = {{"steps", std::move(arr)}};
+  if (!durable_error.empty()) j["durable_error"] = durable_error;
+  return Dump(j);
+}
+
+std::string ShowJson(const Manifest& m, const std::string& memory, const std::string& durable,
+                     const std::string& durable_error) {
+  json manifest = json::parse(m.ToJson(), nullptr, /*allow_exceptions=*/false);
+  json j = {{"manifest", std::move(manifest)}, {"memory", memory}, {"durable", durable}};
+  if (!durable_error.empty()) j["durable_error"] = durable_error;
+  return Dump(j);
+}
+
+std::string VerifyJson(const std::string& ns, uint64_t step, const TierVerdict& memory,
+                       const TierVerdict& durable) {
+  bool any = memory.present || durable.present;
+  bool ok = any && (!memory.present || memory.ok) && (!durable.present || durable.ok);
+  json j = {{"namespace", ns},
+            {"step", step},
+            {"ok", ok},
+            {"tiers", {{"memory", Verdict(memory)}, {"durable", Verdict(durable)}}}};
+  return Dump(j);
+}
+
+json DeletedArray(const std::vector<DeletedStep>& deleted) {
+  json arr = json::array();
+  for (const auto& d : deleted) arr.push_back({{"namespace", d.ns}, {"step", d.step}, {"tier", d.tier}});
+  return arr;
+}
+
+std::string DeletedJson(const std::vector<DeletedStep>& deleted) {
+  return Dump(json{{"deleted", DeletedArray(deleted)}});
+}
+
+std::string PruneJson(const PruneReport& r) {
+  json j = {{"deleted", DeletedArray(r.deleted)},
+            {"kept_pending", StepRefs(r.kept_pending)},
+            {"keep_memory", r.keep_memory},
+            {"keep_durable", r.keep_durable},
+            {"errors", r.errors}};
+  return Dump(j);
+}
+
+std::string StatsJson(const StatsInput& in) {
+  json namespaces = json::array();
+  for (const auto& n : in.namespaces) {
+    namespaces.push_back({{"namespace", n.ns},
+                          {"memory_steps", n.memory_steps},
+                          {"newest_memory", Optional(n.memory_newest)},
+                          {"newest_durable", Optional(n.durable_newest)},
+                          {"memory_bytes", n.memory_bytes},
+                          {"writing_steps", n.writing_steps}});
+  }
+  json errors = json::array();
+  for (const auto& e : in.last_errors) {
+    errors.push_back(FormatUtc(e.unix_ms) + " " + e.event + ": " + e.code + ": " + e.message);
+  }
+  uint64_t now = NowUnixMs();
+  json j = {
+      {"version", kAgentVersion},
+      {"pid", in.info.pid},
+      {"node_id", in.info.node_id},
+      {"socket", in.info.socket_path},
+      {"root", in.info.root},
+      {"durable", in.info.durable_url},
+      {"started_unix_ms", in.info.started_unix_ms},
+      {"uptime_s", now > in.info.started_unix_ms ? (now - in.info.started_unix_ms) / 1000 : 0},
+      {"retention", in.info.keep_last},
+      {"persist_every", in.info.persist_every},
+      {"durable_keep", in.info.durable_keep},
+      {"verify_on_seal", in.info.verify_on_seal},
+      {"budget_bytes", in.tier.budget_bytes},
+      {"used_bytes", in.tier.used_bytes},
+      {"object_bytes", in.tier.object_bytes},
+      {"pool_bytes", in.tier.pool_bytes},
+      {"pool_segments", in.tier.pool_segments},
+      {"tmpfs_free_bytes", in.mount ? json(in.mount->free_bytes) : json(nullptr)},
+      {"tmpfs_total_bytes", in.mount ? json(in.mount->total_bytes) : json(nullptr)},
+      {"committed_steps", in.tier.committed_steps},
+      {"in_flight_steps", in.tier.writing_steps},
+      {"persist_queue", in.persist_queued},
+      {"persist_running", in.persist_running},
+      {"connections", in.connections},
+      {"namespaces", std::move(namespaces)},
+      {"last_errors", std::move(errors)},
+  };
+  if (!in.durable_error.empty()) j["durable_error"] = in.durable_error;
+  return Dump(j);
+}
+
+}  // namespace tierckpt::agent

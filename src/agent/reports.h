@@ -1,0 +1,105 @@
+// reports.h — the JSON documents the agent answers List, Show, Verify,
+// Prune and Stats with (docs/agent.md "Response bodies" is the user copy).
+//
+//   List    {"steps":[{"namespace","step","bytes","objects","memory","durable",
+//            "durable_error"?}], "durable_error"?}
+//           memory: "committed" | "writing" | ""   durable: "committed" |
+//           "pending" | "failed" | "damaged" | ""
+//   Show    {"manifest":{...manifest...},"memory","durable","durable_error"?}
+//   Verify  {"namespace","step","ok","tiers":{"memory":V,"durable":V}}
+//           V = {"present","ok","state","objects_checked","errors":[str]}
+//   Deleted {"deleted":[{"namespace","step","tier"}]}  (DeleteStep; Prune adds
+//           "kept_pending":[{"namespace","step"}], "keep_memory", "keep_durable",
+//           "errors":[str])
+//   Stats   see StatsJson.
+// These follow docs/protocol.md, with extra keys clients ignore.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/budget.h"
+#include "agent/handlers.h"
+#include "agent/memory_tier.h"
+#include "agent/recent_errors.h"
+#include "tierckpt/manifest.h"
+
+namespace tierckpt::agent {
+
+struct ListEntry {
+  std::string ns;
+  uint64_t step = 0;
+  uint64_t bytes = 0;
+  uint32_t objects = 0;
+  std::string memory;
+  std::string durable;
+  std::string durable_error;
+};
+std::string ListJson(const std::vector<ListEntry>& steps, const std::string& durable_error);
+
+std::string ShowJson(const Manifest& m, const std::string& memory, const std::string& durable,
+                     const std::string& durable_error);
+
+struct TierVerdict {
+  bool present = false;
+  bool ok = false;
+  std::string state;
+  uint32_t objects_checked = 0;
+  std::vector<std::string> errors;
+};
+// ok = some tier holds the step and every tier holding it is intact.
+std::string VerifyJson(const std::string& ns, uint64_t step, const TierVerdict& memory,
+                       const TierVerdict& durable);
+
+struct DeletedStep {
+  std::string ns;
+  uint64_t step = 0;
+  std::string tier;  // "memory" | "durable"
+};
+std::string DeletedJson(const std::vector<DeletedStep>& deleted);
+
+struct PruneReport {
+  uint32_t keep_memory = 0;
+  uint32_t keep_durable = 0;
+  std::vector<DeletedStep> deleted;
+  std::vector<std::pair<std::string, uint64_t>> kept_pending;
+  std::vector<std::string> errors;
+};
+std::string PruneJson(const PruneReport& report);
+
+struct NamespaceSummary {
+  std::string ns;
+  std::vector<uint64_t> memory_steps;  // committed in memory, ascending
+  uint64_t memory_bytes = 0;
+  std::optional<uint64_t> memory_newest;   // newest committed in memory
+  std::optional<uint64_t> durable_newest;  // newest committed in durable
+  uint32_t writing_steps = 0;
+};
+struct StatsInput {
+  AgentInfo info;
+  TierStats tier;
+  std::optional<MountSpace> mount;
+  std::vector<NamespaceSummary> namespaces;
+  size_t persist_queued = 0;
+  size_t persist_running = 0;
+  size_t connections = 0;
+  std::vector<ErrorRecord> last_errors;
+  std::string durable_error;  // listing the durable tier failed
+};
+// {"version","pid","node_id","root","socket","durable","budget_bytes",
+//  "used_bytes","pool_bytes","tmpfs_free_bytes","retention",
+//  "namespaces":[{"namespace","memory_steps":[n],"newest_memory","newest_durable",
+//                 "memory_bytes","writing_steps"}],
+//  "persist_queue","in_flight_steps","connections","last_errors":[str],
+//  and: "started_unix_ms","uptime_s","persist_every","durable_keep",
+//  "verify_on_seal","object_bytes","pool_segments","tmpfs_total_bytes",
+//  "committed_steps","persist_running","durable_error"?}
+// A last_errors entry reads "<UTC time> <event>: <code>: <message>".
+std::string StatsJson(const StatsInput& in);
+
+}  // namespace tierckpt::agent

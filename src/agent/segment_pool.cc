@@ -1,0 +1,112 @@
+#include "agent/segment_pool.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "agent/layout.h"
+#include "os/fd.h"
+#include "os/files.h"
+
+namespace tierckpt::agent {
+
+std::string SegmentPool::SegPath(uint64_t id) const {
+  return JoinPath(dir_, std::string(kPoolSegmentPrefix) + std::to_string(id));
+}
+
+Status SegmentPool::Load() {
+  TC_RETURN_IF_ERROR(MakeDirs(dir_, 0700));
+  TC_ASSIGN_OR_RETURN(auto names, ListDir(dir_));
+  for (const auto& n : names) {
+    std::string path = JoinPath(dir_, n);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("stat pool segment " + path);
+    bool ours = n.rfind(kPoolSegmentPrefix, 0) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+    uint64_t id = 0;
+    if (ours) {
+      std::string digits = n.substr(kPoolSegmentPrefix.size());
+      char* end = nullptr;
+      id = std::strtoull(digits.c_str(), &end, 10);
+      ours = !digits.empty() && end != nullptr && *end == '\0';
+    }
+    if (!ours) {
+      TC_RETURN_IF_ERROR(RemoveTree(path));
+      continue;
+    }
+    segs_.insert({static_cast<uint64_t>(st.st_size), id});
+    bytes_ += static_cast<uint64_t>(st.st_size);
+    if (id >= next_id_) next_id_ = id + 1;
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> SegmentPool::Put(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + path + " to recycle it");
+  if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+    TC_RETURN_IF_ERROR(RemoveTree(path));
+    return uint64_t{0};
+  }
+  uint64_t id = next_id_++;
+  TC_RETURN_IF_ERROR(RenamePath(path, SegPath(id)));
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  segs_.insert({size, id});
+  bytes_ += size;
+  return size;
+}
+
+std::set<SegmentPool::Seg>::const_iterator SegmentPool::Pick(uint64_t size) const {
+  auto it = segs_.lower_bound({size, 0});
+  if (it != segs_.end()) return it;
+  return segs_.empty() ? segs_.end() : std::prev(segs_.end());
+}
+
+std::optional<uint64_t> SegmentPool::BestFit(uint64_t size) const {
+  auto it = Pick(size);
+  if (it == segs_.end()) return std::nullopt;
+  return it->first;
+}
+
+Result<uint64_t> SegmentPool::Take(uint64_t size, const std::string& dest) {
+  auto it = Pick(size);
+  if (it == segs_.end()) return Internal("SegmentPool::Take on an empty pool " + dir_);
+  Seg seg = *it;
+  std::string src = SegPath(seg.second);
+  if (seg.first != size && ::truncate(src.c_str(), static_cast<off_t>(size)) != 0) {
+    return ErrnoStatus("resize pool segment " + src + " to " + std::to_string(size) + " bytes");
+  }
+  Status moved = RenamePath(src, dest);
+  if (!moved.ok()) {
+    if (seg.first != size) {
+      // Keep the index true to the file on disk.
+      segs_.erase(seg);
+      bytes_ -= seg.first;
+      segs_.insert({size, seg.second});
+      bytes_ += size;
+    }
+    return moved;
+  }
+  segs_.erase(seg);
+  bytes_ -= seg.first;
+  return seg.first;
+}
+
+Result<uint64_t> SegmentPool::ReleaseOne(std::optional<uint64_t> keep_for) {
+  if (segs_.empty()) return uint64_t{0};
+  auto keep = keep_for ? Pick(*keep_for) : segs_.end();
+  auto it = std::prev(segs_.end());
+  if (it == keep) {
+    if (it == segs_.begin()) return uint64_t{0};
+    it = std::prev(it);
+  }
+  Seg seg = *it;
+  std::string path = SegPath(seg.second);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink pool segment " + path);
+  segs_.erase(seg);
+  bytes_ -= seg.first;
+  return seg.first;
+}
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,88 @@
+// step_state.h — the memory tier's index entries (internal to MemoryTier).
+//
+// One StepState per (namespace, step) present in memory, either being
+// written (its files live in step_<n>.partial/) or committed (step_<n>/).
+// All fields are guarded by MemoryTier::mu_; nothing here locks.
+//
+// StepFiles is shared with agent threads that read the step's files outside
+// the lock (hash jobs, persist jobs, verify requests) through a pin: while
+// pins > 0 the files are never recycled into the pool (which would truncate
+// or overwrite them under a live mapping). Dropping a pinned step renames
+// its directory into <root>/trash/ and recycles it on the last unpin.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tierckpt/manifest.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt::agent {
+
+// Durable-tier progress of a committed step, as known by this agent.
+enum class PersistState {
+  kNone,     // not requested (it may still be durable from an earlier run)
+  kQueued,   // requested; marker on disk; waiting for a persist thread
+  kRunning,  // a persist thread is copying it
+  kDurable,  // committed in the durable tier
+  kFailed,   // retries exhausted; StepState::persist_error says why
+};
+// "", "pending", "pending", "committed", "failed" (the List/Stats spelling).
+const char* PersistStateName(PersistState s);
+
+struct StepFiles {
+  std::string dir;       // current directory: partial, final, or trash entry
+  int pins = 0;          // agent threads reading the files right now
+  bool dropped = false;  // out of the index; recycle when pins reaches 0
+  // Object files to recycle: (relative name, recorded size).
+  std::vector<std::pair<std::string, uint64_t>> objects;
+};
+
+enum class CheckState { kNone, kPending, kOk, kMismatch, kError };
+
+struct ObjectState {
+  uint64_t id = 0;         // unique per created file; stale hash results are ignored
+  uint64_t size = 0;       // created size (accounted bytes)
+  bool sealed = false;
+  CheckState check = CheckState::kNone;
+  std::string expected;    // checksum the client gave ("" = agent computes)
+  std::string actual;      // checksum computed (or trusted) at seal
+  Status error;            // when check == kError
+};
+
+struct StepState {
+  uint64_t instance = 0;  // unique per life of (ns, step) in memory
+  bool committed = false;
+  std::shared_ptr<StepFiles> files;
+
+  // While being written.
+  std::map<std::string, ObjectState> objects;
+  std::set<uint64_t> writers;  // connection ids that began or created in it
+  bool committing = false;
+  bool restoring = false;      // filled from the durable tier, no writers
+  int pending_checks = 0;
+  std::chrono::steady_clock::time_point begun;
+
+  // Once committed.
+  Manifest manifest;
+  uint64_t commit_seq = 0;  // global commit order (recovered steps: by created time)
+  PersistState persist = PersistState::kNone;
+  Status persist_error;
+
+  uint64_t Bytes() const;  // object bytes (manifest if committed, created sizes if not)
+};
+
+// "ns/step" for messages.
+std::string StepLabel(std::string_view ns, uint64_t step);
+
+struct NamespaceState {
+  std::map<uint64_t, std::unique_ptr<StepState>> steps;
+};
+
+}  // namespace tierckpt::agent

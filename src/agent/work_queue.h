@@ -1,0 +1,52 @@
+// work_queue.h — a fixed set of threads running submitted tasks in FIFO order.
+//
+// Used by the verifier (hashing sealed objects) and the persister. Stop()
+// lets the threads finish the task each is running, discards tasks not yet
+// started (their owners must tolerate that: pending work is recorded on disk
+// or in the memory tier's index, not only in the queue), and joins.
+//
+// Thread-safe. Tasks must not call Stop() on their own queue.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tierckpt::agent {
+
+class WorkQueue {
+ public:
+  WorkQueue(std::string name, int threads);
+  ~WorkQueue();  // Stop()
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  // Queues task; returns false (and drops it) after Stop().
+  bool Submit(std::function<void()> task);
+  void Stop();
+
+  size_t queued() const;   // submitted, not started
+  size_t running() const;  // started, not finished
+  // Blocks until nothing is queued or running (tests).
+  void Drain();
+
+ private:
+  void Loop();
+
+  const std::string name_;
+  std::mutex stop_mu_;  // serialises Stop()
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // signalled on Submit and Stop
+  std::condition_variable idle_cv_;  // signalled when a task finishes
+  std::deque<std::function<void()>> tasks_;  // guarded by mu_
+  size_t running_ = 0;                       // guarded by mu_
+  bool stopping_ = false;                    // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,312 @@
+// Client against a real tierckptd process: the save → commit → open →
+// verify round trip, corruption detection, mapping reuse across saves, and
+// what a client sees when the agent dies.
+//
+// The agent binary comes from $TIERCKPT_AGENT_BIN, else the path CMake
+// passes in TIERCKPT_AGENT_BIN_DEFAULT (the tierckptd target). The tests skip
+// only when neither names an existing file.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/checksum.h"
+#include "os/files.h"
+#include "tierckpt/client.h"
+
+#ifndef TIERCKPT_AGENT_BIN_DEFAULT
+#define TIERCKPT_AGENT_BIN_DEFAULT ""
+#endif
+
+namespace tierckpt {
+namespace {
+
+std::string AgentBinary() {
+  const char* env = std::getenv("TIERCKPT_AGENT_BIN");
+  std::string bin = env != nullptr && *env != '\0' ? env : TIERCKPT_AGENT_BIN_DEFAULT;
+  if (bin.empty() || ::access(bin.c_str(), X_OK) != 0) return "";
+  return bin;
+}
+
+std::vector<uint8_t> Pattern(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<uint8_t>(x);
+  }
+  return v;
+}
+
+class ClientAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bin_ = AgentBinary();
+    if (bin_.empty()) {
+      GTEST_SKIP() << "tierckptd is not built (set TIERCKPT_AGENT_BIN or build the tierckptd target)";
+    }
+    std::string tmpl = "/tmp/tc_client_agent_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    std::string shm = (::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/tc_client_root_XXXXXX");
+    ASSERT_NE(::mkdtemp(shm.data()), nullptr);
+    root_ = shm;
+    socket_ = dir_ + "/agent.sock";
+    StartAgent();
+  }
+
+  void TearDown() override {
+    StopAgent(SIGTERM);
+    if (!root_.empty()) RemoveTree(root_).IgnoreError();
+    if (!dir_.empty()) RemoveTree(dir_).IgnoreError();
+  }
+
+  void StartAgent() {
+    std::vector<std::string> args = {bin_,       "--socket", socket_, "--root",     root_, "--memory-budget",
+                                     "256MiB",   "--durable", dir_ + "/durable", "--keep-last", "2"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string log = dir_ + "/agent.log";
+    pid_ = ::fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        FAIL() << "tierckptd exited at start; its log:\n" << ReadFileToString(log, 1 << 20).value();
+      }
+      if (Client::Connect(Options()).ok()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "tierckptd did not answer on " << socket_;
+  }
+
+  void StopAgent(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    for (int i = 0; i < 400; ++i) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  ClientOptions Options() const {
+    ClientOptions o;
+    o.socket_path = socket_;
+    o.client_name = "client_agent_test";
+    return o;
+  }
+
+  std::unique_ptr<Client> ConnectOrDie() {
+    auto c = Client::Connect(Options());
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  std::string bin_, dir_, root_, socket_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(ClientAgentTest, SaveCommitOpenVerifyRoundTrip) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->node_id().empty());
+  EXPECT_EQ(c->socket_path(), socket_);
+  EXPECT_FALSE(c->durable_base().empty());
+
+  const std::vector<uint8_t> a = Pattern(3 << 20, 1), b = Pattern(4096 + 7, 2), e;
+  ASSERT_TRUE(c->BeginStep("job", 10).ok());
+  std::vector<ObjectSource> src = {{"a.bin", a.data(), a.size()}, {"dir/b.bin", b.data(), b.size()},
+                                   {"empty", e.data(), 0}};
+  Status w = c->WriteObjects("job", 10, src);
+  ASSERT_TRUE(w.ok()) << w.ToString();
+  auto m = c->Commit("job", 10, {.world_size = 1});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->objects.size(), 3u);
+  const ObjectEntry* ea = m->Find("a.bin");
+  ASSERT_NE(ea, nullptr);
+  EXPECT_EQ(ea->size, a.size());
+  EXPECT_EQ(ea->checksum, ComputeChecksum(a.data(), a.size()).ToString());
+  EXPECT_EQ(m->world_size, 1u);
+
+  auto list = c->List("job");
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].step, 10u);
+  EXPECT_EQ((*list)[0].memory, "committed");
+  EXPECT_EQ((*list)[0].objects, 3u);
+  EXPECT_EQ((*list)[0].bytes, a.size() + b.size());
+  auto latest = c->LatestStep("job");
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(*latest, 10u);
+  EXPECT_EQ(c->LatestStep("nobody").status().code(), Code::kNotFound);
+
+  auto shown = c->Show("job", 10);
+  ASSERT_TRUE(shown.ok()) << shown.status().ToString();
+  EXPECT_EQ(shown->ToJson(), m->ToJson());
+
+  auto view = c->Open("job", 10, "a.bin");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ(view->size(), a.size());
+  EXPECT_EQ(view->checksum(), ea->checksum);
+  EXPECT_TRUE(view->Verify().ok());
+  std::vector<uint8_t> out(a.size());
+  ASSERT_TRUE(view->CopyTo(out.data(), out.size()).ok());
+  EXPECT_EQ(out, a);
+  EXPECT_EQ(view->CopyTo(out.data(), out.size() - 1).code(), Code::kInvalidArgument);
+
+  std::vector<uint8_t> out_b(b.size());
+  Status r = c->ReadObjects("job", 10, {{"dir/b.bin", out_b.data(), out_b.size()}, {"empty", nullptr, 0}});
+  ASSERT_TRUE(r.ok()) << r.ToString();
+  EXPECT_EQ(out_b, b);
+  Status wrong = c->ReadObjects("job", 10, {{"dir/b.bin", out_b.data(), 1}});
+  EXPECT_EQ(wrong.code(), Code::kInvalidArgument);
+  EXPECT_NE(wrong.message().find("dir/b.bin"), std::string::npos);
+
+  EXPECT_EQ(c->Open("job", 10, "missing").status().code(), Code::kNotFound);
+  auto verify = c->Verify("job", 10);
+  ASSERT_TRUE(verify.ok()) << verify.status().ToString();
+  auto stats = c->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+}
+
+TEST_F(ClientAgentTest, CorruptedObjectIsCorruptionNamingIt) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  const std::vector<uint8_t> a = Pattern(1 << 20, 3);
+  ASSERT_TRUE(c->BeginStep("job", 1).ok());
+  ASSERT_TRUE(c->WriteObject("job", 1, "a.bin", a.data(), a.size()).ok());
+  ASSERT_TRUE(c->Commit("job", 1, {}).ok());
+
+  // Flip one byte of the committed file behind the agent's back.
+  const std::string path = root_ + "/ns/job/step_0000000001/a.bin";
+  auto fd = OpenFile(path, O_RDWR);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString() << " (has the memory-tier layout changed?)";
+  uint8_t byte = static_cast<uint8_t>(a[12345] ^ 0xff);
+  ASSERT_TRUE(PwriteAll(fd->get(), &byte, 1, 12345, path).ok());
+
+  Result<ObjectView> view = c->Open("job", 1, "a.bin");
+  Status s = view.ok() ? view->Verify() : view.status();
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("job/1/a.bin"), std::string::npos) << s.message();
+  if (view.ok()) {
+    std::vector<uint8_t> out(a.size());
+    Status copy = view->CopyTo(out.data(), out.size());
+    EXPECT_EQ(copy.code(), Code::kCorruption);
+    EXPECT_NE(copy.message().find("in the memory tier is corrupt"), std::string::npos) << copy.message();
+  }
+  std::vector<uint8_t> out(a.size());
+  EXPECT_EQ(c->ReadObjects("job", 1, {{"a.bin", out.data(), out.size()}}).code(), Code::kCorruption);
+}
+
+TEST_F(ClientAgentTest, SteadyStateSavesReuseMappedSegments) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  const size_t size = 4 << 20;
+  const std::vector<uint8_t> data = Pattern(size, 4);
+  std::vector<const uint8_t*> addresses;
+  for (uint64_t step = 1; step <= 6; ++step) {
+    ASSERT_TRUE(c->BeginStep("steady", step).ok());
+    auto obj = c->CreateObject("steady", step, "shard", size);
+    ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+    addresses.push_back(obj->data());
+    std::memcpy(obj->data(), data.data(), size);
+    ASSERT_TRUE(c->Seal(*obj).ok());
+    EXPECT_EQ(obj->data(), nullptr);  // released to the cache once sealed
+    EXPECT_EQ(c->Seal(*obj).code(), Code::kFailedPrecondition);
+    auto m = c->Commit("steady", step, {});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+  }
+  // keep-last 2: from the third save on, the agent recycles the segments of
+  // evicted steps, and the client must write through its existing mappings.
+  size_t reused = 0;
+  for (size_t i = 3; i < addresses.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (addresses[i] == addresses[j]) {
+        ++reused;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(reused, 2u) << "steady-state saves did not reuse mappings of recycled segments";
+  auto view = c->Open("steady", 6, "shard");
+  ASSERT_TRUE(view.ok());
+  EXPECT_TRUE(view->Verify().ok());
+}
+
+TEST_F(ClientAgentTest, AbortDropsTheStep) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->BeginStep("job", 5).ok());
+  auto obj = c->CreateObject("job", 5, "x", 100);
+  ASSERT_TRUE(obj.ok());
+  ASSERT_TRUE(c->Abort("job", 5).ok());
+  auto list = c->List("job");
+  ASSERT_TRUE(list.ok());
+  for (const StepSummary& s : *list) EXPECT_NE(s.memory, "committed") << s.step;
+  EXPECT_FALSE(c->Commit("job", 5, {}).ok());
+}
+
+TEST_F(ClientAgentTest, PersistAndWaitDurable) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  const std::vector<uint8_t> a = Pattern(1 << 20, 5);
+  ASSERT_TRUE(c->BeginStep("dur", 7).ok());
+  ASSERT_TRUE(c->WriteObject("dur", 7, "a.bin", a.data(), a.size()).ok());
+  ASSERT_TRUE(c->Commit("dur", 7, {.persist = true}).ok());
+  Status w = c->WaitDurable("dur", 7, std::chrono::seconds(60));
+  ASSERT_TRUE(w.ok()) << w.ToString();
+  auto list = c->List("dur");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].durable, "committed");
+
+  // Drop the memory copy: Open restores the step from durable.
+  ASSERT_TRUE(c->DeleteStep("dur", 7, /*durable_too=*/false).ok());
+  auto view = c->Open("dur", 7, "a.bin");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  std::vector<uint8_t> out(a.size());
+  ASSERT_TRUE(view->CopyTo(out.data(), out.size()).ok());
+  EXPECT_EQ(out, a);
+}
+
+TEST_F(ClientAgentTest, DeadAgentMakesTheConnectionUnavailable) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  StopAgent(SIGKILL);
+  Status first = c->BeginStep("job", 1);
+  EXPECT_EQ(first.code(), Code::kUnavailable) << first.ToString();
+  Status later = c->List("").status();
+  EXPECT_EQ(later.code(), Code::kUnavailable) << later.ToString();
+  EXPECT_NE(later.message().find(socket_), std::string::npos) << later.message();
+  auto again = Client::Connect(Options());
+  EXPECT_EQ(again.status().code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tierckpt

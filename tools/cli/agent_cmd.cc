@@ -1,0 +1,170 @@
+// tierckpt agent stop|status (start is in agent_start.cc).
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "agent_common.h"
+#include "cli.h"
+#include "output.h"
+#include "wire/unix_socket.h"
+
+namespace tierckpt::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr auto kStopTimeout = std::chrono::seconds(40);
+
+int RunStop(const GlobalOptions& g) {
+  const std::string socket = SocketPath(g);
+  ClientOptions co;
+  co.socket_path = socket;
+  co.client_name = ClientName();
+  Result<std::unique_ptr<Client>> c = Client::Connect(co);
+  if (!c.ok()) {
+    if (c.status().code() != Code::kUnavailable && c.status().code() != Code::kNotFound) {
+      return Fail(c.status().WithContext("connecting to tierckptd at " + socket));
+    }
+    if (g.json) {
+      PrintJson({{"stopped", false}, {"running", false}, {"socket", socket}});
+    } else {
+      std::printf("no agent running on %s (nothing to stop)\n", socket.c_str());
+    }
+    return kExitOk;
+  }
+  AgentFacts facts = ReadAgentFacts(**c);
+  Status s = (*c)->Shutdown();
+  // The agent may close the connection as it goes; only an answer that
+  // refuses the shutdown is a failure.
+  if (!s.ok() && s.code() != Code::kUnavailable) return Fail(s.WithContext("asking tierckptd to shut down"));
+  c->reset();
+  const auto start = std::chrono::steady_clock::now();
+  while (wire::ConnectUnix(socket).ok()) {
+    if (std::chrono::steady_clock::now() - start > kStopTimeout) {
+      return Fail("tierckptd (pid " + std::to_string(facts.pid) + ") still answers on " + socket + " " +
+                  std::to_string(kStopTimeout.count()) +
+                  " s after the shutdown request (it may be finishing persists); check its log, or kill it");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (g.json) {
+    PrintJson({{"stopped", true}, {"pid", facts.pid}, {"socket", socket}, {"seconds", secs}});
+  } else {
+    std::printf("tierckptd (pid %lld) stopped\n", static_cast<long long>(facts.pid));
+  }
+  return kExitOk;
+}
+
+// Field readers for the Stats document: absent or mistyped → "-".
+std::string Str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? OrDash(it->get<std::string>()) : "-";
+}
+std::string Num(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? std::to_string(it->get<uint64_t>()) : "-";
+}
+std::string Size(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? HumanSize(it->get<uint64_t>()) : "-";
+}
+
+void PrintStatus(const json& j) {
+  std::printf("tierckptd %s (pid %s) on node %s\n", Str(j, "version").c_str(), Num(j, "pid").c_str(),
+              Str(j, "node_id").c_str());
+  std::printf("  socket         %s\n", Str(j, "socket").c_str());
+  std::printf("  root           %s\n", Str(j, "root").c_str());
+  std::printf("  durable        %s\n", Str(j, "durable") == "-" ? "none" : Str(j, "durable").c_str());
+  std::string free = "-";
+  auto budget = j.find("budget_bytes"), used = j.find("used_bytes");
+  if (budget != j.end() && used != j.end() && budget->is_number_unsigned() && used->is_number_unsigned()) {
+    uint64_t b = budget->get<uint64_t>(), u = used->get<uint64_t>();
+    free = HumanSize(b > u ? b - u : 0);
+  }
+  std::printf("  budget         %s used of %s (%s free)\n", Size(j, "used_bytes").c_str(), Size(j, "budget_bytes").c_str(),
+              free.c_str());
+  std::printf("  pool           %s in %s recycled segment(s) (counted as used)\n", Size(j, "pool_bytes").c_str(),
+              Num(j, "pool_segments").c_str());
+  std::printf("  tmpfs free     %s of %s\n", Size(j, "tmpfs_free_bytes").c_str(), Size(j, "tmpfs_total_bytes").c_str());
+  // "keep_last" is what agents send; docs/protocol.md calls it "retention".
+  const std::string keep = Num(j, "keep_last") != "-" ? Num(j, "keep_last") : Num(j, "retention");
+  std::printf("  retention      newest %s committed steps per namespace in memory\n", keep.c_str());
+  std::printf("  persist queue  %s step(s) queued, %s running\n", Num(j, "persist_queue").c_str(),
+              Num(j, "persist_running").c_str());
+  std::printf("  writing        %s step(s) in flight\n", Num(j, "in_flight_steps").c_str());
+  std::printf("  connections    %s\n", Num(j, "connections").c_str());
+
+  auto namespaces = j.find("namespaces");
+  if (namespaces != j.end() && namespaces->is_array() && !namespaces->empty()) {
+    std::printf("\n");
+    Table t({"NAMESPACE", "MEMORY STEPS", "MEMORY SIZE", "NEWEST MEMORY", "NEWEST DURABLE", "WRITING"},
+            {false, true, true, true, true, true});
+    for (const json& n : *namespaces) {
+      if (!n.is_object()) continue;
+      // Agents of 0.1 send memory_steps as a count and memory_newest /
+      // durable_newest; docs/protocol.md lists the steps and newest_*.
+      std::string steps = Num(n, "memory_steps");
+      if (auto m = n.find("memory_steps"); m != n.end() && m->is_array()) steps = std::to_string(m->size());
+      auto either = [&](const char* a, const char* b) { return Num(n, a) != "-" ? Num(n, a) : Num(n, b); };
+      t.AddRow({Str(n, "namespace"), steps, Size(n, "memory_bytes"), either("memory_newest", "newest_memory"),
+                either("durable_newest", "newest_durable"), Num(n, "writing_steps")});
+    }
+    t.Print();
+  }
+  auto errors = j.find("last_errors");
+  if (errors != j.end() && errors->is_array() && !errors->empty()) {
+    std::printf("\nlast errors:\n");
+    for (const json& e : *errors) {
+      std::printf("  %s\n", e.is_string() ? e.get<std::string>().c_str() : e.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    }
+  }
+}
+
+int RunStatus(const GlobalOptions& g) {
+  int rc = kExitOk;
+  std::unique_ptr<Client> client = ConnectOrReport(g, &rc);
+  if (!client) return rc;
+  Result<std::string> stats = client->Stats();
+  if (!stats.ok()) return Fail(stats.status().WithContext("reading the agent's stats"));
+  json j = ParseJson(*stats);
+  if (j.is_discarded() || !j.is_object()) {
+    return Fail("tierckptd at " + client->socket_path() + " sent stats that are not a JSON object");
+  }
+  if (!j.contains("socket")) j["socket"] = client->socket_path();
+  if (g.json) {
+    PrintJson(j);
+  } else {
+    PrintStatus(j);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+AgentFacts ReadAgentFacts(Client& client) {
+  AgentFacts f;
+  Result<std::string> stats = client.Stats();
+  if (!stats.ok()) return f;
+  json j = ParseJson(*stats);
+  if (!j.is_object()) return f;
+  if (auto it = j.find("pid"); it != j.end() && it->is_number_integer()) f.pid = it->get<int64_t>();
+  if (auto it = j.find("version"); it != j.end() && it->is_string()) f.version = it->get<std::string>();
+  if (auto it = j.find("root"); it != j.end() && it->is_string()) f.root = it->get<std::string>();
+  return f;
+}
+
+void AddAgentCommands(CLI::App& app, Cli& cli) {
+  CLI::App* agent = app.add_subcommand("agent", "start, stop or inspect the node agent tierckptd");
+  agent->require_subcommand(1);
+  AddAgentStartCommand(*agent, cli);
+  agent->add_subcommand("stop", "ask the agent to shut down and wait until it has")->callback([&cli] {
+    cli.exit_code = RunStop(cli.global);
+  });
+  agent->add_subcommand("status", "the agent's version, tiers, budget, namespaces, queues and recent errors")
+      ->callback([&cli] { cli.exit_code = RunStatus(cli.global); });
+}
+
+}  // namespace tierckpt::cli

@@ -129,9 +129,7 @@ Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& path, uint64_t 
 
 // ---- Eviction and retention ----
 
-bool MemoryTier::EvictableLocked(const std::string& ns, const NamespaceState& nss,
-                                 const StepState& s) const {
-  (void)ns;
+bool MemoryTier::EvictableLocked(const NamespaceState& nss, const StepState& s) const {
   if (!s.committed || s.files->pins > 0) return false;
   if (s.persist == PersistState::kQueued || s.persist == PersistState::kRunning) return false;
   // Never the newest committed step of the namespace.
@@ -147,7 +145,7 @@ bool MemoryTier::EvictOneLocked() {
   uint64_t best_seq = 0;
   for (const auto& [ns, nss] : namespaces_) {
     for (const auto& [step, s] : nss.steps) {
-      if (!EvictableLocked(ns, nss, *s)) continue;
+      if (!EvictableLocked(nss, *s)) continue;
       if (best_ns == nullptr || s->commit_seq < best_seq) {
         best_ns = &ns;
         best_step = step;

@@ -257,7 +257,7 @@ class MemoryTier {
   // there is one); the budget must already allow it.
   Result<UniqueFd> CreateFileLocked(const std::string& path, uint64_t size);
   bool EvictOneLocked();
-  bool EvictableLocked(const std::string& ns, const NamespaceState& nss, const StepState& s) const;
+  bool EvictableLocked(const NamespaceState& nss, const StepState& s) const;
   // protect: a step kept this time even if retention would drop it.
   void ApplyRetentionLocked(const std::string& ns, uint32_t keep, PruneResult* result,
                             std::optional<uint64_t> protect = std::nullopt);

@@ -3,7 +3,10 @@
 # Debian packages, the Python venv (.venv) with pinned packages, and the
 # C++ builds. Idempotent: a second run skips what is already there.
 #
-#   scripts/setup.sh [release] [asan] [fuzz]     (default: release)
+#   scripts/setup.sh [release] [asan] [fuzz] [python]    (default: release python)
+#
+# python = `pip install .` of the package into .venv (C++ core, tierckptd and
+# tierckpt on the venv's PATH, the extension), built incrementally in build/py.
 #
 # Environment: TIERCKPT_BUILD_JOBS (default: number of cores).
 set -euo pipefail
@@ -75,7 +78,7 @@ build() {  # build <dir> <cmake args...>
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(release)
+[ ${#targets[@]} -gt 0 ] || targets=(release python)
 for t in "${targets[@]}"; do
   case "$t" in
     release) build build/release -DCMAKE_BUILD_TYPE=Release -DTIERCKPT_WERROR=ON -DTIERCKPT_FUZZ=OFF ;;
@@ -87,6 +90,9 @@ for t in "${targets[@]}"; do
       else
         build build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
       fi ;;
-    *) say "unknown build '$t' (use release, asan, fuzz)"; exit 2 ;;
+    python)
+      say "installing the tierckpt Python package into .venv (build/py)"
+      CMAKE_BUILD_PARALLEL_LEVEL=$JOBS python -m pip install -q --no-build-isolation --no-deps . </dev/null >&2 ;;
+    *) say "unknown build '$t' (use release, asan, fuzz, python)"; exit 2 ;;
   esac
 done

@@ -5,7 +5,9 @@
 #   1. the unit tests (ctest) in the release build,
 #   2. the unit tests again under AddressSanitizer + UBSan,
 #   3. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 30),
-#   4. the integration tests (pytest, real tierckptd processes, SIGKILLs).
+#   4. the integration tests (pytest, real tierckptd processes, SIGKILLs),
+#   5. the Python package's tests (real torch, multi-process gloo groups,
+#      real agents).
 # Exits non-zero if anything fails. Needs no standard input.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +15,7 @@ ROOT=$(pwd)
 FUZZ_SECONDS=${TIERCKPT_FUZZ_SECONDS:-30}
 JOBS=$(nproc)
 
-scripts/setup.sh release asan fuzz || { echo "test.sh: setup failed" >&2; exit 1; }
+scripts/setup.sh release asan fuzz python || { echo "test.sh: setup failed" >&2; exit 1; }
 # shellcheck disable=SC1091
 source .venv/bin/activate
 
@@ -50,15 +52,24 @@ else
   failed=$((failed + 1)); failures+=("fuzzing")
 fi
 
+run_pytest() {  # run_pytest <label> <log> <pytest args...>
+  local label=$1 log=$2 rc p f
+  shift 2
+  python -m pytest -q "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || failures+=("$label")
+  p=$(grep -Eo '[0-9]+ passed' "$log" | tail -1 | cut -d' ' -f1)
+  f=$(grep -Eo '[0-9]+ (failed|error)' "$log" | tail -2 | awk '{s+=$1} END {print s+0}')
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-0}))
+  [ "$rc" -eq 0 ] || [ "${f:-0}" -gt 0 ] || failed=$((failed + 1))
+}
+
 step "integration tests (real agents)"
-TIERCKPT_BIN_DIR="$ROOT/build/release/tools" python -m pytest -q tests/integration 2>&1 | tee /tmp/tierckpt-pytest.log
-rc=${PIPESTATUS[0]}
-[ "$rc" -eq 0 ] || failures+=("integration tests")
-p=$(grep -Eo '[0-9]+ passed' /tmp/tierckpt-pytest.log | tail -1 | cut -d' ' -f1)
-f=$(grep -Eo '[0-9]+ (failed|error)' /tmp/tierckpt-pytest.log | awk '{s+=$1} END {print s+0}')
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-0}))
-[ "$rc" -eq 0 ] || [ "${f:-0}" -gt 0 ] || failed=$((failed + 1))
+TIERCKPT_BIN_DIR="$ROOT/build/release/tools" run_pytest "integration tests" /tmp/tierckpt-pytest.log tests/integration
+
+step "Python package tests (torch DCP, gloo, real agents)"
+run_pytest "python tests" /tmp/tierckpt-pytest-python.log python/tests
 
 echo
 if [ ${#failures[@]} -gt 0 ]; then

@@ -41,7 +41,9 @@ def _leftover_then_next_save(rank, world, cfg):
     dist.barrier()
     dcp.save({"t": torch.full((64,), 3.0), f"r{rank}": torch.ones(1000)}, storage_writer=TieredWriter(cfg, 3))
     dist.barrier()
-    assert _memory_state(cfg, 2) == "", "the next save did not abort the leftover of step 2"
+    state = _memory_state(cfg, 2)
+    assert state == "", f"the next save did not abort the leftover of step 2 (memory: {state!r})"
+    dist.barrier()  # before any rank begins step 2 again
     # The failed step number can be saved again.
     dcp.save({"t": torch.full((64,), 2.5), f"r{rank}": torch.ones(1000)}, storage_writer=TieredWriter(cfg, 2))
     target = {"t": torch.zeros(64)}

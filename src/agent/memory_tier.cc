@@ -27,7 +27,9 @@ MemoryTier::MemoryTier(MemoryTierOptions options, WorkQueue* verifier)
     : options_(std::move(options)),
       layout_(options_.root),
       verifier_(verifier),
-      pool_(layout_.PoolDir()) {}
+      read_mappings_(ReadMappingsOptions{.max_bytes = options_.budget_bytes,
+                                         .min_file_bytes = options_.keep_mapping_min_bytes}),
+      pool_(layout_.PoolDir(), &read_mappings_) {}
 
 MemoryTier::~MemoryTier() = default;
 
@@ -235,13 +237,16 @@ void MemoryTier::RecycleFileLocked(const std::string& path, uint64_t recorded_si
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return;
   uint64_t size = static_cast<uint64_t>(st.st_size);
-  Status s;
   if (S_ISREG(st.st_mode) && size > 0 && UsedLocked() + size <= options_.budget_bytes) {
-    s = pool_.Put(path).status();
-  } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    s = ErrnoStatus("unlink " + path);
+    Status s = pool_.Put(path).status();  // same inode: its read mapping stays valid
+    if (s.ok()) return;
+    Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
   }
-  if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
+  // Unlinked: a kept mapping would pin the file's pages.
+  if (S_ISREG(st.st_mode)) read_mappings_.Forget(KeyOf(st));
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(ErrnoStatus("unlink " + path));
+  }
 }
 
 void MemoryTier::RecycleLocked(StepFiles* files) {
@@ -302,6 +307,9 @@ TierStats MemoryTier::Stats() const {
   t.pool_bytes = pool_.bytes();
   t.used_bytes = UsedLocked();
   t.pool_segments = pool_.count();
+  ReadMappingsStats rm = read_mappings_.Stats();
+  t.read_mappings = rm.mappings;
+  t.read_mapped_bytes = rm.mapped_bytes;
   for (const auto& [name, nss] : namespaces_) {
     for (const auto& [step, s] : nss.steps) {
       if (s->committed) {

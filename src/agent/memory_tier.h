@@ -32,10 +32,15 @@
 // start, lazy full verification"). Steps with a persist marker come back as
 // kQueued and are listed in the report so the agent re-enqueues them.
 //
+// Reads by agent threads (the hash at seal, Verify, the persister) go through
+// read_mappings(): one read-only mapping per object or pool file, kept while
+// the file lives and reused when the file is recycled (agent/read_mappings.h).
+// Every place that unlinks an object or pool file tells it first.
+//
 // Thread safety: every public method is thread-safe. One mutex (mu_) guards
 // the index, the pool and the byte accounting; waits (commit, restore,
 // WaitPersist) use cv_. Hashing, persisting, restoring and verifying run
-// outside mu_ on pinned files.
+// outside mu_ on pinned files. Lock order: mu_, then ReadMappings' own lock.
 #pragma once
 
 #include <chrono>
@@ -52,6 +57,7 @@
 #include <vector>
 
 #include "agent/layout.h"
+#include "agent/read_mappings.h"
 #include "agent/segment_pool.h"
 #include "agent/step_state.h"
 #include "agent/work_queue.h"
@@ -70,6 +76,9 @@ struct MemoryTierOptions {
   bool has_durable = false;    // a durable tier is configured
   bool verify_on_seal = true;  // hash client-supplied checksums at seal
   std::string node_id;
+  // Files at least this large keep a read mapping (agent/read_mappings.h);
+  // the mappings kept are bounded by budget_bytes of address space.
+  uint64_t keep_mapping_min_bytes = 1 << 20;
 };
 
 class MemoryTier;
@@ -129,6 +138,8 @@ struct TierStats {
   size_t pool_segments = 0;
   size_t writing_steps = 0;
   size_t committed_steps = 0;
+  size_t read_mappings = 0;        // files the agent keeps mapped for its own reads
+  uint64_t read_mapped_bytes = 0;  // their mapped length
 };
 
 struct RecoveryReport {
@@ -239,6 +250,8 @@ class MemoryTier {
 
   const Layout& layout() const { return layout_; }
   const MemoryTierOptions& options() const { return options_; }
+  // Reads of object files by agent threads (pin the step first). Thread-safe.
+  ReadMappings& read_mappings() { return read_mappings_; }
 
  private:
   friend class StepPin;
@@ -264,6 +277,8 @@ class MemoryTier {
   // Removes the step from the index and recycles (or trashes) its files.
   void DropLocked(const std::string& ns, uint64_t step, std::string_view why);
   void RecycleLocked(StepFiles* files);
+  // Moves an object file into the pool, or unlinks it (and forgets its
+  // mapping) when the pool may not keep it.
   void RecycleFileLocked(const std::string& path, uint64_t recorded_size);
   void RecoverNamespaceLocked(const std::string& ns, RecoveryReport* report);
   void RecoverStepDirLocked(const std::string& ns, uint64_t step, const std::string& dir,
@@ -277,12 +292,16 @@ class MemoryTier {
                        bool persist_marker);
   Status RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance,
                         const Manifest& manifest);
+  // Hashes the object file at path through its kept mapping; kCorruption if
+  // it does not hold exactly size bytes.
+  Result<std::string> HashObjectFile(const std::string& path, uint64_t size);
   void CallPersistHook(const std::vector<StepRef>& refs);
 
   // Const after construction.
   const MemoryTierOptions options_;
   const Layout layout_;
   WorkQueue* const verifier_;
+  ReadMappings read_mappings_;  // thread-safe on its own; declared before pool_, which uses it
 
   mutable std::mutex mu_;
   std::condition_variable cv_;  // commits, restores, persist progress

@@ -8,7 +8,6 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "os/files.h"
-#include "os/mapping.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -23,19 +22,16 @@ Status NotInMemory(std::string_view ns, uint64_t step) {
 }
 
 // Re-hashes one object file against its manifest entry; "" when it matches.
-std::string CheckObject(const std::string& dir, const ObjectEntry& e, const std::string& label) {
+std::string CheckObject(ReadMappings& mappings, const std::string& dir, const ObjectEntry& e,
+                        const std::string& label) {
   std::string path = Layout::ObjectPath(dir, e.name);
-  Result<UniqueFd> fd = OpenFile(path, O_RDONLY);
-  if (!fd.ok()) return "object " + e.name + " of " + label + ": " + fd.status().ToString();
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return "object " + e.name + ": " + ErrnoStatus("stat " + path).ToString();
-  if (static_cast<uint64_t>(st.st_size) != e.size) {
-    return "object " + e.name + " of " + label + " in memory holds " + std::to_string(st.st_size) +
+  Result<ReadView> view = mappings.Open(path);
+  if (!view.ok()) return "object " + e.name + " of " + label + ": " + view.status().ToString();
+  if (view->size() != e.size) {
+    return "object " + e.name + " of " + label + " in memory holds " + std::to_string(view->size()) +
            " bytes, the manifest says " + std::to_string(e.size);
   }
-  Result<Mapping> m = Mapping::Map(fd->get(), e.size, Mapping::Access::kReadOnly, /*populate=*/true, path);
-  if (!m.ok()) return "object " + e.name + ": " + m.status().ToString();
-  std::string actual = ComputeChecksum(m->data(), m->size()).ToString();
+  std::string actual = ComputeChecksum(view->data(), view->size()).ToString();
   if (actual != e.checksum) {
     return "object " + e.name + " of " + label + " in memory hashes to " + actual + " but the manifest says " +
            e.checksum;
@@ -96,7 +92,7 @@ Result<MemoryVerifyResult> MemoryTier::VerifyStep(std::string_view ns, uint64_t 
   }
   std::string label = StepLabel(ns, step);
   for (const auto& e : result.manifest.objects) {
-    std::string err = CheckObject(dir, e, label);
+    std::string err = CheckObject(read_mappings_, dir, e, label);
     ++result.objects_checked;
     if (!err.empty()) result.errors.push_back(std::move(err));
   }

@@ -13,7 +13,6 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "os/files.h"
-#include "os/mapping.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -21,19 +20,6 @@ namespace {
 Status ValidateStepRef(std::string_view ns, uint64_t step) {
   TC_RETURN_IF_ERROR(ValidateNamespace(ns));
   return ValidateStep(step);
-}
-
-// Hashes the whole file; kCorruption if it does not hold exactly size bytes.
-Result<std::string> HashObjectFile(const std::string& path, uint64_t size) {
-  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path);
-  if (static_cast<uint64_t>(st.st_size) != size) {
-    return Corruption(path + " holds " + std::to_string(st.st_size) + " bytes, expected " +
-                      std::to_string(size) + " (it was resized after sealing)");
-  }
-  TC_ASSIGN_OR_RETURN(Mapping m, Mapping::Map(fd.get(), size, Mapping::Access::kReadOnly, /*populate=*/true, path));
-  return ComputeChecksum(m.data(), m.size()).ToString();
 }
 
 std::string JoinNames(const std::vector<std::string>& names, size_t total) {
@@ -67,6 +53,15 @@ Status CheckNameConflict(const std::map<std::string, ObjectState>& objects, cons
 }
 
 }  // namespace
+
+Result<std::string> MemoryTier::HashObjectFile(const std::string& path, uint64_t size) {
+  TC_ASSIGN_OR_RETURN(ReadView view, read_mappings_.Open(path));
+  if (view.size() != size) {
+    return Corruption(path + " holds " + std::to_string(view.size()) + " bytes, expected " +
+                      std::to_string(size) + " (it was resized after sealing)");
+  }
+  return ComputeChecksum(view.data(), view.size()).ToString();
+}
 
 Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, uint64_t conn) {
   std::string label = StepLabel(ns, step);

@@ -1,14 +1,9 @@
 #include "agent/persister.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-
 #include <thread>
 
 #include "common/checksum.h"
 #include "common/log.h"
-#include "os/files.h"
-#include "os/mapping.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -137,22 +132,19 @@ Status Persister::PersistOnce(const PersistLease& lease) {
   for (const auto& e : m.objects) {
     if (cancel_) return Aborted("persist cancelled by shutdown");
     const std::string path = Layout::ObjectPath(lease.dir, e.name);
-    TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path);
-    if (static_cast<uint64_t>(st.st_size) != e.size) {
+    TC_ASSIGN_OR_RETURN(ReadView view, tier_->read_mappings().Open(path));
+    if (view.size() != e.size) {
       return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " holds " +
-                        std::to_string(st.st_size) + " bytes but its manifest says " + std::to_string(e.size) +
+                        std::to_string(view.size()) + " bytes but its manifest says " + std::to_string(e.size) +
                         "; it was resized after commit and is not persisted; write the step again");
     }
-    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(fd.get(), e.size, Mapping::Access::kReadOnly, /*populate=*/true, path));
-    std::string actual = ComputeChecksum(map.data(), map.size()).ToString();
+    std::string actual = ComputeChecksum(view.data(), view.size()).ToString();
     if (actual != e.checksum) {
       return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " hashes to " + actual +
                         " but its manifest says " + e.checksum +
                         "; it was modified after commit and is not persisted; write the step again");
     }
-    TC_RETURN_IF_ERROR(store_->PutObject(m.ns, m.step, e.name, map.data(), map.size()));
+    TC_RETURN_IF_ERROR(store_->PutObject(m.ns, m.step, e.name, view.data(), view.size()));
   }
   Status committed = store_->CommitStep(m);
   if (committed.code() == Code::kAlreadyExists) {

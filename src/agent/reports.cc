@@ -122,6 +122,8 @@ std::string StatsJson(const StatsInput& in) {
       {"object_bytes", in.tier.object_bytes},
       {"pool_bytes", in.tier.pool_bytes},
       {"pool_segments", in.tier.pool_segments},
+      {"read_mappings", in.tier.read_mappings},
+      {"read_mapped_bytes", in.tier.read_mapped_bytes},
       {"tmpfs_free_bytes", in.mount ? json(in.mount->free_bytes) : json(nullptr)},
       {"tmpfs_total_bytes", in.mount ? json(in.mount->total_bytes) : json(nullptr)},
       {"committed_steps", in.tier.committed_steps},

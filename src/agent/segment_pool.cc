@@ -103,6 +103,7 @@ Result<uint64_t> SegmentPool::ReleaseOne(std::optional<uint64_t> keep_for) {
   }
   Seg seg = *it;
   std::string path = SegPath(seg.second);
+  if (mappings_ != nullptr) mappings_->ForgetPath(path);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink pool segment " + path);
   segs_.erase(seg);
   bytes_ -= seg.first;

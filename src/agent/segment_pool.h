@@ -12,6 +12,10 @@
 // to its destination. Pool bytes count as used memory; the memory tier
 // shrinks the pool first when it needs space (ReleaseOne).
 //
+// The agent keeps read mappings of these files (agent/read_mappings.h): a
+// segment's mapping follows it into and out of the pool, and ReleaseOne tells
+// the mappings before it unlinks one.
+//
 // Thread-compatible: the memory tier guards it with its mutex.
 #pragma once
 
@@ -21,13 +25,17 @@
 #include <string>
 #include <utility>
 
+#include "agent/read_mappings.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::agent {
 
 class SegmentPool {
  public:
-  explicit SegmentPool(std::string dir) : dir_(std::move(dir)) {}
+  // mappings (may be null; must outlive the pool) is told of every segment
+  // ReleaseOne unlinks.
+  explicit SegmentPool(std::string dir, ReadMappings* mappings = nullptr)
+      : dir_(std::move(dir)), mappings_(mappings) {}
 
   // Creates the pool dir (0700) and adopts every regular seg_* file in it;
   // anything else there is removed. Call once before other methods.
@@ -61,6 +69,7 @@ class SegmentPool {
   std::string SegPath(uint64_t id) const;
 
   const std::string dir_;
+  ReadMappings* const mappings_;
   std::set<Seg> segs_;
   uint64_t next_id_ = 0;
   uint64_t bytes_ = 0;

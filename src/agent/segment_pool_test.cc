@@ -21,12 +21,19 @@ void MakeFile(const std::string& path, uint64_t size) {
 
 uint64_t SizeOf(const std::string& path) { return StatPath(path)->size; }
 
+// "f<n>", built with append: GCC 12 at -O3 warns (-Wrestrict) on "f" + std::to_string(n).
+std::string FileName(uint64_t n) {
+  std::string name = "f";
+  name.append(std::to_string(n));
+  return name;
+}
+
 TEST(SegmentPoolTest, BestFitPicksTheSmallestLargeEnoughSegment) {
   TempDir dir;
   SegmentPool pool(dir.Sub("pool"));
   ASSERT_TRUE(pool.Load().ok());
   for (uint64_t size : {4096u, 16384u, 65536u}) {
-    std::string f = dir.Sub("f" + std::to_string(size));
+    std::string f = dir.Sub(FileName(size));
     MakeFile(f, size);
     Result<uint64_t> added = pool.Put(f);
     ASSERT_TRUE(added.ok());
@@ -83,8 +90,8 @@ TEST(SegmentPoolTest, ReleaseOneKeepsTheBestFit) {
   SegmentPool pool(dir.Sub("pool"));
   ASSERT_TRUE(pool.Load().ok());
   for (int i = 1; i <= 3; ++i) {
-    MakeFile(dir.Sub("f" + std::to_string(i)), 4096u * i);
-    ASSERT_TRUE(pool.Put(dir.Sub("f" + std::to_string(i))).ok());
+    MakeFile(dir.Sub(FileName(i)), 4096u * i);
+    ASSERT_TRUE(pool.Put(dir.Sub(FileName(i))).ok());
   }
   // Keeping the fit for 12288 (the largest), the next largest goes first.
   Result<uint64_t> freed = pool.ReleaseOne(12288);

@@ -15,8 +15,8 @@ checkpoint itself:
    final place — then seal the objects (_placement.py).
 4. Return the state dict with every tensor replaced by a meta tensor of the
    same dtype, shape and requires_grad. The background save (thread or
-   checkpoint process) plans from these placeholders and ``write_data`` only
-   reports the staged locations; in PROCESS mode nothing but placeholders
+   checkpoint process) plans from these stand-ins and ``write_data`` only
+   reports the staged locations; in PROCESS mode nothing but stand-ins
    is pickled to the checkpoint process.
 
 Every rank stages all its local items: items that DCP's global plan later
@@ -37,7 +37,7 @@ from .writer import _global_rank
 __all__ = ["stage"]
 
 
-def _placeholder(value: Any) -> Any:
+def _stand_in(value: Any) -> Any:
     """A data-free stand-in with the same planning metadata, or value itself."""
     try:
         from torch.distributed.tensor import DTensor
@@ -55,23 +55,23 @@ def _placeholder(value: Any) -> Any:
     return value  # other tensor types (ShardedTensor) plan from their own metadata
 
 
-def _with_placeholders(value: Any) -> Any:
+def _with_stand_ins(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return _placeholder(value)
+        return _stand_in(value)
     if isinstance(value, dict):
         out = type(value)() if type(value) is not dict else {}
         for k, v in value.items():
-            out[k] = _with_placeholders(v)
+            out[k] = _with_stand_ins(v)
         return out
     if isinstance(value, list):
-        return [_with_placeholders(v) for v in value]
+        return [_with_stand_ins(v) for v in value]
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_with_placeholders(v) for v in value)
+        return tuple(_with_stand_ins(v) for v in value)
     return value
 
 
 def stage(writer, state_dict: dict[str, Any]) -> dict[str, Any]:
-    """Copies state_dict's items into writer's step; returns the placeholder state dict."""
+    """Copies state_dict's items into writer's step; returns the state dict of meta stand-ins."""
     _inflight.begin(writer.socket, writer.namespace, writer.save_id, writer.step)
     writer._stage_registered = True
     writer.rank = _global_rank()
@@ -95,4 +95,4 @@ def stage(writer, state_dict: dict[str, Any]) -> dict[str, Any]:
         writer._abort_quietly("staging failed")
         raise
     writer._staged.update(placed)
-    return _with_placeholders(state_dict)
+    return _with_stand_ins(state_dict)

@@ -9,7 +9,7 @@ A save, per rank (all ranks of a node share that node's agent):
 
 * ``stage`` (async_save only): lay out every local item and copy it straight
   into the agent's shared memory; return a state dict of meta-tensor
-  placeholders (see staging.py).
+  stand-ins (see staging.py).
 * ``set_up_storage_writer``: ``BeginStep`` on this process's connection.
 * ``write_data``: items already staged are only reported; others are laid
   out, copied in place and sealed now (_placement.py).

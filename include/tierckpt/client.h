@@ -53,8 +53,10 @@ struct ClientOptions {
 };
 
 // A freshly created object: fill data()[0..size()) then Client::Seal() it.
-// Destroying it without sealing leaves the object unsealed; the step cannot
-// commit with it, and the agent drops it when the step is aborted.
+// After Seal the bytes are immutable (never write them again); the mapping
+// stays valid, and reserved for this object, until the WritableObject is
+// destroyed. Destroying it without sealing leaves the object unsealed; the
+// step cannot commit with it, and the agent drops it when the step is aborted.
 class WritableObject {
  public:
   WritableObject();

@@ -157,7 +157,9 @@ Status Client::Seal(WritableObject& object, std::string_view checksum) {
   req.checksum = std::string(checksum);
   TC_RETURN_IF_ERROR(impl_->CallStatus(MsgType::kSealObject, req.Encode()));
   o.sealed = true;
-  o.lease.Reset();  // the object is immutable now; the mapping goes back to the cache
+  // The lease stays until the WritableObject is destroyed: views of data()
+  // (a torch tensor over it, say) may outlive Seal, and the mapping must not be
+  // handed to another object under them.
   return Status::Ok();
 }
 

@@ -16,7 +16,7 @@ struct WritableObject::Impl {
   uint64_t step = 0;
   std::string name;
   uint64_t size = 0;
-  client::MappingCache::Lease lease;  // released once sealed
+  client::MappingCache::Lease lease;  // held until the WritableObject dies
   bool sealed = false;
 };
 

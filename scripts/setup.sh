@@ -67,14 +67,16 @@ fi
 
 # ---- C++ builds ---------------------------------------------------------------------
 JOBS=${TIERCKPT_BUILD_JOBS:-$(nproc)}
-build() {  # build <dir> <cmake args...>
-  local dir=$1; shift
+build() {  # build <dir> [--targets "t1 t2"] <cmake args...>
+  local dir=$1 targets=""; shift
+  if [ "${1:-}" = "--targets" ]; then targets=$2; shift 2; fi
   if [ ! -f "$dir/build.ninja" ]; then
     say "configuring $dir"
     cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >&2
   fi
   say "building $dir"
-  ninja -C "$dir" -j "$JOBS" >&2
+  # shellcheck disable=SC2086
+  ninja -C "$dir" -j "$JOBS" $targets >&2
 }
 
 targets=("$@")
@@ -85,10 +87,11 @@ for t in "${targets[@]}"; do
     asan) build build/asan -DCMAKE_BUILD_TYPE=Debug -DTIERCKPT_WERROR=ON -DTIERCKPT_SANITIZE=ON -DTIERCKPT_FUZZ=OFF ;;
     fuzz)
       if command -v clang++ >/dev/null 2>&1; then
-        build build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-          -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
+        build build/fuzz --targets "fuzz_frame fuzz_manifest" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
       else
-        build build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
+        build build/fuzz --targets "fuzz_frame fuzz_manifest" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
       fi ;;
     python)
       say "installing the tierckpt Python package into .venv (build/py)"

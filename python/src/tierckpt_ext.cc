@@ -14,8 +14,8 @@
 //     shared-memory mapping (writable / read-only), so memoryview() and
 //     torch.frombuffer() see the bytes in place, without a copy. An exported
 //     buffer keeps its Python object, hence the mapping, alive. A
-//     WritableObject cannot be sealed while a buffer over it is exported:
-//     sealing hands the mapping back to the client's cache.
+//     WritableObject cannot be sealed while a buffer over it is exported,
+//     and exports no new buffer once sealed (sealed bytes are immutable).
 // Decisions (which objects, sizes, layouts, fallbacks) live in the Python
 // package, never here.
 #include <Python.h>

@@ -107,9 +107,12 @@ Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what) {
   }
 }
 
-Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& path, uint64_t size) {
-  TC_RETURN_IF_ERROR(MakeDirs(DirName(path), 0700));
-  if (!pool_.empty() && size > 0) {
+Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& step_dir, const std::string& name,
+                                              uint64_t size) {
+  const std::string path = Layout::ObjectPath(step_dir, name);
+  // The step dir exists (BeginLocked); only names with '/' need more.
+  if (name.find('/') != std::string::npos) TC_RETURN_IF_ERROR(MakeDirs(DirName(path), 0700));
+  if (!pool_.empty() && size > 0) {  // a segment we created: already mode 0600
     TC_RETURN_IF_ERROR(pool_.Take(size, path).status());
     object_bytes_ += size;
     Result<UniqueFd> fd = OpenFile(path, O_RDWR);
@@ -120,10 +123,16 @@ Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& path, uint64_t 
     return fd;
   }
   TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT | O_TRUNC, 0600));
-  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
-    Status s = ErrnoStatus("size " + path + " to " + std::to_string(size) + " bytes");
+  Status made;
+  if (::fchmod(fd.get(), 0600) != 0) {  // whatever the umask
+    made = ErrnoStatus("chmod " + path);
+  } else if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    made = ErrnoStatus("size " + path + " to " + std::to_string(size) + " bytes");
+  }
+  if (!made.ok()) {
+    read_mappings_.ForgetPath(path);  // O_TRUNC may have reused a file of ours
     ::unlink(path.c_str());
-    return s;
+    return made;
   }
   object_bytes_ += size;
   return fd;

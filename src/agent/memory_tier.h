@@ -266,9 +266,9 @@ class MemoryTier {
   Result<StepState*> BeginLocked(std::string_view ns, uint64_t step, uint64_t conn);
   // Makes room for size more bytes (pool first, then eviction).
   Status EnsureSpaceLocked(uint64_t size, std::string_view what);
-  // Creates object file `path` of exactly size bytes (a pool segment when
-  // there is one); the budget must already allow it.
-  Result<UniqueFd> CreateFileLocked(const std::string& path, uint64_t size);
+  // Creates object `name` in step_dir, exactly size bytes, mode 0600 (a
+  // pool segment when there is one); the budget must already allow it.
+  Result<UniqueFd> CreateFileLocked(const std::string& step_dir, const std::string& name, uint64_t size);
   bool EvictOneLocked();
   bool EvictableLocked(const NamespaceState& nss, const StepState& s) const;
   // protect: a step kept this time even if retention would drop it.

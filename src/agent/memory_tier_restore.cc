@@ -101,7 +101,7 @@ Status MemoryTier::RestoreObjects(ObjectStore& store, const StepRef& ref, uint64
       if (shutting_down_) return Unavailable("tierckptd is shutting down; restore of " + label + " stopped");
       TC_RETURN_IF_ERROR(EnsureSpaceLocked(e.size, what));
       path = Layout::ObjectPath(s->files->dir, e.name);
-      Result<UniqueFd> created = CreateFileLocked(path, e.size);
+      Result<UniqueFd> created = CreateFileLocked(s->files->dir, e.name, e.size);
       if (!created.ok()) return created.status().WithContext("restoring object " + what);
       fd = std::move(created).value();
       ObjectState o;
@@ -112,7 +112,9 @@ Status MemoryTier::RestoreObjects(ObjectStore& store, const StepRef& ref, uint64
       o.actual = e.checksum;
       s->objects[e.name] = std::move(o);
     }
-    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(fd.get(), e.size, Mapping::Access::kReadWrite, false, path));
+    // Populated: one pass over the page tables instead of a write fault per page.
+    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(fd.get(), e.size, Mapping::Access::kReadWrite,
+                                                  /*populate=*/true, path));
     Status read = store.ReadObject(ref.first, ref.second, e.name, 0, map.data(), e.size);
     if (!read.ok()) return read.WithContext("restoring " + what + " from " + store.Describe());
     std::string actual = ComputeChecksum(map.data(), map.size()).ToString();

@@ -133,13 +133,8 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
   TC_RETURN_IF_ERROR(CheckNameConflict(s->objects, key, label));
   TC_RETURN_IF_ERROR(EnsureSpaceLocked(size, what));
   std::string path = Layout::ObjectPath(s->files->dir, key);
-  Result<UniqueFd> fd = CreateFileLocked(path, size);
+  Result<UniqueFd> fd = CreateFileLocked(s->files->dir, key, size);
   if (!fd.ok()) return fd.status().WithContext("creating object " + what);
-  if (::fchmod(fd->get(), 0600) != 0) {
-    Status st = ErrnoStatus("chmod " + path);
-    RecycleFileLocked(path, size);
-    return st;
-  }
   ObjectState o;
   o.id = next_id_++;
   o.size = size;

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <map>
+#include <thread>
+#include <vector>
+
 #include "agent/agent_test_util.h"
 #include "os/files.h"
 #include "store/fault_store.h"
@@ -56,6 +61,54 @@ TEST(PersisterTest, PersistsACommittedStep) {
   EXPECT_EQ(back, std::string(100000, 'a'));
   EXPECT_FALSE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 3)))->exists);
   EXPECT_TRUE(p.errors.Snapshot().empty());
+}
+
+TEST(PersisterTest, PersistAndVerifyReadConcurrentlyThroughTheKeptMappings) {
+  PersistHarness p;
+  MemoryTier& t = *p.h.tier;
+  const size_t kMiB = 1 << 20;  // the default threshold: files this large are kept mapped
+  std::map<uint64_t, std::map<std::string, std::string>> steps;
+  for (uint64_t step = 1; step <= 3; ++step) {
+    int i = 0;
+    for (const char* name : {"o0", "d/o1", "o2"}) {
+      std::string data(kMiB, static_cast<char>('a' + step * 3 + static_cast<uint64_t>(i)));
+      data[static_cast<size_t>(i++) * 1000] = 'Z';
+      steps[step][name] = std::move(data);
+    }
+  }
+  for (const auto& [step, objects] : steps) ASSERT_TRUE(WriteStep(t, "job", step, objects).ok());
+  ASSERT_EQ(t.read_mappings().Stats().maps, 9u);  // the seal hashes mapped each file once
+
+  std::atomic<bool> go{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> verifiers;
+  for (int v = 0; v < 3; ++v) {
+    verifiers.emplace_back([&] {
+      while (!go) std::this_thread::yield();
+      for (int round = 0; round < 5; ++round) {
+        for (uint64_t step = 1; step <= 3; ++step) {
+          Result<MemoryVerifyResult> r = t.VerifyStep("job", step);
+          if (!r.ok() || !r->errors.empty() || r->objects_checked != 3) ++failures;
+        }
+      }
+    });
+  }
+  go = true;
+  for (uint64_t step = 1; step <= 3; ++step) ASSERT_TRUE(t.RequestPersist("job", step).ok());
+  for (auto& th : verifiers) th.join();
+  for (uint64_t step = 1; step <= 3; ++step) EXPECT_EQ(p.Wait("job", step).state, PersistState::kDurable);
+  EXPECT_EQ(failures.load(), 0);
+  for (const auto& [step, objects] : steps) {
+    for (const auto& [name, data] : objects) {
+      std::string back(data.size(), '\0');
+      ASSERT_TRUE(p.mem->ReadObject("job", step, name, 0, back.data(), back.size()).ok());
+      EXPECT_TRUE(back == data) << "job/" << step << "/" << name;
+    }
+  }
+  ReadMappingsStats s = t.read_mappings().Stats();
+  EXPECT_EQ(s.maps, 9u);  // persist and Verify reused the seal's mappings
+  EXPECT_EQ(s.mappings, 9u);
+  EXPECT_EQ(s.hits, 9u + 3u * 5u * 9u);  // one persist pass + 3 verifiers x 5 rounds x 9 objects
 }
 
 TEST(PersisterTest, RetriesTransientErrors) {

@@ -237,7 +237,7 @@ TEST_F(ClientAgentTest, SteadyStateSavesReuseMappedSegments) {
     addresses.push_back(obj->data());
     std::memcpy(obj->data(), data.data(), size);
     ASSERT_TRUE(c->Seal(*obj).ok());
-    EXPECT_EQ(obj->data(), nullptr);  // released to the cache once sealed
+    EXPECT_EQ(obj->data(), addresses.back());  // reserved until the object is destroyed
     EXPECT_EQ(c->Seal(*obj).code(), Code::kFailedPrecondition);
     auto m = c->Commit("steady", step, {});
     ASSERT_TRUE(m.ok()) << m.status().ToString();

@@ -3,7 +3,8 @@
 
     python bench/dcp_bench.py [--json] [--size-gib 1.0] [--ranks 2] [--reps 3]
                               [--warmup K] [--keep-last K] [--threads-per-rank N]
-                              [--files-per-rank N] [--disk-dir DIR] [--timeout-s S]
+                              [--files-per-rank N] [--memory-budget SIZE] [--disk-dir DIR]
+                              [--agent-arg=ARG ...] [--timeout-s S]
 
 One run, one state dict of --size-gib GiB in total, split evenly over --ranks
 ranks (each rank holds its own half: float32 and bf16 tensors of 16-64 MiB plus
@@ -15,7 +16,7 @@ Measured, in this order, each phase freeing its tmpfs files before the next:
 
   memcpy   one copy_ of every tensor of the rank's state into pre-allocated,
            already-touched tensors: the floor of any save that copies the
-           state once (min and median of 3).
+           state once (min and median of 5).
   (a)      dcp.async_save(state, storage_writer=TieredWriter(cfg, step)):
            blocking time (until async_save returns) and time to memory commit
            (future.result()); then dcp.load with TieredReader.
@@ -26,11 +27,17 @@ Measured, in this order, each phase freeing its tmpfs files before the next:
            files were dropped from the page cache (posix_fadvise DONTNEED).
   (d)      torch.save of each rank's state into /dev/shm; torch.load of it.
 
+Before the phases, every rank makes one tiny save and load of each stock kind
+(dcp.save, dcp.async_save, dcp.load, torch.save, torch.load), so that one-time
+costs of DCP and torch are not charged to the method that happens to run first.
 Every save is repeated: repetition 1 is *cold* (fresh tmpfs pages, fresh
-mappings, first call of every code path); for (a) the next --warmup
-repetitions are not counted (the agent keeps --keep-last committed steps, so
-only after that many saves do evicted steps' segments come back recycled);
-the median of the following --reps repetitions is the *steady state*. Loads:
+mappings, tierckpt's first connection); for (a) the next --warmup
+repetitions are listed but not counted: the agent keeps --keep-last committed
+steps, so only after that many saves do evicted steps' segments come back
+recycled, and the pool hands a rank any segment of the right size, so it takes
+a few more saves until each rank's client has mapped every segment it may be
+handed (default --keep-last + 3). The median of the following --reps
+repetitions is the *steady state*. Loads:
 the first one and the median of --reps more. Before every save a strided slice
 of every tensor is changed (outside the timing), so each save has new bytes;
 the first load of each method is compared with the state last saved
@@ -73,6 +80,7 @@ MIB = 1 << 20
 LARGE_MIB = (64, 48, 32, 16)
 LARGE_DTYPES = ("float32", "bfloat16")
 ROW = 4096  # elements per row of the large 2-D tensors
+MEMCPY_REPS = 5
 TARGETS = {
     "commit_speedup_vs_fs_tmpfs": (">=", 3.0),
     "load_speedup_vs_fs_tmpfs": (">=", 3.0),
@@ -169,7 +177,7 @@ def own_cpu_seconds() -> float:
 class Agent:
     """A private tierckptd: own socket, tmpfs root, durable dir and log."""
 
-    def __init__(self, workdir: Path, keep_last: int, budget: str):
+    def __init__(self, workdir: Path, keep_last: int, budget: str, extra: list[str]):
         from tierckpt import agent as tc_agent
 
         try:
@@ -182,7 +190,8 @@ class Agent:
         self.durable = workdir / "durable"
         self.log = workdir / "agent.log"
         self.argv = [self.binary, "--socket", self.socket, "--root", str(self.root), "--memory-budget", budget,
-                     "--durable", str(self.durable), "--keep-last", str(keep_last), "--log-file", str(self.log)]
+                     "--durable", str(self.durable), "--keep-last", str(keep_last), "--log-file", str(self.log),
+                     *extra]
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -370,6 +379,9 @@ class Rank:
         self.record["large_tensors"] = [[k, str(t.dtype), list(t.shape), t.numel() * t.element_size()]
                                         for k, t in tensors_of(self.state) if t.numel() * t.element_size() >= MIB]
         self.record["torch_threads"] = torch.get_num_threads()
+        t = time.perf_counter()
+        self.prime()
+        self.record["prime_s"] = time.perf_counter() - t
         for name in ("memcpy", "tierckpt", "fs_tmpfs", "fs_disk", "torch_save"):
             self.record["phases"][name] = {"save": [], "load": []}
             t = time.perf_counter()
@@ -377,6 +389,23 @@ class Rank:
             self.record["phases"][name]["phase_wall_s"] = time.perf_counter() - t
             gc.collect()
         return self.record
+
+    def prime(self) -> None:
+        """One tiny save and load of every stock kind, so that DCP's and torch's one-time costs (lazy
+        imports, first collectives) are not charged to whichever method happens to run first."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+
+        base = Path(self.opts["shm_dir"]) / "prime"
+        tiny = {f"prime{self.rank}": {"t": self.torch.ones(16), "v": 1}}
+        dcp.save(tiny, storage_writer=FileSystemWriter(base / "sync"))
+        dcp.async_save(tiny, storage_writer=FileSystemWriter(base / "async")).result()
+        dcp.load(tiny, storage_reader=FileSystemReader(base / "async"))
+        self.torch.save(tiny, base / f"rank{self.rank}.pt")
+        self.torch.load(base / f"rank{self.rank}.pt", weights_only=True)
+        self.barrier()
+        if self.rank == 0:
+            shutil.rmtree(base, ignore_errors=True)
 
     def phase_memcpy(self) -> None:
         src = [t for _, t in tensors_of(self.state)]
@@ -387,7 +416,7 @@ class Rank:
         def copy_all():
             for d, s in zip(dst, src):
                 d.copy_(s)
-        for _ in range(3):
+        for _ in range(MEMCPY_REPS):
             secs, _ = self.timed(copy_all)
             self.record["phases"]["memcpy"]["save"].append({"copy_s": secs})
         if any(not self.torch.equal(d, s) for d, s in zip(dst, src)):
@@ -652,6 +681,10 @@ def print_table(report: dict) -> None:
         s = res[name]["save"]
         print(f"{label:<47}{cell(s, 'blocking_s', 'cold'):>14}  {cell(s, 'blocking_s', 'steady'):<24}"
               f"{cell(s, 'complete_s', 'cold'):>14}  {cell(s, 'complete_s', 'steady')}")
+    warm = res["tierckpt"]["save"].get("warmup", [])
+    if warm:
+        print(f"{'(a) warmup saves, not counted (blocking/complete)':<47}  "
+              + ", ".join(f"{w['blocking_s']:.3f}/{w['complete_s']:.3f}" for w in warm))
     mc = res["memcpy"]["save"]
     print(f"{'memcpy of the state (copy_, touched dest)':<47}{'':>14}  "
           f"{cell(mc, 'copy_s', 'steady'):<24}  min {mc['min']['copy_s']:.3f}")
@@ -686,19 +719,21 @@ def parse_args(argv):
     p.add_argument("--reps", type=int, default=3, help="steady-state repetitions per method (default 3)")
     p.add_argument("--keep-last", type=int, default=1, help="the agent's --keep-last (default 1)")
     p.add_argument("--warmup", type=int, default=None,
-                   help="tierckpt saves after the cold one that are not counted (default: --keep-last)")
+                   help="tierckpt saves after the cold one that are not counted (default: --keep-last + 3)")
     p.add_argument("--threads-per-rank", type=int, default=None,
                    help="torch threads per rank (default: CPUs / ranks, at least 1; torchrun sets 1)")
     p.add_argument("--files-per-rank", type=int, default=1, help="CheckpointConfig.files_per_rank (default 1)")
     p.add_argument("--memory-budget", default="6GiB", help="the agent's --memory-budget (default 6GiB)")
     p.add_argument("--disk-dir", default=None,
                    help="where (c) writes; must not be tmpfs (default: a fresh directory under /tmp)")
+    p.add_argument("--agent-arg", action="append", default=[], metavar="ARG",
+                   help="extra tierckptd flag, repeatable (e.g. --agent-arg=--no-verify-on-seal)")
     p.add_argument("--timeout-s", type=int, default=900, help="the whole run's limit (default 900)")
     a = p.parse_args(argv)
     if a.size_gib <= 0 or a.ranks < 1 or a.reps < 1 or a.keep_last < 1 or a.files_per_rank < 1:
         p.error("--size-gib must be > 0; --ranks, --reps, --keep-last and --files-per-rank >= 1")
     if a.warmup is None:
-        a.warmup = a.keep_last
+        a.warmup = a.keep_last + 3
     if a.threads_per_rank is None:
         a.threads_per_rank = max(1, (os.cpu_count() or 1) // a.ranks)
     return a
@@ -716,7 +751,7 @@ def run(args) -> dict:
     disk_parent.mkdir(parents=True, exist_ok=True)
     disk_dir = Path(tempfile.mkdtemp(prefix=f"dcpbench-disk-{pid}-", dir=disk_parent))
     disk_fs = fs_of(str(disk_dir))
-    agent = Agent(work, args.keep_last, args.memory_budget)
+    agent = Agent(work, args.keep_last, args.memory_budget, args.agent_arg)
     ctx = None
     try:
         if disk_fs["fstype"] in ("tmpfs", "ramfs"):

@@ -22,14 +22,14 @@ source .venv/bin/activate
 passed=0
 failed=0
 failures=()
-count_ctest() {  # parse "N% tests passed, F tests failed out of T"
+count_ctest() {  # parse ctest's "N% tests passed[, F tests failed] out of T"
   local log=$1 line total fail
-  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1)
-  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
-  fail=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
-  [ -n "$total" ] || { failed=$((failed + 1)); return; }
-  passed=$((passed + total - fail))
-  failed=$((failed + fail))
+  line=$(grep -E "tests passed.* out of [0-9]+" "$log" | tail -1)
+  total=$(sed -nE 's/.* out of ([0-9]+).*/\1/p' <<<"$line")
+  fail=$(sed -nE 's/.* ([0-9]+) tests? failed.*/\1/p' <<<"$line")
+  if [ -z "$total" ]; then failed=$((failed + 1)); return; fi
+  passed=$((passed + total - ${fail:-0}))
+  failed=$((failed + ${fail:-0}))
 }
 
 step() { printf '\n==== %s ====\n' "$*"; }

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "agent/budget.h"
 #include "os/files.h"
@@ -42,7 +44,9 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
                  "persist steps whose number is a multiple of N (default 0 = only on request)");
   app.add_option("--durable-keep", c.durable_keep, "durable steps kept per namespace (default 0 = all)");
   app.add_option("--persist-threads", c.persist_threads, "background persist threads (default 2)");
-  app.add_option("--verify-threads", c.verify_threads, "threads hashing sealed objects (default 2)");
+  app.add_option("--verify-threads", c.verify_threads,
+                 "threads hashing sealed objects (default: a quarter of the cores, 1..8; here " +
+                     std::to_string(DefaultVerifyThreads()) + ")");
   app.add_flag("--verify-on-seal,!--no-verify-on-seal", c.verify_on_seal,
                "verify client checksums when objects are sealed (default true)");
   app.add_option("--node-id", c.node_id, "node id recorded in manifests (default: host name)");
@@ -56,6 +60,11 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
 }
 
 }  // namespace
+
+int DefaultVerifyThreads(unsigned cores) {
+  if (cores == 0) cores = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(cores / 4, 1u, 8u));
+}
 
 std::string DefaultAgentSocket() {
   std::string env = Env("TIERCKPT_SOCKET");

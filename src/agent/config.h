@@ -14,7 +14,7 @@
 //   persist_every    --persist-every    0 (only on request); N: steps whose number % N == 0
 //   durable_keep     --durable-keep     0 (keep all durable steps); M: keep the newest M
 //   persist_threads  --persist-threads  2 (1..64)
-//   verify_threads   --verify-threads   2 (1..64) threads hashing sealed objects
+//   verify_threads   --verify-threads   DefaultVerifyThreads() (1..64) threads hashing sealed objects
 //   verify_on_seal   --verify-on-seal   true (--no-verify-on-seal to trust client checksums)
 //   node_id          --node-id          the host name
 //   log_level        --log-level        info (debug|info|warn|error)
@@ -37,6 +37,15 @@
 
 namespace tierckpt::agent {
 
+// Threads hashing sealed objects by default: a quarter of the cores, at
+// least 1, at most 8 (cores = std::thread::hardware_concurrency() when 0).
+// One thread hashes through a kept mapping at ~20 GB/s, faster than one
+// client's two copy threads fill objects (copy + hash, ~14 GB/s on the 2-core
+// VM), so one keeps up with one writer; hashing competes with those copy
+// threads for cores, so small machines get one. Big nodes with many ranks
+// saving at once get more. docs/agent.md has the measurements.
+int DefaultVerifyThreads(unsigned cores = 0);
+
 struct AgentConfig {
   std::string socket_path;             // "" = DefaultAgentSocket()
   std::string root;                    // "" = DefaultAgentRoot()
@@ -47,7 +56,7 @@ struct AgentConfig {
   uint64_t persist_every = 0;
   uint32_t durable_keep = 0;
   int persist_threads = 2;
-  int verify_threads = 2;
+  int verify_threads = DefaultVerifyThreads();
   bool verify_on_seal = true;
   std::string node_id;                 // "" = host name
   std::string log_level = "info";

@@ -30,10 +30,22 @@ TEST(ConfigTest, DefaultsAreDocumented) {
   EXPECT_EQ(cfg.persist_every, 0u);
   EXPECT_EQ(cfg.durable_keep, 0u);
   EXPECT_EQ(cfg.persist_threads, 2);
+  EXPECT_EQ(cfg.verify_threads, DefaultVerifyThreads());
   EXPECT_TRUE(cfg.verify_on_seal);
   EXPECT_FALSE(cfg.node_id.empty());
   EXPECT_EQ(cfg.log_level, "info");
   EXPECT_EQ(cfg.shutdown_grace_s, 30);
+}
+
+TEST(ConfigTest, DefaultVerifyThreadsIsAQuarterOfTheCoresWithin1To8) {
+  EXPECT_EQ(DefaultVerifyThreads(1), 1);
+  EXPECT_EQ(DefaultVerifyThreads(2), 1);  // the 2-core VM: hashing must not crowd the client's copy threads
+  EXPECT_EQ(DefaultVerifyThreads(4), 1);
+  EXPECT_EQ(DefaultVerifyThreads(8), 2);
+  EXPECT_EQ(DefaultVerifyThreads(16), 4);
+  EXPECT_EQ(DefaultVerifyThreads(64), 8);
+  EXPECT_EQ(DefaultVerifyThreads(256), 8);
+  EXPECT_GE(DefaultVerifyThreads(), 1);
 }
 
 TEST(ConfigTest, DefaultBudgetIsAQuarterOfRam) {

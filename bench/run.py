@@ -245,7 +245,7 @@ def run_workload(name, args, agent_bin, bench_bin):
 
 def fmt_row(label, gbps, ratio, objs, seconds):
     r = f"{ratio:8.2f}x" if ratio is not None else " " * 9
-    return f"  {label:<34}{gbps:9.2f}{r}{objs:14,.0f}{seconds:11.4f}"
+    return f"  {label:<38}{gbps:9.2f}{r}{objs:14,.0f}{seconds:11.4f}"
 
 
 def print_table(report):
@@ -263,7 +263,7 @@ def print_table(report):
         print(f"\n{name}: {c['total_bytes']:,} bytes in {c['objects']:,} objects of "
               f"{c['object_size']:,} bytes, {c['copy_threads']} copy threads; other processes used "
               f"{100 * i['other_share_of_machine']:.0f}% of the CPUs meanwhile")
-        print(f"  {'':<34}{'GB/s':>9}{'x memcpy':>9}{'objects/s':>14}{'seconds':>11}")
+        print(f"  {'':<38}{'GB/s':>9}{'x memcpy':>9}{'objects/s':>14}{'seconds':>11}")
         base = r["baselines"]
         ref = base["memcpy_warm"]["gbps"]
         for key, b in base.items():

@@ -135,7 +135,8 @@ Status Persister::PersistOnce(const PersistLease& lease) {
     TC_ASSIGN_OR_RETURN(ReadView view, tier_->read_mappings().Open(path));
     if (view.size() != e.size) {
       return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " holds " +
-                        std::to_string(view.size()) + " bytes but its manifest says " + std::to_string(e.size) +
+                        std::to_string(view.size()) + " bytes but its manifest says " +
+                        std::to_string(e.size) +
                         "; it was resized after commit and is not persisted; write the step again");
     }
     std::string actual = ComputeChecksum(view.data(), view.size()).ToString();

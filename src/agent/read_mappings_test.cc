@@ -31,7 +31,9 @@ void WriteFile(const std::string& path, const std::string& data) {
   ASSERT_TRUE(PwriteAll(fd->get(), data.data(), data.size(), 0, path).ok());
 }
 
-void Resize(const std::string& path, uint64_t size) { ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(size)), 0); }
+void Resize(const std::string& path, uint64_t size) {
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(size)), 0);
+}
 
 // "f<i>", built with append: GCC 12 at -O3 warns (-Wrestrict) on "f" + std::to_string(i).
 std::string FileName(int i) {
@@ -40,11 +42,14 @@ std::string FileName(int i) {
   return name;
 }
 
-std::string Bytes(const ReadView& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size()); }
+std::string Bytes(const ReadView& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size());
+}
 
 // Keeps files of 4 KiB and more, up to max_bytes of them.
 ReadMappingsOptions SmallOptions(uint64_t max_bytes = 1 << 20, size_t max_mappings = 16) {
-  return ReadMappingsOptions{.max_bytes = max_bytes, .max_mappings = max_mappings, .min_file_bytes = 4 * kKiB};
+  return ReadMappingsOptions{
+      .max_bytes = max_bytes, .max_mappings = max_mappings, .min_file_bytes = 4 * kKiB};
 }
 
 TEST(ReadMappingsTest, SmallFilesAreReadNotKept) {

@@ -19,8 +19,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kBestOf = 3;
 // The piece size of the chunked memcpy: CopyAndChecksum's chunk. glibc copies
-// one large block with non-temporal stores, pieces of this size with cached
-// stores; which is faster depends on the machine, so both are measured.
+// large blocks with non-temporal stores and pieces of this size with cached
+// ones; which is faster depends on the machine, so both are measured.
 constexpr size_t kPiece = 256 * 1024;
 
 // Copies every object of layout from src to dst on `threads` threads, each
@@ -61,11 +61,12 @@ Result<std::vector<Measurement>> RunBaselines(const Layout& layout, const HostBu
   for (int t : {threads, 1}) {
     const std::string suffix = t == threads ? "" : "_1thread";
     variants.push_back(BestOf("memcpy_whole" + suffix, t, [&] { return TimedCopy(layout, s, d, t); }));
-    variants.push_back(BestOf("memcpy_pieces" + suffix, t, [&] { return TimedCopy(layout, s, d, t, kPiece); }));
+    variants.push_back(
+        BestOf("memcpy_pieces" + suffix, t, [&] { return TimedCopy(layout, s, d, t, kPiece); }));
     if (threads == 1) break;
   }
-  Measurement best = *std::min_element(variants.begin(), variants.end(),
-                                       [](const Measurement& a, const Measurement& b) { return a.seconds < b.seconds; });
+  auto faster = [](const Measurement& a, const Measurement& b) { return a.seconds < b.seconds; };
+  Measurement best = *std::min_element(variants.begin(), variants.end(), faster);
   best.detail = "fastest of " + std::to_string(variants.size()) + " memcpy variants: " + best.name;
   best.name = "memcpy_warm";
   out.push_back(best);

@@ -4,17 +4,19 @@
 //   memcpy_whole         src → a resident destination, one memcpy per object,
 //                        `threads` threads over objects (the client's
 //                        parallelism); best of 3.
-//   memcpy_pieces        the same in 256 KiB memcpy calls (glibc uses
-//                        non-temporal stores for one large block and cached
-//                        stores for pieces; either may be faster); best of 3.
+//   memcpy_pieces        the same in 256 KiB memcpy calls (glibc switches to
+//                        non-temporal stores above a size threshold, so the
+//                        two take different paths; either may be faster);
+//                        best of 3.
 //   memcpy_whole_1thread, memcpy_pieces_1thread: the same on one thread.
 //   memcpy_warm          the fastest of the memcpy variants above: the
 //                        reference every ratio is taken against.
 //   copy_checksum_warm   CopyAndChecksum (the client's one-pass copy + xxh3)
 //                        into the resident destination; best of 3. The
-//                        ceiling for a save or a verified load.
-//   checksum_only        xxh3 of the source, no copy (the agent's seal
-//                        verification pass); best of 3.
+//                        ceiling for a verified load (and a client-checksum
+//                        save).
+//   checksum_only        xxh3 of the source, no copy (the agent's hash of a
+//                        sealed object); best of 3.
 //   memcpy_cold_anon     into fresh anonymous memory (first-touch faults;
 //                        transparent huge pages apply if enabled); once.
 //   memcpy_cold_shmem    into a fresh memfd (shmem pages, like a new tmpfs

@@ -4,7 +4,7 @@
     python bench/run.py <workload> [--json] [--build-dir build/release] [--reps N]
                         [--warmup N] [--threads N] [--total SIZE] [--object-size SIZE]
                         [--objects N] [--keep-last K] [--memory-budget SIZE]
-                        [--agent-arg=--some-tierckptd-flag ...]
+                        [--client-checksum] [--agent-arg=--some-tierckptd-flag ...]
 
 Workloads:
     mem_large   1 GiB per step in 64 MiB objects (--total, --object-size)
@@ -210,6 +210,8 @@ def run_workload(name, args, agent_bin, bench_bin):
         cmd += ["--objects", str(args.objects)]
     if args.object_size:
         cmd += ["--object-size", str(args.object_size)]
+    if args.client_checksum:
+        cmd.append("--client-checksum")
     wall0, busy0, ours0 = time.monotonic(), cpu_busy_seconds(), children_cpu_seconds()
     try:
         agent.start()
@@ -306,6 +308,8 @@ def main():
     p.add_argument("--keep-last", type=int, default=3, help="the agent's --keep-last (default 3)")
     p.add_argument("--memory-budget", type=parse_size, default=0,
                    help="the agent's budget in bytes (default: max(4GiB, (keep-last + 2) steps))")
+    p.add_argument("--client-checksum", action="store_true",
+                   help="the client hashes while copying (default: the agent hashes the bytes at rest)")
     p.add_argument("--agent-arg", action="append", default=[], metavar="ARG",
                    help="extra tierckptd flag, repeatable, e.g. --agent-arg=--no-verify-on-seal")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per workload (default 1800)")
@@ -324,7 +328,10 @@ def main():
             "(or pass --build-dir DIR)", code=2)
 
     report = {"machine": machine_info(), "command": shlex.join([sys.executable, *sys.argv]),
-              "git": git_info(), "results": {}}
+              "git": git_info(),
+              "binaries": {str(b): time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(b.stat().st_mtime))
+                           for b in (agent_bin, bench_bin)},
+              "results": {}}
     names = WORKLOADS if args.workload == "all" else (args.workload,)
     failed = []
     for name in names:

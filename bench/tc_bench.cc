@@ -6,12 +6,14 @@
 //   tc_bench mem_large [--socket PATH] [--total 1GiB] [--object-size 64MiB]
 //   tc_bench mem_small [--socket PATH] [--objects 10000] [--object-size 4KiB]
 //            [--threads 2] [--reps 5] [--warmup 3] [--ns NS] [--seed S]
+//            [--client-checksum] [--no-baselines]
 //
 // Every client number is reported next to baselines measured in the same run
 // over the same bytes and object layout (bench/baselines.h), and as a ratio to
 // memcpy_warm: the fastest plain memcpy into resident memory (one call per
-// object or 256 KiB calls; the client's thread count or one thread). Save and load are reported for the first
-// (cold) repetition and as the median of the steady repetitions, never mixed.
+// object or 256 KiB calls; the client's thread count or one thread). Save and
+// load are reported for the first (cold) repetition and as the median of the
+// steady repetitions, never mixed.
 // Sizes are bytes, times seconds, throughputs GB/s (1e9 bytes per second).
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -48,7 +50,8 @@ struct Flags {
   int reps = 5;
   int warmup = 3;
   uint64_t seed = 42;
-  bool baselines = true;  // false: client numbers only (for profiling)
+  bool baselines = true;         // false: client numbers only (for profiling)
+  bool client_checksum = false;  // ClientOptions::client_checksum
 };
 
 int Fail(const tierckpt::Status& s) {
@@ -110,7 +113,10 @@ ordered_json LoadSummary(const Layout& layout, const std::vector<Repetition>& re
 // issue's targets, quoted on the steady state.
 void AddRatios(const Flags& f, const Layout& layout, const std::vector<Measurement>& baselines,
                const ordered_json& save, const ordered_json& load, ordered_json* out) {
-  const double memcpy_gbps = Gbps(layout.total_bytes, tierckpt::bench::Find(baselines, "memcpy_warm")->seconds);
+  auto baseline_gbps = [&](const char* name) {
+    return Gbps(layout.total_bytes, tierckpt::bench::Find(baselines, name)->seconds);
+  };
+  const double memcpy_gbps = baseline_gbps("memcpy_warm");
   auto gbps = [](const ordered_json& j) { return j["gbps"].get<double>(); };
   ordered_json ratios;
   ratios["baseline"] = "memcpy_warm: " + tierckpt::bench::Find(baselines, "memcpy_warm")->detail +
@@ -119,7 +125,7 @@ void AddRatios(const Flags& f, const Layout& layout, const std::vector<Measureme
   ratios["save_cold_vs_memcpy"] = Ratio(gbps(save["cold"]), memcpy_gbps);
   ratios["load_steady_vs_memcpy"] = Ratio(gbps(load["steady"]), memcpy_gbps);
   ratios["load_cold_vs_memcpy"] = Ratio(gbps(load["cold"]), memcpy_gbps);
-  const double cc_gbps = Gbps(layout.total_bytes, tierckpt::bench::Find(baselines, "copy_checksum_warm")->seconds);
+  const double cc_gbps = baseline_gbps("copy_checksum_warm");
   ratios["save_steady_vs_copy_checksum"] = Ratio(gbps(save["steady"]), cc_gbps);
   ratios["load_steady_vs_copy_checksum"] = Ratio(gbps(load["steady"]), cc_gbps);
   (*out)["ratios"] = ratios;
@@ -180,6 +186,7 @@ int Run(const Flags& f) {
   copts.socket_path = f.socket;
   copts.client_name = "tc_bench";
   copts.copy_threads = f.threads;
+  copts.client_checksum = f.client_checksum;
   auto client = tierckpt::Client::Connect(copts);
   if (!client.ok()) return Fail(client.status());
 
@@ -200,6 +207,7 @@ int Run(const Flags& f) {
                    {"object_size", layout->object_size},
                    {"objects", layout->count},
                    {"copy_threads", f.threads},
+                   {"client_checksum", f.client_checksum},
                    {"warmup_repetitions", f.warmup},
                    {"steady_repetitions", f.reps},
                    {"seed", f.seed}};
@@ -239,7 +247,8 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(true));
   app.add_option("--object-size", f.object_size, "bytes per object (default 64MiB / 4KiB)")
       ->transform(CLI::AsSizeValue(true));
-  app.add_option("--objects", f.objects, "objects per step; sets total = objects * object size (mem_small default 10000)");
+  app.add_option("--objects", f.objects,
+                 "objects per step; sets total = objects * object size (mem_small default 10000)");
   app.add_option("--threads", f.threads, "client copy_threads, and the baselines' thread count")
       ->check(CLI::Range(1, 64));
   app.add_option("--reps", f.reps, "steady-state repetitions (median reported)")->check(CLI::Range(1, 1000));
@@ -248,6 +257,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000));
   app.add_option("--seed", f.seed, "seed of the source bytes");
   app.add_flag("!--no-baselines", f.baselines, "skip the memcpy baselines and ratios (profiling)");
+  app.add_flag("--client-checksum", f.client_checksum,
+               "the client hashes while copying (ClientOptions::client_checksum); default: the agent hashes");
   CLI11_PARSE(app, argc, argv);
   if (f.total != 0 && f.objects != 0) {
     std::fprintf(stderr, "tc_bench: give --total or --objects, not both\n");

@@ -158,7 +158,16 @@ void Service::Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer) {
                                   wire::EncodeResponse(reply.status, reply.status.ok() ? reply.body : ""),
                                   reply.status.ok() && reply.fd.valid() ? reply.fd.get() : -1);
     if (reply.stop_after) Stop();
-    if (!sent.ok() || reply.close_after) break;
+    if (!sent.ok()) {
+      // The client sees only a closed connection: say here what happened.
+      Log(LogLevel::kWarn, "reply not sent")
+          .Kv("conn", id)
+          .Kv("pid", static_cast<int64_t>(peer.pid))
+          .Kv("request", wire::MsgTypeName(frame->header.type))
+          .Err(sent);
+      break;
+    }
+    if (reply.close_after) break;
   }
   handler_->OnClose(conn);
   Log(LogLevel::kDebug, "connection closed").Kv("conn", id);

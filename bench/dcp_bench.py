@@ -10,53 +10,57 @@ One run, one state dict of --size-gib GiB in total, split evenly over --ranks
 ranks (each rank holds its own half: float32 and bf16 tensors of 16-64 MiB plus
 a few small tensors and Python values, under rank-specific keys). The ranks are
 spawned processes in one gloo process group (FileStore rendezvous); a private
-tierckptd is started for the run and stopped once the tierckpt phase is done.
+tierckptd is started for the run and stopped once phase (a) is done.
 
-Measured, in this order, each phase freeing its tmpfs files before the next:
+Measured, phase by phase, each freeing its tmpfs files before the next:
 
   memcpy   one copy_ of every tensor of the rank's state into pre-allocated,
            already-touched tensors: the floor of any save that copies the
-           state once (min and median of 5).
-  (a)      dcp.async_save(state, storage_writer=TieredWriter(cfg, step)):
+           state once (5 times; the buffers are kept for the next phase).
+  memory   (a) dcp.async_save(state, storage_writer=TieredWriter(cfg, step)):
            blocking time (until async_save returns) and time to memory commit
-           (future.result()); then dcp.load with TieredReader.
-  (b)      dcp.async_save with FileSystemWriter into /dev/shm: blocking time
-           and time to completion; dcp.load with FileSystemReader from there.
-  (c)      dcp.save (blocking) with FileSystemWriter into --disk-dir (a real
-           disk; the writer fsyncs); dcp.load with FileSystemReader after the
-           files were dropped from the page cache (posix_fadvise DONTNEED).
-  (d)      torch.save of each rank's state into /dev/shm; torch.load of it.
+           (future.result()), each save right after one more memcpy of the
+           state; and (b) dcp.async_save with FileSystemWriter into /dev/shm:
+           blocking time and time to completion. (a) and (b) alternate, then
+           their loads alternate (dcp.load with TieredReader / with
+           FileSystemReader from that tmpfs directory), so each pair runs
+           under the same machine conditions.
+  disk     (c) dcp.save (blocking) with FileSystemWriter into --disk-dir (a
+           real disk; the writer fsyncs); dcp.load with FileSystemReader after
+           the files were dropped from the page cache (posix_fadvise DONTNEED).
+  torch    (d) torch.save of each rank's state into /dev/shm; torch.load.
 
 Before the phases, every rank makes one tiny save and load of each stock kind
 (dcp.save, dcp.async_save, dcp.load, torch.save, torch.load), so that one-time
 costs of DCP and torch are not charged to the method that happens to run first.
 Every save is repeated: repetition 1 is *cold* (fresh tmpfs pages, fresh
-mappings, tierckpt's first connection); for (a) the next --warmup
-repetitions are listed but not counted: the agent keeps --keep-last committed
-steps, so only after that many saves do evicted steps' segments come back
-recycled, and the pool hands a rank any segment of the right size, so it takes
-a few more saves until each rank's client has mapped every segment it may be
-handed (default --keep-last + 3). The median of the following --reps
-repetitions is the *steady state*. Loads:
-the first one and the median of --reps more. Before every save a strided slice
-of every tensor is changed (outside the timing), so each save has new bytes;
-the first load of each method is compared with the state last saved
-(torch.equal per tensor, == for Python values) and a mismatch fails the run.
+mappings, tierckpt's first connection); for (a) the next --warmup repetitions
+are listed but not counted: the agent keeps --keep-last committed steps, so
+only after that many saves do evicted steps' segments come back recycled, and
+the pool hands a rank any segment of the right size, so it takes a few more
+saves until each rank's client has mapped every segment it may be handed
+(default --keep-last + 3; the trainer thread's page faults per save show it).
+The median of the following --reps repetitions is the *steady state*. Loads:
+the first one and the median of --reps more. Before every (a), (c) and (d)
+save a strided slice of every tensor is changed (outside the timing), so each
+save has new bytes ((b) saves the bytes of the (a) save just before it); the
+first load of each method is compared with the state last saved (torch.equal
+per tensor, == for Python values) and a mismatch fails the run.
 
 Every time is the maximum over the ranks (a save is done when its slowest rank
-is); every timed operation starts right after a barrier. Sizes are bytes,
-times seconds, throughputs GB/s (1e9 bytes/s) of the whole state.
+is); every timed operation starts right after a barrier. The target ratios are
+medians of per-pair ratios: (b) / (a) for the i-th steady save and load, and
+(a)'s blocking time / the memcpy just before it. Sizes are bytes, times
+seconds, throughputs GB/s (1e9 bytes/s) of the whole state.
 
 Output: a readable table, or with --json ONE JSON object
-{"machine", "command", "git", "config", "agent", "results", "ratios",
-"targets", "interference"}. Exit status 1 when a phase fails (including a
-correctness mismatch), 2 on bad arguments or a missing tierckptd.
+{"machine", "command", "git", "config", "agent", "results", "phases",
+"ratios", "targets", "interference"}. Exit status 1 when a phase fails
+(including a correctness mismatch), 2 on bad arguments or a missing tierckptd.
 """
 from __future__ import annotations
 
 import argparse
-import datetime
-import gc
 import json
 import os
 import platform
@@ -69,18 +73,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dcp_bench_rank import cpu_busy_seconds, rank_main, read_first  # noqa: E402  (the rank side)
+
 REPO = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
-MIB = 1 << 20
-# Sizes and dtypes of the large tensors, cycled until the rank's share is filled.
-LARGE_MIB = (64, 48, 32, 16)
-LARGE_DTYPES = ("float32", "bfloat16")
-ROW = 4096  # elements per row of the large 2-D tensors
-MEMCPY_REPS = 5
 TARGETS = {
     "commit_speedup_vs_fs_tmpfs": (">=", 3.0),
     "load_speedup_vs_fs_tmpfs": (">=", 3.0),
@@ -92,17 +92,13 @@ class BenchError(Exception):
     """The run failed; the message says what and where to look."""
 
 
+class NotInstalled(BenchError):
+    """The tierckpt package or its tierckptd is missing (exit status 2)."""
+
+
 # ---------------------------------------------------------------------------
 # Machine description (parent process)
 # ---------------------------------------------------------------------------
-
-def read_first(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
 
 def fs_of(path: str) -> dict:
     """Mount point, file system type and device of path (longest /proc/mounts prefix)."""
@@ -157,13 +153,6 @@ def git_info() -> dict:
     return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
 
 
-def cpu_busy_seconds() -> float:
-    """Busy CPU time of the whole machine so far (all CPUs, /proc/stat)."""
-    ticks = [int(x) for x in read_first("/proc/stat").splitlines()[0].split()[1:]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def own_cpu_seconds() -> float:
     """CPU time of this process and its reaped children (ranks, agent)."""
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -178,13 +167,16 @@ class Agent:
     """A private tierckptd: own socket, tmpfs root, durable dir and log."""
 
     def __init__(self, workdir: Path, keep_last: int, budget: str, extra: list[str]):
-        from tierckpt import agent as tc_agent
-
+        try:
+            from tierckpt import agent as tc_agent
+        except ImportError as e:
+            raise NotInstalled(f"the tierckpt package does not import ({e}); "
+                               "install it: pip install '.[torch]'") from e
         try:
             self.binary = tc_agent.find_binary("tierckptd")
             self.cli_binary = tc_agent.find_binary("tierckpt")
         except Exception as e:  # find_binary explains what it looked for
-            raise BenchError(f"tierckptd not found ({e}); install the package: pip install '.[torch]'") from e
+            raise NotInstalled(f"tierckptd not found ({e}); install the package: pip install '.[torch]'") from e
         self.socket = str(workdir / "agent.sock")
         self.root = Path(f"/dev/shm/tierckpt-dcpbench-{os.getpid()}")
         self.durable = workdir / "durable"
@@ -202,8 +194,11 @@ class Agent:
             if self.proc.poll() is not None:
                 raise BenchError(f"tierckptd exited with status {self.proc.returncode} at start; "
                                  f"its log {self.log}:\n{self.log_tail()}")
-            r = subprocess.run([self.cli_binary, "--socket", self.socket, "agent", "status"],
-                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            try:
+                r = subprocess.run([self.cli_binary, "--socket", self.socket, "agent", "status"],
+                                   capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=10)
+            except subprocess.TimeoutExpired:
+                continue
             if r.returncode == 0:
                 return
             time.sleep(0.05)
@@ -226,350 +221,6 @@ class Agent:
 
 
 # ---------------------------------------------------------------------------
-# Rank side
-# ---------------------------------------------------------------------------
-
-def build_state(rank: int, share: int):
-    """The rank's half of the state: large float32/bf16 tensors of 16-64 MiB, small tensors, Python values."""
-    import torch
-
-    g = torch.Generator().manual_seed(1234 + rank)
-    layers = {}
-    left, i = share, 0
-    while left >= 16 * MIB or (i == 0 and left > 0):
-        dtype = getattr(torch, LARGE_DTYPES[i % len(LARGE_DTYPES)])
-        nbytes = min(LARGE_MIB[i % len(LARGE_MIB)] * MIB, left)
-        elem = torch.empty((), dtype=dtype).element_size()
-        numel = nbytes // elem
-        shape = (numel // ROW, ROW) if numel % ROW == 0 else (numel,)
-        layers[f"l{i:02d}.{str(dtype).split('.')[-1]}"] = torch.randn(shape, generator=g, dtype=dtype)
-        left -= numel * elem
-        i += 1
-    small = {
-        "norm.weight": torch.randn(4096, generator=g),
-        "embed.bias": torch.randn(1000, generator=g, dtype=torch.bfloat16),
-        "token_ids": torch.randint(0, 50_000, (1000,), generator=g, dtype=torch.int64),
-        "scale": torch.tensor(0.5),
-        "step": torch.tensor(0, dtype=torch.int64),
-    }
-    meta = {"step": 0, "lr": 3e-4, "tags": ["dcp_bench", f"rank{rank}"], "schedule": {"warmup": 100}}
-    return {f"rank{rank}": {"layers": layers, "small": small, "meta": meta}}
-
-
-def tensors_of(obj, prefix=""):
-    """(dotted key, tensor) pairs of a nested dict, in key order."""
-    import torch
-
-    out = []
-    for k in sorted(obj):
-        v = obj[k]
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out += tensors_of(v, key + ".")
-        elif isinstance(v, torch.Tensor):
-            out.append((key, v))
-    return out
-
-
-def state_bytes(state) -> int:
-    return sum(t.numel() * t.element_size() for _, t in tensors_of(state))
-
-
-def mutate(state, rep: int) -> None:
-    """Changes a strided slice of every tensor (one element per 16 KiB) and the Python step value."""
-    for _, t in tensors_of(state):
-        flat = t.view(-1)
-        if flat.numel():
-            flat[rep % 7::4096].add_(1)
-    for part in state.values():
-        part["meta"]["step"] = rep
-
-
-def empty_like_state(state):
-    """A destination of the same structure: zeroed tensors (touched), placeholder Python values."""
-    import torch
-
-    def copy(v):
-        if isinstance(v, dict):
-            return {k: copy(x) for k, x in v.items()}
-        if isinstance(v, torch.Tensor):
-            return torch.zeros_like(v)
-        return None
-    return copy(state)
-
-
-def zero(dest) -> None:
-    import torch
-
-    for k, v in dest.items():
-        if isinstance(v, dict):
-            zero(v)
-        elif isinstance(v, torch.Tensor):
-            v.zero_()
-        else:
-            dest[k] = None
-
-
-def compare(got, want, where="") -> list[str]:
-    """Keys whose values differ (tensors: torch.equal and same dtype; others: ==)."""
-    import torch
-
-    bad = []
-    if isinstance(want, dict):
-        if not isinstance(got, dict) or set(got) != set(want):
-            return [where or "<root>"]
-        for k in want:
-            bad += compare(got[k], want[k], f"{where}.{k}" if where else str(k))
-        return bad
-    if isinstance(want, torch.Tensor):
-        ok = isinstance(got, torch.Tensor) and got.dtype == want.dtype and torch.equal(got, want)
-        return [] if ok else [where]
-    return [] if got == want else [where]
-
-
-def evict_page_cache(directory: Path) -> None:
-    for p in directory.rglob("*"):
-        if p.is_file():
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
-class Rank:
-    """One rank's run: owns the state, the timings and the phase order."""
-
-    def __init__(self, rank: int, world: int, opts: dict, events: dict):
-        import torch
-        import torch.distributed as dist
-
-        self.torch, self.dist = torch, dist
-        self.rank, self.world, self.opts, self.events = rank, world, opts, events
-        self.record: dict = {"rank": rank, "phases": {}}
-
-    def barrier(self) -> None:
-        self.dist.barrier()
-
-    def timed(self, fn):
-        """(seconds, result) of fn(), started right after a barrier."""
-        self.barrier()
-        t0 = time.perf_counter()
-        out = fn()
-        return time.perf_counter() - t0, out
-
-    def verify(self, method: str, got, want) -> None:
-        bad = compare(got, want)
-        self.record["phases"][method]["verified"] = not bad
-        if bad:
-            raise AssertionError(f"rank {self.rank}: {method}: the loaded state differs from the saved one at "
-                                 f"{len(bad)} keys, e.g. {bad[:5]}")
-
-    # -- phases --
-
-    def run(self) -> dict:
-        torch = self.torch
-        torch.set_num_threads(self.opts["threads_per_rank"])
-        t0 = time.perf_counter()
-        self.state = build_state(self.rank, self.opts["share_bytes"])
-        self.dest = empty_like_state(self.state)
-        self.record["build_state_s"] = time.perf_counter() - t0
-        self.record["state_bytes"] = state_bytes(self.state)
-        self.record["tensors"] = len(tensors_of(self.state))
-        self.record["large_tensors"] = [[k, str(t.dtype), list(t.shape), t.numel() * t.element_size()]
-                                        for k, t in tensors_of(self.state) if t.numel() * t.element_size() >= MIB]
-        self.record["torch_threads"] = torch.get_num_threads()
-        t = time.perf_counter()
-        self.prime()
-        self.record["prime_s"] = time.perf_counter() - t
-        for name in ("memcpy", "tierckpt", "fs_tmpfs", "fs_disk", "torch_save"):
-            self.record["phases"][name] = {"save": [], "load": []}
-            t = time.perf_counter()
-            getattr(self, "phase_" + name)()
-            self.record["phases"][name]["phase_wall_s"] = time.perf_counter() - t
-            gc.collect()
-        return self.record
-
-    def prime(self) -> None:
-        """One tiny save and load of every stock kind, so that DCP's and torch's one-time costs (lazy
-        imports, first collectives) are not charged to whichever method happens to run first."""
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
-
-        base = Path(self.opts["shm_dir"]) / "prime"
-        tiny = {f"prime{self.rank}": {"t": self.torch.ones(16), "v": 1}}
-        dcp.save(tiny, storage_writer=FileSystemWriter(base / "sync"))
-        dcp.async_save(tiny, storage_writer=FileSystemWriter(base / "async")).result()
-        dcp.load(tiny, storage_reader=FileSystemReader(base / "async"))
-        self.torch.save(tiny, base / f"rank{self.rank}.pt")
-        self.torch.load(base / f"rank{self.rank}.pt", weights_only=True)
-        self.barrier()
-        if self.rank == 0:
-            shutil.rmtree(base, ignore_errors=True)
-
-    def phase_memcpy(self) -> None:
-        src = [t for _, t in tensors_of(self.state)]
-        dst = [self.torch.empty_like(t) for t in src]
-        for d, s in zip(dst, src):  # touch every page of the destination
-            d.copy_(s)
-
-        def copy_all():
-            for d, s in zip(dst, src):
-                d.copy_(s)
-        for _ in range(MEMCPY_REPS):
-            secs, _ = self.timed(copy_all)
-            self.record["phases"]["memcpy"]["save"].append({"copy_s": secs})
-        if any(not self.torch.equal(d, s) for d, s in zip(dst, src)):
-            raise AssertionError(f"rank {self.rank}: memcpy baseline: copy differs from its source")
-        del dst
-
-    def phase_tierckpt(self) -> None:
-        import torch.distributed.checkpoint as dcp
-        from tierckpt import agent as tc_agent
-        from tierckpt.torch import CheckpointConfig, TieredReader, TieredWriter
-
-        o = self.opts
-        cfg = CheckpointConfig(o["namespace"], socket=o["socket"], auto_start=False, persist_every=0,
-                               files_per_rank=o["files_per_rank"])
-        rec = self.record["phases"]["tierckpt"]
-        saves = 1 + o["warmup"] + o["reps"]
-        for step in range(saves):
-            mutate(self.state, step)
-            writer = TieredWriter(cfg, step)
-            self.barrier()
-            t0 = time.perf_counter()
-            fut = dcp.async_save(self.state, storage_writer=writer)
-            t1 = time.perf_counter()
-            fut.result()
-            t2 = time.perf_counter()
-            rec["save"].append({"blocking_s": t1 - t0, "complete_s": t2 - t0})
-            del writer, fut
-        last = saves - 1
-        for i in range(1 + o["reps"]):
-            zero(self.dest)
-            secs, _ = self.timed(lambda: dcp.load(self.dest, storage_reader=TieredReader(cfg, step=last)))
-            rec["load"].append({"load_s": secs})
-            if i == 0:
-                self.verify("tierckpt", self.dest, self.state)
-        client = tc_agent.client(cfg)
-        if self.rank == 0:
-            rec["agent_stats"] = json.loads(client.stats())
-        # Unmap this process's cached segments so the agent's stop frees the tmpfs pages.
-        tc_agent.drop_client(client)
-        del client
-        gc.collect()
-        self.barrier()
-        if self.rank == 0:
-            self.events["agent_done"].set()
-            if not self.events["agent_stopped"].wait(120):
-                raise RuntimeError("the benchmark driver did not stop the agent within 120 s")
-        self.barrier()
-
-    def _fs_dir(self, base: Path, rep: int) -> Path:
-        """Rank 0 removes the previous repetition's directory (outside any timing)."""
-        if self.rank == 0 and rep > 0:
-            shutil.rmtree(base / f"rep{rep - 1}", ignore_errors=True)
-        return base / f"rep{rep}"
-
-    def phase_fs_tmpfs(self) -> None:
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
-
-        o = self.opts
-        base = Path(o["shm_dir"]) / "fs_async"
-        rec = self.record["phases"]["fs_tmpfs"]
-        for rep in range(1 + o["reps"]):
-            mutate(self.state, 100 + rep)
-            path = self._fs_dir(base, rep)
-            writer = FileSystemWriter(path)
-            self.barrier()
-            t0 = time.perf_counter()
-            fut = dcp.async_save(self.state, storage_writer=writer)
-            t1 = time.perf_counter()
-            fut.result()
-            t2 = time.perf_counter()
-            rec["save"].append({"blocking_s": t1 - t0, "complete_s": t2 - t0})
-            del writer, fut
-            gc.collect()
-        for i in range(1 + o["reps"]):
-            zero(self.dest)
-            secs, _ = self.timed(lambda: dcp.load(self.dest, storage_reader=FileSystemReader(path)))
-            rec["load"].append({"load_s": secs})
-            if i == 0:
-                self.verify("fs_tmpfs", self.dest, self.state)
-        self.barrier()
-        if self.rank == 0:
-            shutil.rmtree(base, ignore_errors=True)
-
-    def phase_fs_disk(self) -> None:
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
-
-        o = self.opts
-        base = Path(o["disk_dir"]) / "fs_disk"
-        rec = self.record["phases"]["fs_disk"]
-        for rep in range(1 + o["reps"]):
-            mutate(self.state, 200 + rep)
-            path = self._fs_dir(base, rep)
-            secs, _ = self.timed(lambda: dcp.save(self.state, storage_writer=FileSystemWriter(path)))
-            rec["save"].append({"blocking_s": secs, "complete_s": secs})
-        for i in range(1 + o["reps"]):
-            zero(self.dest)
-            self.barrier()
-            if self.rank == 0:
-                evict_page_cache(path)  # the load reads the disk, not the page cache
-            secs, _ = self.timed(lambda: dcp.load(self.dest, storage_reader=FileSystemReader(path)))
-            rec["load"].append({"load_s": secs})
-            if i == 0:
-                self.verify("fs_disk", self.dest, self.state)
-        self.barrier()
-        if self.rank == 0:
-            shutil.rmtree(base, ignore_errors=True)
-
-    def phase_torch_save(self) -> None:
-        torch = self.torch
-        o = self.opts
-        base = Path(o["shm_dir"]) / "torch_save"
-        base.mkdir(parents=True, exist_ok=True)
-        rec = self.record["phases"]["torch_save"]
-        path = None
-        for rep in range(1 + o["reps"]):
-            mutate(self.state, 300 + rep)
-            if path is not None:
-                path.unlink()
-            path = base / f"rank{self.rank}_rep{rep}.pt"
-            secs, _ = self.timed(lambda: torch.save(self.state, path))
-            rec["save"].append({"blocking_s": secs, "complete_s": secs})
-        for i in range(1 + o["reps"]):
-            secs, loaded = self.timed(lambda: torch.load(path, weights_only=True))
-            rec["load"].append({"load_s": secs})
-            if i == 0:
-                self.verify("torch_save", loaded, self.state)
-            del loaded
-            gc.collect()
-        path.unlink()
-
-
-def rank_main(rank: int, world: int, opts: dict, events: dict) -> None:
-    import warnings
-
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    import torch.distributed as dist
-
-    store = dist.FileStore(opts["store"], world)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=opts["timeout_s"]))
-    try:
-        record = Rank(rank, world, opts, events).run()
-        Path(opts["results_dir"], f"rank{rank}.json").write_text(json.dumps(record))
-    except BaseException:
-        Path(opts["results_dir"], f"rank{rank}.error").write_text(traceback.format_exc())
-        raise
-    finally:
-        dist.destroy_process_group()
-
-
-# ---------------------------------------------------------------------------
 # Aggregation and output (parent process)
 # ---------------------------------------------------------------------------
 
@@ -579,7 +230,7 @@ def summarize(records: list[dict], opts: dict) -> dict:
     results = {}
     for name in records[0]["phases"]:
         phases = [r["phases"][name] for r in records]
-        out = {"phase_wall_s": max(p["phase_wall_s"] for p in phases)}
+        out = {}
         for op in ("save", "load"):
             reps = len(phases[0][op])
             if not reps:
@@ -588,7 +239,7 @@ def summarize(records: list[dict], opts: dict) -> dict:
             warm = opts["warmup"] if name == "tierckpt" and op == "save" else 0
             first = 0 if name == "memcpy" else 1  # the memcpy destination was touched beforehand
             steady = per_rep[first + warm:]
-            section = {"repetitions": per_rep}
+            section = {"repetitions": per_rep, "per_rank": [p[op] for p in phases]}
             if first:
                 section["cold"] = per_rep[0]
             if warm:
@@ -609,24 +260,47 @@ def summarize(records: list[dict], opts: dict) -> dict:
         for op, key in (("save", "complete_s"), ("save", "copy_s"), ("load", "load_s")):
             if op in r and key in r[op]["steady"]:
                 r[op]["steady_gbps"] = total / r[op]["steady"][key] / 1e9
-    return {"total_bytes": total, "results": results}
+    phase_cpu = {}
+    for phase, rank0 in records[0]["phase_cpu"].items():
+        wall = max(r["phase_cpu"][phase]["wall_s"] for r in records)
+        cpu = {"ranks": sum(r["phase_cpu"][phase]["cpu_s"]["rank"] for r in records),
+               "agent": rank0["cpu_s"]["agent"], "machine": rank0["cpu_s"]["machine"]}
+        cpu["other_processes"] = max(0.0, cpu["machine"] - cpu["ranks"] - cpu["agent"])
+        cpu["other_share_of_machine"] = cpu["other_processes"] / (wall * (os.cpu_count() or 1))
+        phase_cpu[phase] = {"methods": rank0["methods"], "wall_s": wall, "cpu_s": cpu}
+    return {"total_bytes": total, "results": results, "phases": phase_cpu}
 
 
-def ratios(results: dict) -> tuple[dict, dict]:
+def ratios(results: dict, warmup: int) -> tuple[dict, dict]:
+    """Target ratios from paired repetitions (same machine conditions), plus unpaired references.
+
+    (a) and (b) saves alternate, each (a) save right after a memcpy of the state, and their loads
+    alternate too: the i-th steady (a) save pairs with the i-th steady (b) save and with the memcpy
+    just before it. A ratio is the median of the per-pair ratios (each side the max over ranks).
+    """
     a, b = results["tierckpt"], results["fs_tmpfs"]
+    a_saves = a["save"]["repetitions"]
+    a_steady, b_steady = a_saves[1 + warmup:], b["save"]["repetitions"][1:]
+    a_loads, b_loads = a["load"]["repetitions"], b["load"]["repetitions"]
+
+    def paired(xs, ys, f):
+        return statistics.median(f(x, y) for x, y in zip(xs, ys))
+
     memcpy = results["memcpy"]["save"]["min"]["copy_s"]
-    memcpy_median = results["memcpy"]["save"]["steady"]["copy_s"]
     r = {
-        "commit_speedup_vs_fs_tmpfs": b["save"]["steady"]["complete_s"] / a["save"]["steady"]["complete_s"],
+        "commit_speedup_vs_fs_tmpfs": paired(a_steady, b_steady, lambda x, y: y["complete_s"] / x["complete_s"]),
+        "load_speedup_vs_fs_tmpfs": paired(a_loads[1:], b_loads[1:], lambda x, y: y["load_s"] / x["load_s"]),
+        "blocking_vs_memcpy": statistics.median(x["blocking_s"] / x["memcpy_s"] for x in a_steady),
         "commit_speedup_vs_fs_tmpfs_cold": b["save"]["cold"]["complete_s"] / a["save"]["cold"]["complete_s"],
-        "load_speedup_vs_fs_tmpfs": b["load"]["steady"]["load_s"] / a["load"]["steady"]["load_s"],
-        "load_speedup_vs_fs_tmpfs_first": b["load"]["cold"]["load_s"] / a["load"]["cold"]["load_s"],
-        "blocking_vs_memcpy": a["save"]["steady"]["blocking_s"] / memcpy,
-        "blocking_vs_memcpy_median": a["save"]["steady"]["blocking_s"] / memcpy_median,
-        "blocking_vs_memcpy_cold": a["save"]["cold"]["blocking_s"] / memcpy,
-        "commit_vs_memcpy": a["save"]["steady"]["complete_s"] / memcpy,
-        "load_vs_memcpy": a["load"]["steady"]["load_s"] / memcpy,
-        "blocking_speedup_vs_fs_tmpfs": b["save"]["steady"]["blocking_s"] / a["save"]["steady"]["blocking_s"],
+        "load_speedup_vs_fs_tmpfs_first": b_loads[0]["load_s"] / a_loads[0]["load_s"],
+        "blocking_vs_memcpy_cold": a_saves[0]["blocking_s"] / a_saves[0]["memcpy_s"],
+        "blocking_vs_memcpy_phase_min": a["save"]["steady"]["blocking_s"] / memcpy,
+        "commit_vs_memcpy": statistics.median(x["complete_s"] / x["memcpy_s"] for x in a_steady),
+        "load_vs_memcpy_phase_min": a["load"]["steady"]["load_s"] / memcpy,
+        "commit_speedup_vs_fs_tmpfs_of_medians": b["save"]["steady"]["complete_s"]
+        / a["save"]["steady"]["complete_s"],
+        "load_speedup_vs_fs_tmpfs_of_medians": b["load"]["steady"]["load_s"] / a["load"]["steady"]["load_s"],
+        "blocking_speedup_vs_fs_tmpfs": paired(a_steady, b_steady, lambda x, y: y["blocking_s"] / x["blocking_s"]),
         "commit_speedup_vs_fs_disk": results["fs_disk"]["save"]["steady"]["complete_s"]
         / a["save"]["steady"]["complete_s"],
         "commit_speedup_vs_torch_save_tmpfs": results["torch_save"]["save"]["steady"]["complete_s"]
@@ -685,24 +359,35 @@ def print_table(report: dict) -> None:
     if warm:
         print(f"{'(a) warmup saves, not counted (blocking/complete)':<47}  "
               + ", ".join(f"{w['blocking_s']:.3f}/{w['complete_s']:.3f}" for w in warm))
-    mc = res["memcpy"]["save"]
+    for name, label, skip in (("tierckpt", "(a)", len(warm)), ("fs_tmpfs", "(b)", 0)):
+        faults = [r["blocking_minflt"] for r in res[name]["save"]["repetitions"]]
+        print(f"{label + ' page faults while blocking, per save':<47}  {faults[0]} cold; "
+              + (f"warmup {faults[1:1 + skip]}; " if skip else "")
+              + f"steady {faults[1 + skip:]}")
+    print(f"{'':<47}  (minor faults of the trainer thread, max over ranks; ~0: every page was already mapped)")
+    mc, pair = res["memcpy"]["save"], res["tierckpt"]["save"]
     print(f"{'memcpy of the state (copy_, touched dest)':<47}{'':>14}  "
-          f"{cell(mc, 'copy_s', 'steady'):<24}  min {mc['min']['copy_s']:.3f}")
+          f"{cell(mc, 'copy_s', 'steady'):<24}  min {mc['min']['copy_s']:.3f}; before each (a) save: "
+          f"{pair['cold']['memcpy_s']:.3f} cold, steady {cell(pair, 'memcpy_s', 'steady').strip()}")
     print(f"\n{'load':<47}{'first':>14}  steady")
     for name, label in LOAD_LABELS.items():
         s = res[name]["load"]
         ok = "verified" if res[name].get("verified") else "NOT VERIFIED"
         print(f"{label:<47}{cell(s, 'load_s', 'cold'):>14}  {cell(s, 'load_s', 'steady'):<24} ({ok})")
-    print("\ntargets (steady state):")
+    print("\nother processes' share of the CPUs per phase: " + ", ".join(
+        f"{'+'.join(p['methods'])} {100 * p['cpu_s']['other_share_of_machine']:.0f}%"
+        for p in report["phases"].values()))
+    print("\ntargets (steady state; median of the per-pair ratios):")
     names = {"commit_speedup_vs_fs_tmpfs": "time to memory commit, (b) / (a)",
              "load_speedup_vs_fs_tmpfs": "load, FileSystemReader tmpfs / TieredReader",
-             "blocking_vs_memcpy": "blocking time (a) / memcpy (min)"}
+             "blocking_vs_memcpy": "blocking time (a) / memcpy just before it"}
     for key, t in report["targets"].items():
         print(f"  {names[key]:<46}{t['value']:7.2f}x  target {t['target']:<7} {'MET' if t['met'] else 'MISSED'}")
     print(f"  (cold: commit {rat['commit_speedup_vs_fs_tmpfs_cold']:.2f}x, first load "
           f"{rat['load_speedup_vs_fs_tmpfs_first']:.2f}x, blocking {rat['blocking_vs_memcpy_cold']:.2f}x memcpy; "
-          f"steady blocking vs median memcpy {rat['blocking_vs_memcpy_median']:.2f}x; "
-          f"commit vs (c) disk {rat['commit_speedup_vs_fs_disk']:.1f}x, vs (d) torch.save "
+          f"unpaired: commit {rat['commit_speedup_vs_fs_tmpfs_of_medians']:.2f}x, load "
+          f"{rat['load_speedup_vs_fs_tmpfs_of_medians']:.2f}x, blocking {rat['blocking_vs_memcpy_phase_min']:.2f}x "
+          f"the memcpy phase's min; commit vs (c) disk {rat['commit_speedup_vs_fs_disk']:.1f}x, vs (d) torch.save "
           f"{rat['commit_speedup_vs_torch_save_tmpfs']:.1f}x)")
 
 
@@ -741,22 +426,26 @@ def parse_args(argv):
 
 def run(args) -> dict:
     import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import ProcessException
 
     busy0, ours0, wall0 = cpu_busy_seconds(), own_cpu_seconds(), time.monotonic()
     machine = machine_info()
     pid = os.getpid()
+    disk_parent = Path(args.disk_dir or tempfile.gettempdir()).resolve()
+    existing = next(p for p in (disk_parent, *disk_parent.parents) if p.exists())
+    disk_fs = fs_of(str(existing))
+    if disk_fs["fstype"] in ("tmpfs", "ramfs"):
+        raise BenchError(f"--disk-dir {disk_parent} is on {disk_fs['fstype']}; (c) needs a real disk: "
+                         "pass --disk-dir on one (e.g. the repository's build/)")
     work = Path(tempfile.mkdtemp(prefix=f"tierckpt-dcpbench-{pid}-"))
     shm_dir = Path(f"/dev/shm/dcpbench-{pid}")
-    disk_parent = Path(args.disk_dir) if args.disk_dir else Path(tempfile.gettempdir())
-    disk_parent.mkdir(parents=True, exist_ok=True)
-    disk_dir = Path(tempfile.mkdtemp(prefix=f"dcpbench-disk-{pid}-", dir=disk_parent))
-    disk_fs = fs_of(str(disk_dir))
-    agent = Agent(work, args.keep_last, args.memory_budget, args.agent_arg)
+    disk_dir = None
+    agent = None
     ctx = None
     try:
-        if disk_fs["fstype"] in ("tmpfs", "ramfs"):
-            raise BenchError(f"--disk-dir {disk_dir} is on {disk_fs['fstype']}; (c) needs a real disk: "
-                             "pass --disk-dir on one (e.g. the repository's build/)")
+        agent = Agent(work, args.keep_last, args.memory_budget, args.agent_arg)
+        disk_parent.mkdir(parents=True, exist_ok=True)
+        disk_dir = Path(tempfile.mkdtemp(prefix=f"dcpbench-disk-{pid}-", dir=disk_parent))
         (results_dir := work / "results").mkdir()
         shm_dir.mkdir()
         agent.start()
@@ -766,7 +455,7 @@ def run(args) -> dict:
             "threads_per_rank": args.threads_per_rank, "timeout_s": args.timeout_s,
             "namespace": f"dcpbench-{uuid.uuid4().hex[:8]}", "socket": agent.socket,
             "store": str(work / "store"), "results_dir": str(results_dir),
-            "shm_dir": str(shm_dir), "disk_dir": str(disk_dir),
+            "shm_dir": str(shm_dir), "disk_dir": str(disk_dir), "agent_pid": agent.proc.pid,
         }
         spawn = mp.get_context("spawn")
         events = {"agent_done": spawn.Event(), "agent_stopped": spawn.Event()}
@@ -780,7 +469,7 @@ def run(args) -> dict:
                     events["agent_stopped"].set()
                 if time.monotonic() > deadline:
                     raise BenchError(f"the run took longer than --timeout-s {args.timeout_s}")
-        except mp.ProcessException as e:
+        except ProcessException as e:
             errors = sorted(results_dir.glob("*.error"))
             detail = "\n".join(p.read_text() for p in errors) or str(e)
             raise BenchError(f"a rank failed:\n{detail}\nagent log {agent.log}:\n{agent.log_tail()}") from e
@@ -792,13 +481,15 @@ def run(args) -> dict:
                 if p.is_alive():
                     p.kill()
                     p.join()
-        agent.stop()
+        if agent is not None:
+            agent.stop()
         shutil.rmtree(shm_dir, ignore_errors=True)
-        shutil.rmtree(disk_dir, ignore_errors=True)
+        if disk_dir is not None:
+            shutil.rmtree(disk_dir, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
 
     summary = summarize(records, {"warmup": args.warmup})
-    rat, targets = ratios(summary["results"])
+    rat, targets = ratios(summary["results"], args.warmup)
     wall = time.monotonic() - wall0
     ours = own_cpu_seconds() - ours0
     others = max(0.0, (cpu_busy_seconds() - busy0) - ours)
@@ -821,6 +512,7 @@ def run(args) -> dict:
         "agent": {"command": shlex.join(agent.argv)},
         "total_bytes": summary["total_bytes"],
         "results": summary["results"],
+        "phases": summary["phases"],
         "ratios": rat,
         "targets": targets,
         "interference": {
@@ -837,7 +529,7 @@ def main(argv=None) -> int:
         report = run(args)
     except BenchError as e:
         print(f"dcp_bench: {e}", file=sys.stderr)
-        return 2 if "not found" in str(e).split("\n")[0] and "tierckptd" in str(e) else 1
+        return 2 if isinstance(e, NotInstalled) else 1
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         print()

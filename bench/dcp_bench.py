@@ -63,7 +63,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shlex
 import shutil
@@ -77,6 +76,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402  (bench/machine.py)
 from dcp_bench_rank import cpu_busy_seconds, rank_main, read_first  # noqa: E402  (the rank side)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,31 +116,7 @@ def fs_of(path: str) -> dict:
 def machine_info() -> dict:
     import torch
 
-    cpu_model = ""
-    for line in read_first("/proc/cpuinfo").splitlines():
-        if line.startswith("model name"):
-            cpu_model = line.split(":", 1)[1].strip()
-            break
-    mem_total = 0
-    for line in read_first("/proc/meminfo").splitlines():
-        if line.startswith("MemTotal:"):
-            mem_total = int(line.split()[1]) * 1024
-    shm = shutil.disk_usage("/dev/shm")
-    return {
-        "hostname": platform.node(),
-        "nproc": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)),
-        "cpu_model": cpu_model,
-        "ram_bytes": mem_total,
-        "kernel": platform.release(),
-        "dev_shm_bytes": shm.total,
-        "dev_shm_free_bytes": shm.free,
-        "thp_anon": read_first("/sys/kernel/mm/transparent_hugepage/enabled"),
-        "thp_shmem": read_first("/sys/kernel/mm/transparent_hugepage/shmem_enabled"),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "loadavg_at_start": list(os.getloadavg()),
-    }
+    return {**machine.machine_info(), "torch": torch.__version__}
 
 
 def git_info() -> dict:

@@ -36,7 +36,6 @@ Relative --build-dir paths are taken from the repository root. Exits 2 with
 import argparse
 import json
 import os
-import platform
 import resource
 import shlex
 import shutil
@@ -47,6 +46,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import machine_info, read_first  # noqa: E402  (bench/machine.py)
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("mem_large", "mem_small")
@@ -72,39 +74,6 @@ def parse_size(text):
     if unit not in UNITS or not num:
         raise argparse.ArgumentTypeError(f"bad size {text!r}; use bytes or e.g. 64MiB, 1GiB")
     return int(float(num) * UNITS[unit])
-
-
-def read_first(path, default=""):
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return default
-
-
-def machine_info():
-    cpu_model = ""
-    for line in read_first("/proc/cpuinfo").splitlines():
-        if line.startswith("model name"):
-            cpu_model = line.split(":", 1)[1].strip()
-            break
-    mem_total = 0
-    for line in read_first("/proc/meminfo").splitlines():
-        if line.startswith("MemTotal:"):
-            mem_total = int(line.split()[1]) * 1024
-    shm = shutil.disk_usage("/dev/shm") if os.path.isdir("/dev/shm") else None
-    return {
-        "hostname": platform.node(),
-        "nproc": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)),
-        "cpu_model": cpu_model,
-        "ram_bytes": mem_total,
-        "kernel": platform.release(),
-        "dev_shm_bytes": shm.total if shm else 0,
-        "dev_shm_free_bytes": shm.free if shm else 0,
-        "thp_anon": read_first("/sys/kernel/mm/transparent_hugepage/enabled"),
-        "thp_shmem": read_first("/sys/kernel/mm/transparent_hugepage/shmem_enabled"),
-        "loadavg_at_start": list(os.getloadavg()),
-    }
 
 
 def git_info():

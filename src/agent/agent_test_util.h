@@ -19,31 +19,11 @@
 #include "agent/work_queue.h"
 #include "common/checksum.h"
 #include "os/files.h"
+#include "testing/temp_dir.h"
 
 namespace tierckpt::agent::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tc_agent_test.XXXXXX";
-    char* made = ::mkdtemp(tmpl);
-    EXPECT_NE(made, nullptr);
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    if (!path_.empty()) {
-      EXPECT_TRUE(RemoveTree(path_).ok());
-    }
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Sub(std::string_view rel) const { return JoinPath(path_, rel); }
-
- private:
-  std::string path_;
-};
+using TempDir = ::tierckpt::testing_util::TempDir;
 
 inline std::string ChecksumOf(const std::string& data) {
   return ComputeChecksum(data.data(), data.size()).ToString();

@@ -1,6 +1,6 @@
 // store_test_util.h — helpers shared by the store tests (test-only).
 //
-// TempDir owns a fresh directory under /tmp and removes it on destruction.
+// TempDir (testing/temp_dir.h) owns a fresh directory under /tmp and removes it on destruction.
 // MakeManifest builds a valid manifest (sorted, sized, checksummed) for given
 // object contents. ListFiles lists every non-directory below a root.
 #pragma once
@@ -15,32 +15,11 @@
 
 #include "common/checksum.h"
 #include "os/files.h"
+#include "testing/temp_dir.h"
 #include "tierckpt/manifest.h"
 
 namespace tierckpt::testing_util {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tc_store_test.XXXXXX";
-    char* made = ::mkdtemp(tmpl);
-    EXPECT_NE(made, nullptr);
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    if (!path_.empty()) {
-      EXPECT_TRUE(RemoveTree(path_).ok());
-    }
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Sub(std::string_view rel) const { return JoinPath(path_, rel); }
-
- private:
-  std::string path_;
-};
 
 // Object name → contents.
 using Contents = std::map<std::string, std::string>;

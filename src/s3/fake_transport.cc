@@ -1,0 +1,70 @@
+// fake_transport.cc — see fake_transport.h.
+#include "s3/fake_transport.h"
+
+#include <cstring>
+
+namespace tierckpt::s3 {
+
+void FakeTransport::On(Predicate predicate, Handler handler) {
+  std::lock_guard lock(mu_);
+  handlers_.emplace_back(std::move(predicate), std::move(handler));
+}
+
+void FakeTransport::OnPath(std::string method, std::string path, HttpResponse response) {
+  On([method, path](const HttpRequest& r) { return r.method == method && r.path == path; },
+     [response](const HttpRequest&, std::string_view) -> Result<HttpResponse> { return response; });
+}
+
+Result<HttpResponse> FakeTransport::Send(const HttpRequest& request, const SendOptions& options) {
+  std::string body(static_cast<const char*>(request.body), request.body ? request.body_size : 0);
+  Handler handler;
+  {
+    std::lock_guard lock(mu_);
+    RecordedRequest recorded{request, body};
+    recorded.request.body = nullptr;
+    requests_.push_back(std::move(recorded));
+    for (const auto& [predicate, h] : handlers_) {
+      if (predicate(request)) {
+        handler = h;
+        break;
+      }
+    }
+  }
+  if (!handler) {
+    HttpResponse unmatched;
+    unmatched.status = 599;
+    unmatched.body = "FakeTransport: no handler for " + request.method + " " + RequestUrl(request);
+    return unmatched;
+  }
+  auto response = handler(request, body);
+  if (!response.ok()) return response;
+  if (options.sink != nullptr && response->status / 100 == 2) {
+    if (response->body.size() > options.sink_capacity) {
+      return Status(Code::kCorruption, "FakeTransport: response body of " +
+                                           std::to_string(response->body.size()) +
+                                           " bytes exceeds the sink of " +
+                                           std::to_string(options.sink_capacity));
+    }
+    std::memcpy(options.sink, response->body.data(), response->body.size());
+    response->sink_bytes = response->body.size();
+    response->body.clear();
+  }
+  return response;
+}
+
+void FakeTransport::ResetConnections() {
+  std::lock_guard lock(mu_);
+  ++resets_;
+}
+
+std::vector<RecordedRequest> FakeTransport::Requests() const {
+  std::lock_guard lock(mu_);
+  return requests_;
+}
+
+int FakeTransport::resets() const {
+  std::lock_guard lock(mu_);
+  return resets_;
+}
+
+}  // namespace tierckpt::s3

@@ -4,7 +4,7 @@
     python bench/run.py <workload> [--json] [--build-dir build/release] [--reps N]
                         [--warmup N] [--threads N] [--total SIZE] [--object-size SIZE]
                         [--objects N] [--keep-last K] [--memory-budget SIZE]
-                        [--client-checksum] [--agent-arg=--some-tierckptd-flag ...]
+                        [--agent-checksum] [--agent-arg=--some-tierckptd-flag ...]
 
 Workloads:
     mem_large   1 GiB per step in 64 MiB objects (--total, --object-size)
@@ -109,11 +109,11 @@ def children_cpu_seconds():
 
 
 class Agent:
-    """A private tierckptd: own root under /dev/shm, own socket, own log."""
+    """A private tierckptd: own root under the tmpfs (/dev/shm), own socket, own log."""
 
-    def __init__(self, binary, keep_last, budget, extra_args):
+    def __init__(self, binary, keep_last, budget, extra_args, tmpfs="/dev/shm"):
         self.tmp = tempfile.mkdtemp(prefix="tierckpt-bench-")
-        self.root = f"/dev/shm/tierckpt-bench-{os.getpid()}"
+        self.root = os.path.join(tmpfs, f"tierckpt-bench-{os.getpid()}")
         self.socket = os.path.join(self.tmp, "agent.sock")
         self.log = os.path.join(self.tmp, "agent.log")
         self.argv = [str(binary), "--root", self.root, "--socket", self.socket,
@@ -169,7 +169,7 @@ def run_workload(name, args, agent_bin, bench_bin):
                          f"{args.keep_last} + 2 steps of {step_bytes} bytes, but /dev/shm has "
                          f"{shm_free} bytes free; lower --total/--objects or --keep-last, "
                          "or give --memory-budget")
-    agent = Agent(agent_bin, args.keep_last, budget, args.agent_arg)
+    agent = Agent(agent_bin, args.keep_last, budget, args.agent_arg, args.tmpfs)
     cmd = [str(bench_bin), name, "--socket", agent.socket, "--threads", str(args.threads),
            "--reps", str(args.reps), "--warmup", str(args.warmup if args.warmup is not None
                                                       else args.keep_last)]
@@ -179,8 +179,8 @@ def run_workload(name, args, agent_bin, bench_bin):
         cmd += ["--objects", str(args.objects)]
     if args.object_size:
         cmd += ["--object-size", str(args.object_size)]
-    if args.client_checksum:
-        cmd.append("--client-checksum")
+    if args.agent_checksum:
+        cmd.append("--agent-checksum")
     wall0, busy0, ours0 = time.monotonic(), cpu_busy_seconds(), children_cpu_seconds()
     try:
         agent.start()
@@ -277,10 +277,12 @@ def main():
     p.add_argument("--keep-last", type=int, default=3, help="the agent's --keep-last (default 3)")
     p.add_argument("--memory-budget", type=parse_size, default=0,
                    help="the agent's budget in bytes (default: max(4GiB, (keep-last + 2) steps))")
-    p.add_argument("--client-checksum", action="store_true",
-                   help="the client hashes while copying (default: the agent hashes the bytes at rest)")
+    p.add_argument("--agent-checksum", action="store_true",
+                   help="the agent hashes the bytes at rest (default: the client hashes in its copy pass)")
+    p.add_argument("--tmpfs", default="/dev/shm",
+                   help="tmpfs under which the agent's root is made (default /dev/shm)")
     p.add_argument("--agent-arg", action="append", default=[], metavar="ARG",
-                   help="extra tierckptd flag, repeatable, e.g. --agent-arg=--no-verify-on-seal")
+                   help="extra tierckptd flag, repeatable, e.g. --agent-arg=--verify-on-seal")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per workload (default 1800)")
     args = p.parse_args()
     if args.total and args.objects:

@@ -6,7 +6,7 @@
 //   tc_bench mem_large [--socket PATH] [--total 1GiB] [--object-size 64MiB]
 //   tc_bench mem_small [--socket PATH] [--objects 10000] [--object-size 4KiB]
 //            [--threads 2] [--reps 5] [--warmup 3] [--ns NS] [--seed S]
-//            [--client-checksum] [--no-baselines]
+//            [--agent-checksum] [--no-baselines]
 //
 // Every client number is reported next to baselines measured in the same run
 // over the same bytes and object layout (bench/baselines.h), and as a ratio to
@@ -51,7 +51,7 @@ struct Flags {
   int warmup = 3;
   uint64_t seed = 42;
   bool baselines = true;         // false: client numbers only (for profiling)
-  bool client_checksum = false;  // ClientOptions::client_checksum
+  bool client_checksum = tierckpt::ClientOptions{}.client_checksum;
 };
 
 int Fail(const tierckpt::Status& s) {
@@ -257,8 +257,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000));
   app.add_option("--seed", f.seed, "seed of the source bytes");
   app.add_flag("!--no-baselines", f.baselines, "skip the memcpy baselines and ratios (profiling)");
-  app.add_flag("--client-checksum", f.client_checksum,
-               "the client hashes while copying (ClientOptions::client_checksum); default: the agent hashes");
+  app.add_flag("--client-checksum,!--agent-checksum", f.client_checksum,
+               "who hashes on save (ClientOptions::client_checksum): the client in its copy pass (default) "
+               "or the agent at rest (--agent-checksum)");
   CLI11_PARSE(app, argc, argv);
   if (f.total != 0 && f.objects != 0) {
     std::fprintf(stderr, "tc_bench: give --total or --objects, not both\n");

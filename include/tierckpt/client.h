@@ -46,14 +46,16 @@ struct ClientOptions {
   std::string socket_path;        // "" = DefaultSocketPath()
   std::string client_name = "cpp";  // shown in the agent's log
   int copy_threads = 2;           // parallel copies across objects in WriteObjects/ReadObjects
-  // Who checksums an object that WriteObject saves. false (default): the
-  // client does a plain memcpy into shared memory and the agent hashes the
-  // bytes at rest, asynchronously, while the client copies the next object;
-  // CommitStep waits for it. true: the client hashes in the same pass as the
-  // copy (slower on small machines) and the agent verifies that checksum when
-  // it runs with --verify-on-seal. Either way the manifest's checksum is the
-  // checksum of the bytes in shared memory.
-  bool client_checksum = false;
+  // Who checksums an object that WriteObject saves. true (default): the
+  // client hashes each 256 KiB piece of shared memory right after copying it
+  // there (from cache: one pass over the source, no second pass over the
+  // destination), and the agent records that checksum (it hashes again only
+  // with --verify-on-seal). false: the client does a plain memcpy and the
+  // agent hashes the bytes at rest, asynchronously, while the client copies
+  // the next object; CommitStep waits for it — a second pass over memory that
+  // competes with the copy on small machines (docs/decisions.md #2). Either
+  // way the manifest's checksum is the checksum of the bytes in shared memory.
+  bool client_checksum = true;
   // Mappings of recycled shared-memory segments kept across saves, so a
   // steady-state save costs one memcpy and no page faults. Bytes of address
   // space; 0 disables the cache.

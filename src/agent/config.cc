@@ -48,7 +48,8 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
                  "threads hashing sealed objects (default: a quarter of the cores, 1..8; here " +
                      std::to_string(DefaultVerifyThreads()) + ")");
   app.add_flag("--verify-on-seal,!--no-verify-on-seal", c.verify_on_seal,
-               "verify client checksums when objects are sealed (default true)");
+               "hash again objects whose client sent a checksum (default false: the client's checksum, "
+               "computed from the bytes it wrote, is trusted; objects sealed without one are always hashed)");
   app.add_option("--node-id", c.node_id, "node id recorded in manifests (default: host name)");
   app.add_option("--log-level", c.log_level, "debug|info|warn|error (default info)");
   app.add_option("--log-file", c.log_file, "append logs to this file (default stderr)");

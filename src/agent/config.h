@@ -15,7 +15,8 @@
 //   durable_keep     --durable-keep     0 (keep all durable steps); M: keep the newest M
 //   persist_threads  --persist-threads  2 (1..64)
 //   verify_threads   --verify-threads   DefaultVerifyThreads() (1..64) threads hashing sealed objects
-//   verify_on_seal   --verify-on-seal   true (--no-verify-on-seal to trust client checksums)
+//   verify_on_seal   --verify-on-seal   false (trust checksums the client computed from the bytes it
+//                                      wrote; objects sealed without one are always hashed)
 //   node_id          --node-id          the host name
 //   log_level        --log-level        info (debug|info|warn|error)
 //   log_file         --log-file         "" (stderr)
@@ -57,7 +58,7 @@ struct AgentConfig {
   uint32_t durable_keep = 0;
   int persist_threads = 2;
   int verify_threads = DefaultVerifyThreads();
-  bool verify_on_seal = true;
+  bool verify_on_seal = false;
   std::string node_id;                 // "" = host name
   std::string log_level = "info";
   std::string log_file;

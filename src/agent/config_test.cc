@@ -31,7 +31,7 @@ TEST(ConfigTest, DefaultsAreDocumented) {
   EXPECT_EQ(cfg.durable_keep, 0u);
   EXPECT_EQ(cfg.persist_threads, 2);
   EXPECT_EQ(cfg.verify_threads, DefaultVerifyThreads());
-  EXPECT_TRUE(cfg.verify_on_seal);
+  EXPECT_FALSE(cfg.verify_on_seal);
   EXPECT_FALSE(cfg.node_id.empty());
   EXPECT_EQ(cfg.log_level, "info");
   EXPECT_EQ(cfg.shutdown_grace_s, 30);
@@ -58,7 +58,7 @@ TEST(ConfigTest, FlagsAreParsed) {
   Result<CommandLine> c =
       Parse({"--socket", "/tmp/x.sock", "--root", "/tmp/r", "--memory-budget", "2GiB", "--keep-last", "5",
              "--durable", "file:///tmp/d", "--persist-every", "10", "--durable-keep", "4", "--persist-threads", "3",
-             "--no-verify-on-seal", "--node-id", "n1", "--log-level", "debug", "--pid-file", "/tmp/p",
+             "--verify-on-seal", "--node-id", "n1", "--log-level", "debug", "--pid-file", "/tmp/p",
              "--shutdown-grace", "5", "--foreground"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const AgentConfig& cfg = c->config;
@@ -70,7 +70,7 @@ TEST(ConfigTest, FlagsAreParsed) {
   EXPECT_EQ(cfg.persist_every, 10u);
   EXPECT_EQ(cfg.durable_keep, 4u);
   EXPECT_EQ(cfg.persist_threads, 3);
-  EXPECT_FALSE(cfg.verify_on_seal);
+  EXPECT_TRUE(cfg.verify_on_seal);
   EXPECT_EQ(cfg.node_id, "n1");
   EXPECT_EQ(cfg.log_level, "debug");
   EXPECT_EQ(cfg.pid_file, "/tmp/p");
@@ -121,7 +121,7 @@ TEST(ConfigTest, ConfigFileSetsKeysAndFlagsWin) {
                               "memory-budget = \"256MiB\"\n"
                               "keep-last = 7\n"
                               "durable = \"/tmp/durable\"\n"
-                              "verify-on-seal = false\n"
+                              "verify-on-seal = true\n"
                               "node-id = \"from-file\"\n",
                               false)
                   .ok());
@@ -131,7 +131,7 @@ TEST(ConfigTest, ConfigFileSetsKeysAndFlagsWin) {
   EXPECT_EQ(c->config.budget_bytes, 256u << 20);
   EXPECT_EQ(c->config.keep_last, 7u);
   EXPECT_EQ(c->config.durable_url, "/tmp/durable");
-  EXPECT_FALSE(c->config.verify_on_seal);
+  EXPECT_TRUE(c->config.verify_on_seal);
   EXPECT_EQ(c->config.node_id, "from-flag");
 }
 

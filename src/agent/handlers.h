@@ -41,7 +41,7 @@ struct AgentInfo {
   uint32_t keep_last = 3;
   uint64_t persist_every = 0;
   uint32_t durable_keep = 0;
-  bool verify_on_seal = true;
+  bool verify_on_seal = false;
 };
 
 struct HandlerDeps {

@@ -74,7 +74,7 @@ struct MemoryTierOptions {
   uint32_t keep_last = 3;      // committed steps kept per namespace (>= 1)
   uint64_t persist_every = 0;  // cadence; 0 = only when asked
   bool has_durable = false;    // a durable tier is configured
-  bool verify_on_seal = true;  // hash client-supplied checksums at seal
+  bool verify_on_seal = false;  // re-hash client-supplied checksums at seal
   std::string node_id;
   // Files at least this large keep a read mapping (agent/read_mappings.h);
   // the mappings kept are bounded by budget_bytes of address space.

@@ -25,9 +25,11 @@ std::string Pattern(size_t n, char seed) {
   return s;
 }
 
-// A tier that keeps mappings of files from 4 KiB on (the default is 1 MiB).
+// A tier that keeps mappings of files from 4 KiB on (the default is 1 MiB)
+// and hashes every sealed object, so seals go through the mappings.
 void KeepSmallMappings(TierHarness& h) {
   h.options.keep_mapping_min_bytes = 4 * kKiB;
+  h.options.verify_on_seal = true;
   ASSERT_TRUE(h.Reopen().ok());
 }
 

@@ -101,6 +101,8 @@ TEST(MemoryTierTest, NothingIsVisibleBeforeCommitAndUnsealedObjectsBlockIt) {
 
 TEST(MemoryTierTest, ChecksumMismatchIsReportedByCommit) {
   TierHarness h;
+  h.options.verify_on_seal = true;
+  ASSERT_TRUE(h.Reopen().ok());
   MemoryTier& t = *h.tier;
   const std::string data = "payload";
   const std::string wrong = ChecksumOf("other");
@@ -118,9 +120,7 @@ TEST(MemoryTierTest, ChecksumMismatchIsReportedByCommit) {
 }
 
 TEST(MemoryTierTest, TrustedChecksumWithoutVerifyOnSeal) {
-  TierHarness h;
-  h.options.verify_on_seal = false;
-  ASSERT_TRUE(h.Reopen().ok());
+  TierHarness h;  // verify_on_seal is off by default
   const std::string claimed = ChecksumOf("something else");
   ASSERT_TRUE(WriteObject(*h.tier, "job", 1, "x", "data", 1, claimed).ok());
   Result<Manifest> m = h.tier->CommitStep("job", 1, 1, false, {});

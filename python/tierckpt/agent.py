@@ -62,6 +62,9 @@ def find_binary(name: str) -> str:
 
 
 def _normalize_durable(url: str) -> str:
+    if url.startswith("s3://"):
+        # The agent reports s3://bucket/prefix (ObjectStore::Describe): no options, no trailing '/'.
+        return url.split("?", 1)[0].rstrip("/")
     path = url[len("file://"):] if url.startswith("file://") else url
     if "://" in path:
         return url

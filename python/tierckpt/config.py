@@ -145,7 +145,8 @@ class CheckpointConfig:
         namespace: the job's checkpoint space, ``[A-Za-z0-9_.-]{1,128}``. Env ``TIERCKPT_NAMESPACE``.
         world_size: number of ranks expected in every save; ``None`` takes the process group's size.
             A save whose group has another size fails. Argument only.
-        durable: durable tier base, ``file:///path`` or a plain path (S3 comes with issue 4). Used to
+        durable: durable tier base: ``file:///path``, a plain path, or ``s3://bucket/prefix`` (options
+            after ``?``, credentials and endpoint from the AWS environment: docs/s3.md). Used to
             start an embedded agent (default ``./checkpoints`` there) and checked against a running
             agent's base when set explicitly. Env ``TIERCKPT_DURABLE``.
         keep_last: committed steps kept in memory for this namespace; ``None`` leaves the agent's

@@ -7,12 +7,30 @@
 //   then "us-east-1"                              → region
 // URL query parameters override the environment (docs/s3.md lists them):
 //   region, endpoint, addressing=path|virtual, part_size (bytes, or 8MiB),
+//   multipart_threshold (bytes, or 8MiB; default: the part size),
 //   concurrency, max_attempts, payload=unsigned|signed, conditional=auto|on|off.
 // Bucket names ending in "--x-s3" are S3 Express One Zone directory buckets:
 // virtual-host zonal endpoint "https://<bucket>.s3express-<az>.<region>.amazonaws.com"
 // and the ExpressSigner.
 //
+// Rules checked:
+//   bucket   3..63 characters of a-z 0-9 . -, starting and ending with a
+//            letter or digit, no "..", not an IPv4 address; an Express name is
+//            "<base>--<zone id>--x-s3".
+//   prefix   '/'-separated components of [A-Za-z0-9_.-] (not "." or ".."),
+//            at most 512 bytes; leading and trailing '/' are dropped.
+//   endpoint http:// or https:// plus host[:port], nothing after it but '/'.
+//   part_size 64 KiB..5 GiB. AWS and most compatible stores reject parts under
+//            5 MiB (EntityTooSmall at completion); smaller values exist for
+//            test servers (moto with S3_UPLOAD_PART_MIN_SIZE).
+//   concurrency 1..256, max_attempts 1..20.
+// Addressing defaults to path-style when an endpoint is given (local and
+// S3-compatible servers) and for dotted bucket names (their TLS certificates
+// do not match virtual hosts); otherwise virtual-host. Express buckets are
+// always virtual-host.
+//
 // Errors: kInvalidArgument naming the URL, the bad part and the accepted form.
+// Thread safety: pure functions.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +41,8 @@
 #include "tierckpt/status.h"
 
 namespace tierckpt::s3 {
+
+struct Environment;  // credentials_chain.h
 
 enum class Addressing { kPath, kVirtualHost };
 enum class ConditionalWrites { kAuto, kOn, kOff };
@@ -45,10 +65,23 @@ struct S3Config {
   long low_speed_time_s = 30;         // ...for this long
 };
 
-// Parses an s3:// URL and fills the rest from the environment (see above).
+// Parses an s3:// URL and fills the rest from the process environment (see
+// above).
 Result<S3Config> ParseS3Url(std::string_view url);
+// The same, reading variables (and the profile's region) from `env`.
+Result<S3Config> ParseS3Url(std::string_view url, const Environment& env);
 
 // "s3://bucket/prefix" for messages (no query, no credentials).
 std::string DescribeS3(const S3Config& config);
+
+// The endpoint requests go to: config.endpoint, or AWS's for the region
+// ("https://s3.<region>.amazonaws.com"), or the Express zonal one. With
+// virtual-host addressing the bucket is part of the host
+// ("https://<bucket>.s3.<region>.amazonaws.com").
+std::string BucketEndpoint(const S3Config& config);
+
+// Checks a bucket name against the rules above; kInvalidArgument saying which
+// rule it breaks. Express names ("--x-s3") are accepted.
+Status ValidateBucketName(std::string_view bucket);
 
 }  // namespace tierckpt::s3

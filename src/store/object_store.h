@@ -10,7 +10,7 @@
 // SweepUncommitted.
 //
 // Implementations: FsObjectStore (local dir or NFS), MemObjectStore (tests),
-// FaultInjectingStore (wraps any store), S3 (issue 4). One conformance suite
+// FaultInjectingStore (wraps any store), S3ObjectStore (s3_store.h). One conformance suite
 // (object_store_conformance_test.cc) runs against all of them.
 //
 // Thread safety: every implementation is safe for concurrent calls. Writers of
@@ -89,7 +89,7 @@ class ObjectStore {
 // Opens a store from a durable-base URL:
 //   "file:///abs/path" or "/abs/path" or "relative/path"  → FsObjectStore
 //   "mem://name"  → the process-wide MemObjectStore named `name` (tests)
-//   "s3://bucket/prefix" → kUnimplemented until the S3 tier lands (issue 4)
+//   "s3://bucket/prefix?options" → S3ObjectStore (docs/s3.md: options, credentials, endpoints)
 // Relative paths are made absolute against the current directory.
 Result<std::unique_ptr<ObjectStore>> OpenObjectStore(std::string_view url);
 

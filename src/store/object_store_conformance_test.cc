@@ -1,8 +1,12 @@
 // One suite, every ObjectStore: the file store (temp dir), the memory store,
-// and the fault wrapper with an empty plan around a memory store.
+// the fault wrapper with an empty plan around a memory store, the S3 store on
+// an in-process fake bucket (FakeS3), and — only when TIERCKPT_TEST_S3_URL
+// is set, e.g. "s3://tc-test/conf?endpoint=http://127.0.0.1:5123" — the S3
+// store on a real server, each test under a fresh sub-prefix of that URL.
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -11,9 +15,12 @@
 #include <vector>
 
 #include "common/names.h"
+#include "s3/fake_s3.h"
+#include "s3/s3_client_test_util.h"
 #include "store/fault_store.h"
 #include "store/fs_store.h"
 #include "store/mem_store.h"
+#include "store/s3_store.h"
 #include "store/store_test_util.h"
 
 namespace tierckpt {
@@ -35,8 +42,40 @@ struct StoreFactory {
 // gtest prints the store's name, not its bytes, in failure messages.
 void PrintTo(const StoreFactory& factory, std::ostream* os) { *os << factory.name; }
 
+constexpr const char* kS3UrlVariable = "TIERCKPT_TEST_S3_URL";
+
+// The S3 store on a fresh FakeS3 bucket, with small parts so that the larger
+// objects go multipart and reads use parallel ranges.
+std::shared_ptr<ObjectStore> MakeFakeS3Store() {
+  s3::S3Config config = s3::testing_util::TestConfig();
+  config.part_size = 8192;
+  config.multipart_threshold = 8192;
+  return std::make_shared<S3ObjectStore>(config, std::make_shared<s3::FakeS3>("bkt"),
+                                         std::make_shared<s3::testing_util::MarkingSigner>(),
+                                         s3::testing_util::InstantRetries());
+}
+
+// The S3 store at $TIERCKPT_TEST_S3_URL plus a sub-prefix unique to this
+// test: the scratch directory's name (mkdtemp-unique).
+std::shared_ptr<ObjectStore> MakeRealS3Store(const std::string& scratch) {
+  std::string url = std::getenv(kS3UrlVariable);
+  std::string query;
+  if (size_t q = url.find('?'); q != std::string::npos) {
+    query = url.substr(q);
+    url.resize(q);
+  }
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  url += "/" + scratch.substr(scratch.rfind('/') + 1) + query;
+  auto config = s3::ParseS3Url(url);
+  EXPECT_TRUE(config.ok()) << kS3UrlVariable << ": " << config.status().ToString();
+  if (!config.ok()) return nullptr;
+  auto store = S3ObjectStore::Open(*config);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::shared_ptr<ObjectStore>(std::move(store).value()) : nullptr;
+}
+
 std::vector<StoreFactory> AllStores() {
-  return {
+  std::vector<StoreFactory> stores = {
       {"Fs",
        [](const std::string& scratch) -> std::shared_ptr<ObjectStore> {
          auto s = FsObjectStore::Open(JoinPath(scratch, "base"));
@@ -49,7 +88,12 @@ std::vector<StoreFactory> AllStores() {
       {"FaultNoFaults", [](const std::string&) -> std::shared_ptr<ObjectStore> {
          return std::make_shared<FaultInjectingStore>(std::make_shared<MemObjectStore>("wrapped"));
        }},
+      {"S3Fake", [](const std::string&) { return MakeFakeS3Store(); }},
   };
+  // The real-server instantiation exists only when the variable is set.
+  const char* url = std::getenv(kS3UrlVariable);
+  if (url != nullptr && *url != '\0') stores.push_back({"S3", MakeRealS3Store});
+  return stores;
 }
 
 class ObjectStoreConformance : public ::testing::TestWithParam<StoreFactory> {

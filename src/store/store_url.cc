@@ -2,8 +2,10 @@
 //
 // Accepted forms (object_store.h): "file:///abs/path", "/abs/path",
 // "relative/path" (made absolute against the current directory),
-// "mem://name"; "s3://..." is kUnimplemented until the S3 tier (issue 4).
-// Everything else is kInvalidArgument with the list of accepted forms.
+// "mem://name", "s3://bucket/prefix?..." (s3/s3_config.h: the URL plus the
+// AWS environment; S3ObjectStore::Open sends nothing yet, so credential and
+// endpoint errors surface on first use). Everything else is
+// kInvalidArgument with the list of accepted forms.
 
 #include <unistd.h>
 
@@ -16,12 +18,14 @@
 #include "store/fs_store.h"
 #include "store/mem_store.h"
 #include "store/object_store.h"
+#include "store/s3_store.h"
 
 namespace tierckpt {
 namespace {
 
 constexpr std::string_view kAcceptedForms =
-    "accepted durable bases are file:///abs/path, /abs/path, relative/path and mem://name";
+    "accepted durable bases are file:///abs/path, /abs/path, relative/path, mem://name and "
+    "s3://bucket/prefix";
 
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
@@ -89,8 +93,13 @@ Result<std::unique_ptr<ObjectStore>> OpenObjectStore(std::string_view url) {
                            std::string(kAcceptedForms));
   }
   if (StartsWith(url, "s3://")) {
-    return Unimplemented(
-        "s3:// durable bases need the S3 tier (issue 4); use a filesystem path for now");
+    auto config = s3::ParseS3Url(url);
+    if (!config.ok()) return config.status();
+    auto store = S3ObjectStore::Open(*config);
+    if (!store.ok()) {
+      return store.status().WithContext("cannot open durable base " + s3::DescribeS3(*config));
+    }
+    return std::unique_ptr<ObjectStore>(std::move(store).value());
   }
   if (StartsWith(url, "mem://")) {
     auto store = NamedMemStore(url.substr(6));
@@ -108,7 +117,7 @@ Result<std::unique_ptr<ObjectStore>> OpenObjectStore(std::string_view url) {
   }
   if (url.find("://") != std::string_view::npos) {
     return InvalidArgument("durable base " + QuoteForMessage(url) + " has an unknown scheme; " +
-                           std::string(kAcceptedForms) + " (s3:// arrives with issue 4)");
+                           std::string(kAcceptedForms));
   }
   if (StartsWith(url, "/")) return OpenFs(std::string(url), url);
   TC_ASSIGN_OR_RETURN(std::string cwd, CurrentDir());

@@ -10,6 +10,7 @@
 #include "os/files.h"
 #include "store/mem_store.h"
 #include "store/object_store.h"
+#include "store/s3_store.h"
 #include "store/store_test_util.h"
 
 namespace tierckpt {
@@ -17,7 +18,8 @@ namespace {
 
 using testing_util::TempDir;
 
-constexpr const char* kFormsHint = "file:///abs/path, /abs/path, relative/path and mem://name";
+constexpr const char* kFormsHint =
+    "file:///abs/path, /abs/path, relative/path, mem://name and s3://bucket/prefix";
 
 TEST(StoreUrlTest, FileUrlAndAbsolutePathOpenTheSameFsStore) {
   TempDir tmp;
@@ -72,11 +74,25 @@ TEST(StoreUrlTest, MemUrlsShareOneStorePerName) {
   EXPECT_EQ(*(*direct)->ObjectSize("job", 1, "x"), 3u);  // old holders keep theirs
 }
 
-TEST(StoreUrlTest, S3IsUnimplementedUntilIssue4) {
-  auto s = OpenObjectStore("s3://bucket/prefix");
-  EXPECT_EQ(s.status().code(), Code::kUnimplemented);
-  EXPECT_EQ(s.status().message(),
-            "s3:// durable bases need the S3 tier (issue 4); use a filesystem path for now");
+TEST(StoreUrlTest, S3UrlsOpenTheS3StoreWithoutSendingAnything) {
+  // Port 1 on loopback: nothing listens, and Open must not need it.
+  auto s = OpenObjectStore("s3://bucket/some/prefix/?endpoint=http://127.0.0.1:1&max_attempts=1");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->Describe(), "s3://bucket/some/prefix");
+  EXPECT_NE(dynamic_cast<S3ObjectStore*>(s->get()), nullptr);
+  auto root = OpenObjectStore("s3://bucket");
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ((*root)->Describe(), "s3://bucket");
+}
+
+TEST(StoreUrlTest, BadS3UrlsAreInvalidArgumentNamingTheRule) {
+  auto bucket = OpenObjectStore("s3://Bad_Bucket/p");
+  EXPECT_EQ(bucket.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bucket.status().message().find("lower-case"), std::string::npos)
+      << bucket.status().message();
+  auto param = OpenObjectStore("s3://bucket/p?part_size=huge");
+  EXPECT_EQ(param.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(param.status().message().find("part_size"), std::string::npos) << param.status().message();
 }
 
 TEST(StoreUrlTest, OtherFormsAreInvalidArgumentListingTheAcceptedOnes) {

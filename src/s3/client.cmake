@@ -1,0 +1,24 @@
+# The libcurl transport, the S3 URL/config parser and the S3 client (REST
+# operations, retries, multipart, listing, deletion), plus FakeS3, the
+# in-memory bucket the client and store tests run against.
+target_sources(tc_s3 PRIVATE
+  curl_transport.cc
+  fake_s3.cc
+  s3_client.cc
+  s3_config.cc
+  s3_errors.cc
+  s3_listing.cc
+  s3_multipart.cc
+  s3_parallel.cc
+  s3_retry.cc
+  s3_xml.cc
+)
+
+tierckpt_add_test(tc_s3_client_test
+  SOURCES
+    curl_transport_test.cc
+    s3_client_test.cc
+    s3_config_test.cc
+    s3_multipart_test.cc
+    s3_xml_test.cc
+  LIBS tc_s3)

@@ -1,0 +1,74 @@
+// s3_client_test_util.h — helpers for the S3 client tests (test-only): a
+// signer that only marks requests, and configs/clients over fakes.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "s3/fake_s3.h"
+#include "s3/fake_transport.h"
+#include "s3/s3_client.h"
+
+namespace tierckpt::s3::testing_util {
+
+// Adds "authorization: test-signature" and counts calls; fails on demand.
+class MarkingSigner final : public RequestSigner {
+ public:
+  Status Sign(HttpRequest& request, const std::string& bucket) override {
+    ++calls;
+    if (fail) return FailedPrecondition("no credentials (test)");
+    request.headers.emplace_back("authorization", "test-signature for " + bucket);
+    return Status::Ok();
+  }
+  std::atomic<int> calls{0};
+  std::atomic<bool> fail{false};
+};
+
+inline S3Config TestConfig(Addressing addressing = Addressing::kPath) {
+  S3Config c;
+  c.bucket = "bkt";
+  c.prefix = "pre";
+  c.endpoint = "http://s3.test:9000";
+  c.addressing = addressing;
+  c.part_size = 1024;
+  c.multipart_threshold = 1024;
+  c.concurrency = 4;
+  c.max_attempts = 4;
+  return c;
+}
+
+// Retries without sleeping; records the delays asked for.
+inline RetryOptions InstantRetries(std::vector<int64_t>* slept = nullptr) {
+  RetryOptions r;
+  r.sleep = [slept](std::chrono::milliseconds d) {
+    if (slept != nullptr) slept->push_back(d.count());
+  };
+  r.random = [] { return uint64_t{7}; };
+  return r;
+}
+
+inline HttpResponse Reply(int status, std::string body = "", Headers headers = {}) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  r.headers = std::move(headers);
+  return r;
+}
+
+inline std::string ErrorXml(const std::string& code, const std::string& message = "msg") {
+  return "<Error><Code>" + code + "</Code><Message>" + message +
+         "</Message><RequestId>RID</RequestId></Error>";
+}
+
+// Deterministic bytes.
+inline std::string Bytes(size_t n, unsigned seed = 1) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 31 + seed * 17 + (i >> 9)) & 0xff);
+  return s;
+}
+
+}  // namespace tierckpt::s3::testing_util

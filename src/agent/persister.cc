@@ -79,6 +79,10 @@ void Persister::Run(const std::string& ns, uint64_t step) {
   Result<PersistLease> lease = tier_->StartPersist(ns, step);
   if (!lease.ok()) return;  // gone, or not queued any more: nothing to do
   const auto t0 = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(gc_mu_);  // waits for a running sweep
+    running_.emplace(ns, step);
+  }
   Status st;
   int attempt = 0;
   auto delay = options_.first_backoff;
@@ -98,7 +102,12 @@ void Persister::Run(const std::string& ns, uint64_t step) {
   if (cancel_ && !st.ok()) st = Aborted("persist of " + StepLabel(ns, step) + " cancelled by shutdown");
   const uint64_t bytes = lease->manifest.TotalBytes();
   lease->pin.Reset();
+  {
+    std::lock_guard<std::mutex> lock(gc_mu_);
+    running_.erase({ns, step});
+  }
   if (st.ok()) {
+    SweepOnce(ns, step);
     ApplyDurableRetention(ns);
     tier_->FinishPersist(ns, step, st);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -173,6 +182,30 @@ void Persister::ApplyDurableRetention(const std::string& ns) {
       continue;
     }
     Log(LogLevel::kInfo, "durable prune").Kv("ns", ns).Kv("step", old).Kv("keep", keep);
+  }
+}
+
+void Persister::SweepOnce(const std::string& ns, uint64_t durable_step) {
+  std::lock_guard<std::mutex> lock(gc_mu_);
+  if (!swept_.insert(ns).second) return;
+  SweepOptions options;
+  options.below = durable_step;
+  for (const auto& [running_ns, running_step] : running_) {
+    if (running_ns == ns) options.keep.push_back(running_step);
+  }
+  Result<int> swept = store_->SweepUncommitted(ns, options);
+  if (!swept.ok()) {
+    swept_.erase(ns);  // try again after the next persist
+    errors_->Add("durable sweep", swept.status());
+    Log(LogLevel::kWarn, "durable sweep").Kv("ns", ns).Err(swept.status());
+    return;
+  }
+  if (*swept > 0) {
+    Log(LogLevel::kInfo, "durable sweep")
+        .Kv("ns", ns)
+        .Kv("below", durable_step)
+        .Kv("removed", static_cast<int64_t>(*swept))
+        .Kv("store", store_->Describe());
   }
 }
 

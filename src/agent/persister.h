@@ -13,6 +13,16 @@
 // namespace; 0 = all; never the newest), the marker is removed and the step
 // is kDurable. One "persist" log line per step with bytes, ms and MB/s.
 //
+// Garbage collection: the first time a step of a namespace becomes durable
+// in this agent's life, the persister sweeps the namespace's uncommitted
+// durable steps older than that step (what interrupted persists of steps no
+// longer in memory left behind: objects without a manifest, open multipart
+// uploads), except steps this persister is writing; jobs wait to start while
+// the sweep runs. Once per namespace and start, because on S3 a sweep costs a
+// listing plus one HEAD per step. Assumes one agent persists a namespace
+// (multi-node writers: issue 5). A failed sweep is logged, never fails the
+// persist.
+//
 // Errors: retriable ones (I/O, unavailable, timeout, resource exhausted,
 // internal) are retried up to max_retries times after backoffs of
 // first_backoff, x4, x16 (100 ms, 400 ms, 1.6 s by default); then, as for
@@ -32,6 +42,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "agent/memory_tier.h"
@@ -66,6 +77,8 @@ class Persister {
   void Run(const std::string& ns, uint64_t step);
   Status PersistOnce(const PersistLease& lease);
   void ApplyDurableRetention(const std::string& ns);
+  // The once-per-namespace sweep described above.
+  void SweepOnce(const std::string& ns, uint64_t durable_step);
   // Sleeps unless cancelled; false when cancelled.
   bool Backoff(std::chrono::milliseconds d);
 
@@ -80,6 +93,9 @@ class Persister {
   std::mutex sleep_mu_;
   std::condition_variable sleep_cv_;   // wakes backoffs on cancel
   WorkQueue queue_;
+  std::mutex gc_mu_;  // held by a sweep; jobs take it to (un)register
+  std::set<std::pair<std::string, uint64_t>> running_;  // guarded by gc_mu_
+  std::set<std::string> swept_;                         // guarded by gc_mu_
 };
 
 // True for codes worth retrying against a durable medium.

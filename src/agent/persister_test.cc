@@ -63,6 +63,26 @@ TEST(PersisterTest, PersistsACommittedStep) {
   EXPECT_TRUE(p.errors.Snapshot().empty());
 }
 
+TEST(PersisterTest, TheFirstDurableStepOfANamespaceSweepsOlderUncommittedSteps) {
+  PersistHarness p;
+  // What interrupted persists of steps no longer in memory left behind.
+  ASSERT_TRUE(p.mem->PutObject("job", 1, "a", "x", 1).ok());
+  ASSERT_TRUE(p.mem->PutObject("job", 7, "a", "y", 1).ok());   // newer: maybe being written
+  ASSERT_TRUE(p.mem->PutObject("other", 1, "a", "z", 1).ok());  // another namespace
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 5, {{"a", "five"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 5).state, PersistState::kDurable);
+  EXPECT_EQ(p.mem->ObjectSize("job", 1, "a").status().code(), Code::kNotFound);
+  EXPECT_TRUE(p.mem->ObjectSize("job", 7, "a").ok());
+  EXPECT_TRUE(p.mem->ObjectSize("other", 1, "a").ok());
+  // Once per namespace: later persists do not list the namespace again.
+  ASSERT_TRUE(p.mem->PutObject("job", 2, "a", "x", 1).ok());
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 6, {{"a", "six"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 6).state, PersistState::kDurable);
+  EXPECT_TRUE(p.mem->ObjectSize("job", 2, "a").ok());
+  EXPECT_EQ(p.store->CallCount(StoreOp::kSweepUncommitted), 1u);
+  EXPECT_TRUE(p.errors.Snapshot().empty());
+}
+
 TEST(PersisterTest, PersistAndVerifyReadConcurrentlyThroughTheKeptMappings) {
   PersistHarness p;
   MemoryTier& t = *p.h.tier;

@@ -152,9 +152,9 @@ Status FaultInjectingStore::DeleteStep(std::string_view ns, uint64_t step) {
   return base_->DeleteStep(ns, step);
 }
 
-Result<int> FaultInjectingStore::SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) {
+Result<int> FaultInjectingStore::SweepUncommitted(std::string_view ns, const SweepOptions& options) {
   TC_RETURN_IF_ERROR(OnCall(StoreOp::kSweepUncommitted));
-  return base_->SweepUncommitted(ns, keep);
+  return base_->SweepUncommitted(ns, options);
 }
 
 }  // namespace tierckpt

@@ -92,7 +92,7 @@ TEST_F(FaultStoreTest, EveryOperationCanFail) {
   EXPECT_EQ(faulty_.ListCommittedSteps("job").status().code(), Code::kPermissionDenied);
   EXPECT_EQ(faulty_.ListNamespaces().status().code(), Code::kPermissionDenied);
   EXPECT_EQ(faulty_.DeleteStep("job", 1).code(), Code::kPermissionDenied);
-  EXPECT_EQ(faulty_.SweepUncommitted("job", std::nullopt).status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(faulty_.SweepUncommitted("job", {}).status().code(), Code::kPermissionDenied);
   for (size_t i = 0; i < kStoreOpCount; ++i) {
     EXPECT_EQ(faulty_.CallCount(static_cast<StoreOp>(i)), 1u) << StoreOpName(static_cast<StoreOp>(i));
   }

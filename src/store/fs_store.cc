@@ -347,13 +347,13 @@ Status FsObjectStore::DeleteStep(std::string_view ns, uint64_t step) {
   return Ctx(RemoveTree(dir), "DeleteStep", label);
 }
 
-Result<int> FsObjectStore::SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) {
+Result<int> FsObjectStore::SweepUncommitted(std::string_view ns, const SweepOptions& options) {
   TC_RETURN_IF_ERROR(ValidateNamespaceFor("SweepUncommitted", describe_, ns));
   const std::string label = describe_ + " namespace " + QuoteForMessage(ns);
   TC_ASSIGN_OR_RETURN(auto dirs, Ctx(StepDirsOf(NsDir(ns)), "SweepUncommitted", label));
   int removed = 0;
   for (const auto& [step, dir] : dirs) {
-    if (keep.has_value() && step == *keep) continue;
+    if (options.Skips(step)) continue;
     std::unique_lock<std::shared_mutex> lock(StepLock(ns, step));
     const std::string step_label = StepLabel(describe_, ns, step);
     TC_ASSIGN_OR_RETURN(FileInfo manifest,

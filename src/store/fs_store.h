@@ -74,7 +74,7 @@ class FsObjectStore final : public ObjectStore {
   // Removes step directories without a manifest (except `keep`) and, in
   // committed steps, leftover "*.tmp.<pid>.<n>" files the manifest does not
   // list. Returns the number of step directories removed.
-  Result<int> SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) override;
+  Result<int> SweepUncommitted(std::string_view ns, const SweepOptions& options) override;
 
  private:
   static constexpr size_t kLockStripes = 64;

@@ -160,9 +160,9 @@ TEST_F(FsStoreTest, JunkInTheBaseDoesNotBreakListingsAndIsNeverSwept) {
   EXPECT_EQ(store_->ObjectSize("job2", 1, "a").status().code(), Code::kNotFound);
   EXPECT_TRUE(store_->DeleteStep("job", 5).ok());
 
-  EXPECT_EQ(*store_->SweepUncommitted("job", std::nullopt), 0);
-  EXPECT_EQ(*store_->SweepUncommitted("job2", std::nullopt), 0);
-  EXPECT_EQ(*store_->SweepUncommitted("onlyjunk", std::nullopt), 0);
+  EXPECT_EQ(*store_->SweepUncommitted("job", {}), 0);
+  EXPECT_EQ(*store_->SweepUncommitted("job2", {}), 0);
+  EXPECT_EQ(*store_->SweepUncommitted("onlyjunk", {}), 0);
   for (const char* p : {"README.txt", "job2", "job/step_12", "job/step_abcdefghij",
                         "job/step_0000000005", "job/notes", "job/lost+found",
                         "onlyjunk/step_0000000001"}) {
@@ -190,7 +190,7 @@ TEST_F(FsStoreTest, CrashLeftoversAreInvisibleAndSwept) {
   EXPECT_EQ(store_->ReadManifest("job", 2).status().code(), Code::kNotFound);
   EXPECT_EQ(store_->ReadManifest("job", 3).status().code(), Code::kNotFound);
 
-  auto swept = store_->SweepUncommitted("job", 3);
+  auto swept = store_->SweepUncommitted("job", {.keep = {3}});
   ASSERT_TRUE(swept.ok()) << swept.status().ToString();
   EXPECT_EQ(*swept, 1);
   EXPECT_EQ(ListFiles(JoinPath(base_, "job")),

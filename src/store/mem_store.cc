@@ -173,14 +173,14 @@ Status MemObjectStore::DeleteStep(std::string_view ns, uint64_t step) {
   return Status::Ok();
 }
 
-Result<int> MemObjectStore::SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) {
+Result<int> MemObjectStore::SweepUncommitted(std::string_view ns, const SweepOptions& options) {
   TC_RETURN_IF_ERROR(ValidateNamespaceFor("SweepUncommitted", describe_, ns));
   int removed = 0;
   std::lock_guard<std::mutex> lock(mu_);
   auto n = namespaces_.find(ns);
   if (n == namespaces_.end()) return removed;
   for (auto it = n->second.begin(); it != n->second.end();) {
-    if (!it->second.manifest.has_value() && it->first != keep) {
+    if (!it->second.manifest.has_value() && !options.Skips(it->first)) {
       it = n->second.erase(it);
       ++removed;
     } else {

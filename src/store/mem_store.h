@@ -48,7 +48,7 @@ class MemObjectStore final : public ObjectStore {
   Result<std::vector<uint64_t>> ListCommittedSteps(std::string_view ns) override;
   Result<std::vector<std::string>> ListNamespaces() override;
   Status DeleteStep(std::string_view ns, uint64_t step) override;
-  Result<int> SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) override;
+  Result<int> SweepUncommitted(std::string_view ns, const SweepOptions& options) override;
 
  private:
   using Bytes = std::shared_ptr<const std::string>;

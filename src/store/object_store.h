@@ -37,6 +37,20 @@
 
 namespace tierckpt {
 
+// Which uncommitted steps SweepUncommitted leaves alone.
+struct SweepOptions {
+  std::vector<uint64_t> keep;      // steps being written by the caller
+  std::optional<uint64_t> below;   // if set, only steps < below are swept
+
+  bool Skips(uint64_t step) const {
+    if (below.has_value() && step >= *below) return true;
+    for (uint64_t k : keep) {
+      if (k == step) return true;
+    }
+    return false;
+  }
+};
+
 class ObjectStore {
  public:
   virtual ~ObjectStore() = default;
@@ -80,10 +94,12 @@ class ObjectStore {
   // then its objects. Ok if the step does not exist.
   virtual Status DeleteStep(std::string_view ns, uint64_t step) = 0;
 
-  // Deletes every uncommitted step of ns except `keep` (a step being written
-  // right now by the caller). Returns how many were removed. Callers must not
-  // sweep a namespace that another process is writing.
-  virtual Result<int> SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) = 0;
+  // Deletes the uncommitted steps of ns that `options` does not skip (steps
+  // the caller is writing right now; with `below`, every step >= below).
+  // Stores that have them also abort in-progress uploads of those steps.
+  // Returns how many steps were removed. Callers must not sweep steps that
+  // another process is writing.
+  virtual Result<int> SweepUncommitted(std::string_view ns, const SweepOptions& options) = 0;
 };
 
 // Opens a store from a durable-base URL:

@@ -334,7 +334,7 @@ TEST_P(ObjectStoreConformance, SweepRemovesOnlyUncommittedStepsAndHonoursKeep) {
   Put("job", 3, "a", "3");
   Put("job", 4, "dir/a", "4");
   Put("other", 2, "a", "other");
-  auto swept = store_->SweepUncommitted("job", 3);
+  auto swept = store_->SweepUncommitted("job", {.keep = {3}});
   ASSERT_TRUE(swept.ok()) << swept.status().ToString();
   EXPECT_EQ(*swept, 2);
   EXPECT_EQ(store_->ObjectSize("job", 2, "a").status().code(), Code::kNotFound);
@@ -343,14 +343,30 @@ TEST_P(ObjectStoreConformance, SweepRemovesOnlyUncommittedStepsAndHonoursKeep) {
   EXPECT_EQ(*ReadAll("job", 1, "a"), "1");       // committed
   EXPECT_EQ(*ReadAll("other", 2, "a"), "other");  // another namespace
   EXPECT_EQ(Committed("job"), std::vector<uint64_t>{1});
-  EXPECT_EQ(*store_->SweepUncommitted("job", std::nullopt), 1);
+  EXPECT_EQ(*store_->SweepUncommitted("job", {}), 1);
   EXPECT_EQ(store_->ObjectSize("job", 3, "a").status().code(), Code::kNotFound);
-  EXPECT_EQ(*store_->SweepUncommitted("job", std::nullopt), 0);
-  EXPECT_EQ(*store_->SweepUncommitted("nobody", std::nullopt), 0);
+  EXPECT_EQ(*store_->SweepUncommitted("job", {}), 0);
+  EXPECT_EQ(*store_->SweepUncommitted("nobody", {}), 0);
   // The keep step may itself be committed or absent.
-  EXPECT_EQ(*store_->SweepUncommitted("job", 1), 0);
-  EXPECT_EQ(*store_->SweepUncommitted("job", 99), 0);
+  EXPECT_EQ(*store_->SweepUncommitted("job", {.keep = {1}}), 0);
+  EXPECT_EQ(*store_->SweepUncommitted("job", {.keep = {99}}), 0);
   EXPECT_EQ(Committed("job"), std::vector<uint64_t>{1});
+}
+
+TEST_P(ObjectStoreConformance, SweepBelowLeavesNewerStepsAndEveryKeptStep) {
+  PutAndCommit("job", 5, {{"a", "5"}});
+  for (uint64_t step : {1, 2, 3, 6}) Put("job", step, "a", std::to_string(step));
+  auto swept = store_->SweepUncommitted("job", {.keep = {1, 2}, .below = 5});
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  EXPECT_EQ(*swept, 1);  // step 3 only
+  EXPECT_EQ(store_->ObjectSize("job", 3, "a").status().code(), Code::kNotFound);
+  EXPECT_EQ(*ReadAll("job", 1, "a"), "1");
+  EXPECT_EQ(*ReadAll("job", 2, "a"), "2");
+  EXPECT_EQ(*ReadAll("job", 6, "a"), "6");  // not below 5
+  EXPECT_EQ(*ReadAll("job", 5, "a"), "5");  // committed
+  EXPECT_EQ(*store_->SweepUncommitted("job", {.below = 2}), 1);
+  EXPECT_EQ(store_->ObjectSize("job", 1, "a").status().code(), Code::kNotFound);
+  EXPECT_EQ(*ReadAll("job", 2, "a"), "2");
 }
 
 TEST_P(ObjectStoreConformance, ListNamespacesIsSortedAndCountsUncommittedSteps) {
@@ -361,7 +377,7 @@ TEST_P(ObjectStoreConformance, ListNamespacesIsSortedAndCountsUncommittedSteps) 
   EXPECT_EQ(Namespaces(), (std::vector<std::string>{"alpha", "mid.job-1_x", "zeta"}));
   ASSERT_TRUE(store_->DeleteStep("alpha", 5).ok());
   EXPECT_EQ(Namespaces(), (std::vector<std::string>{"mid.job-1_x", "zeta"}));
-  EXPECT_EQ(*store_->SweepUncommitted("zeta", std::nullopt), 0);
+  EXPECT_EQ(*store_->SweepUncommitted("zeta", {}), 0);
   EXPECT_EQ(Namespaces(), (std::vector<std::string>{"mid.job-1_x", "zeta"}));
 }
 
@@ -394,7 +410,7 @@ TEST_P(ObjectStoreConformance, HostileNamesAreInvalidArgumentAndWriteNothing) {
     EXPECT_EQ(store_->ReadManifest(ns, 1).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(store_->ListCommittedSteps(ns).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(store_->DeleteStep(ns, 1).code(), Code::kInvalidArgument);
-    EXPECT_EQ(store_->SweepUncommitted(ns, std::nullopt).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(store_->SweepUncommitted(ns, {}).status().code(), Code::kInvalidArgument);
   }
   for (const std::string& name : bad_names) {
     SCOPED_TRACE("object " + QuoteForMessage(name));

@@ -337,13 +337,13 @@ Status S3ObjectStore::DeleteStep(std::string_view ns, uint64_t step) {
   return Ctx(client_.DeleteObjects(keys), "DeleteStep", label);
 }
 
-Result<int> S3ObjectStore::SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) {
+Result<int> S3ObjectStore::SweepUncommitted(std::string_view ns, const SweepOptions& options) {
   TC_RETURN_IF_ERROR(ValidateNamespaceFor("SweepUncommitted", describe_, ns));
   const std::string label = describe_ + " namespace " + QuoteForMessage(ns);
   TC_ASSIGN_OR_RETURN(std::vector<uint64_t> steps, Ctx(StepsOf(ns), "SweepUncommitted", label));
   int removed = 0;
   for (uint64_t step : steps) {
-    if (keep.has_value() && step == *keep) continue;
+    if (options.Skips(step)) continue;
     std::unique_lock<std::shared_mutex> lock(StepLock(ns, step));
     const std::string step_label = StepLabel(describe_, ns, step);
     TC_ASSIGN_OR_RETURN(bool committed,
@@ -357,11 +357,11 @@ Result<int> S3ObjectStore::SweepUncommitted(std::string_view ns, std::optional<u
         .Kv("keys", static_cast<uint64_t>(keys.size()));
     ++removed;
   }
-  TC_RETURN_IF_ERROR(Ctx(AbortUncommittedUploads(ns, keep), "SweepUncommitted", label));
+  TC_RETURN_IF_ERROR(Ctx(AbortUncommittedUploads(ns, options), "SweepUncommitted", label));
   return removed;
 }
 
-Status S3ObjectStore::AbortUncommittedUploads(std::string_view ns, std::optional<uint64_t> keep) {
+Status S3ObjectStore::AbortUncommittedUploads(std::string_view ns, const SweepOptions& options) {
   const std::string prefix = NsPrefix(ns);
   TC_ASSIGN_OR_RETURN(std::vector<s3::MultipartUpload> uploads, client_.ListMultipartUploads(prefix));
   std::map<uint64_t, bool> committed;  // step → has a manifest
@@ -370,7 +370,7 @@ Status S3ObjectStore::AbortUncommittedUploads(std::string_view ns, std::optional
     const size_t slash = rest.find('/');
     uint64_t step = 0;
     if (slash == std::string_view::npos || !ParseStepDirName(rest.substr(0, slash), &step)) continue;
-    if (keep.has_value() && step == *keep) continue;
+    if (options.Skips(step)) continue;
     std::unique_lock<std::shared_mutex> lock(StepLock(ns, step));
     if (committed.count(step) == 0) {
       TC_ASSIGN_OR_RETURN(committed[step], Exists(ManifestKey(ns, step)));

@@ -30,7 +30,7 @@
 //                 a step directory.
 //   DeleteStep    the manifest first (the step is invisible from then on),
 //                 then every key under the step, in DeleteObjects batches.
-//   SweepUncommitted  steps without a manifest (except `keep`): their keys
+//   SweepUncommitted  steps without a manifest (unless options skip them): their keys
 //                 are deleted and their in-progress multipart uploads
 //                 aborted.
 // Our manifest checksums (xxh3) are verified by the readers, not here: the
@@ -90,7 +90,7 @@ class S3ObjectStore final : public ObjectStore {
   Status DeleteStep(std::string_view ns, uint64_t step) override;
   // Returns the number of step directories (with objects) removed; aborted
   // multipart uploads are logged, not counted.
-  Result<int> SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) override;
+  Result<int> SweepUncommitted(std::string_view ns, const SweepOptions& options) override;
 
  private:
   static constexpr size_t kLockStripes = 64;
@@ -113,8 +113,8 @@ class S3ObjectStore final : public ObjectStore {
                   void* dst, size_t size);
   Status CommitImpl(const Manifest& manifest);
   Result<Manifest> ReadManifestImpl(std::string_view ns, uint64_t step);
-  // Aborts the multipart uploads of ns's uncommitted steps other than keep.
-  Status AbortUncommittedUploads(std::string_view ns, std::optional<uint64_t> keep);
+  // Aborts the multipart uploads of ns's uncommitted steps that options do not skip.
+  Status AbortUncommittedUploads(std::string_view ns, const SweepOptions& options);
 
   // Const after construction.
   const std::string describe_;

@@ -111,7 +111,7 @@ TEST_F(S3StoreTest, ForeignKeysAreIgnoredByListingsAndSweeps) {
   s3_->PutRaw("pre/empty/other/x", "x");
   Put("job", 5, "a", "x");
   EXPECT_EQ(*store_->ListNamespaces(), std::vector<std::string>{"job"});
-  EXPECT_EQ(*store_->SweepUncommitted("job", std::nullopt), 1);
+  EXPECT_EQ(*store_->SweepUncommitted("job", {}), 1);
   EXPECT_TRUE(s3_->Object("pre/job/notes.txt").has_value());
   EXPECT_TRUE(s3_->Object("pre/job/step_12/a").has_value());
   EXPECT_TRUE(s3_->Object("pre/README").has_value());
@@ -126,7 +126,7 @@ TEST_F(S3StoreTest, SweepAbortsUploadsOfUncommittedStepsButNotKeepOrCommitted) {
   ASSERT_TRUE(c.CreateMultipartUpload("pre/job/step_0000000002/big").ok());     // abandoned
   ASSERT_TRUE(c.CreateMultipartUpload("pre/job/step_0000000003/big").ok());     // keep
   ASSERT_TRUE(c.CreateMultipartUpload("pre/other/step_0000000002/big").ok());   // other ns
-  auto swept = store_->SweepUncommitted("job", 3);
+  auto swept = store_->SweepUncommitted("job", {.keep = {3}});
   ASSERT_TRUE(swept.ok()) << swept.status().ToString();
   EXPECT_EQ(*swept, 0);  // no step directory had objects
   auto left = c.ListMultipartUploads("pre/");

@@ -59,8 +59,8 @@ class SharedStoreRef final : public ObjectStore {
   Status DeleteStep(std::string_view ns, uint64_t step) override {
     return store_->DeleteStep(ns, step);
   }
-  Result<int> SweepUncommitted(std::string_view ns, std::optional<uint64_t> keep) override {
-    return store_->SweepUncommitted(ns, keep);
+  Result<int> SweepUncommitted(std::string_view ns, const SweepOptions& options) override {
+    return store_->SweepUncommitted(ns, options);
   }
 
  private:

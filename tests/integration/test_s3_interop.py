@@ -4,8 +4,9 @@
   S3, downloaded with boto3, loads with stock torch FileSystemReader.
 - A step directory uploaded with boto3 (objects, then the manifest) is listed,
   verified and restored by our CLI.
-- A step uploaded with boto3 WITHOUT its manifest is invisible, and its stray
-  objects are swept when the agent persists that step.
+- A step uploaded with boto3 WITHOUT its manifest is invisible; the agent's
+  first persist of a newer step sweeps it (garbage collection), and a step left
+  half-written again is cleared when the agent persists that step itself.
 - CheckpointConfig(durable="s3://...") is accepted by the Python front.
 """
 import uuid
@@ -13,7 +14,7 @@ import warnings
 
 from conftest import assert_dirs_equal
 from conftest_s3 import (MANIFEST, MiB, assert_s3_step_equals, bucket, download_prefix, moto,  # noqa: F401
-                         s3_agent, step_prefix, upload_dir, wipe_tmpfs_and_restart, write_tree)
+                         list_keys, s3_agent, step_prefix, upload_dir, wipe_tmpfs_and_restart, write_tree)
 
 
 def new_prefix() -> str:
@@ -123,6 +124,11 @@ def test_boto3_step_without_manifest_is_invisible_and_swept(moto, bucket, agents
     ref7 = tmp_path / "ref7"
     a.writer("--ns", "up", "--step", 7, "--objects", 2, "--size", 4096, "--ref-dir", ref7, "--persist",
              "--wait-durable")
+    # The first durable step of the namespace swept the older uncommitted one.
+    assert list_keys(s3, bucket, step_prefix(prefix, "up", 6)) == []
+    # A half-written step 6 again (after the sweep): invisible, and cleared by
+    # the agent's own persist of step 6 below.
+    upload_dir(s3, bucket, step_prefix(prefix, "up", 6), stray, manifest=False)
     wipe_tmpfs_and_restart(a)
 
     steps = a.steps("up")

@@ -120,6 +120,15 @@ struct StepSummary {
   uint32_t objects = 0;
   std::string memory;   // "committed", "writing", or "" (absent)
   std::string durable;  // "committed", "pending", "failed", or "" (absent/unknown)
+  std::string durable_error;  // why a persist failed, or why a durable manifest is damaged
+};
+
+// A listing, and whether the durable tier answered it.
+struct StepListing {
+  std::vector<StepSummary> steps;  // sorted by (ns, step)
+  // Why the durable tier could not be listed ("" = it was, or there is none):
+  // the durable columns then come from the agent's own persist states only.
+  std::string durable_error;
 };
 
 // Where a source object's bytes are, for WriteObjects.
@@ -177,6 +186,9 @@ class Client {
   // ---- Reading ----
   // Steps of ns ("" = all), in every tier, sorted by (ns, step).
   Result<std::vector<StepSummary>> List(std::string_view ns = "");
+  // The same, plus the durable tier's listing error (an unreachable S3
+  // endpoint, bad credentials): what `tierckpt ls` reports.
+  Result<StepListing> Listing(std::string_view ns = "");
   // The newest step committed in any tier; kNotFound if none.
   Result<uint64_t> LatestStep(std::string_view ns);
   // The manifest from memory, else from durable.

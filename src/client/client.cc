@@ -225,12 +225,17 @@ Status Client::Restore(std::string_view ns, uint64_t step) {
 
 // ---- Reading ----
 
-Result<std::vector<StepSummary>> Client::List(std::string_view ns) {
+Result<StepListing> Client::Listing(std::string_view ns) {
   wire::ListRequest req;
   req.ns = std::string(ns);
   req.include_durable = true;
   TC_ASSIGN_OR_RETURN(std::string json, impl_->CallJson(MsgType::kList, req.Encode()));
   return client::ParseStepList(json);
+}
+
+Result<std::vector<StepSummary>> Client::List(std::string_view ns) {
+  TC_ASSIGN_OR_RETURN(StepListing listing, Listing(ns));
+  return std::move(listing.steps);
 }
 
 Result<uint64_t> Client::LatestStep(std::string_view ns) {

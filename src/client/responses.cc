@@ -25,12 +25,17 @@ Result<std::string> JsonFromBody(std::string_view body, std::string_view request
   return std::move(decoded->json);
 }
 
-Result<std::vector<StepSummary>> ParseStepList(std::string_view text) {
+Result<StepListing> ParseStepList(std::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Bad("List", "is not a JSON object");
   auto steps = j.find("steps");
   if (steps == j.end() || !steps->is_array()) return Bad("List", "has no \"steps\" array");
-  std::vector<StepSummary> out;
+  StepListing listing;
+  if (auto err = j.find("durable_error"); err != j.end() && !err->is_null()) {
+    if (!err->is_string()) return Bad("List", "has a non-string \"durable_error\"");
+    listing.durable_error = err->get<std::string>();
+  }
+  std::vector<StepSummary>& out = listing.steps;
   out.reserve(steps->size());
   for (size_t i = 0; i < steps->size(); ++i) {
     const json& e = (*steps)[i];
@@ -63,12 +68,13 @@ Result<std::vector<StepSummary>> ParseStepList(std::string_view text) {
     s.objects = static_cast<uint32_t>(objects);
     TC_RETURN_IF_ERROR(str("memory", &s.memory, false));
     TC_RETURN_IF_ERROR(str("durable", &s.durable, false));
+    TC_RETURN_IF_ERROR(str("durable_error", &s.durable_error, false));
     out.push_back(std::move(s));
   }
   std::sort(out.begin(), out.end(), [](const StepSummary& a, const StepSummary& b) {
     return std::tie(a.ns, a.step) < std::tie(b.ns, b.step);
   });
-  return out;
+  return listing;
 }
 
 Result<Manifest> ParseShowBody(std::string_view text, std::string_view ns, uint64_t step) {

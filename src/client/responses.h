@@ -20,10 +20,11 @@ namespace tierckpt::client {
 // The JSON document of a JsonBody-encoded response body.
 Result<std::string> JsonFromBody(std::string_view body, std::string_view request);
 
-// List: {"steps":[{"namespace","step","bytes","objects","memory","durable"}]}.
-// "memory"/"durable" may be absent or null (= not in that tier). Sorted by
-// (namespace, step) on return.
-Result<std::vector<StepSummary>> ParseStepList(std::string_view json);
+// List: {"steps":[{"namespace","step","bytes","objects","memory","durable",
+// "durable_error"}],"durable_error"}. "memory"/"durable"/"durable_error" may
+// be absent or null (= not in that tier / no error). Sorted by (namespace,
+// step) on return.
+Result<StepListing> ParseStepList(std::string_view json);
 
 // Show: {"manifest":{...},"memory":..,"durable":..,"durable_error":..}.
 // Returns the manifest; ns/step name the step for errors and must match the

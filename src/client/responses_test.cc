@@ -23,22 +23,31 @@ TEST(JsonFromBodyTest, TruncatedBodyIsAProtocolError) {
 }
 
 TEST(ParseStepListTest, ParsesAndSorts) {
-  auto steps = ParseStepList(R"({"steps":[
+  auto listing = ParseStepList(R"({"steps":[
     {"namespace":"b","step":1,"bytes":10,"objects":2,"memory":"committed","durable":null},
-    {"namespace":"a","step":7,"bytes":0,"objects":0,"durable":"pending"},
-    {"namespace":"a","step":3,"bytes":5,"objects":1,"memory":"writing","durable":""}]})");
-  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+    {"namespace":"a","step":7,"bytes":0,"objects":0,"durable":"failed","durable_error":"slow"},
+    {"namespace":"a","step":3,"bytes":5,"objects":1,"memory":"writing","durable":""}],
+    "durable_error":"s3://b/p: connection refused"})");
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_EQ(listing->durable_error, "s3://b/p: connection refused");
+  const std::vector<StepSummary>* steps = &listing->steps;
   ASSERT_EQ(steps->size(), 3u);
   EXPECT_EQ((*steps)[0].ns, "a");
   EXPECT_EQ((*steps)[0].step, 3u);
   EXPECT_EQ((*steps)[0].memory, "writing");
   EXPECT_EQ((*steps)[1].step, 7u);
   EXPECT_EQ((*steps)[1].memory, "");
-  EXPECT_EQ((*steps)[1].durable, "pending");
+  EXPECT_EQ((*steps)[1].durable, "failed");
+  EXPECT_EQ((*steps)[1].durable_error, "slow");
+  EXPECT_EQ((*steps)[0].durable_error, "");
   EXPECT_EQ((*steps)[2].ns, "b");
   EXPECT_EQ((*steps)[2].bytes, 10u);
   EXPECT_EQ((*steps)[2].objects, 2u);
   EXPECT_EQ((*steps)[2].durable, "");
+  // No top-level error: the durable tier answered.
+  auto plain = ParseStepList(R"({"steps":[]})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->durable_error, "");
 }
 
 TEST(ParseStepListTest, RejectsWrongTypes) {
@@ -46,7 +55,8 @@ TEST(ParseStepListTest, RejectsWrongTypes) {
                           R"({"steps":[{"namespace":"a","step":-1,"bytes":0,"objects":0}]})",
                           R"({"steps":[{"namespace":"a","step":1,"bytes":"0","objects":0}]})",
                           R"({"steps":[{"namespace":"a","step":1,"bytes":0,"objects":0,"memory":3}]})",
-                          R"({"steps":[{"step":1,"bytes":0,"objects":0}]})"}) {
+                          R"({"steps":[{"step":1,"bytes":0,"objects":0}]})",
+                          R"({"steps":[],"durable_error":5})"}) {
     auto r = ParseStepList(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kProtocolError) << bad;

@@ -93,7 +93,14 @@ def test_wrong_secret_key_is_a_clear_error(signed_moto, agents, tmp_path):
         r = a.cli("persist", "bad", 1, "--wait", "--timeout", "120", check=False)
         assert r.returncode == 1, (r.stdout, r.stderr)
         message = r.stderr
-        assert a.steps("bad")[1]["durable"] == "failed"
+        # `ls` still lists the memory tier, reports that the durable tier
+        # could not be listed (the same 403), and exits 1.
+        ls = a.cli("ls", "bad", "--json", check=False)
+        assert ls.returncode == 1, (ls.stdout, ls.stderr)
+        listing = json.loads(ls.stdout)
+        assert [(e["step"], e["durable"]) for e in listing["steps"]] == [(1, "failed")], listing
+        assert CREDENTIALS_ERROR.search(listing["durable_error"]), listing
+        assert "durable tier could not be listed" in ls.stderr, ls.stderr
     assert BUCKET in message, message
     assert CREDENTIALS_ERROR.search(message), message
     assert wrong_secret not in message and wrong_secret not in a.log_text(), "the secret key was printed"

@@ -17,20 +17,32 @@ int RunLs(const GlobalOptions& g, const LsOptions& o) {
   int rc = kExitOk;
   std::unique_ptr<Client> client = ConnectOrReport(g, &rc);
   if (!client) return rc;
-  Result<std::vector<StepSummary>> steps = client->List(o.ns);
-  if (!steps.ok()) return Fail(steps.status().WithContext("listing steps"));
+  Result<StepListing> listing = client->Listing(o.ns);
+  if (!listing.ok()) return Fail(listing.status().WithContext("listing steps"));
+  const std::vector<StepSummary>* steps = &listing->steps;
+  // An unreachable durable tier is reported (stderr, exit 1) after the rows
+  // the agent could list, so scripts notice and people still see memory.
+  const int rc_out = listing->durable_error.empty() ? kExitOk : kExitFailure;
+  auto report_durable = [&] {
+    if (listing->durable_error.empty()) return;
+    std::fprintf(stderr,
+                 "tierckpt: the durable tier could not be listed; its columns show only what this agent "
+                 "persisted: %s\n",
+                 listing->durable_error.c_str());
+  };
   if (g.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const StepSummary& s : *steps) {
-      arr.push_back({{"namespace", s.ns},
-                     {"step", s.step},
-                     {"bytes", s.bytes},
-                     {"objects", s.objects},
-                     {"memory", s.memory},
-                     {"durable", s.durable}});
+      nlohmann::json e = {{"namespace", s.ns}, {"step", s.step},       {"bytes", s.bytes},
+                          {"objects", s.objects}, {"memory", s.memory}, {"durable", s.durable}};
+      if (!s.durable_error.empty()) e["durable_error"] = s.durable_error;
+      arr.push_back(std::move(e));
     }
-    PrintJson({{"steps", arr}});
-    return kExitOk;
+    nlohmann::json doc = {{"steps", arr}};
+    if (!listing->durable_error.empty()) doc["durable_error"] = listing->durable_error;
+    PrintJson(doc);
+    report_durable();
+    return rc_out;
   }
   if (steps->empty()) {
     if (o.ns.empty()) {
@@ -38,7 +50,8 @@ int RunLs(const GlobalOptions& g, const LsOptions& o) {
     } else {
       std::printf("no steps of namespace %s in any tier\n", o.ns.c_str());
     }
-    return kExitOk;
+    report_durable();
+    return rc_out;
   }
   Table t({"NAMESPACE", "STEP", "SIZE", "OBJECTS", "MEMORY", "DURABLE"}, {false, true, true, true, false, false});
   for (const StepSummary& s : *steps) {
@@ -46,7 +59,8 @@ int RunLs(const GlobalOptions& g, const LsOptions& o) {
               OrDash(s.durable)});
   }
   t.Print();
-  return kExitOk;
+  report_durable();
+  return rc_out;
 }
 
 }  // namespace

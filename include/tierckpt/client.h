@@ -47,7 +47,7 @@ struct ClientOptions {
   std::string client_name = "cpp";  // shown in the agent's log
   int copy_threads = 2;           // parallel copies across objects in WriteObjects/ReadObjects
   // Who checksums an object that WriteObject saves. true (default): the
-  // client hashes each 256 KiB piece of shared memory right after copying it
+  // client hashes each 512 KiB piece of shared memory right after copying it
   // there (from cache: one pass over the source, no second pass over the
   // destination), and the agent records that checksum (it hashes again only
   // with --verify-on-seal). false: the client does a plain memcpy and the

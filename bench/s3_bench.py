@@ -2,7 +2,7 @@
 """s3_bench.py - tierckpt's S3 durable tier against boto3 and s3torchconnector, one run.
 
     python bench/s3_bench.py [--json] [--size 2GiB] [--objects 8] [--reps 1]
-                             [--build-dir build/release] [--threads 1] [--s3torch-threads 1]
+                             [--build-dir build/release] [--threads 1] [--s3torch-threads 1] [--s3torch-gbps 1]
                              [--part-size 16MiB] [--concurrency 8] [--limit-streams 1]
                              [--methods limit,ours,boto3,s3torch] [--timeout 1800]
 
@@ -256,7 +256,11 @@ def worker_s3torch(args) -> dict:
     from s3torchconnector._s3client import S3Client  # noqa: PLC0415
     from s3torchconnector.dcp import S3StorageReader, S3StorageWriter  # noqa: PLC0415
 
-    cfg = S3ClientConfig(force_path_style=True)
+    # throughput_target_gbps sizes the CRT's connection pool. Its default (10)
+    # opens so many parallel GETs against the one-process moto that each
+    # connection falls under the CRT's minimum-throughput watchdog and the
+    # read fails (AWS_ERROR_HTTP_CHANNEL_THROUGHPUT_FAILURE); see --s3torch-gbps.
+    cfg = S3ClientConfig(force_path_style=True, throughput_target_gbps=args.s3torch_gbps)
     state = {f"obj_{i}": torch.frombuffer(bytearray(make_bytes(args.object_size, args.seed + i)), dtype=torch.uint8)
              for i in range(args.objects)}
     total = args.objects * args.object_size
@@ -279,6 +283,7 @@ def worker_s3torch(args) -> dict:
         reps.append({"upload": up.json(), "download": down.json()})
     import s3torchconnector  # noqa: PLC0415
     return {"config": {"version": getattr(s3torchconnector, "__version__", "?"), "thread_count": args.s3torch_threads,
+                       "throughput_target_gbps_arg": args.s3torch_gbps,
                        "part_size": cfg.part_size, "throughput_target_gbps": cfg.throughput_target_gbps,
                        "force_path_style": True, "reader": "S3ReaderConstructor.dcp_optimized() (default)"},
             "repetitions": reps}
@@ -425,6 +430,7 @@ def run_method(name: str, args, endpoint: str, sampler: CpuSampler, bench_bin: P
                "--bucket", BUCKET, "--prefix", prefix, "--objects", str(args.objects),
                "--object-size", str(args.object_size), "--reps", str(args.reps), "--seed", str(args.seed),
                "--scratch", str(scratch), "--s3torch-threads", str(args.s3torch_threads),
+               "--s3torch-gbps", str(args.s3torch_gbps),
                "--limit-streams", str(args.limit_streams)]
     busy0, children0, server0 = machine_busy_seconds(), cpu_children(), sampler.at(time.monotonic())
     wall0 = time.monotonic()
@@ -520,6 +526,9 @@ def main() -> None:
     p.add_argument("--part-size", type=parse_size, default=16 << 20, help="ours: part_size (default 16MiB)")
     p.add_argument("--concurrency", type=int, default=8, help="ours: parts/ranges in flight (default 8)")
     p.add_argument("--s3torch-threads", type=int, default=1, help="s3torch: DCP writer thread_count (default 1)")
+    p.add_argument("--s3torch-gbps", type=float, default=1.0,
+                   help="s3torch: S3ClientConfig.throughput_target_gbps (default 1.0; its own default of 10 "
+                        "overruns the local server and fails)")
     p.add_argument("--limit-streams", type=int, default=1, help="limit: loopback TCP streams (default 1)")
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {','.join(METHODS)}")
     p.add_argument("--seed", type=int, default=42, help="content seed")

@@ -296,6 +296,28 @@ TEST_P(ObjectStoreConformance, PutAfterCommitIsFailedPreconditionAndChangesNothi
   EXPECT_EQ(store_->ObjectSize("job", 8, "new").status().code(), Code::kNotFound);
 }
 
+// The persister's sequence: delete the step's remains, put, commit. (The S3
+// store then checks names locally instead of with requests.)
+TEST_P(ObjectStoreConformance, AStepDeletedThenRewrittenKeepsEveryRule) {
+  Put("job", 3, "stale", "left by an interrupted writer");
+  ASSERT_TRUE(store_->DeleteStep("job", 3).ok());
+  EXPECT_EQ(store_->ObjectSize("job", 3, "stale").status().code(), Code::kNotFound);
+  Put("job", 3, "a", "file");
+  EXPECT_EQ(store_->PutObject("job", 3, "a/b", "x", 1).code(), Code::kFailedPrecondition);
+  Put("job", 3, "d/e", "file");
+  EXPECT_EQ(store_->PutObject("job", 3, "d", "x", 1).code(), Code::kFailedPrecondition);
+  Put("job", 3, "a", "again");  // a re-put replaces
+  Put("job", 3, "ab", "1");
+  ASSERT_TRUE(store_->CommitStep(MakeManifest("job", 3, {{"a", "again"}, {"ab", "1"}, {"d/e", "file"}})).ok());
+  EXPECT_EQ(store_->PutObject("job", 3, "new", "x", 1).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(*ReadAll("job", 3, "a"), "again");
+  // Deleted again after the commit, it can be written again from scratch.
+  ASSERT_TRUE(store_->DeleteStep("job", 3).ok());
+  Put("job", 3, "a/b", "now a directory");
+  EXPECT_EQ(*ReadAll("job", 3, "a/b"), "now a directory");
+  EXPECT_TRUE(Committed("job").empty());
+}
+
 TEST_P(ObjectStoreConformance, AnObjectNameCannotAlsoBeADirectory) {
   Put("job", 1, "a", "file");
   EXPECT_EQ(store_->PutObject("job", 1, "a/b", "x", 1).code(), Code::kFailedPrecondition);

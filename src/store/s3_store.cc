@@ -139,6 +139,12 @@ Status S3ObjectStore::PutObject(std::string_view ns, uint64_t step, std::string_
 
 Status S3ObjectStore::PutImpl(std::string_view ns, uint64_t step, std::string_view name,
                               const void* data, size_t size) {
+  if (std::optional<Status> owned = ReserveOwned(ns, step, name)) {
+    TC_RETURN_IF_ERROR(*owned);
+    Status uploaded = client_.Upload(ObjectKey(ns, step, name), data, size);
+    if (!uploaded.ok()) Disown(ns, step);  // what is there now is unknown: check remotely again
+    return uploaded;
+  }
   TC_ASSIGN_OR_RETURN(bool committed, Exists(ManifestKey(ns, step)));
   if (committed) return FailedPrecondition("the step is committed and immutable; write to a new step");
   // An object name cannot also be a "directory" (the layout must download
@@ -224,6 +230,7 @@ Status S3ObjectStore::CommitStep(const Manifest& manifest) {
   Status valid = manifest.Validate();
   if (!valid.ok()) return valid.WithContext("CommitStep " + label + ": the manifest is invalid");
   std::unique_lock<std::shared_mutex> lock(StepLock(manifest.ns, manifest.step));
+  Disown(manifest.ns, manifest.step);
   return Ctx(CommitImpl(manifest), "CommitStep", label);
 }
 
@@ -331,10 +338,45 @@ Status S3ObjectStore::DeleteStep(std::string_view ns, uint64_t step) {
   std::unique_lock<std::shared_mutex> lock(StepLock(ns, step));
   // The manifest goes first: from then on the step is invisible, and a crash
   // mid-removal leaves an uncommitted step for SweepUncommitted.
+  Disown(ns, step);
   TC_RETURN_IF_ERROR(Ctx(client_.DeleteObject(ManifestKey(ns, step)), "DeleteStep", label));
   TC_ASSIGN_OR_RETURN(std::vector<std::string> keys,
                       Ctx(KeysUnder(StepPrefix(ns, step)), "DeleteStep", label));
-  return Ctx(client_.DeleteObjects(keys), "DeleteStep", label);
+  TC_RETURN_IF_ERROR(Ctx(client_.DeleteObjects(keys), "DeleteStep", label));
+  Own(ns, step);  // empty now, and only this store writes it (object_store.h)
+  return Status::Ok();
+}
+
+void S3ObjectStore::Own(std::string_view ns, uint64_t step) {
+  std::lock_guard<std::mutex> lock(owned_mu_);
+  if (owned_.size() >= kMaxOwnedSteps) owned_.clear();  // forgetting only costs requests
+  owned_[StepKey(std::string(ns), step)].clear();
+}
+
+void S3ObjectStore::Disown(std::string_view ns, uint64_t step) {
+  std::lock_guard<std::mutex> lock(owned_mu_);
+  owned_.erase(StepKey(std::string(ns), step));
+}
+
+std::optional<Status> S3ObjectStore::ReserveOwned(std::string_view ns, uint64_t step, std::string_view name) {
+  std::lock_guard<std::mutex> lock(owned_mu_);
+  auto it = owned_.find(StepKey(std::string(ns), step));
+  if (it == owned_.end()) return std::nullopt;
+  std::set<std::string>& names = it->second;
+  for (size_t slash = name.find('/'); slash != std::string_view::npos; slash = name.find('/', slash + 1)) {
+    if (names.count(std::string(name.substr(0, slash))) != 0) {
+      return FailedPrecondition("object " + QuoteForMessage(name.substr(0, slash)) +
+                                " exists, so it cannot also be a directory holding " + QuoteForMessage(name));
+    }
+  }
+  const std::string below = std::string(name) + "/";
+  auto next = names.lower_bound(below);
+  if (next != names.end() && next->compare(0, below.size(), below) == 0) {
+    return FailedPrecondition("object " + QuoteForMessage(*next) + " lies below " + QuoteForMessage(name) +
+                              "; an object name cannot also be a directory");
+  }
+  names.emplace(name);
+  return Status::Ok();
 }
 
 Result<int> S3ObjectStore::SweepUncommitted(std::string_view ns, const SweepOptions& options) {
@@ -351,6 +393,7 @@ Result<int> S3ObjectStore::SweepUncommitted(std::string_view ns, const SweepOpti
     if (committed) continue;
     TC_ASSIGN_OR_RETURN(std::vector<std::string> keys,
                         Ctx(KeysUnder(StepPrefix(ns, step)), "SweepUncommitted", step_label));
+    Disown(ns, step);
     TC_RETURN_IF_ERROR(Ctx(client_.DeleteObjects(keys), "SweepUncommitted", step_label));
     Log(LogLevel::kInfo, "store_swept_uncommitted_step")
         .Kv("store", describe_).Kv("ns", ns).Kv("step", step)

@@ -13,6 +13,11 @@
 //                 name against existing objects (an object cannot also be a
 //                 "directory": HEAD each ancestor name, list "<name>/"), then
 //                 Upload (a PUT, or parallel multipart above the threshold).
+//                 Steps this store emptied itself (DeleteStep, as the
+//                 persister does before writing a step) skip those 2-4
+//                 requests: it knows the step holds only what it has put
+//                 since, and checks names against that (until the step's
+//                 next CommitStep or sweep; at most kMaxOwnedSteps remembered).
 //   ReadObject    parallel ranged GETs of exactly the bytes asked for; a
 //                 short object is kCorruption. Zero-length reads HEAD.
 //   ObjectSize    HEAD.
@@ -51,6 +56,9 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
@@ -94,6 +102,8 @@ class S3ObjectStore final : public ObjectStore {
 
  private:
   static constexpr size_t kLockStripes = 64;
+  static constexpr size_t kMaxOwnedSteps = 256;
+  using StepKey = std::pair<std::string, uint64_t>;
 
   std::string NsPrefix(std::string_view ns) const;              // "<prefix>/<ns>/"
   std::string StepPrefix(std::string_view ns, uint64_t step) const;  // ".../step_N/"
@@ -116,12 +126,21 @@ class S3ObjectStore final : public ObjectStore {
   // Aborts the multipart uploads of ns's uncommitted steps that options do not skip.
   Status AbortUncommittedUploads(std::string_view ns, const SweepOptions& options);
 
+  // Steps emptied by this store (see PutObject above). Reserve returns
+  // nullopt if the step is not owned; otherwise Ok after recording `name`,
+  // or kFailedPrecondition if it clashes with a name put before.
+  void Own(std::string_view ns, uint64_t step);
+  void Disown(std::string_view ns, uint64_t step);
+  std::optional<Status> ReserveOwned(std::string_view ns, uint64_t step, std::string_view name);
+
   // Const after construction.
   const std::string describe_;
   const std::string base_;  // "<prefix>/" or "" for the bucket's root
   s3::S3Client client_;     // thread-safe
 
   mutable std::array<std::shared_mutex, kLockStripes> step_locks_;
+  std::mutex owned_mu_;
+  std::map<StepKey, std::set<std::string>, std::less<>> owned_;  // guarded by owned_mu_
 };
 
 }  // namespace tierckpt

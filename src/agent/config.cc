@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "agent/budget.h"
+#include "cluster/address.h"
 #include "os/files.h"
 
 namespace tierckpt::agent {
@@ -112,13 +113,10 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   }
   Result<LogLevel> level = ParseLogLevel(c->log_level);
   if (!level.ok()) return level.status().WithContext("--log-level");
-  for (char ch : c->node_id) {
-    if (static_cast<unsigned char>(ch) < 0x21 || ch == 0x7f || ch == '"' || ch == '\\') {
-      return InvalidArgument("--node-id \"" + c->node_id.substr(0, 64) +
-                             "\" contains spaces, quotes or control characters; use a plain host-like name");
-    }
+  // Node ids name peers in placements (src/cluster), so they follow its rule.
+  if (Status id = cluster::ValidateNodeId(c->node_id); !id.ok()) {
+    return id.WithContext("--node-id (default: the host name)");
   }
-  if (c->node_id.size() > 255) return InvalidArgument("--node-id is longer than 255 bytes; use a shorter name");
   return Status::Ok();
 }
 

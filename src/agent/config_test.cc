@@ -91,6 +91,8 @@ TEST(ConfigTest, BadValuesNameTheFlag) {
       {{"--persist-threads", "0"}, "--persist-threads"},
       {{"--log-level", "loud"}, "--log-level"},
       {{"--node-id", "has space"}, "--node-id"},
+      {{"--node-id", "host:1"}, "--node-id"},  // ":" would break "node host:port" lists
+      {{"--node-id", std::string(129, 'n')}, "--node-id"},
       {{"--bogus"}, "--bogus"},
       {{"--socket", "/tmp/" + std::string(120, 's')}, "--socket"},
   };

@@ -52,37 +52,12 @@ int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
   return era * 146097 + static_cast<int64_t>(doe) - 719468;
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+Result<std::string> QueryDecode(std::string_view s, std::string_view url) {
+  std::optional<std::string> out = PercentDecode(s);
+  if (!out) return InvalidArgument("URL '" + std::string(url) + "' has a bad percent escape in its query");
+  return std::move(*out);
 }
 
-Result<std::string> PercentDecode(std::string_view s, std::string_view url) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out.push_back(s[i]);
-      continue;
-    }
-    const int hi = i + 2 < s.size() ? HexValue(s[i + 1]) : -1;
-    const int lo = i + 2 < s.size() ? HexValue(s[i + 2]) : -1;
-    if (hi < 0 || lo < 0) {
-      return InvalidArgument("URL '" + std::string(url) + "' has a bad percent escape in its query");
-    }
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return out;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 }  // namespace
 
@@ -151,7 +126,7 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
   HttpUrl out;
   const size_t sep = url.find("://");
   if (sep == std::string_view::npos) return bad("has no scheme");
-  out.scheme = Lower(url.substr(0, sep));
+  out.scheme = AsciiLower(url.substr(0, sep));
   if (out.scheme != "http" && out.scheme != "https") return bad("is not http or https");
   std::string_view rest = url.substr(sep + 3);
   const size_t authority_end = rest.find_first_of("/?#");
@@ -167,14 +142,14 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
   if (authority.front() == '[') {
     const size_t close = authority.find(']');
     if (close == std::string_view::npos) return bad("has an unterminated IPv6 literal");
-    out.host = Lower(authority.substr(0, close + 1));
+    out.host = AsciiLower(authority.substr(0, close + 1));
     if (close + 1 < authority.size()) {
       if (authority[close + 1] != ':') return bad("has junk after its IPv6 literal");
       port_at = close + 1;
     }
   } else {
     port_at = authority.find(':');
-    out.host = Lower(authority.substr(0, port_at));
+    out.host = AsciiLower(authority.substr(0, port_at));
   }
   if (out.host.empty() || out.host == "[]") return bad("has no host");
   if (port_at != std::string_view::npos) {
@@ -197,10 +172,10 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
       query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
       if (item.empty()) continue;
       const size_t eq = item.find('=');
-      TC_ASSIGN_OR_RETURN(std::string name, PercentDecode(item.substr(0, eq), url));
+      TC_ASSIGN_OR_RETURN(std::string name, QueryDecode(item.substr(0, eq), url));
       std::string value;
       if (eq != std::string_view::npos) {
-        TC_ASSIGN_OR_RETURN(value, PercentDecode(item.substr(eq + 1), url));
+        TC_ASSIGN_OR_RETURN(value, QueryDecode(item.substr(eq + 1), url));
       }
       out.query.emplace_back(std::move(name), std::move(value));
     }

@@ -19,12 +19,6 @@ constexpr char kTokenPath[] = "/latest/api/token";
 constexpr char kRolesPath[] = "/latest/meta-data/iam/security-credentials/";
 constexpr char kTokenTtlSeconds[] = "21600";
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 class ImdsSource final : public CredentialsSource {
  public:
   ImdsSource(Environment env, std::shared_ptr<HttpTransport> transport)
@@ -34,7 +28,7 @@ class ImdsSource final : public CredentialsSource {
 
   Result<std::optional<Credentials>> Fetch(std::string* why_not) override {
     if (std::optional<std::string> disabled = env_.Get("AWS_EC2_METADATA_DISABLED")) {
-      if (Lower(TrimAscii(*disabled)) == "true") {
+      if (AsciiLower(TrimAscii(*disabled)) == "true") {
         *why_not = "AWS_EC2_METADATA_DISABLED=true";
         return std::optional<Credentials>();
       }
@@ -112,7 +106,7 @@ class ImdsSource final : public CredentialsSource {
       if (!url.ok()) return url.status().WithContext("IMDS: AWS_EC2_METADATA_SERVICE_ENDPOINT");
       return url;
     }
-    const std::string mode = Lower(env_.Get("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE").value_or("ipv4"));
+    const std::string mode = AsciiLower(env_.Get("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE").value_or("ipv4"));
     if (mode == "ipv4") return ParseHttpUrl("http://169.254.169.254");
     if (mode == "ipv6") return ParseHttpUrl("http://[fd00:ec2::254]");
     return InvalidArgument("IMDS: AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE='" + BodySnippet(mode) +

@@ -31,19 +31,6 @@ std::string Header(const HttpRequest& request, std::string_view name) {
   return v ? std::string(*v) : std::string();
 }
 
-std::string PercentDecode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 std::string XmlEscape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -129,7 +116,7 @@ Result<FakeS3::Parsed> FakeS3::Parse(const HttpRequest& request) const {
     path.remove_prefix(bucket_path.size());
   }
   if (!path.empty() && path.front() == '/') path.remove_prefix(1);
-  p.key = PercentDecode(path);
+  p.key = PercentDecode(path).value_or(std::string(path));
   return p;
 }
 

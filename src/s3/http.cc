@@ -30,6 +30,46 @@ std::string UriEncode(std::string_view s, bool encode_slash) {
   return out;
 }
 
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::optional<std::string> PercentDecode(std::string_view s, bool plus_is_space) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (plus_is_space && s[i] == '+') {
+      out.push_back(' ');
+      continue;
+    }
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    const int hi = i + 2 < s.size() ? HexValue(s[i + 1]) : -1;
+    const int lo = i + 2 < s.size() ? HexValue(s[i + 2]) : -1;
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
 std::string CanonicalQuery(const HttpRequest& request) {
   std::vector<std::pair<std::string, std::string>> encoded;
   encoded.reserve(request.query.size());

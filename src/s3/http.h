@@ -69,6 +69,14 @@ struct SendOptions {
 // - _ . ~) kept, everything else %XX upper-case; '/' kept unless encode_slash.
 std::string UriEncode(std::string_view s, bool encode_slash);
 
+// Decodes %XX escapes; with plus_is_space, '+' becomes ' ' (form encoding,
+// which S3's encoding-type=url listings use). nullopt for a '%' not followed
+// by two hex digits: the caller says where.
+std::optional<std::string> PercentDecode(std::string_view s, bool plus_is_space = false);
+
+// ASCII lower case (header names, schemes, host names, config keys).
+std::string AsciiLower(std::string_view s);
+
 // The query string: parameters sorted by encoded name then value, each
 // "name=value" encoded with encode_slash, joined by '&' ("uploads=" for a
 // valueless one). The same string the SigV4 canonical request uses.

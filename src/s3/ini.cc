@@ -3,6 +3,8 @@
 
 #include <cctype>
 
+#include "s3/http.h"
+
 namespace tierckpt::s3 {
 namespace {
 
@@ -27,12 +29,6 @@ std::string CollapseSpaces(std::string_view s) {
     in_space = false;
     out.push_back(c);
   }
-  return out;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -78,7 +74,7 @@ Result<IniFile> ParseIni(std::string_view text, std::string_view path) {
       if (last_empty) {
         const size_t eq = line.find('=');
         if (eq == std::string_view::npos) return error("indented line without '=' under an empty key");
-        const std::string sub = Lower(Trim(line.substr(0, eq)));
+        const std::string sub = AsciiLower(Trim(line.substr(0, eq)));
         if (sub.empty()) return error("empty sub-key name");
         (*section)[last_key + "." + sub] = std::string(Trim(line.substr(eq + 1)));
       } else {
@@ -91,7 +87,7 @@ Result<IniFile> ParseIni(std::string_view text, std::string_view path) {
     const size_t eq = line.find('=');
     if (eq == std::string_view::npos) return error("a line that is neither '[section]' nor 'key = value'");
     if (section == nullptr) return error("'key = value' before any [section]");
-    std::string key = Lower(Trim(line.substr(0, eq)));
+    std::string key = AsciiLower(Trim(line.substr(0, eq)));
     if (key.empty()) return error("empty key name");
     std::string value(Trim(line.substr(eq + 1)));
     last_empty = value.empty();

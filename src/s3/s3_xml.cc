@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/names.h"
+#include "s3/http.h"
 
 namespace tierckpt::s3 {
 namespace {
@@ -37,13 +38,6 @@ bool ParseU64(std::string_view s, uint64_t* out) {
   return ec == std::errc() && end == s.data() + s.size() && !s.empty();
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Decodes `s` when `encoded`, else returns it.
 Result<std::string> MaybeDecode(const char* s, bool encoded) {
   if (!encoded) return std::string(s);
@@ -59,26 +53,9 @@ std::string Print(const pugi::xml_document& doc) {
 }  // namespace
 
 Result<std::string> UrlDecode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {  // form encoding, which S3's encoding-type=url uses for spaces
-      out.push_back(' ');
-      continue;
-    }
-    if (s[i] != '%') {
-      out.push_back(s[i]);
-      continue;
-    }
-    const int hi = i + 2 < s.size() ? HexValue(s[i + 1]) : -1;
-    const int lo = i + 2 < s.size() ? HexValue(s[i + 2]) : -1;
-    if (hi < 0 || lo < 0) {
-      return ProtocolError("S3 sent a URL-encoded name with a bad %-escape: " + QuoteForMessage(s));
-    }
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return out;
+  std::optional<std::string> out = PercentDecode(s, /*plus_is_space=*/true);
+  if (!out) return ProtocolError("S3 sent a URL-encoded name with a bad %-escape: " + QuoteForMessage(s));
+  return std::move(*out);
 }
 
 std::optional<S3ErrorBody> ParseErrorBody(std::string_view body) {

@@ -72,14 +72,6 @@ std::string Hex(const Digest& d) {
   return out;
 }
 
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string ToLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = Lower(c);
-  return out;
-}
-
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 // Leading and trailing whitespace dropped, inner runs collapsed to one space
@@ -135,7 +127,7 @@ std::string CanonicalUri(std::string_view path, UriMode mode) {
 std::vector<std::pair<std::string, std::string>> SortedHeaders(const Headers& headers) {
   std::vector<std::pair<std::string, std::string>> sorted;
   sorted.reserve(headers.size());
-  for (const auto& [name, value] : headers) sorted.emplace_back(ToLower(name), CanonicalHeaderValue(value));
+  for (const auto& [name, value] : headers) sorted.emplace_back(AsciiLower(name), CanonicalHeaderValue(value));
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   return sorted;
@@ -154,14 +146,14 @@ std::string SignedHeaders(const std::vector<std::pair<std::string, std::string>>
 
 std::optional<std::string_view> FindHeaderAnyCase(const Headers& headers, std::string_view name) {
   for (const auto& [key, value] : headers) {
-    if (key.size() == name.size() && ToLower(key) == name) return std::string_view(value);
+    if (key.size() == name.size() && AsciiLower(key) == name) return std::string_view(value);
   }
   return std::nullopt;
 }
 
 void EraseHeader(Headers& headers, std::string_view name) {
   std::erase_if(headers,
-                [&](const auto& h) { return h.first.size() == name.size() && ToLower(h.first) == name; });
+                [&](const auto& h) { return h.first.size() == name.size() && AsciiLower(h.first) == name; });
 }
 
 bool IsAmzDate(std::string_view s) {

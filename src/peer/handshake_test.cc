@@ -1,0 +1,123 @@
+// The handshake functions on their own, over in-memory channels.
+
+#include "peer/handshake.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "peer/mem_channel.h"
+#include "peer/peer_test_util.h"
+
+namespace tierckpt::peer {
+namespace {
+
+using testing_util::RawPeer;
+using testing_util::Secret;
+
+struct ChannelPair {
+  std::unique_ptr<ChannelAcceptor> acceptor;
+  std::unique_ptr<ByteChannel> client;
+  std::unique_ptr<ByteChannel> server;
+};
+
+ChannelPair MakePair(const std::shared_ptr<InMemoryNetwork>& net) {
+  ChannelPair p;
+  auto a = net->Bind("hs:0");
+  EXPECT_TRUE(a.ok());
+  p.acceptor = std::move(*a);
+  auto c = net->Dial(p.acceptor->address());
+  EXPECT_TRUE(c.ok());
+  p.client = std::move(*c);
+  auto s = p.acceptor->Accept();
+  EXPECT_TRUE(s.ok());
+  p.server = std::move(*s);
+  return p;
+}
+
+TEST(HandshakeTest, BothSidesLearnTheOthersNodeAndVersion) {
+  auto net = InMemoryNetwork::Create();
+  ChannelPair p = MakePair(net);
+  ClusterSecret secret = Secret();
+  Result<PeerInfo> server = Internal("not run");
+  std::thread t([&] { server = ServerHandshake(*p.server, {"srv", &secret, Millis(3000), {}}); });
+  Result<PeerInfo> client = ClientHandshake(*p.client, {"cli", &secret, Millis(3000), "srv"});
+  t.join();
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_EQ(client->node_id, "srv");
+  EXPECT_EQ(server->node_id, "cli");
+  EXPECT_EQ(client->version, kPeerProtocolVersion);
+  EXPECT_EQ(server->address, p.server->peer_address());
+}
+
+TEST(HandshakeTest, RefusesToRunWithoutASecret) {
+  auto net = InMemoryNetwork::Create();
+  ChannelPair p = MakePair(net);
+  ClusterSecret none;
+  EXPECT_EQ(ClientHandshake(*p.client, {"cli", &none, Millis(100), {}}).status().code(),
+            Code::kFailedPrecondition);
+  EXPECT_EQ(ServerHandshake(*p.server, {"srv", nullptr, Millis(100), {}}).status().code(),
+            Code::kFailedPrecondition);
+}
+
+TEST(HandshakeTest, VersionNegotiationPicksTheHighestCommon) {
+  EXPECT_EQ(*NegotiateVersion(1, 3, 2, 5, "p"), 3);
+  EXPECT_EQ(*NegotiateVersion(1, 1, 1, 1, "p"), 1);
+  auto none = NegotiateVersion(1, 1, 2, 4, "peer x");
+  EXPECT_EQ(none.status().code(), Code::kProtocolError);
+  EXPECT_NE(none.status().message().find("2..4"), std::string::npos);
+}
+
+TEST(HandshakeTest, AReadyWithAPayloadOrAClientPosingAsServerIsAProtocolError) {
+  auto net = InMemoryNetwork::Create();
+  ClusterSecret secret = Secret();
+  {
+    ChannelPair p = MakePair(net);
+    Result<PeerInfo> server = Internal("not run");
+    std::thread t([&] { server = ServerHandshake(*p.server, {"srv", &secret, Millis(3000), {}}); });
+    RawPeer raw(std::move(p.client));
+    auto hello = raw.ClientHello("cli");
+    ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+    std::string mac = ComputeProof(
+        secret, ProofInput{Role::kClient, "cli", "srv", std::string(kNonceSize, 'c'), hello->nonce, 1});
+    ASSERT_TRUE(raw.Send(FrameKind::kProof, ProofPayload{mac}.Encode()).ok());
+    ASSERT_TRUE(raw.Read().ok());  // the server's proof
+    ASSERT_TRUE(raw.Send(FrameKind::kReady, "junk").ok());
+    t.join();
+    EXPECT_EQ(server.status().code(), Code::kProtocolError) << server.status().ToString();
+  }
+  {
+    ChannelPair p = MakePair(net);
+    Result<PeerInfo> client = Internal("not run");
+    std::thread t([&] { client = ClientHandshake(*p.client, {"cli", &secret, Millis(3000), {}}); });
+    RawPeer raw(std::move(p.server));
+    ASSERT_TRUE(raw.Read().ok());  // the client's Hello
+    ASSERT_TRUE(raw.Send(FrameKind::kHello,
+                         HelloPayload{Role::kClient, 1, 1, "x", std::string(kNonceSize, 'n')}.Encode())
+                    .ok());
+    t.join();
+    EXPECT_EQ(client.status().code(), Code::kProtocolError);
+    EXPECT_NE(client.status().message().find("Hello.role"), std::string::npos) << client.status().message();
+  }
+}
+
+TEST(HandshakeTest, TheWholeHandshakeSharesOneDeadline) {
+  auto net = InMemoryNetwork::Create();
+  ChannelPair p = MakePair(net);
+  ClusterSecret secret = Secret();
+  RawPeer raw(std::move(p.client));
+  ASSERT_TRUE(raw.Send(FrameKind::kHello,
+                       HelloPayload{Role::kClient, 1, 1, "slow", std::string(kNonceSize, 'c')}.Encode())
+                  .ok());
+  auto start = std::chrono::steady_clock::now();
+  auto server = ServerHandshake(*p.server, {"srv", &secret, Millis(200), {}});  // no Proof ever comes
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(server.status().code(), Code::kTimeout);
+  EXPECT_NE(server.status().message().find("slow"), std::string::npos) << server.status().message();
+  EXPECT_NE(server.status().message().find("Proof"), std::string::npos) << server.status().message();
+  EXPECT_LT(took, std::chrono::seconds(3));
+}
+
+}  // namespace
+}  // namespace tierckpt::peer

@@ -1,0 +1,171 @@
+// peer_frame.h — the wire format of the peer protocol between node agents.
+//
+// docs/peer-protocol.md is the user-facing copy of this. Every message is one
+// frame: a fixed 20-byte header, then payload_len bytes of payload.
+//
+//   offset size field
+//   0      4    magic        0x52504354 little-endian (bytes "TCPR")
+//   4      2    version      kPeerProtocolVersion (handshake frames: always 1)
+//   6      1    kind         FrameKind
+//   7      1    flags        0 (reserved; anything else is a protocol error)
+//   8      2    type         application message type (Control, StreamBegin);
+//                            0 in every other kind
+//   10     2    reserved     0
+//   12     4    request_id   chosen by the application; echoed by replies
+//   16     4    payload_len  <= MaxPayloadFor(kind)
+//
+// All integers are little-endian. Payload fields use wire::Encoder (u8..u64
+// fixed width, strings as u32 length + bytes). The header is checked before
+// any payload byte is read or allocated, with a per-kind size limit, so an
+// oversized or malformed frame costs nothing and is answered with
+// kProtocolError naming the peer and the field.
+//
+// Payloads by kind:
+//   kHello       u8 role (1 client, 2 server), u16 min_version,
+//                u16 max_version, str node_id, str nonce (exactly 32 bytes)
+//   kProof       str mac (32 bytes of HMAC-SHA256; empty = "no secret")
+//   kReady       empty: the client accepted the server's proof
+//   kReject      u32 status code, str message (<= kMaxRejectMessage bytes)
+//   kControl     application bytes (<= kMaxControlPayload)
+//   kStreamBegin u64 object_id, u64 size, str metadata (<= kMaxStreamMetadata)
+//   kStreamData  u64 object_id, u64 offset, u32 length, then length bytes
+//                (payload_len == kStreamDataPrefix + length, length >= 1)
+//   kStreamEnd   u64 object_id, u64 size, u64 checksum (XXH3-64, seed 0)
+//   kStreamAbort u64 object_id, str reason (<= kMaxRejectMessage bytes)
+//
+// Thread safety: the functions are pure; the structs are plain values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "cluster/address.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt::peer {
+
+inline constexpr uint32_t kPeerFrameMagic = 0x52504354;  // "TCPR"
+inline constexpr uint16_t kPeerProtocolVersion = 1;
+// The range this build speaks; the handshake picks the highest common one.
+inline constexpr uint16_t kMinPeerProtocolVersion = 1;
+inline constexpr uint16_t kMaxPeerProtocolVersion = 1;
+inline constexpr size_t kPeerFrameHeaderSize = 20;
+
+inline constexpr size_t kNonceSize = 32;
+inline constexpr size_t kMacSize = 32;
+inline constexpr uint32_t kMaxHandshakePayload = 4096;
+inline constexpr uint32_t kMaxRejectMessage = 1024;
+// Large enough for the biggest manifest (64 MiB) plus its envelope.
+inline constexpr uint32_t kMaxControlPayload = 80u << 20;
+inline constexpr uint32_t kMaxStreamMetadata = 64u << 10;
+// Largest data chunk one StreamData frame may carry.
+inline constexpr uint32_t kMaxChunkBytes = 16u << 20;
+inline constexpr uint32_t kStreamDataPrefix = 20;  // object_id, offset, length
+inline constexpr uint32_t kStreamEndPayload = 24;  // object_id, size, checksum
+// Longest node id; node ids are 1..255 bytes of printable ASCII (0x21..0x7e)
+// other than '"' and '\\', like the agent's --node-id.
+inline constexpr size_t kMaxNodeIdLength = cluster::kMaxNodeIdLength;
+
+enum class FrameKind : uint8_t {
+  kHello = 1,
+  kProof = 2,
+  kReady = 3,
+  kReject = 4,
+  kControl = 5,
+  kStreamBegin = 6,
+  kStreamData = 7,
+  kStreamEnd = 8,
+  kStreamAbort = 9,
+};
+// "Hello", "StreamData", ...; "unknown" otherwise.
+std::string_view FrameKindName(FrameKind kind);
+// The largest payload_len a frame of this kind may declare.
+uint32_t MaxPayloadFor(FrameKind kind);
+
+enum class Role : uint8_t { kClient = 1, kServer = 2 };
+std::string_view RoleName(Role role);  // "client" / "server"
+
+struct PeerFrameHeader {
+  uint32_t magic = kPeerFrameMagic;
+  uint16_t version = kPeerProtocolVersion;
+  FrameKind kind = FrameKind::kControl;
+  uint8_t flags = 0;
+  uint16_t type = 0;
+  uint16_t reserved = 0;
+  uint32_t request_id = 0;
+  uint32_t payload_len = 0;
+};
+
+void EncodePeerHeader(const PeerFrameHeader& h, uint8_t out[kPeerFrameHeaderSize]);
+// Checks magic, version (== expected_version), kind, flags, reserved and
+// payload_len <= MaxPayloadFor(kind). On failure: kProtocolError
+// "<who>: frame header field <field>: ..." where who names the peer, e.g.
+// "peer 10.0.0.2:7100 (node n2)".
+Result<PeerFrameHeader> DecodePeerHeader(const uint8_t in[kPeerFrameHeaderSize], std::string_view who,
+                                         uint16_t expected_version = kPeerProtocolVersion);
+
+// Node ids follow cluster::ValidateNodeId (src/cluster/address.h):
+// [A-Za-z0-9_.-]{1,128}, the rule placements and hostfiles use.
+
+// ---- payloads; Decode fails with kProtocolError naming the field ----
+
+struct HelloPayload {
+  Role role = Role::kClient;
+  uint16_t min_version = kMinPeerProtocolVersion;
+  uint16_t max_version = kMaxPeerProtocolVersion;
+  std::string node_id;  // validated by Decode
+  std::string nonce;    // kNonceSize bytes
+  std::string Encode() const;
+  static Result<HelloPayload> Decode(std::string_view p);
+};
+
+struct ProofPayload {
+  std::string mac;  // kMacSize bytes, or empty: the peer has no secret
+  std::string Encode() const;
+  static Result<ProofPayload> Decode(std::string_view p);
+};
+
+// Reject and StreamAbort both carry a Status; messages are cut to
+// kMaxRejectMessage bytes by Encode.
+struct RejectPayload {
+  uint32_t code = 0;
+  std::string message;
+  std::string Encode() const;
+  static Result<RejectPayload> Decode(std::string_view p);
+};
+
+struct StreamBeginPayload {
+  uint64_t object_id = 0;
+  uint64_t size = 0;
+  std::string metadata;
+  std::string Encode() const;
+  static Result<StreamBeginPayload> Decode(std::string_view p);
+};
+
+// Only the fixed prefix; the data follows it in the same frame.
+struct StreamDataPrefix {
+  uint64_t object_id = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  void Encode(uint8_t out[kStreamDataPrefix]) const;
+  static StreamDataPrefix Decode(const uint8_t in[kStreamDataPrefix]);
+};
+
+struct StreamEndPayload {
+  uint64_t object_id = 0;
+  uint64_t size = 0;
+  uint64_t checksum = 0;
+  std::string Encode() const;
+  static Result<StreamEndPayload> Decode(std::string_view p);
+};
+
+struct StreamAbortPayload {
+  uint64_t object_id = 0;
+  std::string reason;
+  std::string Encode() const;
+  static Result<StreamAbortPayload> Decode(std::string_view p);
+};
+
+}  // namespace tierckpt::peer

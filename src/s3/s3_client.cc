@@ -252,7 +252,11 @@ Status S3Client::GetRange(std::string_view key, uint64_t offset, void* dst, size
 }
 
 Status S3Client::Download(std::string_view key, uint64_t offset, void* dst, size_t size) {
-  const size_t chunk = std::max<size_t>(1, config_.part_size);
+  // One range per connection, each at least part_size: the same parallelism
+  // as part_size ranges with fewer requests (each request costs the server a
+  // lookup and the client a round trip).
+  const size_t concurrency = static_cast<size_t>(std::max(1, config_.concurrency));
+  const size_t chunk = std::max<size_t>({1, config_.part_size, (size + concurrency - 1) / concurrency});
   if (size <= chunk) return GetRange(key, offset, dst, size);
   const size_t count = (size + chunk - 1) / chunk;
   return ParallelFor(count, config_.concurrency, [&](size_t i) {

@@ -138,8 +138,9 @@ class S3Client {
   // kNotFound if the key is absent; kCorruption if the object is shorter.
   // size 0 reads nothing and sends nothing.
   Status GetRange(std::string_view key, uint64_t offset, void* dst, size_t size);
-  // The same range as parallel ranged GETs of config.part_size on
-  // config.concurrency threads.
+  // The same range as parallel ranged GETs on config.concurrency threads:
+  // one range per thread, each at least config.part_size (fewer requests
+  // than part_size ranges at the same parallelism).
   Status Download(std::string_view key, uint64_t offset, void* dst, size_t size);
   // A whole (small) object; kResourceExhausted if it exceeds max_bytes.
   Result<std::string> GetObject(std::string_view key, size_t max_bytes);

@@ -1,29 +1,17 @@
 #include "peer/peer_frame.h"
 
-#include <cstdio>
 #include <utility>
 
 #include "common/names.h"
+#include "wire/le.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::peer {
 namespace {
 
-void StoreLe(uint8_t* out, uint64_t v, size_t width) {
-  for (size_t i = 0; i < width; ++i) out[i] = static_cast<uint8_t>((v >> (8 * i)) & 0xff);
-}
-
-uint64_t LoadLe(const uint8_t* in, size_t width) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < width; ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
-  return v;
-}
-
-std::string Hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "0x%08x", v);
-  return buf;
-}
+using wire::Hex32;
+using wire::LoadLe;
+using wire::StoreLe;
 
 Status HeaderError(std::string_view who, std::string_view field, const std::string& detail) {
   return ProtocolError(std::string(who) + ": frame header field " + std::string(field) + ": " + detail);

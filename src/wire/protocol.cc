@@ -1,7 +1,8 @@
 #include "wire/protocol.h"
 
-#include <cstdio>
 #include <utility>
+
+#include "wire/le.h"
 
 namespace tierckpt::wire {
 namespace {
@@ -31,26 +32,10 @@ constexpr size_t kMaxResponseMessage = 64u << 10;
   X(kShutdown, "Shutdown")    \
   X(kPersist, "Persist")
 
-void StoreLe(uint8_t* out, uint64_t v, size_t width) {
-  for (size_t i = 0; i < width; ++i) out[i] = static_cast<uint8_t>((v >> (8 * i)) & 0xff);
-}
-
 void PutLe(std::string* out, uint64_t v, size_t width) {
   uint8_t bytes[8];
   StoreLe(bytes, v, width);
   out->append(reinterpret_cast<const char*>(bytes), width);
-}
-
-uint64_t GetLe(const uint8_t* in, size_t width) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < width; ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
-  return v;
-}
-
-std::string Hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "0x%08x", v);
-  return buf;
 }
 
 std::string Field(std::string_view type, std::string_view field) {
@@ -85,11 +70,11 @@ void EncodeHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]) {
 
 Result<FrameHeader> DecodeHeader(const uint8_t in[kFrameHeaderSize]) {
   FrameHeader h;
-  h.magic = static_cast<uint32_t>(GetLe(in, 4));
-  h.version = static_cast<uint16_t>(GetLe(in + 4, 2));
-  h.type = static_cast<uint16_t>(GetLe(in + 6, 2));
-  h.request_id = static_cast<uint32_t>(GetLe(in + 8, 4));
-  h.payload_len = static_cast<uint32_t>(GetLe(in + 12, 4));
+  h.magic = static_cast<uint32_t>(LoadLe(in, 4));
+  h.version = static_cast<uint16_t>(LoadLe(in + 4, 2));
+  h.type = static_cast<uint16_t>(LoadLe(in + 6, 2));
+  h.request_id = static_cast<uint32_t>(LoadLe(in + 8, 4));
+  h.payload_len = static_cast<uint32_t>(LoadLe(in + 12, 4));
   if (h.magic != kFrameMagic) {
     return ProtocolError("frame header: bad magic " + Hex32(h.magic) + " (expected " +
                          Hex32(kFrameMagic) +
@@ -146,21 +131,21 @@ Status Decoder::U8(uint8_t* v, std::string_view field) {
 
 Status Decoder::U16(uint16_t* v, std::string_view field) {
   TC_RETURN_IF_ERROR(Need(2, field));
-  *v = static_cast<uint16_t>(GetLe(reinterpret_cast<const uint8_t*>(in_.data() + pos_), 2));
+  *v = static_cast<uint16_t>(LoadLe(reinterpret_cast<const uint8_t*>(in_.data() + pos_), 2));
   pos_ += 2;
   return Status::Ok();
 }
 
 Status Decoder::U32(uint32_t* v, std::string_view field) {
   TC_RETURN_IF_ERROR(Need(4, field));
-  *v = static_cast<uint32_t>(GetLe(reinterpret_cast<const uint8_t*>(in_.data() + pos_), 4));
+  *v = static_cast<uint32_t>(LoadLe(reinterpret_cast<const uint8_t*>(in_.data() + pos_), 4));
   pos_ += 4;
   return Status::Ok();
 }
 
 Status Decoder::U64(uint64_t* v, std::string_view field) {
   TC_RETURN_IF_ERROR(Need(8, field));
-  *v = GetLe(reinterpret_cast<const uint8_t*>(in_.data() + pos_), 8);
+  *v = LoadLe(reinterpret_cast<const uint8_t*>(in_.data() + pos_), 8);
   pos_ += 8;
   return Status::Ok();
 }

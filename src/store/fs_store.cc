@@ -296,14 +296,7 @@ Result<Manifest> FsObjectStore::ReadManifestImpl(std::string_view ns, uint64_t s
     }
     return text.status();
   }
-  TC_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(*text, path));
-  if (m.ns != ns || m.step != step) {
-    return Corruption("manifest " + path + " describes namespace " + QuoteForMessage(m.ns) +
-                      " step " + std::to_string(m.step) +
-                      ", not the step directory it sits in; the directory was copied or "
-                      "renamed, restore the step from another tier");
-  }
-  return m;
+  return store_internal::ParseStepManifest(*text, path, ns, step);
 }
 
 // ---- listing and deletion ---------------------------------------------------

@@ -285,14 +285,7 @@ Result<Manifest> S3ObjectStore::ReadManifestImpl(std::string_view ns, uint64_t s
                       "; the step cannot be trusted in this tier, restore it from another tier");
   }
   TC_RETURN_IF_ERROR(text.status());
-  TC_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(*text, Url(key)));
-  if (m.ns != ns || m.step != step) {
-    return Corruption("manifest " + Url(key) + " describes namespace " + QuoteForMessage(m.ns) +
-                      " step " + std::to_string(m.step) +
-                      ", not the step it sits in; the keys were copied or renamed, restore the "
-                      "step from another tier");
-  }
-  return m;
+  return store_internal::ParseStepManifest(*text, Url(key), ns, step);
 }
 
 // ---- listing and deletion ---------------------------------------------------

@@ -39,6 +39,17 @@ Status ValidateStepFor(std::string_view op, std::string_view store, std::string_
   return InContext(ValidateStep(step), op, store);
 }
 
+Result<Manifest> ParseStepManifest(std::string_view text, const std::string& where, std::string_view ns,
+                                   uint64_t step) {
+  TC_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(text, where));
+  if (m.ns != ns || m.step != step) {
+    return Corruption("manifest " + where + " describes namespace " + QuoteForMessage(m.ns) + " step " +
+                      std::to_string(m.step) +
+                      ", not the step it sits in; it was copied or renamed, restore the step from another tier");
+  }
+  return m;
+}
+
 Status ValidateObjectFor(std::string_view op, std::string_view store, std::string_view ns,
                          uint64_t step, std::string_view name) {
   TC_RETURN_IF_ERROR(ValidateStepFor(op, store, ns, step));

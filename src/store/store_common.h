@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::store_internal {
@@ -28,6 +29,12 @@ Status ValidateStepFor(std::string_view op, std::string_view store, std::string_
                        uint64_t step);
 Status ValidateObjectFor(std::string_view op, std::string_view store, std::string_view ns,
                          uint64_t step, std::string_view name);
+
+// Parses the manifest read from `where` (a path or an s3:// URL) for step
+// (ns, step): kCorruption if it is damaged or describes another step (the
+// files or keys were copied or renamed).
+Result<Manifest> ParseStepManifest(std::string_view text, const std::string& where, std::string_view ns,
+                                   uint64_t step);
 
 // Suffix of a temporary file written before its rename into place:
 // ".tmp.<pid>.<n>".

@@ -11,15 +11,27 @@
 
 #include "agent/budget.h"
 #include "agent/layout.h"
+#include "cluster/hostfile.h"
+#include "peer/channel_transport.h"
 #include "common/log.h"
 #include "os/files.h"
 
 namespace tierckpt::agent {
+namespace {
+
+std::string JoinIds(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const std::string& id : ids) out += (out.empty() ? "" : ",") + id;
+  return out;
+}
+
+}  // namespace
 
 Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
 
 Agent::~Agent() {
   if (service_ != nullptr) service_->Stop();
+  StopPeers();
   if (persister_ != nullptr) persister_->Stop(std::chrono::milliseconds(0));
   if (verifier_ != nullptr) verifier_->Stop();
 }
@@ -129,6 +141,8 @@ Status Agent::Start(bool handle_signals) {
     for (const auto& [ns, step] : report.persist_pending) persister_->Enqueue(ns, step);
   }
 
+  if (!config_.peers_file.empty()) TC_RETURN_IF_ERROR(StartPeers(mo));
+
   HandlerDeps deps;
   deps.info.node_id = config_.node_id;
   deps.info.root = config_.root;
@@ -145,6 +159,11 @@ Status Agent::Start(bool handle_signals) {
   deps.store = store_.get();
   deps.errors = &errors_;
   deps.connection_count = [this] { return service_ != nullptr ? service_->connections() : 0; };
+  deps.replicator = replicator_.get();
+  deps.replication_queue = replication_queue_.get();
+  if (!config_.replica_ack.empty()) {
+    TC_ASSIGN_OR_RETURN(deps.replica_ack, ParseReplicaAck(config_.replica_ack));
+  }
   handlers_ = std::make_unique<Handlers>(std::move(deps));
   ServiceOptions so;
   so.socket_path = config_.socket_path;
@@ -163,6 +182,8 @@ Status Agent::Start(bool handle_signals) {
       .Kv("durable", store_ != nullptr ? store_->Describe() : "none")
       .Kv("node", config_.node_id)
       .Kv("keep_last", config_.keep_last)
+      .Kv("peers", peer_service_ != nullptr ? peer_service_->address() : "none")
+      .Kv("replica_holders", replicator_ != nullptr ? JoinIds(replicator_->holders()) : "")
       .Kv("recovered_steps", static_cast<uint64_t>(report.committed_steps))
       .Kv("recovered_bytes", report.bytes)
       .Kv("pid", static_cast<int64_t>(::getpid()));
@@ -171,7 +192,11 @@ Status Agent::Start(bool handle_signals) {
 
 void Agent::Run() {
   if (service_ == nullptr) return;
-  service_->Run(signal_fd_.get(), [this] { tier_->Shutdown(); });
+  service_->Run(signal_fd_.get(), [this] {
+    tier_->Shutdown();
+    if (replicas_ != nullptr) replicas_->Shutdown();
+  });
+  StopPeers();
   if (signal_fd_.valid()) {
     signalfd_siginfo info{};
     if (::read(signal_fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
@@ -183,6 +208,48 @@ void Agent::Run() {
   verifier_->Stop();
   if (!config_.pid_file.empty()) ::unlink(config_.pid_file.c_str());
   Log(LogLevel::kInfo, "stopped").Kv("pid", static_cast<int64_t>(::getpid()));
+}
+
+Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
+  TC_ASSIGN_OR_RETURN(cluster::Membership members, cluster::ReadHostfile(config_.peers_file));
+  const cluster::Member* self = members.Find(config_.node_id);
+  if (self == nullptr) {
+    return InvalidArgument("--node-id " + config_.node_id + " is not in --peers " + config_.peers_file + " (" +
+                           members.Describe() + "); add this node or fix --node-id");
+  }
+  TC_ASSIGN_OR_RETURN(std::string secret_text, ReadFileToString(config_.peer_secret_file, peer::kMaxSecretBytes + 2));
+  while (!secret_text.empty() && (secret_text.back() == '\n' || secret_text.back() == '\r')) secret_text.pop_back();
+  Result<peer::ClusterSecret> secret = peer::ClusterSecret::FromBytes(secret_text);
+  if (!secret.ok()) return secret.status().WithContext("--peer-secret-file " + config_.peer_secret_file);
+  peer::TransportOptions to;
+  to.node_id = config_.node_id;
+  to.secret = std::move(secret).value();
+  TC_ASSIGN_OR_RETURN(std::unique_ptr<peer::TcpTransport> tcp, peer::TcpTransport::Create(std::move(to)));
+  transport_ = std::move(tcp);
+
+  cluster::PlacementPolicy policy;
+  policy.replicas = config_.replicas;
+  policy.spacing = config_.replica_spacing;
+  const std::string listen = config_.peer_listen.empty() ? self->address : config_.peer_listen;
+  TC_ASSIGN_OR_RETURN(replicator_, Replicator::Create(transport_.get(), std::move(members), policy, config_.node_id,
+                                                      peer::Millis(30000)));
+  replicas_ = std::make_unique<ReplicaTiers>(tier_options, verifier_.get());
+  if (Status r = replicas_->RecoverAll(); !r.ok()) errors_.Add("replica recovery", r);
+  replication_queue_ = std::make_unique<WorkQueue>("replicate", 1);
+  PeerServiceDeps pd;
+  pd.node_id = config_.node_id;
+  pd.transport = transport_.get();
+  pd.tier = tier_.get();
+  pd.replicas = replicas_.get();
+  Replicator* rep = replicator_.get();
+  pd.address_of = [rep](std::string_view id) { return rep->AddressOf(id); };
+  peer_service_ = std::make_unique<PeerService>(std::move(pd));
+  return peer_service_->Start(listen);
+}
+
+void Agent::StopPeers() {
+  if (peer_service_ != nullptr) peer_service_->Stop();
+  if (replication_queue_ != nullptr) replication_queue_->Stop();
 }
 
 void Agent::Stop() {

@@ -22,8 +22,11 @@
 #include "agent/config.h"
 #include "agent/handlers.h"
 #include "agent/memory_tier.h"
+#include "agent/peer_service.h"
 #include "agent/persister.h"
 #include "agent/recent_errors.h"
+#include "agent/replica_tiers.h"
+#include "agent/replicator.h"
 #include "agent/service.h"
 #include "agent/work_queue.h"
 #include "os/fd.h"
@@ -54,6 +57,10 @@ class Agent {
   const AgentConfig config_;
 
   // Set up by Start, in this order; destroyed in reverse.
+  // --peers: the transport, replica tiers, peer service and replicator.
+  Status StartPeers(const MemoryTierOptions& tier_options);
+  void StopPeers();
+
   RecentErrors errors_;
   UniqueFd lock_fd_;
   UniqueFd signal_fd_;
@@ -61,6 +68,12 @@ class Agent {
   std::unique_ptr<MemoryTier> tier_;
   std::unique_ptr<WorkQueue> verifier_;
   std::unique_ptr<Persister> persister_;
+  // Multi-node (--peers): all nullptr on a single node.
+  std::unique_ptr<peer::Transport> transport_;
+  std::unique_ptr<ReplicaTiers> replicas_;
+  std::unique_ptr<Replicator> replicator_;
+  std::unique_ptr<WorkQueue> replication_queue_;
+  std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<Handlers> handlers_;
   std::unique_ptr<Service> service_;
 };

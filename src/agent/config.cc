@@ -57,6 +57,15 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--pid-file", c.pid_file, "write the agent's pid here while it runs");
   app.add_option("--shutdown-grace", c.shutdown_grace_s,
                  "seconds running persists may take at shutdown (default 30)");
+  app.add_option("--peers", c.peers_file,
+                 "hostfile of every agent of the job: `node_id host:port [domain=D]` per line (default: single node)");
+  app.add_option("--peer-listen", c.peer_listen, "address to accept peers on (default: this node's hostfile address)");
+  app.add_option("--peer-secret-file", c.peer_secret_file,
+                 "file holding the cluster secret shared by every agent (required with --peers)");
+  app.add_option("--replicas", c.replicas, "copies of each step, this node's included (default 2; 1 = none)");
+  app.add_option("--replica-spacing", c.replica_spacing, "ring distance between replicas (default 1)");
+  app.add_option("--replica-ack", c.replica_ack,
+                 "all: a commit returns once every replica is verified (default); none: replicate after commit");
   app.add_flag("--foreground")->description("accepted for compatibility; tierckptd always runs in the foreground");
   app.set_version_flag("--version", std::string("tierckptd ") + kVersion);
 }
@@ -113,6 +122,22 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   }
   Result<LogLevel> level = ParseLogLevel(c->log_level);
   if (!level.ok()) return level.status().WithContext("--log-level");
+  if (c->replicas < 1 || c->replicas > 16) return RangeError("--replicas", c->replicas, 1, 16);
+  if (c->replica_spacing < 1 || c->replica_spacing > 1024) {
+    return RangeError("--replica-spacing", c->replica_spacing, 1, 1024);
+  }
+  if (c->replica_ack != "all" && c->replica_ack != "none") {
+    return InvalidArgument("--replica-ack " + c->replica_ack +
+                           ": use \"all\" (a commit waits for every replica) or \"none\"");
+  }
+  if (!c->peers_file.empty() && c->peer_secret_file.empty()) {
+    return InvalidArgument("--peers " + c->peers_file + " needs --peer-secret-file: agents authenticate each "
+                           "other with a shared secret (e.g. `head -c 32 /dev/urandom > secret`, the same file "
+                           "on every node, mode 0600)");
+  }
+  if (c->peers_file.empty() && (!c->peer_listen.empty() || !c->peer_secret_file.empty())) {
+    return InvalidArgument("--peer-listen and --peer-secret-file need --peers (the hostfile of every agent)");
+  }
   // Node ids name peers in placements (src/cluster), so they follow its rule.
   if (Status id = cluster::ValidateNodeId(c->node_id); !id.ok()) {
     return id.WithContext("--node-id (default: the host name)");

@@ -22,6 +22,12 @@
 //   log_file         --log-file         "" (stderr)
 //   pid_file         --pid-file         "" (none)
 //   shutdown_grace_s --shutdown-grace   30 seconds for running persists at shutdown
+//   peers_file       --peers            "" (single node); a hostfile of every agent (docs/replication.md)
+//   peer_listen      --peer-listen      this node's hostfile address ("host:port" to bind instead)
+//   peer_secret_file --peer-secret-file "" ; required with --peers: the cluster secret (16..4096 bytes)
+//   replicas         --replicas         2 (copies of each step, this node's included; 1 = none)
+//   replica_spacing  --replica-spacing  1 (ring distance between replicas)
+//   replica_ack      --replica-ack      all (commit waits for every replica) | none
 //
 // The agent never daemonizes itself; `tierckpt agent start` detaches it.
 //
@@ -64,6 +70,12 @@ struct AgentConfig {
   std::string log_file;
   std::string pid_file;
   int shutdown_grace_s = 30;
+  std::string peers_file;
+  std::string peer_listen;
+  std::string peer_secret_file;
+  uint32_t replicas = 2;
+  uint32_t replica_spacing = 1;
+  std::string replica_ack = "all";
   std::string config_file;             // the --config file read, "" if none
 };
 

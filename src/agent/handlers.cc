@@ -162,6 +162,16 @@ Reply Handlers::CommitStep(std::string_view p) {
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
   Result<Manifest> m = d_.tier->CommitStep(req.ns, req.step, req.world_size, req.persist, req.expected_objects);
   if (!m.ok()) return StatusReply(m.status());
+  if (d_.replicator != nullptr && !d_.replicator->holders().empty()) {
+    if (d_.replica_ack == ReplicaAck::kAll) {
+      // The step stays committed here either way; the error tells the writer
+      // the replicas it asked for are missing (docs/replication.md).
+      if (Status r = d_.replicator->Replicate(req.ns, req.step); !r.ok()) return StatusReply(r);
+    } else {
+      Replicator* rep = d_.replicator;
+      d_.replication_queue->Submit([rep, ns = req.ns, step = req.step] { rep->Replicate(ns, step).IgnoreError(); });
+    }
+  }
   return JsonReply(m->ToJson());
 }
 
@@ -176,8 +186,7 @@ Reply Handlers::OpenObject(std::string_view p) {
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
   Result<OpenedObject> opened = d_.tier->OpenObject(req.ns, req.step, req.name);
   if (!opened.ok() && opened.status().code() == Code::kNotFound && !d_.tier->HasCommitted(req.ns, req.step)) {
-    if (d_.store == nullptr) return StatusReply(InNoTier(req.ns, req.step));
-    Status restored = d_.tier->Restore(*d_.store, req.ns, req.step);
+    Status restored = RestoreFromOtherTiers(req.ns, req.step);
     if (!restored.ok()) return StatusReply(restored);
     opened = d_.tier->OpenObject(req.ns, req.step, req.name);
   }
@@ -189,6 +198,28 @@ Reply Handlers::OpenObject(std::string_view p) {
   r.body = resp.Encode();
   r.fd = std::move(opened->fd);
   return r;
+}
+
+Status Handlers::RestoreFromOtherTiers(const std::string& ns, uint64_t step) {
+  Status from_peers = NotFound("no peers");
+  if (d_.replicator != nullptr && !d_.replicator->holders().empty()) {
+    from_peers = d_.replicator->RestoreFromPeers(d_.tier, ns, step);
+    if (from_peers.ok()) return from_peers;
+    if (from_peers.code() == Code::kUnavailable) return from_peers;  // shutting down
+    Log(LogLevel::kWarn, "peer_restore_failed")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("next", d_.store != nullptr ? "durable" : "none")
+        .Err(from_peers);
+  }
+  if (d_.store == nullptr) {
+    Status none = InNoTier(ns, step);
+    if (d_.replicator != nullptr && !d_.replicator->holders().empty()) {
+      return Status(none.code(), none.message() + "; no replica holder has it either (" + from_peers.message() + ")");
+    }
+    return none;
+  }
+  return d_.tier->Restore(*d_.store, ns, step);
 }
 
 Reply Handlers::Shutdown(std::string_view p) {

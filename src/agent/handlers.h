@@ -21,6 +21,8 @@
 #include <string>
 
 #include "agent/memory_tier.h"
+#include "agent/replicator.h"
+#include "agent/work_queue.h"
 #include "agent/persister.h"
 #include "agent/recent_errors.h"
 #include "agent/service.h"
@@ -51,6 +53,11 @@ struct HandlerDeps {
   ObjectStore* store = nullptr;    // nullptr without a durable tier
   RecentErrors* errors = nullptr;
   std::function<size_t()> connection_count;
+  // Multi-node (nullptr on a single node): replicate after each commit, and
+  // restore from replica holders before the durable tier.
+  Replicator* replicator = nullptr;
+  ReplicaAck replica_ack = ReplicaAck::kAll;
+  WorkQueue* replication_queue = nullptr;  // runs kNone replications
 };
 
 class Handlers final : public RequestHandler {
@@ -70,6 +77,9 @@ class Handlers final : public RequestHandler {
   Reply CommitStep(std::string_view payload);
   Reply AbortStep(std::string_view payload);
   Reply OpenObject(std::string_view payload);
+  // A step missing from memory: from the replica holders, then the durable
+  // tier (a log line when the peers had nothing); the error names both.
+  Status RestoreFromOtherTiers(const std::string& ns, uint64_t step);
   // Listings and administration (handlers_admin.cc).
   Reply List(std::string_view payload);
   Reply Show(std::string_view payload);

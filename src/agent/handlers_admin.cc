@@ -155,6 +155,23 @@ Reply Handlers::List(std::string_view p) {
       }
     }
   }
+  if (!req.ns.empty() && d_.replicator != nullptr && !d_.replicator->holders().empty()) {
+    // This node's steps that only replica holders keep (memory "peer").
+    for (const auto& [step, holder] : d_.replicator->StepsOnPeers(req.ns)) {
+      if (rows.count({req.ns, step}) != 0) {
+        if (rows[{req.ns, step}].memory.empty()) rows[{req.ns, step}].memory = "peer";
+        continue;
+      }
+      ListEntry& e = rows[{req.ns, step}];
+      e.ns = req.ns;
+      e.step = step;
+      e.memory = "peer";
+      if (Result<Manifest> m = d_.replicator->ManifestFromPeers(req.ns, step); m.ok()) {
+        e.bytes = m->TotalBytes();
+        e.objects = static_cast<uint32_t>(m->objects.size());
+      }
+    }
+  }
   std::vector<ListEntry> out;
   out.reserve(rows.size());
   for (auto& [key, e] : rows) out.push_back(std::move(e));
@@ -188,6 +205,17 @@ Reply Handlers::Show(std::string_view p) {
     } else if (durable == "committed") {
       durable.clear();  // deleted from the durable tier since
     }
+  }
+  if (!manifest && d_.replicator != nullptr && !d_.replicator->holders().empty()) {
+    // Not here (a replacement node?): a replica holder may have it; reading
+    // it restores it from there (OpenObject, Restore).
+    Result<Manifest> m = d_.replicator->ManifestFromPeers(req.ns, req.step);
+    if (!m.ok()) {
+      Status none = InNoTier(req.ns, req.step);
+      return StatusReply(Status(none.code(), none.message() + "; " + m.status().message()));
+    }
+    manifest = std::move(m).value();
+    memory = "peer";
   }
   if (!manifest) return StatusReply(InNoTier(req.ns, req.step));
   return JsonReply(ShowJson(*manifest, memory, durable, durable_error));
@@ -388,8 +416,7 @@ Reply Handlers::Restore(std::string_view p) {
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
   if (Status st = ValidateStepRef(req.ns, req.step); !st.ok()) return StatusReply(st);
   if (d_.tier->HasCommitted(req.ns, req.step)) return StatusReply(Status::Ok());
-  if (d_.store == nullptr) return StatusReply(InNoTier(req.ns, req.step));
-  return StatusReply(d_.tier->Restore(*d_.store, req.ns, req.step));
+  return StatusReply(RestoreFromOtherTiers(req.ns, req.step));
 }
 
 }  // namespace tierckpt::agent

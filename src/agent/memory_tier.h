@@ -119,6 +119,14 @@ struct OpenedObject {
   std::string checksum;
 };
 
+// A committed object read by an agent thread (the peer service): the step
+// stays pinned (its files are not recycled) while this lives.
+struct PinnedObject {
+  StepPin pin;
+  ReadView view;  // empty for an empty object
+  std::string checksum;
+};
+
 struct StepInfo {
   std::string ns;
   uint64_t step = 0;
@@ -207,6 +215,9 @@ class MemoryTier {
   // ---- Read path ----
   bool HasCommitted(std::string_view ns, uint64_t step) const;
   Result<OpenedObject> OpenObject(std::string_view ns, uint64_t step, std::string_view name);
+  // The bytes of a committed object through the kept read mapping
+  // (read_mappings()), pinned; kNotFound as OpenObject.
+  Result<PinnedObject> ReadCommittedObject(std::string_view ns, uint64_t step, std::string_view name);
   // kNotFound when not committed in memory.
   Result<Manifest> GetManifest(std::string_view ns, uint64_t step) const;
   // ns "" = all; sorted by (ns, step).
@@ -290,8 +301,11 @@ class MemoryTier {
                          ObjectState* o);
   Status PublishLocked(const std::string& ns, uint64_t step, StepState* s, Manifest manifest,
                        bool persist_marker);
+  // Restores the manifest's objects, kRestoreThreads at a time.
   Status RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance,
                         const Manifest& manifest);
+  Status RestoreObject(ObjectStore& store, const StepRef& ref, uint64_t instance, const ObjectEntry& e);
+  static constexpr size_t kRestoreThreads = 4;
   // Hashes the object file at path through its kept mapping; kCorruption if
   // it does not hold exactly size bytes.
   Result<std::string> HashObjectFile(const std::string& path, uint64_t size);

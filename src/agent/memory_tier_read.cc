@@ -69,6 +69,30 @@ Result<OpenedObject> MemoryTier::OpenObject(std::string_view ns, uint64_t step, 
   return OpenedObject{std::move(fd).value(), e->size, e->checksum};
 }
 
+Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64_t step, std::string_view name) {
+  TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
+  TC_RETURN_IF_ERROR(ValidateObjectName(name));
+  PinnedObject out;
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    StepState* s = FindLocked(ns, step);
+    if (s == nullptr || !s->committed) return NotInMemory(ns, step);
+    const ObjectEntry* e = s->manifest.Find(name);
+    if (e == nullptr) {
+      return NotFound("object " + QuoteForMessage(name) + " is not in step " + StepLabel(ns, step));
+    }
+    out.pin = PinLocked(s);
+    out.checksum = e->checksum;
+    path = Layout::ObjectPath(s->files->dir, e->name);
+    if (e->size == 0) return out;
+  }
+  Result<ReadView> view = read_mappings_.Open(path);
+  if (!view.ok()) return view.status().WithContext("reading object " + StepLabel(ns, step) + "/" + std::string(name));
+  out.view = std::move(view).value();
+  return out;
+}
+
 Result<Manifest> MemoryTier::GetManifest(std::string_view ns, uint64_t step) const {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   std::lock_guard<std::mutex> lock(mu_);

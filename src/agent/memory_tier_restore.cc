@@ -1,6 +1,11 @@
 // MemoryTier::Restore: durable tier → memory tier, verified, then published
 // like a commit (already durable, so no persist marker).
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "agent/memory_tier.h"
 #include "common/checksum.h"
@@ -89,41 +94,76 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
 
 Status MemoryTier::RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance,
                                   const Manifest& manifest) {
+  // Objects in parallel: one object's phases (create, fetch, verify) leave
+  // the medium or the CPU idle that another object's can use, and stores
+  // parallelize within an object on their own (S3 ranges).
+  const size_t n = manifest.objects.size();
+  const size_t threads = std::min<size_t>(n, kRestoreThreads);
+  if (threads <= 1) {
+    for (const auto& e : manifest.objects) TC_RETURN_IF_ERROR(RestoreObject(store, ref, instance, e));
+    return Status::Ok();
+  }
+  std::atomic<size_t> next{0};
+  std::mutex first_mu;
+  Status first = Status::Ok();
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    for (size_t i = next++; i < n && !failed.load(); i = next++) {
+      Status st = RestoreObject(store, ref, instance, manifest.objects[i]);
+      if (!st.ok()) {
+        std::lock_guard lock(first_mu);
+        if (first.ok()) first = st;
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return first;
+}
+
+Status MemoryTier::RestoreObject(ObjectStore& store, const StepRef& ref, uint64_t instance,
+                                 const ObjectEntry& e) {
   const std::string label = StepLabel(ref.first, ref.second);
-  for (const auto& e : manifest.objects) {
-    const std::string what = label + "/" + e.name;
-    UniqueFd fd;
-    std::string path;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      StepState* s = FindLocked(ref.first, ref.second);
-      if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");
-      if (shutting_down_) return Unavailable("tierckptd is shutting down; restore of " + label + " stopped");
-      TC_RETURN_IF_ERROR(EnsureSpaceLocked(e.size, what));
-      path = Layout::ObjectPath(s->files->dir, e.name);
-      Result<UniqueFd> created = CreateFileLocked(s->files->dir, e.name, e.size);
-      if (!created.ok()) return created.status().WithContext("restoring object " + what);
-      fd = std::move(created).value();
-      ObjectState o;
-      o.id = next_id_++;
-      o.size = e.size;
-      o.sealed = true;
-      o.check = CheckState::kOk;
-      o.actual = e.checksum;
-      s->objects[e.name] = std::move(o);
-    }
-    // Populated: one pass over the page tables instead of a write fault per page.
-    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(fd.get(), e.size, Mapping::Access::kReadWrite,
+  const std::string what = label + "/" + e.name;
+  UniqueFd fd;
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    StepState* s = FindLocked(ref.first, ref.second);
+    if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");
+    if (shutting_down_) return Unavailable("tierckptd is shutting down; restore of " + label + " stopped");
+    TC_RETURN_IF_ERROR(EnsureSpaceLocked(e.size, what));
+    path = Layout::ObjectPath(s->files->dir, e.name);
+    Result<UniqueFd> created = CreateFileLocked(s->files->dir, e.name, e.size);
+    if (!created.ok()) return created.status().WithContext("restoring object " + what);
+    fd = std::move(created).value();
+    ObjectState o;
+    o.id = next_id_++;
+    o.size = e.size;
+    o.sealed = true;
+    o.check = CheckState::kOk;
+    o.actual = e.checksum;
+    s->objects[e.name] = std::move(o);
+  }
+  // Written through the descriptor (pwrite/sendfile by the store): a fresh
+  // tmpfs page is then filled once, not zeroed for a mapping and then filled.
+  Result<std::string> hashed = store.ReadObjectToFileHashed(ref.first, ref.second, e.name, fd.get(), e.size);
+  if (!hashed.ok()) return hashed.status().WithContext("restoring " + what + " from " + store.Describe());
+  std::string actual = std::move(hashed).value();
+  if (actual.empty()) {  // the store did not hash what it wrote: read it back
+    // Populated: one pass over the page tables instead of a fault per page.
+    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(fd.get(), e.size, Mapping::Access::kReadOnly,
                                                   /*populate=*/true, path));
-    Status read = store.ReadObject(ref.first, ref.second, e.name, 0, map.data(), e.size);
-    if (!read.ok()) return read.WithContext("restoring " + what + " from " + store.Describe());
-    std::string actual = ComputeChecksum(map.data(), map.size()).ToString();
-    if (actual != e.checksum) {
-      return Corruption("durable copy of object " + what + " in " + store.Describe() + " hashes to " + actual +
-                        " but its manifest says " + e.checksum +
-                        "; the durable copy is damaged: restore from another tier, or delete the "
-                        "durable step (`tierckpt prune`, DeleteStep with durable_too)");
-    }
+    actual = ComputeChecksum(map.data(), map.size()).ToString();
+  }
+  if (actual != e.checksum) {
+    return Corruption("the copy of object " + what + " in " + store.Describe() + " hashes to " + actual +
+                      " but its manifest says " + e.checksum +
+                      "; that copy is damaged: restore from another tier, or delete it (a durable step: "
+                      "`tierckpt prune`, DeleteStep with durable_too)");
   }
   return Status::Ok();
 }

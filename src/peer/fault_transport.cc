@@ -162,6 +162,9 @@ class FaultInjectingConnection final : public Connection {
   Result<Checksum> ReceiveStreamBody(std::span<uint8_t> dest) override {
     return base_->ReceiveStreamBody(dest);
   }
+  Result<Checksum> ReceiveStreamPieces(const StreamPieceWriter& write) override {
+    return base_->ReceiveStreamPieces(write);
+  }
   Status DiscardStream() override { return base_->DiscardStream(); }
 
   void Close() override { base_->Close(); }

@@ -226,6 +226,17 @@ Result<Checksum> FramedConnection::ReceiveStreamBody(std::span<uint8_t> dest) {
   return ReadStreamBody(dest.data());
 }
 
+Result<Checksum> FramedConnection::ReceiveStreamPieces(const StreamPieceWriter& write) {
+  TC_RETURN_IF_ERROR(CheckOpen());
+  if (!recv_.open)
+    return FailedPrecondition("ReceiveStreamPieces from " + who_ + " with no announced stream; call Receive");
+  if (!scratch_) scratch_ = std::make_unique<uint8_t[]>(kReceivePiece);
+  pieces_ = &write;
+  Result<Checksum> r = ReadStreamBody(nullptr);
+  pieces_ = nullptr;
+  return r;
+}
+
 Status FramedConnection::DiscardStream() {
   TC_RETURN_IF_ERROR(CheckOpen());
   if (!recv_.open) return FailedPrecondition("DiscardStream from " + who_ + " with no announced stream");
@@ -269,6 +280,14 @@ Status FramedConnection::ReadData(const PeerFrameHeader& h, uint8_t* dest, Hashe
     uint8_t* to = dest != nullptr ? dest + p.offset + off : scratch_.get();
     TC_RETURN_IF_ERROR(ReadFrameBytes(*channel_, to, n, options_.io_timeout, who_, "stream data"));
     if (hasher != nullptr) hasher->Update(to, n);
+    if (dest == nullptr && pieces_ != nullptr) {
+      Status written = (*pieces_)(p.offset + off, to, n);
+      if (!written.ok()) {
+        // The rest of the stream is unread: the connection cannot continue.
+        return Fail(written.WithContext("writing " + StreamName(recv_) + " at offset " +
+                                        std::to_string(p.offset + off)));
+      }
+    }
   }
   recv_.done += p.length;
   bytes_received_ += kPeerFrameHeaderSize + h.payload_len;
@@ -284,7 +303,7 @@ Result<Checksum> FramedConnection::ReadStreamBody(uint8_t* dest) {
         ReadFrameHeader(*channel_, options_.io_timeout, options_.io_timeout, who_, info_.version, &idle);
     Status s = h.ok() ? Status::Ok() : h.status();
     if (s.ok() && h->kind == FrameKind::kStreamData) {
-      s = ReadData(*h, dest, dest != nullptr ? &hasher : nullptr);
+      s = ReadData(*h, dest, dest != nullptr || pieces_ != nullptr ? &hasher : nullptr);
       if (s.ok()) continue;
     }
     if (!s.ok()) {
@@ -331,7 +350,7 @@ Result<Checksum> FramedConnection::ReadStreamBody(uint8_t* dest) {
     }
     ++messages_received_;
     Checksum sent{end->checksum};
-    if (dest == nullptr) return sent;
+    if (dest == nullptr && pieces_ == nullptr) return sent;  // discarded
     Checksum got = hasher.Finish();
     if (got != sent) {
       return Corruption(

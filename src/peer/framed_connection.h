@@ -42,6 +42,7 @@ class FramedConnection final : public Connection {
 
   Result<Message> Receive(Millis timeout) override;
   Result<Checksum> ReceiveStreamBody(std::span<uint8_t> dest) override;
+  Result<Checksum> ReceiveStreamPieces(const StreamPieceWriter& write) override;
   Status DiscardStream() override;
 
   void Close() override;
@@ -81,7 +82,8 @@ class FramedConnection final : public Connection {
   OpenStream send_;
   // Receive side: used by the one receiving thread.
   OpenStream recv_;
-  std::unique_ptr<uint8_t[]> scratch_;  // DiscardStream's buffer
+  std::unique_ptr<uint8_t[]> scratch_;  // DiscardStream's and ReceiveStreamPieces' buffer
+  const StreamPieceWriter* pieces_ = nullptr;  // set during ReceiveStreamPieces
 
   mutable std::mutex mu_;
   Status closed_;                // guarded by mu_: ok while open

@@ -100,6 +100,9 @@ struct ReceivedStream {
 // stream (it is discarded and the error returned).
 using StreamSink = std::function<Result<std::span<uint8_t>>(const StreamHeader&)>;
 
+// Takes one received piece of a stream: its offset in the object, its bytes.
+using StreamPieceWriter = std::function<Status(uint64_t offset, const uint8_t* data, size_t size)>;
+
 struct PeerInfo {
   std::string address;   // the far end's address as seen from here
   std::string node_id;   // authenticated in the handshake
@@ -171,6 +174,15 @@ class Connection {
   // checksum (dest then holds damaged bytes: discard them), kAborted when the
   // sender aborted; the connection stays usable after both.
   virtual Result<Checksum> ReceiveStreamBody(std::span<uint8_t> dest) = 0;
+  // Receives the announced stream through a bounded buffer of the
+  // connection's own (one piece, 256 KiB at most), handing each piece to
+  // write(offset, bytes, size) in order, hashed before it is handed over.
+  // Returns the verified checksum as ReceiveStreamBody does (kCorruption on a
+  // mismatch: what was written is damaged). For destinations that are not
+  // memory, e.g. a fresh tmpfs file written with pwrite (no page zeroing).
+  // An error from write ends the call with that error and closes the
+  // connection (the rest of the stream is not read).
+  virtual Result<Checksum> ReceiveStreamPieces(const StreamPieceWriter& write) = 0;
   // Reads and drops the announced stream's bytes (bounded memory).
   virtual Status DiscardStream() = 0;
 

@@ -232,6 +232,55 @@ TEST_P(ConformanceTest, CorruptedStreamIsCorruptionAndTheConnectionStaysUsable) 
   EXPECT_EQ(faulty->InjectedFaults(), 1u);
 }
 
+TEST_P(ConformanceTest, StreamsReceivedInPiecesArriveInOrderHashedAndCheckedAndAWriterErrorCloses) {
+  constexpr size_t kSize = (3u << 20) + 12345;
+  SharedBuffer src(kSize), dst(kSize);
+  src.Fill(11);
+  Server server = StartServer(Options("node-s"));
+  auto faulty = MakeFaulty(Options("node-c"));
+  faulty->CorruptNthStream(2, 4097);
+  ConnectionPair p = Connect(*faulty, *server.listener);
+  ASSERT_TRUE(p.client && p.server);
+  std::thread sender([&] {
+    EXPECT_TRUE(p.client->SendStream(StreamHeader{1, 1, 1, kSize, "whole"}, src.data(), kSize).ok());
+    EXPECT_TRUE(p.client->SendStream(StreamHeader{1, 2, 2, kSize, "damaged"}, src.data(), kSize).ok());
+    (void)p.client->SendStream(StreamHeader{1, 3, 3, kSize, "refused"}, src.data(), kSize);
+  });
+  uint64_t expect = 0;
+  size_t pieces = 0;
+  auto writer = [&](uint64_t offset, const uint8_t* data, size_t n) -> Status {
+    EXPECT_EQ(offset, expect);  // in order, no gaps
+    EXPECT_LE(n, 256u << 10);   // bounded
+    std::memcpy(dst.data() + offset, data, n);
+    expect += n;
+    ++pieces;
+    return Status::Ok();
+  };
+  auto m = p.server->Receive(Millis(3000));
+  ASSERT_TRUE(m.ok() && m->kind == Message::Kind::kStream);
+  auto sum = p.server->ReceiveStreamPieces(writer);
+  ASSERT_TRUE(sum.ok()) << sum.status().ToString();
+  EXPECT_EQ(*sum, ComputeChecksum(src.data(), kSize));
+  EXPECT_EQ(expect, kSize);
+  EXPECT_GT(pieces, 12u);
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), kSize), 0);
+
+  expect = 0;
+  m = p.server->Receive(Millis(3000));
+  ASSERT_TRUE(m.ok() && m->kind == Message::Kind::kStream);
+  auto bad = p.server->ReceiveStreamPieces(writer);
+  EXPECT_EQ(bad.status().code(), Code::kCorruption) << bad.status().ToString();
+
+  m = p.server->Receive(Millis(3000));
+  ASSERT_TRUE(m.ok() && m->kind == Message::Kind::kStream);
+  auto refused = p.server->ReceiveStreamPieces(
+      [](uint64_t, const uint8_t*, size_t) -> Status { return IoError("disk full (test)"); });
+  EXPECT_EQ(refused.status().code(), Code::kIoError) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("refused"), std::string::npos) << refused.status().message();
+  EXPECT_EQ(p.server->Receive(Millis(100)).status().code(), Code::kUnavailable);  // closed
+  sender.join();
+}
+
 TEST_P(ConformanceTest, StalledStreamTimesOutWithinTheIoTimeout) {
   constexpr size_t kSize = 4u << 20;
   SharedBuffer src(kSize), dst(kSize);

@@ -1,9 +1,12 @@
 // curl_transport.cc — see curl_transport.h.
 #include "s3/curl_transport.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -34,9 +37,12 @@ struct Exchange {
   size_t body_sent = 0;
   // Download.
   char* sink = nullptr;
+  int sink_fd = -1;
+  uint64_t sink_fd_offset = 0;
   size_t sink_capacity = 0;
   size_t sink_bytes = 0;
   bool sink_overflow = false;
+  int sink_errno = 0;  // a failed pwrite to sink_fd
   std::string text_body;
   Headers headers;
 };
@@ -63,12 +69,25 @@ size_t WriteBody(char* data, size_t size, size_t nmemb, void* userdata) {
   const size_t n = size * nmemb;
   long status = 0;
   curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-  if (x->sink != nullptr && status / 100 == 2) {
+  if ((x->sink != nullptr || x->sink_fd >= 0) && status / 100 == 2) {
     if (n > x->sink_capacity - x->sink_bytes) {
       x->sink_overflow = true;
       return 0;  // aborts the transfer with CURLE_WRITE_ERROR
     }
-    std::memcpy(x->sink + x->sink_bytes, data, n);
+    if (x->sink != nullptr) {
+      std::memcpy(x->sink + x->sink_bytes, data, n);
+    } else {
+      for (size_t done = 0; done < n;) {
+        const ssize_t w = ::pwrite(x->sink_fd, data + done, n - done,
+                                   static_cast<off_t>(x->sink_fd_offset + x->sink_bytes + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+          x->sink_errno = w < 0 ? errno : ENOSPC;
+          return 0;  // aborts the transfer with CURLE_WRITE_ERROR
+        }
+        done += static_cast<size_t>(w);
+      }
+    }
     x->sink_bytes += n;
   } else {
     x->text_body.append(data, n);
@@ -209,7 +228,9 @@ Result<HttpResponse> CurlTransport::Send(const HttpRequest& request, const SendO
   x.body = static_cast<const char*>(request.body);
   x.body_size = request.body != nullptr ? request.body_size : 0;
   x.sink = static_cast<char*>(options.sink);
-  x.sink_capacity = options.sink != nullptr ? options.sink_capacity : 0;
+  x.sink_fd = options.sink == nullptr ? options.sink_fd : -1;
+  x.sink_fd_offset = options.sink_fd_offset;
+  x.sink_capacity = options.sink != nullptr || x.sink_fd >= 0 ? options.sink_capacity : 0;
 
   Slist headers;
   bool has_content_type = false;
@@ -279,6 +300,12 @@ Result<HttpResponse> CurlTransport::Send(const HttpRequest& request, const SendO
     // The connection may be half-used: do not pool the handle.
     std::string what = request.method + " " + url + ": " +
                        (error[0] != '\0' ? std::string(error) : curl_easy_strerror(rc));
+    if (x.sink_errno != 0) {
+      return IoError(request.method + " " + url + ": writing the body to file descriptor " +
+                     std::to_string(x.sink_fd) + " at offset " +
+                     std::to_string(x.sink_fd_offset + x.sink_bytes) + " failed: " +
+                     std::strerror(x.sink_errno) + " (is the destination full?)");
+    }
     if (x.sink_overflow) {
       return Corruption(request.method + " " + url + ": the server sent more than the " +
                         std::to_string(x.sink_capacity) + " bytes asked for");

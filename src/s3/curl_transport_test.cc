@@ -5,12 +5,14 @@
 #include "s3/curl_transport.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -236,6 +238,44 @@ TEST(CurlTransportTest, SuccessBodiesGoIntoTheSinkAndOverflowIsCorruption) {
   ASSERT_TRUE(head.ok()) << head.status().ToString();
   EXPECT_EQ(FindHeader(head->headers, "content-length").value_or(""), "5");
   EXPECT_EQ(head->body, "");
+}
+
+TEST(CurlTransportTest, SuccessBodiesGoIntoAFileDescriptorAtItsOffset) {
+  TinyServer server([](const SeenRequest& r) {
+    if (r.head.find("/err") != std::string::npos) return Http(404, "<Error>missing</Error>");
+    return Http(206, "0123456789");
+  });
+  auto t = Transport();
+  FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  const int fd = ::fileno(file);
+  SendOptions at3;
+  at3.sink_fd = fd;
+  at3.sink_fd_offset = 3;
+  at3.sink_capacity = 10;
+  auto ok = t->Send(Request(server, "GET", "/k"), at3);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->sink_bytes, 10u);
+  EXPECT_EQ(ok->body, "");
+  std::string got(13, '\0');
+  ASSERT_EQ(::pread(fd, got.data(), got.size(), 0), 13);
+  EXPECT_EQ(got, std::string(3, '\0') + "0123456789");
+  auto err = t->Send(Request(server, "GET", "/err"), at3);  // error bodies never touch the file
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(err->body, "<Error>missing</Error>");
+  SendOptions small = at3;
+  small.sink_capacity = 9;
+  auto over = t->Send(Request(server, "GET", "/k"), small);
+  EXPECT_EQ(over.status().code(), Code::kCorruption);
+  SendOptions closed;  // a descriptor that cannot be written: kIoError naming it
+  closed.sink_fd = ::open("/dev/null", O_RDONLY);
+  closed.sink_capacity = 10;
+  auto bad = t->Send(Request(server, "GET", "/k"), closed);
+  EXPECT_EQ(bad.status().code(), Code::kIoError) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("file descriptor " + std::to_string(closed.sink_fd)), std::string::npos)
+      << bad.status().message();
+  ::close(closed.sink_fd);
+  std::fclose(file);
 }
 
 TEST(CurlTransportTest, RefusedAndDroppedConnectionsAreUnavailableNamingMethodAndUrl) {

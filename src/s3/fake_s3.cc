@@ -144,17 +144,7 @@ Result<HttpResponse> FakeS3::Send(const HttpRequest& request, const SendOptions&
   }
   if (!response.ok()) return response;
   if (request.method == "HEAD") response->body.clear();
-  if (options.sink != nullptr && response->status / 100 == 2) {
-    if (response->body.size() > options.sink_capacity) {
-      return Corruption("FakeS3: body of " + std::to_string(response->body.size()) +
-                        " bytes exceeds the sink of " + std::to_string(options.sink_capacity));
-    }
-    if (!response->body.empty()) {
-      std::memcpy(options.sink, response->body.data(), response->body.size());
-    }
-    response->sink_bytes = response->body.size();
-    response->body.clear();
-  }
+  TC_RETURN_IF_ERROR(DeliverToSink(options, &*response, "FakeS3"));
   return response;
 }
 

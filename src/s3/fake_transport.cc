@@ -38,17 +38,7 @@ Result<HttpResponse> FakeTransport::Send(const HttpRequest& request, const SendO
   }
   auto response = handler(request, body);
   if (!response.ok()) return response;
-  if (options.sink != nullptr && response->status / 100 == 2) {
-    if (response->body.size() > options.sink_capacity) {
-      return Status(Code::kCorruption, "FakeTransport: response body of " +
-                                           std::to_string(response->body.size()) +
-                                           " bytes exceeds the sink of " +
-                                           std::to_string(options.sink_capacity));
-    }
-    std::memcpy(options.sink, response->body.data(), response->body.size());
-    response->sink_bytes = response->body.size();
-    response->body.clear();
-  }
+  TC_RETURN_IF_ERROR(DeliverToSink(options, &*response, "FakeTransport"));
   return response;
 }
 

@@ -1,7 +1,11 @@
 // http.cc — helpers shared by every HttpTransport.
 #include "s3/http.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace tierckpt::s3 {
 
@@ -91,6 +95,35 @@ std::string RequestUrl(const HttpRequest& request) {
   std::string url = request.endpoint + request.path;
   if (!request.query.empty()) url += "?" + CanonicalQuery(request);
   return url;
+}
+
+Status DeliverToSink(const SendOptions& options, HttpResponse* response, std::string_view who) {
+  const bool to_fd = options.sink == nullptr && options.sink_fd >= 0;
+  if ((options.sink == nullptr && !to_fd) || response->status / 100 != 2) return Status::Ok();
+  const std::string& body = response->body;
+  if (body.size() > options.sink_capacity) {
+    return Corruption(std::string(who) + ": body of " + std::to_string(body.size()) +
+                      " bytes exceeds the sink of " + std::to_string(options.sink_capacity));
+  }
+  if (!to_fd) {
+    if (!body.empty()) std::memcpy(options.sink, body.data(), body.size());
+  } else {
+    for (size_t done = 0; done < body.size();) {
+      const ssize_t w = ::pwrite(options.sink_fd, body.data() + done, body.size() - done,
+                                 static_cast<off_t>(options.sink_fd_offset + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        return IoError(std::string(who) + ": writing the body to file descriptor " +
+                       std::to_string(options.sink_fd) + " at offset " +
+                       std::to_string(options.sink_fd_offset + done) + " failed: " +
+                       std::strerror(w < 0 ? errno : ENOSPC));
+      }
+      done += static_cast<size_t>(w);
+    }
+  }
+  response->sink_bytes = body.size();
+  response->body.clear();
+  return Status::Ok();
 }
 
 }  // namespace tierckpt::s3

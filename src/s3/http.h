@@ -63,7 +63,22 @@ struct SendOptions {
   // bytes is an error (kCorruption: the server sent more than asked for).
   void* sink = nullptr;
   size_t sink_capacity = 0;
+  // Or, with sink null and sink_fd >= 0: a 2xx body is written with pwrite(2)
+  // to sink_fd at sink_fd_offset onwards (sink_capacity bytes at most, same
+  // rule). The descriptor is borrowed. Writing into a fresh tmpfs file this
+  // way costs the kernel about half of what populating a mapping of it and
+  // copying into that does (no page zeroing; docs/benchmarks.md). A failed
+  // write is kIo naming the descriptor's offset and errno.
+  int sink_fd = -1;
+  uint64_t sink_fd_offset = 0;
 };
+
+// For transports that hold a whole response body in memory (the fakes): moves
+// a 2xx body into options' sink (memory or descriptor) and sets sink_bytes;
+// other responses, and requests without a sink, are left alone. kCorruption
+// when the body exceeds sink_capacity, kIoError when the write fails; `who`
+// names the transport in the message.
+Status DeliverToSink(const SendOptions& options, HttpResponse* response, std::string_view who);
 
 // RFC 3986 encoding as SigV4 wants it: unreserved characters (A-Z a-z 0-9
 // - _ . ~) kept, everything else %XX upper-case; '/' kept unless encode_slash.

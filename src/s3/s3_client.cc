@@ -220,7 +220,7 @@ Result<bool> S3Client::ConditionalWritesSupported() {
 
 // ---- reads ------------------------------------------------------------------
 
-Status S3Client::GetRange(std::string_view key, uint64_t offset, void* dst, size_t size) {
+Status S3Client::GetRange(std::string_view key, uint64_t offset, const ByteSink& dst, size_t size) {
   if (size == 0) return Status::Ok();
   if (offset > UINT64_MAX - size) {
     return Corruption(What("GetObject", key) + ": the range at offset " + std::to_string(offset) +
@@ -231,7 +231,9 @@ Status S3Client::GetRange(std::string_view key, uint64_t offset, void* dst, size
   call.key = key;
   call.headers.emplace_back("range", "bytes=" + std::to_string(offset) + "-" +
                                          std::to_string(offset + size - 1));
-  call.sink.sink = dst;
+  call.sink.sink = dst.mem;
+  call.sink.sink_fd = dst.fd;
+  call.sink.sink_fd_offset = dst.fd_offset;
   call.sink.sink_capacity = size;
   TC_ASSIGN_OR_RETURN(HttpResponse r, Execute(call));
   const bool whole_ok = r.status == 200 && offset == 0;  // a server that ignores Range
@@ -251,7 +253,7 @@ Status S3Client::GetRange(std::string_view key, uint64_t offset, void* dst, size
   return Status::Ok();
 }
 
-Status S3Client::Download(std::string_view key, uint64_t offset, void* dst, size_t size) {
+Status S3Client::Download(std::string_view key, uint64_t offset, const ByteSink& dst, size_t size) {
   // One range per connection, each at least part_size: the same parallelism
   // as part_size ranges with fewer requests (each request costs the server a
   // lookup and the client a round trip).
@@ -262,7 +264,7 @@ Status S3Client::Download(std::string_view key, uint64_t offset, void* dst, size
   return ParallelFor(count, config_.concurrency, [&](size_t i) {
     const size_t start = i * chunk;
     const size_t len = std::min(chunk, size - start);
-    return GetRange(key, offset + start, static_cast<char*>(dst) + start, len);
+    return GetRange(key, offset + start, dst.Advance(start), len);
   });
 }
 

@@ -103,6 +103,22 @@ struct PartPlan {
 // it (about 48.8 TiB) or part_size is 0. Pure.
 Result<PartPlan> PlanParts(uint64_t size, uint64_t part_size);
 
+// Where downloaded bytes land: caller memory, or a file descriptor written
+// with pwrite(2) from fd_offset on (SendOptions::sink_fd: cheaper for a fresh
+// tmpfs file than a mapping of it). Borrowed; must outlive the call.
+struct ByteSink {
+  void* mem = nullptr;
+  int fd = -1;
+  uint64_t fd_offset = 0;
+
+  static ByteSink Memory(void* p) { return ByteSink{p, -1, 0}; }
+  static ByteSink File(int fd, uint64_t offset) { return ByteSink{nullptr, fd, offset}; }
+  // The same sink, n bytes further on.
+  ByteSink Advance(size_t n) const {
+    return mem != nullptr ? Memory(static_cast<char*>(mem) + n) : File(fd, fd_offset + n);
+  }
+};
+
 class S3Client {
  public:
   // Preconditions: transport and signer are not null. retry.max_attempts is
@@ -137,11 +153,17 @@ class S3Client {
   // Reads exactly [offset, offset + size) into dst with one ranged GET.
   // kNotFound if the key is absent; kCorruption if the object is shorter.
   // size 0 reads nothing and sends nothing.
-  Status GetRange(std::string_view key, uint64_t offset, void* dst, size_t size);
+  Status GetRange(std::string_view key, uint64_t offset, const ByteSink& dst, size_t size);
+  Status GetRange(std::string_view key, uint64_t offset, void* dst, size_t size) {
+    return GetRange(key, offset, ByteSink::Memory(dst), size);
+  }
   // The same range as parallel ranged GETs on config.concurrency threads:
   // one range per thread, each at least config.part_size (fewer requests
   // than part_size ranges at the same parallelism).
-  Status Download(std::string_view key, uint64_t offset, void* dst, size_t size);
+  Status Download(std::string_view key, uint64_t offset, const ByteSink& dst, size_t size);
+  Status Download(std::string_view key, uint64_t offset, void* dst, size_t size) {
+    return Download(key, offset, ByteSink::Memory(dst), size);
+  }
   // A whole (small) object; kResourceExhausted if it exceeds max_bytes.
   Result<std::string> GetObject(std::string_view key, size_t max_bytes);
   // Size and ETag; kNotFound if absent.

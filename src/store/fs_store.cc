@@ -1,11 +1,13 @@
 #include "store/fs_store.h"
 
 #include <fcntl.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -172,8 +174,8 @@ Status FsObjectStore::ReadObject(std::string_view ns, uint64_t step, std::string
              ObjectLabel(describe_, ns, step, name));
 }
 
-Status FsObjectStore::ReadImpl(std::string_view ns, uint64_t step, std::string_view name,
-                               uint64_t offset, void* dst, size_t size) {
+Result<UniqueFd> FsObjectStore::OpenRange(std::string_view ns, uint64_t step, std::string_view name,
+                                           uint64_t offset, size_t size) {
   const std::string path = ObjectPath(ns, step, name);
   TC_ASSIGN_OR_RETURN(FileInfo info, StatPath(path));
   if (!info.exists || !info.is_regular) {
@@ -193,7 +195,48 @@ Status FsObjectStore::ReadImpl(std::string_view ns, uint64_t step, std::string_v
                       std::to_string(offset) + " + " + std::to_string(size) +
                       "); the copy is truncated, restore the step from another tier");
   }
-  return PreadExact(fd->get(), dst, size, offset, path);
+  return fd;
+}
+
+Status FsObjectStore::ReadImpl(std::string_view ns, uint64_t step, std::string_view name,
+                               uint64_t offset, void* dst, size_t size) {
+  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenRange(ns, step, name, offset, size));
+  return PreadExact(fd.get(), dst, size, offset, ObjectPath(ns, step, name));
+}
+
+Status FsObjectStore::ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name,
+                                       int fd, uint64_t size) {
+  TC_RETURN_IF_ERROR(ValidateObjectFor("ReadObjectToFile", describe_, ns, step, name));
+  if (fd < 0) return InvalidArgument("ReadObjectToFile: no destination file descriptor");
+  const std::string label = ObjectLabel(describe_, ns, step, name);
+  Result<UniqueFd> src = OpenRange(ns, step, name, 0, static_cast<size_t>(size));
+  if (!src.ok()) return Ctx(src.status(), "ReadObjectToFile", label);
+  // sendfile: the kernel copies page cache to page cache, no user copy and no
+  // zeroed destination pages. It writes at fd's file offset, so start at 0.
+  if (::lseek(fd, 0, SEEK_SET) != 0) {
+    return Ctx(ErrnoStatus("seeking the restore destination to 0"), "ReadObjectToFile", label);
+  }
+  off_t in = 0;
+  while (static_cast<uint64_t>(in) < size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(size - static_cast<uint64_t>(in), 1u << 30));
+    const ssize_t n = ::sendfile(fd, src->get(), &in, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && in == 0 && (errno == EINVAL || errno == ENOSYS)) {
+      return ObjectStore::ReadObjectToFile(ns, step, name, fd, size);  // no sendfile here: map + pread
+    }
+    if (n < 0) {
+      return Ctx(ErrnoStatus("copying " + ObjectPath(ns, step, name) + " into the restore destination at offset " +
+                             std::to_string(in) + " (sendfile)"),
+                 "ReadObjectToFile", label);
+    }
+    if (n == 0) {
+      return Ctx(Corruption("file " + ObjectPath(ns, step, name) + " ended at " + std::to_string(in) +
+                            " bytes while being read, short of " + std::to_string(size) +
+                            "; it was truncated meanwhile, restore the step from another tier"),
+                 "ReadObjectToFile", label);
+    }
+  }
+  return Status::Ok();
 }
 
 Result<uint64_t> FsObjectStore::ObjectSize(std::string_view ns, uint64_t step,

@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "os/fd.h"
 #include "store/object_store.h"
 
 namespace tierckpt {
@@ -65,6 +66,9 @@ class FsObjectStore final : public ObjectStore {
                    size_t size) override;
   Status ReadObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t offset,
                     void* dst, size_t size) override;
+  // sendfile(2) from the object file (falls back to the default without it).
+  Status ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name, int fd,
+                          uint64_t size) override;
   Result<uint64_t> ObjectSize(std::string_view ns, uint64_t step, std::string_view name) override;
   Status CommitStep(const Manifest& manifest) override;
   Result<Manifest> ReadManifest(std::string_view ns, uint64_t step) override;
@@ -90,6 +94,9 @@ class FsObjectStore final : public ObjectStore {
   // The bodies of the public calls, without the operation context.
   Status PutImpl(std::string_view ns, uint64_t step, std::string_view name, const void* data,
                  size_t size);
+  // The object's file, opened, once checked to hold [offset, offset + size).
+  Result<UniqueFd> OpenRange(std::string_view ns, uint64_t step, std::string_view name, uint64_t offset,
+                             size_t size);
   Status ReadImpl(std::string_view ns, uint64_t step, std::string_view name, uint64_t offset,
                   void* dst, size_t size);
   Status CommitImpl(const Manifest& manifest);

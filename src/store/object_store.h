@@ -69,6 +69,21 @@ class ObjectStore {
   virtual Status ReadObject(std::string_view ns, uint64_t step, std::string_view name,
                             uint64_t offset, void* dst, size_t size) = 0;
 
+  // Reads [0, size) of an object into the regular file `fd` at [0, size)
+  // (the caller has sized it). Errors as ReadObject; after an error the
+  // file's bytes are unspecified. The default maps fd and calls ReadObject;
+  // stores that can write the file directly (pwrite, sendfile) override it:
+  // for a fresh tmpfs file that skips zeroing every page, which a populated
+  // mapping needs first (about half the kernel time of a restore here).
+  virtual Status ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name, int fd,
+                                  uint64_t size);
+  // ReadObjectToFile that also returns the checksum of the bytes it wrote,
+  // as ComputeChecksum(...).ToString() gives it, when the store hashed them on
+  // the way (a peer's stream), or "" when it did not: the caller then reads
+  // the file to verify it. The default calls ReadObjectToFile and returns "".
+  virtual Result<std::string> ReadObjectToFileHashed(std::string_view ns, uint64_t step, std::string_view name,
+                                                     int fd, uint64_t size);
+
   // Size of an object, committed or not; kNotFound if absent.
   virtual Result<uint64_t> ObjectSize(std::string_view ns, uint64_t step,
                                       std::string_view name) = 0;

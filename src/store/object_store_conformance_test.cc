@@ -5,7 +5,9 @@
 // store on a real server, each test under a fresh sub-prefix of that URL.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -186,6 +188,30 @@ TEST_P(ObjectStoreConformance, ReadingPastTheEndIsCorruptionNamingTheObject) {
   EXPECT_EQ(store_->ReadObject("job", 3, "obj", 90, buf.data(), 11).code(), Code::kCorruption);
   EXPECT_EQ(store_->ReadObject("job", 3, "obj", 101, buf.data(), 0).code(), Code::kCorruption);
   EXPECT_EQ(store_->ReadObject("job", 3, "obj", ~0ULL, buf.data(), 2).code(), Code::kCorruption);
+}
+
+TEST_P(ObjectStoreConformance, ReadObjectToFileWritesTheWholeObjectIntoTheFile) {
+  const std::string data = Pattern(300000, 5);  // several S3 ranges at the fakes' part size
+  Put("job", 4, "obj", data);
+  Put("job", 4, "empty", "");
+  FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  const int fd = ::fileno(file);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(data.size())), 0);
+  Status s = store_->ReadObjectToFile("job", 4, "obj", fd, data.size());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::string got(data.size(), '\0');
+  ASSERT_EQ(::pread(fd, got.data(), got.size(), 0), static_cast<ssize_t>(got.size()));
+  EXPECT_EQ(got, data);
+  EXPECT_TRUE(store_->ReadObjectToFile("job", 4, "empty", fd, 0).ok());
+  s = store_->ReadObjectToFile("job", 4, "obj", fd, data.size() + 1);  // the object is shorter
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find(store_->Describe()), std::string::npos) << s.message();
+  s = store_->ReadObjectToFile("job", 4, "absent", fd, 1);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("\"absent\""), std::string::npos) << s.message();
+  EXPECT_EQ(store_->ReadObjectToFile("job", 4, "../x", fd, 1).code(), Code::kInvalidArgument);
+  std::fclose(file);
 }
 
 TEST_P(ObjectStoreConformance, MissingObjectsAreNotFoundNamingStoreStepAndObject) {

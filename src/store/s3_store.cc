@@ -174,12 +174,20 @@ Status S3ObjectStore::PutImpl(std::string_view ns, uint64_t step, std::string_vi
 Status S3ObjectStore::ReadObject(std::string_view ns, uint64_t step, std::string_view name,
                                  uint64_t offset, void* dst, size_t size) {
   TC_RETURN_IF_ERROR(ValidateObjectFor("ReadObject", describe_, ns, step, name));
-  return Ctx(ReadImpl(ns, step, name, offset, dst, size), "ReadObject",
+  return Ctx(ReadImpl(ns, step, name, offset, s3::ByteSink::Memory(dst), size), "ReadObject",
              ObjectLabel(describe_, ns, step, name));
 }
 
+Status S3ObjectStore::ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name,
+                                       int fd, uint64_t size) {
+  TC_RETURN_IF_ERROR(ValidateObjectFor("ReadObjectToFile", describe_, ns, step, name));
+  if (fd < 0) return InvalidArgument("ReadObjectToFile: no destination file descriptor");
+  return Ctx(ReadImpl(ns, step, name, 0, s3::ByteSink::File(fd, 0), static_cast<size_t>(size)),
+             "ReadObjectToFile", ObjectLabel(describe_, ns, step, name));
+}
+
 Status S3ObjectStore::ReadImpl(std::string_view ns, uint64_t step, std::string_view name,
-                               uint64_t offset, void* dst, size_t size) {
+                               uint64_t offset, const s3::ByteSink& dst, size_t size) {
   const std::string key = ObjectKey(ns, step, name);
   const std::string range = "[" + std::to_string(offset) + ", " + std::to_string(offset) + " + " +
                             std::to_string(size) + ")";

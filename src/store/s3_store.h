@@ -20,6 +20,8 @@
 //                 next CommitStep or sweep; at most kMaxOwnedSteps remembered).
 //   ReadObject    parallel ranged GETs of exactly the bytes asked for; a
 //                 short object is kCorruption. Zero-length reads HEAD.
+//                 ReadObjectToFile: the same, each range pwritten into the
+//                 file as it arrives (no mapping).
 //   ObjectSize    HEAD.
 //   CommitStep    one listing of the step checks each listed object exists
 //                 with its listed size (and that no manifest is there), then
@@ -90,6 +92,8 @@ class S3ObjectStore final : public ObjectStore {
                    size_t size) override;
   Status ReadObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t offset,
                     void* dst, size_t size) override;
+  Status ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name, int fd,
+                          uint64_t size) override;
   Result<uint64_t> ObjectSize(std::string_view ns, uint64_t step, std::string_view name) override;
   Status CommitStep(const Manifest& manifest) override;
   Result<Manifest> ReadManifest(std::string_view ns, uint64_t step) override;
@@ -120,7 +124,7 @@ class S3ObjectStore final : public ObjectStore {
   Status PutImpl(std::string_view ns, uint64_t step, std::string_view name, const void* data,
                  size_t size);
   Status ReadImpl(std::string_view ns, uint64_t step, std::string_view name, uint64_t offset,
-                  void* dst, size_t size);
+                  const s3::ByteSink& dst, size_t size);
   Status CommitImpl(const Manifest& manifest);
   Result<Manifest> ReadManifestImpl(std::string_view ns, uint64_t step);
   // Aborts the multipart uploads of ns's uncommitted steps that options do not skip.

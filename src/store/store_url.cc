@@ -45,6 +45,14 @@ class SharedStoreRef final : public ObjectStore {
                     void* dst, size_t size) override {
     return store_->ReadObject(ns, step, name, offset, dst, size);
   }
+  Status ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name, int fd,
+                          uint64_t size) override {
+    return store_->ReadObjectToFile(ns, step, name, fd, size);
+  }
+  Result<std::string> ReadObjectToFileHashed(std::string_view ns, uint64_t step, std::string_view name, int fd,
+                                             uint64_t size) override {
+    return store_->ReadObjectToFileHashed(ns, step, name, fd, size);
+  }
   Result<uint64_t> ObjectSize(std::string_view ns, uint64_t step, std::string_view name) override {
     return store_->ObjectSize(ns, step, name);
   }

@@ -39,6 +39,7 @@ class Agent:
         self.durable = workdir / "durable"
         self.log = workdir / "agent.log"
         self.extra_args = list(extra_args)
+        self.prefix = []  # e.g. ["ip", "netns", "exec", NS]: run the agent in another network namespace
         self.proc = None
         self.env = dict(os.environ, TIERCKPT_SOCKET=str(self.socket))
 
@@ -48,7 +49,7 @@ class Agent:
 
     def start(self, wait=True):
         logf = open(self.log, "ab")
-        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=logf,
+        self.proc = subprocess.Popen([*self.prefix, *self.args()], stdin=subprocess.DEVNULL, stdout=logf,
                                      stderr=subprocess.STDOUT, env=self.env)
         logf.close()
         if wait:

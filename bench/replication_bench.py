@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""replication_bench.py - peer replication between real agents on this machine (issue 5).
+
+    python bench/replication_bench.py [--json] [--size 1GiB] [--objects 8] [--reps 3] [--warmup 2]
+                                      [--agents 1,2,4] [--save-size 256MiB] [--build-dir build/release]
+
+Everything runs on loopback, in one run, on the same bytes:
+
+  limit      raw TCP: one connection over 127.0.0.1 carrying --size bytes from a
+             sender thread (sendall of a 64 MiB buffer) to a receiver thread
+             (recv_into a 64 MiB buffer), no framing, no checksums, no
+             destination allocation: the ceiling of any transport here.
+  replicate  (--warmup steps untimed first, so the holder recycles memory as
+             in steady training; the first, cold step is reported apart)
+             two agents (n1, n2; --replicas 2, --replica-ack all, a shared
+             hostfile and secret, each with its own tmpfs root and port). n1
+             commits a step of --size bytes in --objects objects
+             (tc_test_writer); n2 pulls it over the peer protocol into its
+             replica tier (fresh tmpfs files, XXH3 of every chunk, verified
+             against the manifest). Time: the holder's own measure of the pull,
+             the `replica_held ... ms=` log line; also the writer's wall time,
+             compared with the same writer against a lone agent (no peers).
+  restore    n1 is SIGKILLed and restarted on an empty root (a replacement
+             node); `tierckpt restore` brings the step back from n2. Time: the
+             replacement's `restore ... ms=` log line (peer → memory tier,
+             verified), not the copy out to --to.
+  save       --agents N (default 1, 2 and 4) agents on one hostfile (N = 1:
+             no peers); each commits a step of --save-size bytes at the same
+             moment; the wall time until every commit returned (with
+             ack=all each commit includes its replica), after --warmup
+             untimed rounds.
+
+Ratios: replicate and restore GB/s over limit GB/s (the issue's target:
+>= 0.7), and the writer's wall time with a replica over without. Medians
+over --reps. GB/s = 1e9 bytes/s.
+
+Output: a readable table, or with --json ONE JSON object
+{"machine", "command", "git", "config", "results", "ratios"}.
+Exit status: 0; 1 when a run fails (with the agent's log tail); 2 on bad
+arguments or missing binaries (build first: scripts/setup.sh release).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import machine_info  # noqa: E402  (bench/machine.py)
+
+REPO = Path(__file__).resolve().parent.parent
+SHM = Path("/dev/shm")
+UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000, "mb": 10**6, "gb": 10**9}
+
+
+class BenchError(Exception):
+    pass
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in UNITS | {"": 1}:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}; use bytes or e.g. 256MiB, 1GiB")
+    return int(m.group(1)) * (UNITS.get(m.group(2).lower(), 1))
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def git_info():
+    def git(*a):
+        r = subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ""
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
+
+
+# ---- limit -------------------------------------------------------------------
+
+def tcp_limit(total: int) -> float:
+    """GB/s of one loopback TCP connection moving `total` bytes."""
+    chunk = 64 << 20
+    src = memoryview(bytearray(os.urandom(1 << 20)) * 64)
+    dst = memoryview(bytearray(chunk))
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    got = [0]
+
+    def receive():
+        conn, _ = srv.accept()
+        with conn:
+            while got[0] < total:
+                n = conn.recv_into(dst, min(chunk, total - got[0]))
+                if n == 0:
+                    break
+                got[0] += n
+
+    t = threading.Thread(target=receive)
+    t.start()
+    with socket.create_connection(srv.getsockname()) as c:
+        t0 = time.perf_counter()
+        sent = 0
+        while sent < total:
+            n = min(chunk, total - sent)
+            c.sendall(src[:n])
+            sent += n
+        t.join()
+        seconds = time.perf_counter() - t0
+    srv.close()
+    if got[0] != total:
+        raise BenchError(f"limit: received {got[0]} of {total} bytes")
+    return total / seconds / 1e9
+
+
+# ---- agents ------------------------------------------------------------------
+
+class Agent:
+    def __init__(self, build: Path, work: Path, node: str, extra):
+        self.bin = build / "tools" / "tierckptd" / "tierckptd"
+        self.cli_bin = build / "tools" / "cli" / "tierckpt"
+        self.writer_bin = build / "tools" / "testing" / "tc_test_writer"
+        self.node = node
+        self.work = work / node
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.root = SHM / f"tierckpt-replbench-{os.getpid()}-{node}"
+        self.socket = self.work / "agent.sock"
+        self.log = self.work / "agent.log"
+        self.extra = [str(x) for x in extra]
+        self.proc = None
+
+    def start(self):
+        with open(self.log, "ab") as logf:
+            self.proc = subprocess.Popen(
+                [str(self.bin), "--socket", str(self.socket), "--root", str(self.root), "--node-id", self.node,
+                 "--keep-last", "1", "--log-level", "info", *self.extra],
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise BenchError(f"tierckptd {self.node} exited {self.proc.returncode}: {self.log_tail()}")
+            if self.cli("agent", "status", check=False).returncode == 0:
+                return self
+            time.sleep(0.05)
+        raise BenchError(f"tierckptd {self.node} not ready: {self.log_tail()}")
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def wipe(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def log_tail(self):
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    def env(self):
+        return dict(os.environ, TIERCKPT_SOCKET=str(self.socket))
+
+    def cli(self, *args, check=True):
+        r = subprocess.run([str(self.cli_bin), *map(str, args)], env=self.env(), capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=600)
+        if check and r.returncode != 0:
+            raise BenchError(f"tierckpt {' '.join(map(str, args))} failed: {r.stderr}\n{self.log_tail()}")
+        return r
+
+    def writer(self, ns, step, objects, size):
+        return subprocess.Popen([str(self.writer_bin), "--socket", str(self.socket), "--ns", ns, "--step", str(step),
+                                 "--objects", str(objects), "--size", str(size)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+    def log_ms(self, pattern: str) -> float:
+        found = re.findall(pattern, self.log.read_text(errors="replace"))
+        if not found:
+            raise BenchError(f"{self.node}: no log line matching {pattern!r}: {self.log_tail()}")
+        return float(found[-1])
+
+
+def run_writer(agent, ns, step, objects, size) -> float:
+    t0 = time.perf_counter()
+    p = agent.writer(ns, step, objects, size)
+    out, err = p.communicate(timeout=900)
+    if p.returncode != 0:
+        raise BenchError(f"tc_test_writer on {agent.node} failed: {err}\n{agent.log_tail()}")
+    return time.perf_counter() - t0
+
+
+class Cluster:
+    def __init__(self, build, work, n, budget, replicated=True):
+        self.agents = []
+        extra = ["--memory-budget", budget]
+        if replicated and n > 1:
+            secret = work / "secret"
+            secret.write_bytes(os.urandom(32))
+            hosts = work / f"hosts-{n}"
+            hosts.write_text("".join(f"n{i + 1} 127.0.0.1:{p}\n" for i, p in enumerate(free_ports(n))))
+            extra += ["--peers", hosts, "--peer-secret-file", secret, "--replicas", "2", "--replica-ack", "all"]
+        for i in range(n):
+            self.agents.append(Agent(build, work / f"c{n}{'r' if replicated else ''}", f"n{i + 1}", extra))
+
+    def __enter__(self):
+        for a in self.agents:
+            a.start()
+        return self
+
+    def __exit__(self, *exc):
+        for a in self.agents:
+            a.kill()
+            a.wipe()
+
+
+# ---- phases ------------------------------------------------------------------
+
+def replicate_and_restore(args, build, work) -> dict:
+    per_object = args.size // args.objects
+    total = per_object * args.objects
+    budget = f"{max(4 << 30, 3 * total)}"
+    reps = []
+    with Cluster(build, work, 1, budget, replicated=False) as lone:
+        lone_wall = [run_writer(lone.agents[0], "b", r + 1, args.objects, per_object)
+                     for r in range(args.warmup + args.reps)][args.warmup:]
+    with Cluster(build, work, 2, budget) as c:
+        n1, n2 = c.agents
+        for r in range(args.warmup + args.reps):
+            step = r + 1
+            wall = run_writer(n1, "b", step, args.objects, per_object)
+            pull_ms = n2.log_ms(rf"event=replica_held origin=n1 ns=b step={step} ms=([\d.]+)")
+            reps.append({"step": step, "warmup": r < args.warmup, "writer_wall_s": wall,
+                         "replicate_s": pull_ms / 1e3, "replicate_gbps": total / (pull_ms / 1e3) / 1e9})
+        # The replacement node: empty root, same node id; the last step comes back from n2.
+        last = args.warmup + args.reps
+        n1.kill()
+        n1.wipe()
+        n1.start()
+        out = SHM / f"tierckpt-replbench-out-{os.getpid()}"
+        try:
+            n1.cli("restore", "b", last, "--to", out)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        restore_ms = n1.log_ms(rf"event=restore ns=b step={last} bytes=\d+ objects=\d+ ms=([\d.]+)")
+        if "event=restored_from_peer ns=b step=%d peer=n2" % last not in n1.log.read_text(errors="replace"):
+            raise BenchError("the replacement node did not restore from its peer: " + n1.log_tail())
+    steady = [x for x in reps if not x["warmup"]]
+    return {
+        "bytes": total,
+        "repetitions": reps,
+        "lone_writer_wall_s": lone_wall,
+        "replicate_cold_gbps": reps[0]["replicate_gbps"],
+        "replicate_gbps": statistics.median(x["replicate_gbps"] for x in steady),
+        "writer_wall_s": statistics.median(x["writer_wall_s"] for x in steady),
+        "lone_writer_wall_median_s": statistics.median(lone_wall),
+        "restore_from_peer_s": restore_ms / 1e3,
+        "restore_from_peer_gbps": total / (restore_ms / 1e3) / 1e9,
+    }
+
+
+def save_scaling(args, build, work) -> dict:
+    out = {}
+    per_object = args.save_size // args.objects
+    for n in args.agents:
+        budget = f"{max(2 << 30, 3 * args.save_size)}"
+        with Cluster(build, work, n, budget) as c:
+            walls = []
+            for r in range(args.warmup + args.reps):
+                t0 = time.perf_counter()
+                procs = [a.writer("s", r + 1, args.objects, per_object) for a in c.agents]
+                for a, p in zip(c.agents, procs):
+                    _, err = p.communicate(timeout=900)
+                    if p.returncode != 0:
+                        raise BenchError(f"writer on {a.node} failed: {err}\n{a.log_tail()}")
+                walls.append(time.perf_counter() - t0)
+        walls = walls[args.warmup:]
+        wall = statistics.median(walls)
+        out[str(n)] = {"agents": n, "bytes_per_agent": per_object * args.objects, "wall_s": walls,
+                       "wall_median_s": wall,
+                       "aggregate_gbps": n * per_object * args.objects / wall / 1e9}
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--size", type=parse_size, default=1 << 30, help="bytes per replicated step (default 1GiB)")
+    p.add_argument("--objects", type=int, default=8, help="objects per step (default 8)")
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions; medians reported (default 3)")
+    p.add_argument("--warmup", type=int, default=2,
+                   help="steps first replicated untimed (default 2: with --keep-last 1 the holder's segment "
+                        "pool holds a step's worth of recycled memory from the third step on)")
+    p.add_argument("--agents", default="1,2,4", help="agent counts for the save phase (default 1,2,4)")
+    p.add_argument("--save-size", type=parse_size, default=256 << 20, help="bytes per agent in the save phase")
+    p.add_argument("--build-dir", default="build/release")
+    args = p.parse_args()
+    try:
+        args.agents = [int(x) for x in args.agents.split(",") if x]
+    except ValueError:
+        p.error("--agents: a comma-separated list of counts, e.g. 1,2,4")
+    if args.objects < 1 or args.reps < 1 or args.warmup < 0 or not args.agents or min(args.agents) < 1:
+        p.error("--objects, --reps and --agents must be positive")
+    build = Path(args.build_dir)
+    if not build.is_absolute():
+        build = REPO / build
+    for b in ("tools/tierckptd/tierckptd", "tools/cli/tierckpt", "tools/testing/tc_test_writer"):
+        if not (build / b).exists():
+            print(f"replication_bench.py: {build / b} is missing; build first: scripts/setup.sh release",
+                  file=sys.stderr)
+            sys.exit(2)
+    report = {"machine": machine_info(), "command": " ".join([sys.executable, *sys.argv]), "git": git_info(),
+              "config": {"size": args.size, "objects": args.objects, "reps": args.reps, "warmup": args.warmup,
+                         "agents": args.agents,
+                         "save_size": args.save_size}}
+    work = Path(tempfile.mkdtemp(prefix="tierckpt-replbench-"))
+    try:
+        print("replication_bench.py: limit ...", file=sys.stderr)
+        limit = statistics.median(tcp_limit(args.size) for _ in range(args.reps))
+        print("replication_bench.py: replicate and restore ...", file=sys.stderr)
+        rr = replicate_and_restore(args, build, work)
+        print("replication_bench.py: save with " + ",".join(map(str, args.agents)) + " agents ...", file=sys.stderr)
+        save = save_scaling(args, build, work)
+    except BenchError as e:
+        print(f"replication_bench.py: {e}", file=sys.stderr)
+        sys.exit(1)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report["results"] = {"limit_tcp_gbps": limit, "replication": rr, "save": save}
+    report["ratios"] = {
+        "replicate_vs_tcp": rr["replicate_gbps"] / limit,
+        "replicate_cold_vs_tcp": rr["replicate_cold_gbps"] / limit,
+        "restore_from_peer_vs_tcp": rr["restore_from_peer_gbps"] / limit,
+        "writer_wall_replicated_vs_lone": rr["writer_wall_s"] / rr["lone_writer_wall_median_s"],
+        "target": ">= 0.7 x raw TCP",
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    r = report["ratios"]
+    print(f"raw TCP (loopback, 1 stream)   {limit:7.3f} GB/s")
+    print(f"replicate n1 -> n2 (steady)    {rr['replicate_gbps']:7.3f} GB/s   {r['replicate_vs_tcp']:.2f} x TCP")
+    print(f"replicate, first step (cold)   {rr['replicate_cold_gbps']:7.3f} GB/s   "
+          f"{r['replicate_cold_vs_tcp']:.2f} x TCP")
+    print(f"restore from peer              {rr['restore_from_peer_gbps']:7.3f} GB/s   "
+          f"{r['restore_from_peer_vs_tcp']:.2f} x TCP")
+    print(f"writer wall, R=2 vs lone       {rr['writer_wall_s']:7.3f} s vs {rr['lone_writer_wall_median_s']:.3f} s "
+          f"({r['writer_wall_replicated_vs_lone']:.2f} x)")
+    for n, s in save.items():
+        print(f"save, {n} agent(s) at once      {s['wall_median_s']:7.3f} s   {s['aggregate_gbps']:.3f} GB/s in all")
+
+
+if __name__ == "__main__":
+    main()

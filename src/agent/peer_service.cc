@@ -1,0 +1,216 @@
+// peer_service.cc — see peer_service.h.
+#include "agent/peer_service.h"
+
+#include <utility>
+
+#include "agent/peer_store.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "os/mapping.h"
+
+namespace tierckpt::agent {
+
+PeerService::PeerService(PeerServiceDeps deps) : deps_(std::move(deps)) {}
+
+PeerService::~PeerService() { Stop(); }
+
+Status PeerService::Start(const std::string& address) {
+  Result<std::unique_ptr<peer::Listener>> l = deps_.transport->Listen(address);
+  if (!l.ok()) return l.status().WithContext("listening for peers at " + address + " (--peer-listen)");
+  listener_ = std::move(l).value();
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  return Status::Ok();
+}
+
+std::string PeerService::address() const { return listener_ != nullptr ? listener_->address() : ""; }
+
+void PeerService::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (Served& s : served_) {
+      if (s.conn != nullptr) s.conn->Close();
+    }
+  }
+  if (listener_ != nullptr) listener_->Close();
+  if (acceptor_.joinable()) acceptor_.join();
+  std::list<Served> served;
+  {
+    std::lock_guard lock(mu_);
+    served.swap(served_);
+  }
+  for (Served& s : served) {
+    if (s.thread.joinable()) s.thread.join();
+  }
+}
+
+void PeerService::AcceptLoop() {
+  for (;;) {
+    Result<std::unique_ptr<peer::Connection>> c = listener_->Accept(peer::Millis(1000));
+    if (!c.ok()) {
+      if (c.status().code() == Code::kTimeout) continue;
+      return;  // closed
+    }
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    // Reap connections that ended.
+    for (auto it = served_.begin(); it != served_.end();) {
+      if (it->conn == nullptr && it->thread.joinable()) {
+        it->thread.join();
+        it = served_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    served_.push_back(Served{std::move(c).value(), std::thread()});
+    Served& s = served_.back();
+    peer::Connection* conn = s.conn.get();
+    Log(LogLevel::kDebug, "peer_connected").Kv("peer", conn->Describe());
+    s.thread = std::thread([this, conn] {
+      Serve(conn);
+      std::lock_guard done(mu_);
+      for (Served& x : served_) {
+        if (x.conn.get() == conn) x.conn.reset();  // the thread is joined at reap or Stop
+      }
+    });
+  }
+}
+
+void PeerService::Serve(peer::Connection* conn) {
+  for (;;) {
+    Result<peer::Message> m = conn->Receive(peer::Millis(1000));
+    if (!m.ok()) {
+      if (m.status().code() == Code::kTimeout) {
+        std::lock_guard lock(mu_);
+        if (stopping_) return;
+        continue;
+      }
+      if (m.status().code() != Code::kUnavailable) {
+        Log(LogLevel::kWarn, "peer_connection_failed").Kv("peer", conn->Describe()).Err(m.status());
+      }
+      return;
+    }
+    if (m->kind == peer::Message::Kind::kStream) {
+      Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Kv("error", "unexpected stream");
+      conn->Close();
+      return;
+    }
+    if (!Answer(conn, m->frame)) {
+      conn->Close();
+      return;
+    }
+  }
+}
+
+Result<MemoryTier*> PeerService::TierOf(std::string_view origin) {
+  if (origin == deps_.node_id) return deps_.tier;
+  return deps_.replicas->Get(origin, /*create=*/false);
+}
+
+bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
+  const auto type = static_cast<PeerMsg>(request.type);
+  auto reply = [&](PeerMsg t, std::string payload) {
+    peer::Frame f;
+    f.type = static_cast<uint16_t>(t);
+    f.request_id = request.request_id;
+    f.payload = std::move(payload);
+    Status s = conn->Send(f);
+    if (!s.ok()) Log(LogLevel::kWarn, "peer_reply_failed").Kv("peer", conn->Describe()).Err(s);
+    return s.ok();
+  };
+  auto fail = [&](const Status& s) { return reply(PeerMsg::kError, EncodePeerError(s)); };
+  switch (type) {
+    case PeerMsg::kGetManifest:
+    case PeerMsg::kListSteps:
+    case PeerMsg::kGetObject:
+    case PeerMsg::kReplicate:
+      break;
+    default:
+      Log(LogLevel::kWarn, "peer_protocol")
+          .Kv("peer", conn->Describe())
+          .Kv("error", "unknown request type " + std::to_string(request.type));
+      return false;
+  }
+  Result<PeerRequest> r = DecodePeerRequest(type, request.payload);
+  if (!r.ok()) {
+    Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Err(r.status());
+    return false;
+  }
+  Status valid = ValidateNamespace(r->ns);
+  if (valid.ok()) valid = ValidateStep(r->step);
+  if (valid.ok() && type == PeerMsg::kGetObject) valid = ValidateObjectName(r->name);
+  if (!valid.ok()) return fail(valid);
+  if (type == PeerMsg::kReplicate) {
+    const std::string origin = conn->peer().node_id;
+    Status pulled = PullReplica(origin, *r);
+    if (!pulled.ok()) return fail(pulled);
+    return reply(PeerMsg::kDone, "");
+  }
+  Result<MemoryTier*> tier = TierOf(r->origin);
+  if (!tier.ok()) return fail(tier.status());
+  switch (type) {
+    case PeerMsg::kGetManifest: {
+      Result<Manifest> m = (*tier)->GetManifest(r->ns, r->step);
+      if (!m.ok()) return fail(m.status());
+      return reply(PeerMsg::kManifest, m->ToJson());
+    }
+    case PeerMsg::kListSteps: {
+      std::vector<uint64_t> steps;
+      for (const StepInfo& s : (*tier)->ListSteps(r->ns)) {
+        if (s.committed && s.ns == r->ns) steps.push_back(s.step);
+      }
+      return reply(PeerMsg::kSteps, EncodeSteps(steps));
+    }
+    default: {  // kGetObject
+      Status sent = SendObject(conn, request.request_id, *r);
+      if (sent.ok()) return true;
+      // Before the stream began the error can still be answered; after, the
+      // stream was aborted (the peer sees kAborted) or the connection broke.
+      if (sent.code() == Code::kNotFound || sent.code() == Code::kInvalidArgument) return fail(sent);
+      return sent.code() != Code::kUnavailable && sent.code() != Code::kTimeout &&
+             sent.code() != Code::kIoError;
+    }
+  }
+}
+
+Status PeerService::SendObject(peer::Connection* conn, uint32_t request_id, const PeerRequest& r) {
+  Result<MemoryTier*> tier = TierOf(r.origin);
+  if (!tier.ok()) return tier.status();
+  // Through the tier's kept read mapping, pinned: no page-table setup and
+  // teardown per request.
+  TC_ASSIGN_OR_RETURN(PinnedObject object, (*tier)->ReadCommittedObject(r.ns, r.step, r.name));
+  peer::StreamHeader h;
+  h.type = static_cast<uint16_t>(PeerMsg::kObject);
+  h.request_id = request_id;
+  h.object_id = request_id;
+  h.size = object.view.size();
+  h.metadata = r.name;
+  return conn->SendStream(h, object.view.data(), object.view.size());
+}
+
+Status PeerService::PullReplica(const std::string& origin, const PeerRequest& r) {
+  if (origin == deps_.node_id) {
+    return InvalidArgument("node " + origin + " asked itself to hold its own replica; check the hostfile");
+  }
+  std::optional<std::string> address = deps_.address_of(origin);
+  if (!address) {
+    return FailedPrecondition("node " + origin + " is not in this agent's peer list (--peers); add it to "
+                              "the hostfile of every agent");
+  }
+  TC_ASSIGN_OR_RETURN(MemoryTier * tier, deps_.replicas->Get(origin, /*create=*/true));
+  PeerObjectStore from(deps_.transport, PeerStoreTarget{origin, *address, origin}, deps_.timeout);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = tier->Restore(from, r.ns, r.step);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!s.ok()) {
+    Log(LogLevel::kWarn, "replica_failed").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Err(s);
+    return s.WithContext("holding a replica of " + r.ns + " step " + std::to_string(r.step) + " of node " +
+                         origin + " on node " + deps_.node_id);
+  }
+  Log(LogLevel::kInfo, "replica_held").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Kv("ms", ms);
+  return Status::Ok();
+}
+
+}  // namespace tierckpt::agent

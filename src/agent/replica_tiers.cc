@@ -1,0 +1,83 @@
+// replica_tiers.cc — see replica_tiers.h.
+#include "agent/replica_tiers.h"
+
+#include <filesystem>
+
+#include "cluster/address.h"
+#include "common/log.h"
+#include "os/files.h"
+
+namespace tierckpt::agent {
+
+ReplicaTiers::ReplicaTiers(MemoryTierOptions base, WorkQueue* verifier)
+    : base_(std::move(base)), verifier_(verifier), dir_(JoinPath(base_.root, "replicas")) {}
+
+Result<MemoryTier*> ReplicaTiers::CreateLocked(const std::string& origin) {
+  MemoryTierOptions o = base_;
+  o.root = JoinPath(dir_, origin);
+  o.has_durable = false;
+  o.persist_every = 0;
+  o.node_id = origin;
+  TC_RETURN_IF_ERROR(MakeDirs(o.root, 0700).WithContext("creating the replica root of node " + origin));
+  auto tier = std::make_unique<MemoryTier>(o, verifier_);
+  TC_ASSIGN_OR_RETURN(RecoveryReport report, tier->Recover());
+  for (const Status& e : report.errors) {
+    Log(LogLevel::kWarn, "replica_recovery").Kv("origin", origin).Err(e);
+  }
+  if (report.committed_steps > 0) {
+    Log(LogLevel::kInfo, "replicas_recovered")
+        .Kv("origin", origin)
+        .Kv("steps", static_cast<uint64_t>(report.committed_steps))
+        .Kv("bytes", report.bytes);
+  }
+  if (shut_down_) tier->Shutdown();
+  MemoryTier* raw = tier.get();
+  tiers_.emplace(origin, std::move(tier));
+  return raw;
+}
+
+Status ReplicaTiers::RecoverAll() {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir_, ec)) return Status::Ok();
+  std::vector<std::string> origins;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    if (entry.is_directory()) origins.push_back(entry.path().filename().string());
+  }
+  if (ec) return IoError("listing " + dir_ + ": " + ec.message());
+  Status first = Status::Ok();
+  std::lock_guard lock(mu_);
+  for (const std::string& origin : origins) {
+    if (Status v = cluster::ValidateNodeId(origin); !v.ok()) {
+      Log(LogLevel::kWarn, "replica_dir_ignored").Kv("dir", JoinPath(dir_, origin)).Err(v);
+      continue;
+    }
+    if (tiers_.count(origin) != 0) continue;
+    Result<MemoryTier*> t = CreateLocked(origin);
+    if (!t.ok() && first.ok()) first = t.status();
+  }
+  return first;
+}
+
+Result<MemoryTier*> ReplicaTiers::Get(std::string_view origin, bool create) {
+  TC_RETURN_IF_ERROR(cluster::ValidateNodeId(origin));
+  std::lock_guard lock(mu_);
+  if (auto it = tiers_.find(origin); it != tiers_.end()) return it->second.get();
+  if (!create) return NotFound("this agent holds no replica of node " + std::string(origin));
+  if (shut_down_) return Unavailable("tierckptd is shutting down");
+  return CreateLocked(std::string(origin));
+}
+
+std::vector<std::string> ReplicaTiers::Origins() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [origin, tier] : tiers_) out.push_back(origin);
+  return out;
+}
+
+void ReplicaTiers::Shutdown() {
+  std::lock_guard lock(mu_);
+  shut_down_ = true;
+  for (auto& [origin, tier] : tiers_) tier->Shutdown();
+}
+
+}  // namespace tierckpt::agent

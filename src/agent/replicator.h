@@ -1,0 +1,84 @@
+// replicator.h — this agent's side of replication as a client: after a
+// memory commit it asks the step's replica holders to pull it, and after a
+// node replacement it restores this node's steps from them.
+//
+// The holders come from the placement (cluster/placement.h) of the static
+// membership (--peers hostfile) under the policy (--replicas R,
+// --replica-spacing): the R-1 ring successors of this node. Replicate()
+// sends each holder kReplicate {ns, step} in parallel and waits for every
+// answer; the holder pulls the objects from this agent's peer service
+// (peer_service.h). RestoreFromPeers() asks the holders in order for this
+// node's step (origin = this node) and restores it with MemoryTier::Restore
+// from the first that has it.
+//
+// Thread-safe; connections are made per call (the peer transport's
+// handshake costs one round trip plus an HMAC, small next to a step).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/memory_tier.h"
+#include "cluster/membership.h"
+#include "cluster/placement.h"
+#include "peer/transport.h"
+
+namespace tierckpt::agent {
+
+// When a memory commit returns: kNone at once (replication runs after it),
+// kAll once every holder has verified its replica (docs/replication.md).
+enum class ReplicaAck { kNone, kAll };
+Result<ReplicaAck> ParseReplicaAck(std::string_view text);  // "none" | "all"
+std::string_view ReplicaAckName(ReplicaAck ack);
+
+class Replicator {
+ public:
+  // transport must outlive the replicator. Fails when node_id is not a
+  // member or the policy does not fit the membership.
+  static Result<std::unique_ptr<Replicator>> Create(peer::Transport* transport, cluster::Membership membership,
+                                                    cluster::PlacementPolicy policy, std::string node_id,
+                                                    peer::Millis timeout);
+
+  // The holders of this node's replicas, replica 1 first (empty with R = 1).
+  const std::vector<std::string>& holders() const { return holders_; }
+  const cluster::Membership& membership() const { return membership_; }
+  const cluster::Placement& placement() const { return placement_; }
+  // The peer address of node_id; nullopt if not a member.
+  std::optional<std::string> AddressOf(std::string_view node_id) const;
+
+  // Every holder holds a verified replica of (ns, step) when this returns
+  // Ok; otherwise the error names each holder that failed and why.
+  Status Replicate(std::string_view ns, uint64_t step);
+  // Restores this node's (ns, step) into tier from the first holder that
+  // has it; kNotFound naming every holder tried (and why) when none does.
+  Status RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint64_t step);
+  // This node's steps of ns that some holder keeps (step → the first holder
+  // listing it); holders that do not answer are skipped (logged at debug).
+  std::map<uint64_t, std::string> StepsOnPeers(std::string_view ns);
+  // The manifest of this node's (ns, step) from the first holder that has it.
+  Result<Manifest> ManifestFromPeers(std::string_view ns, uint64_t step);
+
+ private:
+  Replicator(peer::Transport* transport, cluster::Membership membership, cluster::Placement placement,
+             std::string node_id, std::vector<std::string> holders, peer::Millis timeout)
+      : transport_(transport),
+        membership_(std::move(membership)),
+        placement_(std::move(placement)),
+        node_id_(std::move(node_id)),
+        holders_(std::move(holders)),
+        timeout_(timeout) {}
+  Status AskToHold(const std::string& holder, std::string_view ns, uint64_t step);
+
+  peer::Transport* const transport_;
+  const cluster::Membership membership_;
+  const cluster::Placement placement_;
+  const std::string node_id_;
+  const std::vector<std::string> holders_;
+  const peer::Millis timeout_;
+};
+
+}  // namespace tierckpt::agent

@@ -17,7 +17,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tierckpt_fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 status=0
-for target in frame manifest s3_xml; do
+for target in frame manifest s3_xml peer_messages; do
   bin="$build/tests/fuzz/fuzz_$target"
   if [ ! -x "$bin" ]; then
     echo "run_fuzz: $bin not found; build it with: cmake --build $build --target fuzz_$target" >&2

@@ -163,29 +163,33 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
       return reply(PeerMsg::kSteps, EncodeSteps(steps));
     }
     default: {  // kGetObject
-      Status sent = SendObject(conn, request.request_id, *r);
+      // Through the tier's kept read mapping, pinned: no page-table setup and
+      // teardown per request. Until the stream begins, errors are answered.
+      Result<PinnedObject> object = (*tier)->ReadCommittedObject(r->ns, r->step, r->name);
+      if (!object.ok()) return fail(object.status());
+      Status sent = SendObject(conn, request.request_id, r->name, *object);
       if (sent.ok()) return true;
-      // Before the stream began the error can still be answered; after, the
-      // stream was aborted (the peer sees kAborted) or the connection broke.
-      if (sent.code() == Code::kNotFound || sent.code() == Code::kInvalidArgument) return fail(sent);
+      Log(LogLevel::kWarn, "peer_send_failed")
+          .Kv("peer", conn->Describe())
+          .Kv("ns", r->ns)
+          .Kv("step", r->step)
+          .Kv("object", r->name)
+          .Err(sent);
+      // The stream was aborted (the peer sees why) or the connection broke.
       return sent.code() != Code::kUnavailable && sent.code() != Code::kTimeout &&
              sent.code() != Code::kIoError;
     }
   }
 }
 
-Status PeerService::SendObject(peer::Connection* conn, uint32_t request_id, const PeerRequest& r) {
-  Result<MemoryTier*> tier = TierOf(r.origin);
-  if (!tier.ok()) return tier.status();
-  // Through the tier's kept read mapping, pinned: no page-table setup and
-  // teardown per request.
-  TC_ASSIGN_OR_RETURN(PinnedObject object, (*tier)->ReadCommittedObject(r.ns, r.step, r.name));
+Status PeerService::SendObject(peer::Connection* conn, uint32_t request_id, const std::string& name,
+                               const PinnedObject& object) {
   peer::StreamHeader h;
   h.type = static_cast<uint16_t>(PeerMsg::kObject);
   h.request_id = request_id;
   h.object_id = request_id;
   h.size = object.view.size();
-  h.metadata = r.name;
+  h.metadata = name;
   return conn->SendStream(h, object.view.data(), object.view.size());
 }
 

@@ -61,7 +61,8 @@ class PeerService {
   // Answers one control request; false when the connection must close.
   bool Answer(peer::Connection* conn, const peer::Frame& request);
   Result<MemoryTier*> TierOf(std::string_view origin);
-  Status SendObject(peer::Connection* conn, uint32_t request_id, const PeerRequest& r);
+  Status SendObject(peer::Connection* conn, uint32_t request_id, const std::string& name,
+                    const PinnedObject& object);
   Status PullReplica(const std::string& origin, const PeerRequest& r);
 
   const PeerServiceDeps deps_;

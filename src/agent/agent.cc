@@ -161,6 +161,9 @@ Status Agent::Start(bool handle_signals) {
   deps.connection_count = [this] { return service_ != nullptr ? service_->connections() : 0; };
   deps.replicator = replicator_.get();
   deps.replication_queue = replication_queue_.get();
+  deps.replicas = replicas_.get();
+  deps.peer_listen = peer_service_ != nullptr ? peer_service_->address() : "";
+  deps.replica_count = config_.replicas;
   if (!config_.replica_ack.empty()) {
     TC_ASSIGN_OR_RETURN(deps.replica_ack, ParseReplicaAck(config_.replica_ack));
   }

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "agent/memory_tier.h"
+#include "agent/replica_tiers.h"
 #include "agent/replicator.h"
 #include "agent/work_queue.h"
 #include "agent/persister.h"
@@ -58,6 +59,9 @@ struct HandlerDeps {
   Replicator* replicator = nullptr;
   ReplicaAck replica_ack = ReplicaAck::kAll;
   WorkQueue* replication_queue = nullptr;  // runs kNone replications
+  ReplicaTiers* replicas = nullptr;        // the replicas this node holds (Stats)
+  std::string peer_listen;                 // the peer service's address (Stats)
+  uint32_t replica_count = 1;              // R (Stats)
 };
 
 class Handlers final : public RequestHandler {

@@ -259,6 +259,28 @@ Reply Handlers::Stats(std::string_view p) {
     }
   }
   for (auto& [name, n] : ns) in.namespaces.push_back(std::move(n));
+  if (d_.replicator != nullptr) {
+    PeerStatsInput peers;
+    peers.listen = d_.peer_listen;
+    peers.replicas = d_.replica_count;
+    peers.replica_ack = std::string(ReplicaAckName(d_.replica_ack));
+    peers.holders = d_.replicator->holders();
+    if (d_.replicas != nullptr) {
+      for (const std::string& origin : d_.replicas->Origins()) {
+        Result<MemoryTier*> t = d_.replicas->Get(origin, /*create=*/false);
+        if (!t.ok()) continue;
+        PeerStatsInput::Held h;
+        h.origin = origin;
+        for (const StepInfo& st : (*t)->ListSteps("")) {
+          if (!st.committed) continue;
+          ++h.steps;
+          h.bytes += st.bytes;
+        }
+        peers.held.push_back(std::move(h));
+      }
+    }
+    in.peers = std::move(peers);
+  }
   if (d_.persister != nullptr) {
     in.persist_queued = d_.persister->queued();
     in.persist_running = d_.persister->running();

@@ -135,6 +135,16 @@ std::string StatsJson(const StatsInput& in) {
       {"last_errors", std::move(errors)},
   };
   if (!in.durable_error.empty()) j["durable_error"] = in.durable_error;
+  j["peers"] = nullptr;
+  if (in.peers) {
+    json holding = json::array();
+    for (const auto& h : in.peers->held) holding.push_back({{"origin", h.origin}, {"steps", h.steps}, {"bytes", h.bytes}});
+    j["peers"] = {{"listen", in.peers->listen},
+                  {"replicas", in.peers->replicas},
+                  {"replica_ack", in.peers->replica_ack},
+                  {"holders", in.peers->holders},
+                  {"holding", std::move(holding)}};
+  }
   return Dump(j);
 }
 

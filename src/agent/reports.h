@@ -80,6 +80,20 @@ struct NamespaceSummary {
   std::optional<uint64_t> durable_newest;  // newest committed in durable
   uint32_t writing_steps = 0;
 };
+// Multi-node state for Stats (--peers).
+struct PeerStatsInput {
+  std::string listen;                  // the peer service's bound address
+  uint32_t replicas = 0;               // R
+  std::string replica_ack;             // "all" | "none"
+  std::vector<std::string> holders;    // this node's replica holders
+  struct Held {
+    std::string origin;
+    size_t steps = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<Held> held;              // replicas this node holds, per origin
+};
+
 struct StatsInput {
   AgentInfo info;
   TierStats tier;
@@ -90,6 +104,7 @@ struct StatsInput {
   size_t connections = 0;
   std::vector<ErrorRecord> last_errors;
   std::string durable_error;  // listing the durable tier failed
+  std::optional<PeerStatsInput> peers;  // nullopt on a single node
 };
 // {"version","pid","node_id","root","socket","durable","budget_bytes",
 //  "used_bytes","pool_bytes","tmpfs_free_bytes","retention",
@@ -98,7 +113,9 @@ struct StatsInput {
 //  "persist_queue","in_flight_steps","connections","last_errors":[str],
 //  and: "started_unix_ms","uptime_s","persist_every","durable_keep",
 //  "verify_on_seal","object_bytes","pool_segments","tmpfs_total_bytes",
-//  "committed_steps","persist_running","durable_error"?}
+//  "committed_steps","persist_running","durable_error"?,
+//  "peers": null | {"listen","replicas","replica_ack","holders":[id],
+//                   "holding":[{"origin","steps","bytes"}]}}
 // A last_errors entry reads "<UTC time> <event>: <code>: <message>".
 std::string StatsJson(const StatsInput& in);
 

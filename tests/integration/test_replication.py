@@ -7,6 +7,7 @@ SIGKILLs. With R = 2 and spacing 1, node n<i>'s replica holder is its ring
 successor n<i+1> (docs/placement.md), and its replicas live under
 <holder root>/replicas/n<i>/ns/<ns>/step_<n>.
 """
+import json
 import shutil
 import signal
 import socket
@@ -88,6 +89,10 @@ def test_commit_waits_for_the_replica_and_a_replacement_node_loads_from_its_peer
     assert_dirs_equal(ref, held)
     for other in ("n3", "n4"):
         assert not (c[other].root / "replicas" / "n1").exists(), f"{other} holds n1's data"
+    peers = json.loads(c["n2"].cli("agent", "status", "--json").stdout)["peers"]
+    assert peers["holders"] == ["n3"] and peers["replicas"] == 2 and peers["replica_ack"] == "all"
+    assert peers["holding"] == [{"origin": "n1", "steps": 1, "bytes": 6 * MiB}], peers
+    assert "holding        1 step(s), 6.0 MiB, of node n1" in c["n2"].cli("agent", "status").stdout
 
     c.replace("n1")
     steps = c["n1"].steps("j")

@@ -96,6 +96,22 @@ void PrintStatus(const json& j) {
               Num(j, "persist_running").c_str());
   std::printf("  writing        %s step(s) in flight\n", Num(j, "in_flight_steps").c_str());
   std::printf("  connections    %s\n", Num(j, "connections").c_str());
+  if (auto peers = j.find("peers"); peers != j.end() && peers->is_object()) {
+    std::string holders;
+    if (auto h = peers->find("holders"); h != peers->end() && h->is_array()) {
+      for (const json& id : *h) holders += (holders.empty() ? "" : ", ") + (id.is_string() ? id.get<std::string>() : "?");
+    }
+    std::printf("  peers          listening on %s; %s copies, commit waits for %s; replicas of this node on %s\n",
+                Str(*peers, "listen").c_str(), Num(*peers, "replicas").c_str(), Str(*peers, "replica_ack").c_str(),
+                holders.empty() ? "no other node" : holders.c_str());
+    if (auto held = peers->find("holding"); held != peers->end() && held->is_array()) {
+      for (const json& h : *held) {
+        if (!h.is_object()) continue;
+        std::printf("  holding        %s step(s), %s, of node %s\n", Num(h, "steps").c_str(), Size(h, "bytes").c_str(),
+                    Str(h, "origin").c_str());
+      }
+    }
+  }
 
   auto namespaces = j.find("namespaces");
   if (namespaces != j.end() && namespaces->is_array() && !namespaces->empty()) {

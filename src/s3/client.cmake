@@ -9,6 +9,7 @@ target_sources(tc_s3 PRIVATE
   s3_errors.cc
   s3_listing.cc
   s3_multipart.cc
+  s3_open.cc
   s3_parallel.cc
   s3_retry.cc
   s3_xml.cc

@@ -7,9 +7,7 @@
 
 #include "common/log.h"
 #include "common/names.h"
-#include "s3/credentials_chain.h"
-#include "s3/curl_transport.h"
-#include "s3/s3_express.h"
+#include "s3/s3_open.h"
 #include "s3/s3_parallel.h"
 #include "store/store_common.h"
 
@@ -42,26 +40,8 @@ bool ParseStepPrefix(std::string_view rest, uint64_t* step) {
 }  // namespace
 
 Result<std::unique_ptr<S3ObjectStore>> S3ObjectStore::Open(const s3::S3Config& config) {
-  TC_ASSIGN_OR_RETURN(std::shared_ptr<s3::CurlTransport> transport,
-                      s3::CurlTransport::Create(s3::CurlOptions::From(config)));
-  // IMDS is absent off EC2: a short connect timeout keeps the chain quick.
-  s3::CurlOptions imds_options;
-  imds_options.connect_timeout_ms = 1000;
-  imds_options.low_speed_time_s = 5;
-  TC_ASSIGN_OR_RETURN(std::shared_ptr<s3::CurlTransport> imds, s3::CurlTransport::Create(imds_options));
-  s3::ChainOptions chain_options;
-  chain_options.imds_transport = imds;
-  std::shared_ptr<s3::CredentialsProvider> credentials = s3::DefaultCredentialsChain(
-      transport, s3::Environment::Process(), config.region, chain_options);
-  std::shared_ptr<s3::RequestSigner> signer;
-  if (config.express) {
-    const std::string endpoint = s3::BucketEndpoint(config);
-    signer = s3::MakeExpressSigner(transport, credentials, config.region,
-                                   [endpoint](const std::string&) { return endpoint; });
-  } else {
-    signer = s3::MakeSigV4Signer(credentials, config.region);
-  }
-  return std::make_unique<S3ObjectStore>(config, std::move(transport), std::move(signer));
+  TC_ASSIGN_OR_RETURN(s3::S3ClientParts parts, s3::MakeS3ClientParts(config));
+  return std::make_unique<S3ObjectStore>(config, std::move(parts.transport), std::move(parts.signer));
 }
 
 S3ObjectStore::S3ObjectStore(s3::S3Config config, std::shared_ptr<s3::HttpTransport> transport,

@@ -56,6 +56,7 @@ void AddRestoreCommand(CLI::App& app, Cli& cli);  // restore_cmd.cc
 void AddSaveCommand(CLI::App& app, Cli& cli);     // save_cmd.cc
 void AddStepCommands(CLI::App& app, Cli& cli);    // step_cmd.cc: persist, rm
 void AddPruneCommand(CLI::App& app, Cli& cli);    // prune_cmd.cc
+void AddSyncCommand(CLI::App& app, Cli& cli);     // sync_cmd.cc
 
 // Registered by agent_start.cc, used by AddAgentCommands.
 void AddAgentStartCommand(CLI::App& agent, Cli& cli);

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   AddSaveCommand(app, cli);
   AddStepCommands(app, cli);
   AddPruneCommand(app, cli);
+  AddSyncCommand(app, cli);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,86 @@
+// sync.cc — see sync.h.
+#include "sync/sync.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "common/names.h"
+#include "os/files.h"
+
+namespace tierckpt::sync {
+
+Result<std::vector<BlobInfo>> ListLocal(const std::string& dir, std::vector<std::string>* bad) {
+  std::vector<BlobInfo> out;
+  std::error_code ec;
+  std::filesystem::recursive_directory_iterator it(dir, ec), end;
+  if (ec) return IoError("listing the local directory " + dir + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return IoError("listing the local directory " + dir + ": " + ec.message());
+    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    std::string rel = std::filesystem::relative(it->path(), dir, ec).generic_string();
+    if (rel.find(kPartialSuffix) != std::string::npos) continue;
+    if (!ValidateRelativePath(rel).ok()) {
+      if (bad != nullptr) bad->push_back(rel);
+      continue;
+    }
+    out.push_back({rel, static_cast<uint64_t>(it->file_size(ec))});
+  }
+  std::sort(out.begin(), out.end(), [](const BlobInfo& a, const BlobInfo& b) { return a.path < b.path; });
+  return out;
+}
+
+Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncProgress& progress) {
+  if (!o.instance.empty()) {
+    TC_RETURN_IF_ERROR(ValidateNamespace(o.instance).WithContext("--instance-prefix"));
+  }
+  TC_RETURN_IF_ERROR(MakeDirs(o.local, 0755).WithContext("creating the local directory"));
+  const std::string scope = o.instance.empty() ? "" : o.instance + "/";
+  SyncReport report;
+  std::vector<std::string> bad_remote;
+  TC_ASSIGN_OR_RETURN(std::vector<BlobInfo> listed, remote.List(&bad_remote));
+  for (auto& b : bad_remote) report.bad_names.push_back(remote.Describe() + b);
+  std::map<std::string, uint64_t> theirs;  // relative to the scope
+  for (const BlobInfo& b : listed) {
+    if (b.path.compare(0, scope.size(), scope) != 0) continue;  // another instance's
+    theirs[b.path.substr(scope.size())] = b.size;
+  }
+  std::vector<std::string> bad_local;
+  TC_ASSIGN_OR_RETURN(std::vector<BlobInfo> local_files, ListLocal(o.local, &bad_local));
+  for (auto& b : bad_local) report.bad_names.push_back(JoinPath(o.local, b));
+  std::map<std::string, uint64_t> ours;
+  for (const BlobInfo& b : local_files) ours[b.path] = b.size;
+
+  if (o.pull) {
+    for (const auto& [path, size] : theirs) {
+      auto mine = ours.find(path);
+      if (mine != ours.end()) {
+        if (mine->second != size) report.conflicts.push_back(path);
+        continue;
+      }
+      TC_RETURN_IF_ERROR(remote.GetFile(scope + path, size, JoinPath(o.local, path))
+                             .WithContext("pulling " + path + " into " + o.local));
+      ours[path] = size;
+      ++report.pulled;
+      report.pulled_bytes += size;
+      if (progress) progress("pull", path, size);
+    }
+  }
+  if (o.push) {
+    for (const auto& [path, size] : ours) {
+      auto there = theirs.find(path);
+      if (there != theirs.end() && there->second == size) {
+        ++report.unchanged;
+        continue;
+      }
+      TC_RETURN_IF_ERROR(remote.PutFile(scope + path, JoinPath(o.local, path))
+                             .WithContext("pushing " + JoinPath(o.local, path) + " to " + remote.Describe()));
+      ++report.pushed;
+      report.pushed_bytes += size;
+      if (progress) progress("push", path, size);
+    }
+  }
+  return report;
+}
+
+}  // namespace tierckpt::sync

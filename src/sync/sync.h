@@ -1,0 +1,60 @@
+// sync.h — one pass of `tierckpt sync`: a local directory and its remote
+// (blob_store.h) made to agree, as a training job's checkpoint directory is
+// mirrored to S3 (seed 003; docs/sync.md).
+//
+// SyncOnce, in order:
+//   pull  every remote file (below the instance prefix) absent locally is
+//         downloaded (temporary name, then rename: the trainer never sees a
+//         partial file). A local file of another size is kept (the trainer
+//         wrote it; push uploads it) and reported as a conflict.
+//   push  every local regular file absent remotely, or of another size, is
+//         uploaded (multipart above the S3 threshold). Files named
+//         *.tierckpt-partial* (our own temporaries) are skipped; other names
+//         that break the path rule are reported and skipped.
+// Never deletes anything, local or remote: a crash or an empty local
+// directory at start can therefore never remove remote data. Mirroring
+// deletions needs the journal of the watch mode (not built yet).
+//
+// Instance prefix: with options.instance = "host-a", remote paths are
+// "host-a/<path>", and only those are pulled: instances never overwrite or
+// download each other's files ("run-1" never matches "run-10/...").
+//
+// Comparison is by path and size: checkpoint files are written once. Errors
+// stop the pass and name the file and the store. Not thread-safe (one pass at
+// a time per directory).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sync/blob_store.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt::sync {
+
+struct SyncOptions {
+  std::string local;     // the directory (created if missing)
+  std::string instance;  // "" or one path component of [A-Za-z0-9_.-]
+  bool pull = true;
+  bool push = true;
+};
+
+struct SyncReport {
+  size_t pulled = 0, pushed = 0, unchanged = 0;
+  uint64_t pulled_bytes = 0, pushed_bytes = 0;
+  std::vector<std::string> conflicts;    // local and remote sizes differ; the local file wins
+  std::vector<std::string> bad_names;    // local or remote names not mirrored (path rule)
+};
+
+// Called after each file moved: (what: "pull"|"push", path, bytes).
+using SyncProgress = std::function<void(std::string_view what, const std::string& path, uint64_t bytes)>;
+
+Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& options, const SyncProgress& progress = {});
+
+// The local directory's regular files (relative paths, sizes), sorted; our
+// temporaries skipped; names breaking the path rule in *bad.
+Result<std::vector<BlobInfo>> ListLocal(const std::string& dir, std::vector<std::string>* bad);
+
+}  // namespace tierckpt::sync

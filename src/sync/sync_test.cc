@@ -1,0 +1,121 @@
+// SyncOnce over a filesystem remote (real directories); the S3 remote is
+// exercised against a real moto server in tests/integration/test_sync.py.
+#include "sync/sync.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "os/files.h"
+#include "testing/temp_dir.h"
+
+namespace tierckpt::sync {
+namespace {
+
+using testing_util::TempDir;
+
+void Write(const std::string& path, const std::string& data) {
+  ASSERT_TRUE(MakeDirs(DirName(path), 0755).ok());
+  ASSERT_TRUE(WriteFileAtomic(path, data, false).ok());
+}
+
+std::string Read(const std::string& path) {
+  auto s = ReadFileToString(path, 1 << 20);
+  return s.ok() ? *s : "<missing>";
+}
+
+TEST(ValidateRelativePathTest, AcceptsCheckpointNamesAndRejectsEscapes) {
+  for (const char* ok : {"a", "checkpoint-100/model-00001-of-00002.safetensors", "x y/+z.pt", "a/b/c"}) {
+    EXPECT_TRUE(ValidateRelativePath(ok).ok()) << ok;
+  }
+  for (const char* bad : {"", "/abs", "a//b", "a/", "../x", "a/./b", "a\\b", "tab\there", "caf\xc3\xa9"}) {
+    Status s = ValidateRelativePath(bad);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(ValidateRelativePath(std::string(1025, 'a')).code(), Code::kInvalidArgument);
+}
+
+TEST(SyncOnceTest, PullsWhatIsMissingPushesWhatIsNewAndNeverDeletes) {
+  TempDir d;
+  auto remote = OpenBlobStore(d.Sub("remote"));
+  ASSERT_TRUE(remote.ok()) << remote.status().ToString();
+  Write(d.Sub("remote/checkpoint-1/model.bin"), "remote-model");
+  Write(d.Sub("remote/checkpoint-1/state.json"), "{}");
+  Write(d.Sub("local/checkpoint-2/model.bin"), "new-model");
+  Write(d.Sub("local/checkpoint-1/state.json"), "{\"x\":1}");  // another size: local wins
+  Write(d.Sub("local/skip.bin.tierckpt-partial.123"), "half");  // our temporary: never pushed
+
+  SyncOptions o;
+  o.local = d.Sub("local");
+  std::vector<std::string> events;
+  auto r = SyncOnce(**remote, o, [&](std::string_view what, const std::string& path, uint64_t) {
+    events.push_back(std::string(what) + " " + path);
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pulled, 1u);
+  EXPECT_EQ(r->pushed, 2u);  // checkpoint-1/state.json (replaced) and checkpoint-2/model.bin
+  EXPECT_EQ(r->conflicts, std::vector<std::string>{"checkpoint-1/state.json"});
+  EXPECT_EQ(Read(d.Sub("local/checkpoint-1/model.bin")), "remote-model");
+  EXPECT_EQ(Read(d.Sub("remote/checkpoint-2/model.bin")), "new-model");
+  EXPECT_EQ(Read(d.Sub("remote/checkpoint-1/state.json")), "{\"x\":1}");
+  EXPECT_EQ(Read(d.Sub("remote/skip.bin.tierckpt-partial.123")), "<missing>");
+  EXPECT_EQ(events.front(), "pull checkpoint-1/model.bin");
+
+  // A second pass moves nothing; an empty local directory deletes nothing.
+  auto again = SyncOnce(**remote, o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->pulled + again->pushed, 0u);
+  EXPECT_EQ(again->unchanged, 3u);
+  SyncOptions empty;
+  empty.local = d.Sub("fresh");
+  empty.push = false;
+  auto pulled = SyncOnce(**remote, empty);
+  ASSERT_TRUE(pulled.ok());
+  EXPECT_EQ(pulled->pulled, 3u);
+  EXPECT_EQ(Read(d.Sub("remote/checkpoint-2/model.bin")), "new-model");
+}
+
+TEST(SyncOnceTest, InstancePrefixesKeepInstancesApartAndAreSlashSafe) {
+  TempDir d;
+  auto remote = OpenBlobStore("file://" + d.Sub("remote"));
+  ASSERT_TRUE(remote.ok());
+  Write(d.Sub("remote/run-10/x.pt"), "ten");
+  Write(d.Sub("a/x.pt"), "one");
+  SyncOptions o;
+  o.local = d.Sub("a");
+  o.instance = "run-1";
+  auto r = SyncOnce(**remote, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pulled, 0u);  // run-10's file is not run-1's
+  EXPECT_EQ(r->pushed, 1u);
+  EXPECT_EQ(Read(d.Sub("remote/run-1/x.pt")), "one");
+  EXPECT_EQ(Read(d.Sub("remote/run-10/x.pt")), "ten");
+  o.instance = "../up";
+  EXPECT_EQ(SyncOnce(**remote, o).status().code(), Code::kInvalidArgument);
+}
+
+TEST(SyncOnceTest, RemoteNamesThatWouldEscapeAreReportedNotWritten) {
+  TempDir d;
+  auto remote = OpenBlobStore(d.Sub("remote"));
+  ASSERT_TRUE(remote.ok());
+  Write(d.Sub("remote/ok.bin"), "fine");
+  Write(d.Sub("remote/bad\\name"), "no");
+  SyncOptions o;
+  o.local = d.Sub("local");
+  auto r = SyncOnce(**remote, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pulled, 1u);
+  ASSERT_EQ(r->bad_names.size(), 1u);
+  EXPECT_NE(r->bad_names[0].find("bad\\name"), std::string::npos);
+  EXPECT_EQ(Read(d.Sub("local/bad\\name")), "<missing>");
+}
+
+TEST(OpenBlobStoreTest, UnknownSchemesAndEmptyRemotesAreRefused) {
+  EXPECT_EQ(OpenBlobStore("").status().code(), Code::kInvalidArgument);
+  Status s = OpenBlobStore("gs://bucket/x").status();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown scheme"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace tierckpt::sync

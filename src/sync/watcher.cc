@@ -1,0 +1,102 @@
+// watcher.cc — see watcher.h.
+#include "sync/watcher.h"
+
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "os/files.h"
+
+namespace tierckpt::sync {
+namespace {
+
+constexpr uint32_t kDirMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ONLYDIR;
+
+bool Under(const std::string& path, const std::string& dir) {
+  return dir.empty() || path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                                        path[dir.size()] == '/');
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DirectoryWatcher>> DirectoryWatcher::Create(const std::string& root) {
+  UniqueFd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("inotify_init1 (raise fs.inotify.max_user_instances?)");
+  std::unique_ptr<DirectoryWatcher> w(new DirectoryWatcher(root, std::move(fd)));
+  TC_RETURN_IF_ERROR(w->AddTree(""));
+  return w;
+}
+
+std::string DirectoryWatcher::Join(const std::string& dir, const std::string& name) const {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
+Status DirectoryWatcher::AddTree(const std::string& rel) {
+  const std::string full = rel.empty() ? root_ : JoinPath(root_, rel);
+  const int wd = ::inotify_add_watch(fd_.get(), full.c_str(), kDirMask);
+  if (wd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return Status::Ok();  // gone meanwhile
+    return ErrnoStatus("watching " + full + (errno == ENOSPC ? " (raise fs.inotify.max_user_watches)" : ""));
+  }
+  dirs_[wd] = rel;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(full, ec)) {
+    if (entry.is_directory(ec) && !entry.is_symlink(ec)) {
+      TC_RETURN_IF_ERROR(AddTree(Join(rel, entry.path().filename().string())));
+    }
+  }
+  return Status::Ok();
+}
+
+void DirectoryWatcher::DropTree(const std::string& rel) {
+  for (auto it = dirs_.begin(); it != dirs_.end();) {
+    if (Under(it->second, rel)) {
+      ::inotify_rm_watch(fd_.get(), it->first);
+      it = dirs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Result<std::vector<WatchEvent>> DirectoryWatcher::Read() {
+  std::vector<WatchEvent> out;
+  alignas(inotify_event) char buf[64 * 1024];
+  for (;;) {
+    const ssize_t n = ::read(fd_.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return out;
+    if (n <= 0) return ErrnoStatus("reading inotify events of " + root_);
+    for (ssize_t off = 0; off < n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(buf + off);
+      off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+      if (e->mask & IN_Q_OVERFLOW) {
+        out.push_back({WatchEvent::Kind::kOverflow, ""});
+        continue;
+      }
+      if (e->mask & IN_IGNORED) {
+        dirs_.erase(e->wd);
+        continue;
+      }
+      auto dir = dirs_.find(e->wd);
+      if (dir == dirs_.end() || e->len == 0) continue;
+      const std::string path = Join(dir->second, e->name);
+      const bool is_dir = (e->mask & IN_ISDIR) != 0;
+      if (is_dir && (e->mask & (IN_CREATE | IN_MOVED_TO))) {
+        TC_RETURN_IF_ERROR(AddTree(path));
+        out.push_back({WatchEvent::Kind::kDirAppeared, path});
+      } else if (is_dir && (e->mask & (IN_DELETE | IN_MOVED_FROM))) {
+        DropTree(path);
+        out.push_back({WatchEvent::Kind::kDirGone, path});
+      } else if (!is_dir && (e->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))) {
+        out.push_back({WatchEvent::Kind::kFileReady, path});
+      } else if (!is_dir && (e->mask & (IN_DELETE | IN_MOVED_FROM))) {
+        out.push_back({WatchEvent::Kind::kFileGone, path});
+      }
+    }
+  }
+}
+
+}  // namespace tierckpt::sync

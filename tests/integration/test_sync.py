@@ -1,0 +1,233 @@
+"""`tierckpt sync --once` against a real moto server (and a filesystem remote).
+
+The CLI process gets only the moto server's keys (an isolated AWS
+environment). boto3 is the independent client that checks what landed in the
+bucket and puts files there for the pull.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import CLI_BIN, assert_dirs_equal
+from conftest_s3 import MiB, bucket, list_keys, moto  # noqa: F401
+from s3_server import isolated_aws_env
+
+
+def run_sync(server, *args, check=True):
+    env = isolated_aws_env()
+    env.update(server.keys.env())
+    r = subprocess.run([str(CLI_BIN), "sync", *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=300, stdin=subprocess.DEVNULL)
+    if check and r.returncode != 0:
+        raise AssertionError(f"tierckpt sync {args} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def hf_checkpoint(root, step, big=0):
+    """A Hugging Face Trainer-style checkpoint-N/ directory, written under a temporary name and renamed."""
+    tmp = root / f"tmp-checkpoint-{step}"
+    tmp.mkdir(parents=True)
+    (tmp / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    (tmp / "optimizer.pt").write_bytes(os.urandom(300_000))
+    (tmp / "model.safetensors").write_bytes(os.urandom(big or 1_000_000))
+    tmp.rename(root / f"checkpoint-{step}")
+
+
+def url(moto, bucket, prefix):
+    return f"s3://{bucket}/{prefix}?endpoint={moto.endpoint}&region=us-east-1"
+
+
+def test_once_pushes_checkpoint_dirs_multipart_included_and_a_fresh_instance_pulls_them(moto, bucket, tmp_path):
+    local = tmp_path / "ckpt"
+    hf_checkpoint(local, 100)
+    hf_checkpoint(local, 200, big=40 * MiB)  # above the 16 MiB threshold: multipart
+    (local / "checkpoint-200" / "model.safetensors.tierckpt-partial.9").write_bytes(b"ours, half written")
+    prefix = f"job-{uuid.uuid4().hex[:8]}"
+    r = run_sync(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--once")
+    assert "pulled 0 file(s) (0 B), pushed 6 (41.5 MiB)" in r.stdout, r.stdout
+    client = moto.boto3_client()
+    keys = list_keys(client, bucket, prefix + "/")
+    assert sorted(k[len(prefix) + 1:] for k in keys) == sorted(
+        f"checkpoint-{s}/{n}" for s in (100, 200) for n in ("trainer_state.json", "optimizer.pt", "model.safetensors"))
+    big = client.head_object(Bucket=bucket, Key=f"{prefix}/checkpoint-200/model.safetensors")
+    assert big["ContentLength"] == 40 * MiB and big["ETag"].strip('"').endswith("-3"), big["ETag"]
+
+    # A new instance starts empty: the start pulls everything, byte-identical.
+    fresh = tmp_path / "fresh"
+    r = run_sync(moto, "--local", fresh, "--remote", url(moto, bucket, prefix), "--once", "--json")
+    report = json.loads(r.stdout)
+    assert report["pulled"] == 6 and report["pushed"] == 0
+    (local / "checkpoint-200" / "model.safetensors.tierckpt-partial.9").unlink()
+    assert_dirs_equal(local, fresh)
+    # Nothing to do the second time; an empty directory deletes nothing remotely.
+    r = run_sync(moto, "--local", fresh, "--remote", url(moto, bucket, prefix), "--once", "--json")
+    assert json.loads(r.stdout)["unchanged"] == 6
+    empty = tmp_path / "empty"
+    run_sync(moto, "--local", empty, "--remote", url(moto, bucket, prefix), "--once", "--no-pull")
+    assert len(list_keys(client, bucket, prefix + "/")) == 6
+
+
+def test_instance_prefixes_keep_two_instances_apart_and_the_prefix_is_slash_safe(moto, bucket, tmp_path):
+    client = moto.boto3_client()
+    prefix = f"multi-{uuid.uuid4().hex[:8]}"
+    client.put_object(Bucket=bucket, Key=f"{prefix}/run-10/other.pt", Body=b"not mine")
+    client.put_object(Bucket=bucket, Key=f"{prefix}-sibling/x.pt", Body=b"not mine either")
+    for name in ("run-1", "run-2"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "state.pt").write_bytes(name.encode() * 1000)
+        run_sync(moto, "--local", d, "--remote", url(moto, bucket, prefix), "--instance-prefix", name, "--once")
+    for name in ("run-1", "run-2"):
+        obj = client.get_object(Bucket=bucket, Key=f"{prefix}/{name}/state.pt")["Body"].read()
+        assert obj == name.encode() * 1000
+        assert not (tmp_path / name / "other.pt").exists()
+    # An instance pulls only its own files; the sibling prefix is never seen.
+    fresh = tmp_path / "fresh"
+    r = run_sync(moto, "--local", fresh, "--remote", url(moto, bucket, prefix), "--instance-prefix", "run-1",
+                 "--once", "--json")
+    assert json.loads(r.stdout)["pulled"] == 1
+    assert sorted(p.name for p in fresh.rglob("*") if p.is_file()) == ["state.pt"]
+
+
+def test_a_remote_key_that_would_escape_the_directory_is_refused(moto, bucket, tmp_path):
+    client = moto.boto3_client()
+    prefix = f"evil-{uuid.uuid4().hex[:8]}"
+    client.put_object(Bucket=bucket, Key=f"{prefix}/ok.pt", Body=b"fine")
+    client.put_object(Bucket=bucket, Key=f"{prefix}/a/../../escape.pt", Body=b"no")
+    r = run_sync(moto, "--local", tmp_path / "d", "--remote", url(moto, bucket, prefix), "--once", check=False)
+    assert r.returncode == 1
+    assert "escape.pt" in r.stderr and "path rule" in r.stderr, r.stderr
+    assert (tmp_path / "d" / "ok.pt").read_bytes() == b"fine"
+    assert not (tmp_path / "escape.pt").exists()
+
+
+def test_filesystem_remote_and_clear_errors(tmp_path):
+    local = tmp_path / "ckpt"
+    hf_checkpoint(local, 5)
+    env = dict(os.environ)
+    r = subprocess.run([str(CLI_BIN), "sync", "--local", str(local), "--remote", str(tmp_path / "remote"), "--once"],
+                       capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert_dirs_equal(local, tmp_path / "remote")
+    r = subprocess.run([str(CLI_BIN), "sync", "--local", str(local), "--remote", "gs://x/y", "--once"],
+                       capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1 and "unknown scheme" in r.stderr
+    r = subprocess.run([str(CLI_BIN), "sync", "--local", str(local), "--remote", str(tmp_path / "remote"), "--once",
+                        "--", "true"], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1 and "cannot wrap a command" in r.stderr
+
+
+# ---- the watching mode ---------------------------------------------------------------------------
+
+TRAINER = r'''
+import os, shutil, sys, time
+root = sys.argv[1]
+def checkpoint(step, size):
+    tmp = os.path.join(root, f"tmp-checkpoint-{step}")
+    os.makedirs(tmp)
+    for name, n in (("model.safetensors", size), ("trainer_state.json", 64)):
+        with open(os.path.join(tmp, name), "wb") as f:
+            f.write(bytes([step % 251]) * n)
+    os.rename(tmp, os.path.join(root, f"checkpoint-{step}"))
+checkpoint(1, 200_000)
+time.sleep(1.0)
+checkpoint(2, 20 * 1024 * 1024)
+time.sleep(1.0)
+shutil.rmtree(os.path.join(root, "checkpoint-1"))   # save_total_limit=1
+time.sleep(1.0)
+sys.exit(3)
+'''
+
+
+def sync_popen(server, *args, endpoint=None):
+    env = isolated_aws_env()
+    env.update(server.keys.env())
+    return subprocess.Popen([str(CLI_BIN), "sync", *map(str, args)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def remote_files(client, bucket, prefix):
+    return sorted(k[len(prefix) + 1:] for k in list_keys(client, bucket, prefix + "/"))
+
+
+def test_wrapping_a_trainer_uploads_renamed_checkpoints_once_mirrors_deletions_and_keeps_its_status(
+        moto, bucket, tmp_path):
+    local = tmp_path / "ckpt"
+    prefix = f"wrap-{uuid.uuid4().hex[:8]}"
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER)
+    r = run_sync(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--settle-ms", "300", "--",
+                 sys.executable, script, local, check=False)
+    assert r.returncode == 3, r.stderr  # the trainer's status, after the final flush
+    client = moto.boto3_client()
+    assert remote_files(client, bucket, prefix) == ["checkpoint-2/model.safetensors",
+                                                    "checkpoint-2/trainer_state.json"], r.stderr
+    body = client.get_object(Bucket=bucket, Key=f"{prefix}/checkpoint-2/model.safetensors")["Body"].read()
+    assert body == bytes([2]) * (20 * 1024 * 1024)
+    assert "tmp-checkpoint" not in r.stderr.replace("tmp-checkpoint-", "")  # nothing uploaded under the temp name
+    assert "event=sync_deleted path=checkpoint-1/model.safetensors" in r.stderr, r.stderr
+
+
+def test_sigterm_flushes_pending_uploads_and_exits_0_when_everything_is_remote(moto, bucket, tmp_path):
+    local = tmp_path / "ckpt"
+    local.mkdir()
+    prefix = f"term-{uuid.uuid4().hex[:8]}"
+    p = sync_popen(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--settle-ms", "60000")
+    first = p.stderr.readline()  # "sync: watching ...": the watch is in place
+    assert first.startswith("sync: watching"), first
+    (local / "last.pt").write_bytes(os.urandom(3 * MiB))  # settles in 60 s: only the flush uploads it
+    time.sleep(0.5)
+    assert "last.pt" not in remote_files(moto.boto3_client(), bucket, prefix)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "flushing within 60 s" in err, err
+    assert "last.pt" in remote_files(moto.boto3_client(), bucket, prefix), err
+
+
+def test_an_s3_outage_is_retried_until_the_upload_lands(moto, bucket, tmp_path):
+    from fault_proxy import Fault, FaultProxy  # noqa: PLC0415
+    local = tmp_path / "ckpt"
+    local.mkdir()
+    prefix = f"outage-{uuid.uuid4().hex[:8]}"
+    with FaultProxy(moto.endpoint) as proxy:
+        proxy.add(Fault("internal", method="PUT", first=12))  # more than one upload's own retries
+        remote = f"s3://{bucket}/{prefix}?endpoint={proxy.endpoint}&region=us-east-1&max_attempts=3"
+        p = sync_popen(moto, "--local", local, "--remote", remote, "--settle-ms", "100")
+        assert p.stderr.readline().startswith("sync: watching")
+        (local / "a.pt").write_bytes(b"payload" * 1000)
+        deadline = time.time() + 60
+        client = moto.boto3_client()
+        while "a.pt" not in remote_files(client, bucket, prefix) and time.time() < deadline:
+            time.sleep(0.5)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    assert "a.pt" in remote_files(client, bucket, prefix), err
+    assert p.returncode == 0, err
+    assert "event=sync_upload_failed path=a.pt attempt=1" in err, err
+
+
+def test_a_restarted_sync_uploads_what_was_written_while_it_was_down(moto, bucket, tmp_path):
+    local = tmp_path / "ckpt"
+    local.mkdir()
+    prefix = f"resume-{uuid.uuid4().hex[:8]}"
+    p = sync_popen(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--settle-ms", "100")
+    assert p.stderr.readline().startswith("sync: watching")
+    p.kill()  # SIGKILL: no flush
+    p.communicate(timeout=30)
+    (local / "while-down.pt").write_bytes(b"d" * 5000)
+    p = sync_popen(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--settle-ms", "100")
+    deadline = time.time() + 30
+    client = moto.boto3_client()
+    while "while-down.pt" not in remote_files(client, bucket, prefix) and time.time() < deadline:
+        time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert remote_files(client, bucket, prefix) == ["while-down.pt"]

@@ -21,11 +21,12 @@
 //
 // Multipart: Upload() sends objects above config.multipart_threshold as a
 // multipart upload: CreateMultipartUpload with x-amz-checksum-algorithm:
-// CRC32C and x-amz-checksum-type: FULL_OBJECT, parts of PlanParts() size on
+// CRC32C and x-amz-checksum-type COMPOSITE (default) or FULL_OBJECT
+// (config.full_object_checksum), parts of PlanParts() size on
 // config.concurrency threads each with its CRC32C, and
-// CompleteMultipartUpload listing every part's ETag and checksum plus the
-// whole object's CRC32C (combined from the parts). Any failure aborts the
-// upload. A 200 whose body is an <Error> is an error (retried if retryable).
+// CompleteMultipartUpload listing every part's ETag and checksum, plus with
+// FULL_OBJECT the whole object's CRC32C (combined from the parts). Any
+// failure aborts the upload. A 200 whose body is an <Error> is an error (retried if retryable).
 //
 // Conditional writes (PutOptions::if_none_match): If-None-Match: * makes S3
 // refuse to overwrite an existing key (412 → kAlreadyExists). Stores that

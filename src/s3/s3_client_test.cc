@@ -244,11 +244,44 @@ TEST_F(S3ClientTest, CompleteWith200ErrorBodyIsRetriedAndFinalOnesFail) {
   auto reqs = transport_->Requests();
   EXPECT_EQ(Query(reqs[0], "uploadId"), "U1");
   EXPECT_NE(reqs[0].body.find("<PartNumber>1</PartNumber><ETag>\"e\"</ETag>"), std::string::npos);
-  EXPECT_EQ(FindHeader(reqs[0].request.headers, "x-amz-checksum-type").value_or(""), "FULL_OBJECT");
+  // COMPOSITE (the default): the parts' checksums are in the body, no whole-object header.
+  EXPECT_FALSE(FindHeader(reqs[0].request.headers, "x-amz-checksum-type").has_value());
+  EXPECT_FALSE(FindHeader(reqs[0].request.headers, "x-amz-checksum-crc32c").has_value());
+  EXPECT_NE(reqs[0].body.find("<ChecksumCRC32C>AAAAAA==</ChecksumCRC32C>"), std::string::npos) << reqs[0].body;
   Status s = c.CompleteMultipartUpload("k", "U1", parts);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("CompleteMultipartUpload s3://bkt/k"), std::string::npos);
   EXPECT_NE(s.message().find("HTTP 200 InvalidPart"), std::string::npos) << s.message();
+}
+
+TEST_F(S3ClientTest, FullObjectChecksumsSendTheTypeAndTheWholeObjectsCrc32c) {
+  transport_->On([](const HttpRequest& r) { return r.method == "POST"; },
+                 [&](const HttpRequest& r, std::string_view) -> Result<HttpResponse> {
+                   const bool create = !r.query.empty() && r.query[0].first == "uploads";
+                   if (create) {
+                     return Reply(200, "<InitiateMultipartUploadResult><UploadId>U9</UploadId></InitiateMultipartUploadResult>");
+                   }
+                   return Reply(200, "<CompleteMultipartUploadResult/>");
+                 });
+  S3Config config = TestConfig();
+  config.full_object_checksum = true;
+  S3Client& c = Client(config);
+  ASSERT_TRUE(c.CreateMultipartUpload("k").ok());
+  // Two parts "abc" + "de": the whole object's CRC32C is CRC32C("abcde"), combined from the parts.
+  std::vector<CompletedPart> parts = {{1, "\"e1\"", Crc32cBase64(Crc32c("abc", 3)), Crc32c("abc", 3), 3},
+                                      {2, "\"e2\"", Crc32cBase64(Crc32c("de", 2)), Crc32c("de", 2), 2}};
+  ASSERT_TRUE(c.CompleteMultipartUpload("k", "U9", parts).ok());
+  auto reqs = transport_->Requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(FindHeader(reqs[0].request.headers, "x-amz-checksum-type").value_or(""), "FULL_OBJECT");
+  EXPECT_EQ(FindHeader(reqs[1].request.headers, "x-amz-checksum-type").value_or(""), "FULL_OBJECT");
+  EXPECT_EQ(FindHeader(reqs[1].request.headers, "x-amz-checksum-crc32c").value_or(""), Crc32cBase64(Crc32c("abcde", 5)));
+  EXPECT_EQ(ParseS3Url("s3://bkt?multipart_checksum=full_object")->full_object_checksum, true);
+  EXPECT_EQ(ParseS3Url("s3://bkt")->full_object_checksum, false);
+  EXPECT_EQ(ParseS3Url("s3://base--usw2-az1--x-s3?region=us-west-2")->full_object_checksum, true);
+  EXPECT_EQ(ParseS3Url("s3://base--usw2-az1--x-s3?region=us-west-2&multipart_checksum=composite")
+                ->full_object_checksum, false);
+  EXPECT_EQ(ParseS3Url("s3://bkt?multipart_checksum=crc64").status().code(), Code::kInvalidArgument);
 }
 
 TEST_F(S3ClientTest, SigningFailuresAreFinalAndNameTheOperation) {

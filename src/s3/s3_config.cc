@@ -192,6 +192,7 @@ Result<S3Config> ParseS3Url(std::string_view url, const Environment& env) {
 
   std::optional<Addressing> addressing;
   std::optional<size_t> threshold;
+  std::optional<bool> full_object;  // multipart_checksum, when given
   for (size_t start = 0; start < query.size();) {
     size_t end = query.find('&', start);
     if (end == std::string_view::npos) end = query.size();
@@ -243,6 +244,11 @@ Result<S3Config> ParseS3Url(std::string_view url, const Environment& env) {
         return Bad(url, bad_value + " (use unsigned or signed)");
       }
       config.sign_payload = value == "signed";
+    } else if (name == "multipart_checksum") {
+      if (value != "composite" && value != "full_object") {
+        return Bad(url, bad_value + " (use composite or full_object)");
+      }
+      full_object = value == "full_object";
     } else if (name == "conditional") {
       if (value == "auto") {
         config.conditional = ConditionalWrites::kAuto;
@@ -262,6 +268,9 @@ Result<S3Config> ParseS3Url(std::string_view url, const Environment& env) {
     TC_ASSIGN_OR_RETURN(config.endpoint, NormalizeEndpoint(url, endpoint->first, endpoint->second));
   }
   config.multipart_threshold = threshold.value_or(config.part_size);
+  // Directory buckets keep whole-object checksums (what the Express path was
+  // built and tested with); general-purpose buckets default to COMPOSITE.
+  config.full_object_checksum = full_object.value_or(config.express);
   if (config.express) {
     if (addressing == Addressing::kPath) {
       return Bad(url, "S3 Express directory buckets support only virtual-host addressing");

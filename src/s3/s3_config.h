@@ -8,7 +8,8 @@
 // URL query parameters override the environment (docs/s3.md lists them):
 //   region, endpoint, addressing=path|virtual, part_size (bytes, or 8MiB),
 //   multipart_threshold (bytes, or 8MiB; default: the part size),
-//   concurrency, max_attempts, payload=unsigned|signed, conditional=auto|on|off.
+//   concurrency, max_attempts, payload=unsigned|signed, conditional=auto|on|off,
+//   multipart_checksum=composite|full_object.
 // Bucket names ending in "--x-s3" are S3 Express One Zone directory buckets:
 // virtual-host zonal endpoint "https://<bucket>.s3express-<az>.<region>.amazonaws.com"
 // and the ExpressSigner.
@@ -60,6 +61,13 @@ struct S3Config {
   int max_attempts = 6;      // total tries per request (first + retries)
   bool sign_payload = false; // false: UNSIGNED-PAYLOAD + x-amz-checksum-crc32c
   ConditionalWrites conditional = ConditionalWrites::kAuto;
+  // Multipart uploads are created with CRC32C of this type: COMPOSITE (each
+  // part's CRC32C checked by S3, the object's checksum a checksum of the
+  // parts' checksums: S3's default for CRC32C and the most widely supported)
+  // or FULL_OBJECT (S3 also checks the whole object's CRC32C, combined from
+  // the parts, at completion). Default: COMPOSITE, FULL_OBJECT for S3
+  // Express directory buckets.
+  bool full_object_checksum = false;
   long connect_timeout_ms = 5000;
   long low_speed_bytes_per_s = 1024;  // abort a transfer slower than this...
   long low_speed_time_s = 30;         // ...for this long

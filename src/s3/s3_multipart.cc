@@ -35,7 +35,7 @@ Result<std::string> S3Client::CreateMultipartUpload(std::string_view key) {
   call.key = key;
   call.query.emplace_back("uploads", "");
   call.headers.emplace_back("x-amz-checksum-algorithm", "CRC32C");
-  call.headers.emplace_back("x-amz-checksum-type", "FULL_OBJECT");
+  call.headers.emplace_back("x-amz-checksum-type", config_.full_object_checksum ? "FULL_OBJECT" : "COMPOSITE");
   TC_ASSIGN_OR_RETURN(HttpResponse r, Execute(call));
   Result<std::string> id = ParseInitiateMultipartUpload(r.body);
   if (!id.ok()) return id.status().WithContext(What(call.op, key) + " at " + endpoint_);
@@ -71,12 +71,6 @@ Result<CompletedPart> S3Client::UploadPart(std::string_view key, std::string_vie
 Status S3Client::CompleteMultipartUpload(std::string_view key, std::string_view upload_id,
                                          const std::vector<CompletedPart>& parts,
                                          const PutOptions& options) {
-  uint32_t whole = 0;
-  bool first = true;
-  for (const CompletedPart& p : parts) {
-    whole = first ? p.crc32c_value : Crc32cCombine(whole, p.crc32c_value, p.size);
-    first = false;
-  }
   const std::string body = BuildCompleteMultipartUpload(parts);
   Call call;
   call.op = "CompleteMultipartUpload";
@@ -84,8 +78,17 @@ Status S3Client::CompleteMultipartUpload(std::string_view key, std::string_view 
   call.key = key;
   call.query.emplace_back("uploadId", std::string(upload_id));
   call.headers.emplace_back("content-type", "application/xml");
-  call.headers.emplace_back("x-amz-checksum-crc32c", Crc32cBase64(whole));
-  call.headers.emplace_back("x-amz-checksum-type", "FULL_OBJECT");
+  if (config_.full_object_checksum) {
+    // The whole object's CRC32C, combined from the parts' (S3 recomputes and compares it).
+    uint32_t whole = 0;
+    bool first = true;
+    for (const CompletedPart& p : parts) {
+      whole = first ? p.crc32c_value : Crc32cCombine(whole, p.crc32c_value, p.size);
+      first = false;
+    }
+    call.headers.emplace_back("x-amz-checksum-crc32c", Crc32cBase64(whole));
+    call.headers.emplace_back("x-amz-checksum-type", "FULL_OBJECT");
+  }
   if (options.if_none_match) call.headers.emplace_back("if-none-match", "*");
   call.body = body.data();
   call.body_size = body.size();

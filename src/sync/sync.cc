@@ -2,8 +2,11 @@
 #include "sync/sync.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "common/names.h"
 #include "os/files.h"
@@ -51,19 +54,19 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
   std::map<std::string, uint64_t> ours;
   for (const BlobInfo& b : local_files) ours[b.path] = b.size;
 
+  struct Move {
+    std::string path;
+    uint64_t size;
+  };
+  std::vector<Move> pulls, pushes;
   if (o.pull) {
     for (const auto& [path, size] : theirs) {
       auto mine = ours.find(path);
-      if (mine != ours.end()) {
-        if (mine->second != size) report.conflicts.push_back(path);
-        continue;
+      if (mine == ours.end()) {
+        pulls.push_back({path, size});
+      } else if (mine->second != size) {
+        report.conflicts.push_back(path);
       }
-      TC_RETURN_IF_ERROR(remote.GetFile(scope + path, size, JoinPath(o.local, path))
-                             .WithContext("pulling " + path + " into " + o.local));
-      ours[path] = size;
-      ++report.pulled;
-      report.pulled_bytes += size;
-      if (progress) progress("pull", path, size);
     }
   }
   if (o.push) {
@@ -71,15 +74,51 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
       auto there = theirs.find(path);
       if (there != theirs.end() && there->second == size) {
         ++report.unchanged;
-        continue;
+      } else {
+        pushes.push_back({path, size});
       }
-      TC_RETURN_IF_ERROR(remote.PutFile(scope + path, JoinPath(o.local, path))
-                             .WithContext("pushing " + JoinPath(o.local, path) + " to " + remote.Describe()));
-      ++report.pushed;
-      report.pushed_bytes += size;
-      if (progress) progress("push", path, size);
     }
   }
+  std::mutex mu;  // guards report, first and progress calls
+  Status first = Status::Ok();
+  auto run = [&](const std::vector<Move>& moves, bool pull) {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < moves.size(); i = next++) {
+        {
+          std::lock_guard lock(mu);
+          if (!first.ok()) return;
+        }
+        const Move& m = moves[i];
+        const std::string local = JoinPath(o.local, m.path);
+        Status st = pull ? remote.GetFile(scope + m.path, m.size, local).WithContext("pulling " + m.path + " into " + o.local)
+                         : remote.PutFile(scope + m.path, local)
+                               .WithContext("pushing " + local + " to " + remote.Describe());
+        std::lock_guard lock(mu);
+        if (!st.ok()) {
+          if (first.ok()) first = st;
+          return;
+        }
+        if (pull) {
+          ++report.pulled;
+          report.pulled_bytes += m.size;
+        } else {
+          ++report.pushed;
+          report.pushed_bytes += m.size;
+        }
+        if (progress) progress(pull ? "pull" : "push", m.path, m.size);
+      }
+    };
+    const size_t threads = std::min<size_t>(moves.size(), static_cast<size_t>(std::max(1, o.concurrency)));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    if (threads > 0) work();
+    for (std::thread& t : pool) t.join();
+  };
+  run(pulls, true);
+  TC_RETURN_IF_ERROR(first);
+  run(pushes, false);
+  TC_RETURN_IF_ERROR(first);
   return report;
 }
 

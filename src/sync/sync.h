@@ -19,9 +19,11 @@
 // "host-a/<path>", and only those are pulled: instances never overwrite or
 // download each other's files ("run-1" never matches "run-10/...").
 //
-// Comparison is by path and size: checkpoint files are written once. Errors
-// stop the pass and name the file and the store. Not thread-safe (one pass at
-// a time per directory).
+// Files move options.concurrency at a time (many small files are bound by
+// round trips). Comparison is by path and size: checkpoint files are written
+// once. The first error stops the pass (files in flight finish) and names the
+// file and the store. progress is called from the worker threads, one call at
+// a time. One pass at a time per directory.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,7 @@ struct SyncOptions {
   std::string instance;  // "" or one path component of [A-Za-z0-9_.-]
   bool pull = true;
   bool push = true;
+  int concurrency = 8;   // files moved at once (large files also split into parallel parts)
 };
 
 struct SyncReport {

@@ -5,6 +5,8 @@ read off the fault proxy's log (no faults here)."""
 import math
 import uuid
 
+import pytest
+
 from conftest import assert_dirs_equal
 from conftest_s3 import (MANIFEST, MiB, assert_s3_step_equals, bucket, moto, proxy, s3_agent,  # noqa: F401
                          step_prefix, wipe_tmpfs_and_restart, write_tree)
@@ -13,9 +15,11 @@ PART = 5 * MiB
 TREE = {"big_0.bin": 24 * MiB, "big_1.bin": 24 * MiB + 123, "small.bin": MiB}
 
 
-def test_large_objects_go_multipart_and_round_trip(moto, proxy, bucket, agents, tmp_path):
+@pytest.mark.parametrize("checksum", ["composite", "full_object"])
+def test_large_objects_go_multipart_and_round_trip(moto, proxy, bucket, agents, tmp_path, checksum):
     prefix = f"mp/{uuid.uuid4().hex[:10]}"
-    a = s3_agent(agents, moto.s3_url(bucket, prefix, endpoint=proxy.endpoint, part_size=PART), moto.keys)
+    a = s3_agent(agents, moto.s3_url(bucket, prefix, endpoint=proxy.endpoint, part_size=PART,
+                                     multipart_checksum=checksum), moto.keys)
     src = write_tree(tmp_path / "src", TREE)
     a.cli("save", "mp", 1, "--from", src, "--wait-durable", "--timeout", "180")
     base = "/" + bucket + "/" + step_prefix(prefix, "mp", 1)
@@ -34,6 +38,9 @@ def test_large_objects_go_multipart_and_round_trip(moto, proxy, bucket, agents, 
         assert all(e.status == 200 for e in parts + creates + completes)
         assert all(any(h.startswith("x-amz-checksum-") for h in e.headers) for e in parts), \
             "every part carries its x-amz-checksum-* header"
+        assert creates[0].headers.get("x-amz-checksum-type") == checksum.upper(), creates[0].headers
+        # FULL_OBJECT completes with the whole object's CRC32C; COMPOSITE with the parts' only.
+        assert ("x-amz-checksum-crc32c" in completes[0].headers) == (checksum == "full_object")
         assert not [e for e in mine if e.method == "PUT" and not e.has("partNumber")], "no single PUT of a big object"
     small = [e for e in log if e.path == base + "small.bin" and e.method in ("PUT", "POST")]
     assert [(e.method, e.query) for e in small] == [("PUT", {})], "a small object is one PUT"

@@ -37,6 +37,7 @@ struct SyncCommandOptions {
   bool no_pull = false;
   int grace_s = 60;
   int settle_ms = 1000;
+  int concurrency = 8;
   std::vector<std::string> command;
 };
 
@@ -154,6 +155,7 @@ int RunSync(const GlobalOptions& g, SyncCommandOptions o) {
   so.local = o.local;
   so.instance = o.instance;
   so.pull = !o.no_pull;
+  so.concurrency = o.concurrency;
   if (!o.once) return RunWatch(g, o, **remote, so);
   const bool show = Progress::ShouldShow(g.progress);
   Result<sync::SyncReport> r = sync::SyncOnce(**remote, so, [&](std::string_view what, const std::string& path,
@@ -203,6 +205,8 @@ void AddSyncCommand(CLI::App& app, Cli& cli) {
   sub->add_flag("--no-pull", o->no_pull, "push only: do not download the remote's files first");
   sub->add_option("--grace", o->grace_s, "seconds to finish uploads after SIGTERM/SIGINT or the command's exit "
                                         "(default 60)")->check(CLI::Range(0, 86400));
+  sub->add_option("--concurrency", o->concurrency, "files moved at once by a pass (default 8)")
+      ->check(CLI::Range(1, 256));
   sub->add_option("--settle-ms", o->settle_ms, "quiet time before a finished file is uploaded (default 1000)")
       ->check(CLI::Range(0, 600000));
   sub->add_option("command", o->command, "after --: the training command to run while syncing; sync exits with "

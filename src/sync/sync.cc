@@ -10,6 +10,7 @@
 
 #include "common/names.h"
 #include "os/files.h"
+#include "sync/journal.h"
 
 namespace tierckpt::sync {
 
@@ -23,6 +24,7 @@ Result<std::vector<BlobInfo>> ListLocal(const std::string& dir, std::vector<std:
     if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
     std::string rel = std::filesystem::relative(it->path(), dir, ec).generic_string();
     if (rel.find(kPartialSuffix) != std::string::npos) continue;
+    if (rel.compare(0, kStateDir.size() + 1, std::string(kStateDir) + "/") == 0) continue;  // sync's own state
     if (!ValidateRelativePath(rel).ok()) {
       if (bad != nullptr) bad->push_back(rel);
       continue;
@@ -38,6 +40,7 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
     TC_RETURN_IF_ERROR(ValidateNamespace(o.instance).WithContext("--instance-prefix"));
   }
   TC_RETURN_IF_ERROR(MakeDirs(o.local, 0755).WithContext("creating the local directory"));
+  TC_ASSIGN_OR_RETURN(Journal journal, Journal::Open(o.local, o.instance));
   const std::string scope = o.instance.empty() ? "" : o.instance + "/";
   SyncReport report;
   std::vector<std::string> bad_remote;
@@ -72,8 +75,23 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
   if (o.push) {
     for (const auto& [path, size] : ours) {
       auto there = theirs.find(path);
-      if (there != theirs.end() && there->second == size) {
-        ++report.unchanged;
+      if (there == theirs.end()) {
+        pushes.push_back({path, size});
+        continue;
+      }
+      Result<FileVersion> now = VersionOf(JoinPath(o.local, path));
+      const FileVersion* put = journal.Find(path);
+      if (now.ok() && put != nullptr) {
+        // The journal knows which version is remote: a rewrite is uploaded
+        // again even when its size did not change.
+        if (*put == *now) {
+          ++report.unchanged;
+        } else {
+          pushes.push_back({path, size});
+        }
+      } else if (there->second == size) {
+        ++report.unchanged;  // no record: the same size is taken as the same file
+        if (now.ok()) TC_RETURN_IF_ERROR(journal.Record(path, *now));
       } else {
         pushes.push_back({path, size});
       }
@@ -91,10 +109,17 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
         }
         const Move& m = moves[i];
         const std::string local = JoinPath(o.local, m.path);
+        Result<FileVersion> before = pull ? Result<FileVersion>(FileVersion{}) : VersionOf(local);
         Status st = pull ? remote.GetFile(scope + m.path, m.size, local).WithContext("pulling " + m.path + " into " + o.local)
                          : remote.PutFile(scope + m.path, local)
                                .WithContext("pushing " + local + " to " + remote.Describe());
         std::lock_guard lock(mu);
+        if (!st.ok()) {
+          if (first.ok()) first = st;
+          return;
+        }
+        Result<FileVersion> version = pull ? VersionOf(local) : before;
+        if (version.ok()) st = journal.Record(m.path, *version);
         if (!st.ok()) {
           if (first.ok()) first = st;
           return;
@@ -119,6 +144,7 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
   TC_RETURN_IF_ERROR(first);
   run(pushes, false);
   TC_RETURN_IF_ERROR(first);
+  TC_RETURN_IF_ERROR(journal.Sync());
   return report;
 }
 

@@ -31,6 +31,8 @@ Result<SyncReport> SyncLoop::Start() {
   TC_ASSIGN_OR_RETURN(SyncReport first, SyncOnce(*remote_, o_.sync));
   stats_.uploaded = first.pushed;
   stats_.uploaded_bytes = first.pushed_bytes;
+  TC_ASSIGN_OR_RETURN(Journal journal, Journal::Open(o_.sync.local, o_.sync.instance));
+  journal_ = std::make_unique<Journal>(std::move(journal));
   TC_ASSIGN_OR_RETURN(std::vector<BlobInfo> listed, remote_->List());
   for (const BlobInfo& b : listed) {
     if (b.path.compare(0, scope_.size(), scope_) == 0) remote_files_[b.path.substr(scope_.size())] = b.size;
@@ -40,6 +42,7 @@ Result<SyncReport> SyncLoop::Start() {
 
 void SyncLoop::Enqueue(const std::string& path, Clock::time_point due) {
   if (path.find(kPartialSuffix) != std::string::npos) return;  // our own temporaries
+  if (path == kStateDir || path.compare(0, kStateDir.size() + 1, std::string(kStateDir) + "/") == 0) return;
   if (!ValidateRelativePath(path).ok()) {
     stats_.last_error = "skipped " + path + ": its name breaks the path rule (docs/sync.md)";
     return;
@@ -78,7 +81,10 @@ void SyncLoop::Rescan() {
   }
   for (const BlobInfo& f : *files) {
     auto known = remote_files_.find(f.path);
-    if ((known == remote_files_.end() || known->second != f.size) && uploads_.count(f.path) == 0) {
+    const FileVersion* put = journal_->Find(f.path);
+    Result<FileVersion> now = VersionOf(JoinPath(o_.sync.local, f.path));
+    const bool rewritten = put != nullptr && now.ok() && !(*put == *now);
+    if ((known == remote_files_.end() || known->second != f.size || rewritten) && uploads_.count(f.path) == 0) {
       Enqueue(f.path, Clock::now() + o_.settle);
     }
   }
@@ -112,6 +118,8 @@ void SyncLoop::Work(bool force) {
     if (s.ok()) {
       deletes_.erase(p);
       remote_files_.erase(p);
+      journal_->Forget(p);
+      journal_dirty_ = true;
       ++stats_.deleted;
       Log(LogLevel::kInfo, "sync_deleted").Kv("path", p);
     } else {
@@ -131,7 +139,12 @@ void SyncLoop::Work(bool force) {
       uploads_.erase(p);  // gone again; its deletion event follows
       continue;
     }
+    Result<FileVersion> version = VersionOf(local);
     Status s = remote_->PutFile(Scoped(p), local);
+    if (s.ok() && version.ok()) {
+      s = journal_->Record(p, *version);
+      journal_dirty_ = true;
+    }
     if (s.ok()) {
       uploads_.erase(p);
       remote_files_[p] = static_cast<uint64_t>(st.st_size);
@@ -146,6 +159,10 @@ void SyncLoop::Work(bool force) {
     }
   }
   if (uploads_.empty() && deletes_.empty()) stats_.last_error.clear();
+  if (journal_dirty_) {
+    if (Status synced = journal_->Sync(); !synced.ok()) stats_.last_error = synced.ToString();
+    journal_dirty_ = false;
+  }
 }
 
 Result<bool> SyncLoop::Step(int extra_fd, std::chrono::milliseconds wait) {

@@ -12,7 +12,7 @@
 //   - retries failed uploads and deletions with capped exponential backoff
 //     (1 s doubling to 60 s), keeping the last error for status output.
 // A restart resumes pending uploads by the first pass's comparison of local
-// and remote files (path and size).
+// files with the journal (journal.h) and the remote.
 //
 // Flush uploads everything pending at once (no settle) plus anything a rescan
 // finds, until a deadline: Ok when everything local is remote.
@@ -27,6 +27,7 @@
 #include <string>
 
 #include "sync/blob_store.h"
+#include "sync/journal.h"
 #include "sync/sync.h"
 #include "sync/watcher.h"
 
@@ -82,6 +83,8 @@ class SyncLoop {
   std::map<std::string, Pending> uploads_;
   std::map<std::string, Pending> deletes_;
   std::map<std::string, uint64_t> remote_files_;  // what the remote holds (scoped away), as far as we know
+  std::unique_ptr<Journal> journal_;              // what we put there, by local version
+  bool journal_dirty_ = false;                    // records not yet fdatasync'ed
   SyncStatus stats_;
 };
 

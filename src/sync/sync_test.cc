@@ -2,7 +2,9 @@
 // exercised against a real moto server in tests/integration/test_sync.py.
 #include "sync/sync.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <string>
 
@@ -73,6 +75,31 @@ TEST(SyncOnceTest, PullsWhatIsMissingPushesWhatIsNewAndNeverDeletes) {
   ASSERT_TRUE(pulled.ok());
   EXPECT_EQ(pulled->pulled, 3u);
   EXPECT_EQ(Read(d.Sub("remote/checkpoint-2/model.bin")), "new-model");
+}
+
+TEST(SyncOnceTest, TheJournalCatchesAFileRewrittenWithTheSameSize) {
+  TempDir d;
+  auto remote = OpenBlobStore(d.Sub("remote"));
+  ASSERT_TRUE(remote.ok());
+  Write(d.Sub("local/last.ckpt"), "version-1");
+  SyncOptions o;
+  o.local = d.Sub("local");
+  ASSERT_EQ(SyncOnce(**remote, o)->pushed, 1u);
+  EXPECT_EQ(Read(d.Sub("remote/last.ckpt")), "version-1");
+  EXPECT_EQ(Read(d.Sub("remote/.tierckpt-sync/journal-_")), "<missing>");  // sync's state is not mirrored
+  Write(d.Sub("local/last.ckpt"), "version-2");  // same size, new content
+  struct timespec times[2] = {{0, UTIME_OMIT}, {1700000000, 5}};  // a different mtime, whatever the clock
+  ASSERT_EQ(::utimensat(AT_FDCWD, d.Sub("local/last.ckpt").c_str(), times, 0), 0);
+  auto r = SyncOnce(**remote, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pushed, 1u);
+  EXPECT_EQ(Read(d.Sub("remote/last.ckpt")), "version-2");
+  EXPECT_EQ(SyncOnce(**remote, o)->unchanged, 1u);
+  // Without the journal (a wiped state directory) the same size counts as the same file.
+  ASSERT_TRUE(RemoveTree(d.Sub("local/.tierckpt-sync")).ok());
+  Write(d.Sub("local/last.ckpt"), "version-3");
+  EXPECT_EQ(SyncOnce(**remote, o)->unchanged, 1u);
+  EXPECT_EQ(Read(d.Sub("remote/last.ckpt")), "version-2");
 }
 
 TEST(SyncOnceTest, InstancePrefixesKeepInstancesApartAndAreSlashSafe) {

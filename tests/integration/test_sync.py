@@ -6,6 +6,7 @@ bucket and puts files there for the pull.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,6 +65,9 @@ def test_once_pushes_checkpoint_dirs_multipart_included_and_a_fresh_instance_pul
     report = json.loads(r.stdout)
     assert report["pulled"] == 6 and report["pushed"] == 0
     (local / "checkpoint-200" / "model.safetensors.tierckpt-partial.9").unlink()
+    for d in (local, fresh):  # sync's own state (the journal) is per directory, never mirrored
+        assert (d / ".tierckpt-sync").is_dir()
+        shutil.rmtree(d / ".tierckpt-sync")
     assert_dirs_equal(local, fresh)
     # Nothing to do the second time; an empty directory deletes nothing remotely.
     r = run_sync(moto, "--local", fresh, "--remote", url(moto, bucket, prefix), "--once", "--json")
@@ -92,7 +96,8 @@ def test_instance_prefixes_keep_two_instances_apart_and_the_prefix_is_slash_safe
     r = run_sync(moto, "--local", fresh, "--remote", url(moto, bucket, prefix), "--instance-prefix", "run-1",
                  "--once", "--json")
     assert json.loads(r.stdout)["pulled"] == 1
-    assert sorted(p.name for p in fresh.rglob("*") if p.is_file()) == ["state.pt"]
+    assert sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file()) == [
+        ".tierckpt-sync/journal-run-1", "state.pt"]
 
 
 def test_a_remote_key_that_would_escape_the_directory_is_refused(moto, bucket, tmp_path):
@@ -114,6 +119,8 @@ def test_filesystem_remote_and_clear_errors(tmp_path):
     r = subprocess.run([str(CLI_BIN), "sync", "--local", str(local), "--remote", str(tmp_path / "remote"), "--once"],
                        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "remote" / ".tierckpt-sync").exists()
+    shutil.rmtree(local / ".tierckpt-sync")
     assert_dirs_equal(local, tmp_path / "remote")
     r = subprocess.run([str(CLI_BIN), "sync", "--local", str(local), "--remote", "gs://x/y", "--once"],
                        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
@@ -216,12 +223,15 @@ def test_an_s3_outage_is_retried_until_the_upload_lands(moto, bucket, tmp_path):
 def test_a_restarted_sync_uploads_what_was_written_while_it_was_down(moto, bucket, tmp_path):
     local = tmp_path / "ckpt"
     local.mkdir()
+    (local / "last.ckpt").write_bytes(b"1" * 4000)
     prefix = f"resume-{uuid.uuid4().hex[:8]}"
     p = sync_popen(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--settle-ms", "100")
-    assert p.stderr.readline().startswith("sync: watching")
+    assert p.stderr.readline().startswith("sync: watching")  # last.ckpt is up (first pass)
     p.kill()  # SIGKILL: no flush
     p.communicate(timeout=30)
     (local / "while-down.pt").write_bytes(b"d" * 5000)
+    (local / "last.ckpt").write_bytes(b"2" * 4000)  # rewritten, same size: the journal tells
+    os.utime(local / "last.ckpt", ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
     p = sync_popen(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--settle-ms", "100")
     deadline = time.time() + 30
     client = moto.boto3_client()
@@ -230,4 +240,5 @@ def test_a_restarted_sync_uploads_what_was_written_while_it_was_down(moto, bucke
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
-    assert remote_files(client, bucket, prefix) == ["while-down.pt"]
+    assert remote_files(client, bucket, prefix) == ["last.ckpt", "while-down.pt"]
+    assert client.get_object(Bucket=bucket, Key=f"{prefix}/last.ckpt")["Body"].read() == b"2" * 4000

@@ -13,6 +13,11 @@
 #include "sync/journal.h"
 
 namespace tierckpt::sync {
+namespace {
+
+constexpr int kStableTries = 3;
+
+}  // namespace
 
 Result<std::vector<BlobInfo>> ListLocal(const std::string& dir, std::vector<std::string>* bad) {
   std::vector<BlobInfo> out;
@@ -110,9 +115,24 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
         const Move& m = moves[i];
         const std::string local = JoinPath(o.local, m.path);
         Result<FileVersion> before = pull ? Result<FileVersion>(FileVersion{}) : VersionOf(local);
-        Status st = pull ? remote.GetFile(scope + m.path, m.size, local).WithContext("pulling " + m.path + " into " + o.local)
-                         : remote.PutFile(scope + m.path, local)
-                               .WithContext("pushing " + local + " to " + remote.Describe());
+        Status st = Status::Ok();
+        if (pull) {
+          st = remote.GetFile(scope + m.path, m.size, local).WithContext("pulling " + m.path + " into " + o.local);
+        } else {
+          // A file that changes while it is uploaded may have gone up half
+          // written: upload it again until it holds still (a few tries).
+          for (int attempt = 1;; ++attempt) {
+            st = remote.PutFile(scope + m.path, local).WithContext("pushing " + local + " to " + remote.Describe());
+            Result<FileVersion> after = VersionOf(local);
+            if (!st.ok() || !before.ok() || !after.ok() || *after == *before) break;
+            before = after;
+            if (attempt == kStableTries) {
+              st = Unavailable(local + " kept changing while it was uploaded (" + std::to_string(kStableTries) +
+                               " tries); its remote copy may be partial: run sync again once the writer is done");
+              break;
+            }
+          }
+        }
         std::lock_guard lock(mu);
         if (!st.ok()) {
           if (first.ok()) first = st;

@@ -7,8 +7,10 @@
 //         downloaded (temporary name, then rename: the trainer never sees a
 //         partial file). A local file of another size is kept (the trainer
 //         wrote it; push uploads it) and reported as a conflict.
-//   push  every local regular file absent remotely, or of another size, is
-//         uploaded (multipart above the S3 threshold). Files named
+//   push  every local regular file absent remotely, or of another size, or
+//         rewritten since the journal's record (journal.h), is uploaded
+//         (multipart above the S3 threshold); one that changed while it was
+//         uploaded is uploaded again (3 tries, then an error). Files named
 //         *.tierckpt-partial* (our own temporaries) are skipped; other names
 //         that break the path rule are reported and skipped.
 // Never deletes anything, local or remote: a crash or an empty local

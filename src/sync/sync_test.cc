@@ -102,6 +102,47 @@ TEST(SyncOnceTest, TheJournalCatchesAFileRewrittenWithTheSameSize) {
   EXPECT_EQ(Read(d.Sub("remote/last.ckpt")), "version-2");
 }
 
+// A remote whose uploads race a writer: each PutFile appends to the local
+// file `changes` times (as a trainer still writing it would).
+class RacingStore final : public BlobStore {
+ public:
+  RacingStore(std::string local, int changes) : local_(std::move(local)), changes_(changes) {}
+  std::string Describe() const override { return "racing://"; }
+  Result<std::vector<BlobInfo>> List(std::vector<std::string>*) override { return std::vector<BlobInfo>{}; }
+  Status PutFile(std::string_view, const std::string& local) override {
+    ++puts;
+    if (changes_-- > 0) {
+      std::string more = *ReadFileToString(local, 1 << 20) + "+";
+      EXPECT_TRUE(WriteFileAtomic(local_, more, false).ok());
+    }
+    return Status::Ok();
+  }
+  Status GetFile(std::string_view, uint64_t, const std::string&) override { return Status::Ok(); }
+  Status Delete(const std::vector<std::string>&) override { return Status::Ok(); }
+  int puts = 0;
+
+ private:
+  std::string local_;
+  int changes_;
+};
+
+TEST(SyncOnceTest, AFileChangingWhileItIsUploadedIsUploadedAgainOrReported) {
+  TempDir d;
+  Write(d.Sub("local/x.pt"), "data");
+  SyncOptions o;
+  o.local = d.Sub("local");
+  RacingStore once(d.Sub("local/x.pt"), 1);
+  auto r = SyncOnce(once, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(once.puts, 2);  // the second upload saw a file that held still
+  RacingStore always(d.Sub("local/x.pt"), 100);
+  ASSERT_TRUE(RemoveTree(d.Sub("local/.tierckpt-sync")).ok());
+  Status s = SyncOnce(always, o).status();
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("kept changing while it was uploaded"), std::string::npos) << s.message();
+  EXPECT_EQ(always.puts, 3);
+}
+
 TEST(SyncOnceTest, InstancePrefixesKeepInstancesApartAndAreSlashSafe) {
   TempDir d;
   auto remote = OpenBlobStore("file://" + d.Sub("remote"));

@@ -140,6 +140,11 @@ void SyncLoop::Work(bool force) {
       continue;
     }
     Result<FileVersion> version = VersionOf(local);
+    const FileVersion* put = journal_->Find(p);
+    if (version.ok() && put != nullptr && *put == *version && remote_files_.count(p) != 0) {
+      uploads_.erase(p);  // already there in this version (pulled at start, or pushed by the first pass)
+      continue;
+    }
     Status s = remote_->PutFile(Scoped(p), local);
     if (s.ok() && version.ok()) {
       s = journal_->Record(p, *version);

@@ -241,4 +241,20 @@ def test_a_restarted_sync_uploads_what_was_written_while_it_was_down(moto, bucke
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     assert remote_files(client, bucket, prefix) == ["last.ckpt", "while-down.pt"]
+
     assert client.get_object(Bucket=bucket, Key=f"{prefix}/last.ckpt")["Body"].read() == b"2" * 4000
+
+
+def test_files_pulled_at_start_are_not_uploaded_back(moto, bucket, tmp_path):
+    client = moto.boto3_client()
+    prefix = f"pulled-{uuid.uuid4().hex[:8]}"
+    client.put_object(Bucket=bucket, Key=f"{prefix}/checkpoint-9/model.pt", Body=b"m" * 10000)
+    local = tmp_path / "ckpt"
+    p = sync_popen(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--settle-ms", "100")
+    assert p.stderr.readline().startswith("sync: watching ")
+    time.sleep(1.5)  # well past the settle time of the pulled file's rename event
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert (local / "checkpoint-9" / "model.pt").read_bytes() == b"m" * 10000
+    assert "event=sync_uploaded" not in err, err

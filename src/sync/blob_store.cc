@@ -53,25 +53,7 @@ class FsBlobStore final : public BlobStore {
 
   std::string Describe() const override { return "file://" + root_ + "/"; }
 
-  Result<std::vector<BlobInfo>> List(std::vector<std::string>* bad) override {
-    std::vector<BlobInfo> out;
-    std::error_code ec;
-    std::filesystem::recursive_directory_iterator it(root_, ec), end;
-    if (ec) return IoError("listing " + Describe() + ": " + ec.message());
-    for (; it != end; it.increment(ec)) {
-      if (ec) return IoError("listing " + Describe() + ": " + ec.message());
-      if (!it->is_regular_file(ec)) continue;
-      std::string rel = std::filesystem::relative(it->path(), root_, ec).generic_string();
-      if (rel.find(kPartialSuffix) != std::string::npos) continue;  // a copy in progress
-      if (!ValidateRelativePath(rel).ok()) {
-        if (bad != nullptr) bad->push_back(rel);
-        continue;
-      }
-      out.push_back({rel, static_cast<uint64_t>(it->file_size(ec))});
-    }
-    std::sort(out.begin(), out.end(), [](const BlobInfo& a, const BlobInfo& b) { return a.path < b.path; });
-    return out;
-  }
+  Result<std::vector<BlobInfo>> List(std::vector<std::string>* bad) override { return ListTree(root_, bad); }
 
   Status PutFile(std::string_view path, const std::string& local) override {
     TC_RETURN_IF_ERROR(ValidateRelativePath(path));
@@ -193,6 +175,27 @@ Status ValidateRelativePath(std::string_view path) {
     start = end + 1;
   }
   return Status::Ok();
+}
+
+Result<std::vector<BlobInfo>> ListTree(const std::string& dir, std::vector<std::string>* bad) {
+  std::vector<BlobInfo> out;
+  std::error_code ec;
+  std::filesystem::recursive_directory_iterator it(dir, ec), end;
+  if (ec) return IoError("listing the local directory " + dir + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return IoError("listing the local directory " + dir + ": " + ec.message());
+    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    std::string rel = std::filesystem::relative(it->path(), dir, ec).generic_string();
+    if (rel.find(kPartialSuffix) != std::string::npos) continue;
+    if (rel.compare(0, kStateDir.size() + 1, std::string(kStateDir) + "/") == 0) continue;  // sync's own state
+    if (!ValidateRelativePath(rel).ok()) {
+      if (bad != nullptr) bad->push_back(rel);
+      continue;
+    }
+    out.push_back({rel, static_cast<uint64_t>(it->file_size(ec))});
+  }
+  std::sort(out.begin(), out.end(), [](const BlobInfo& a, const BlobInfo& b) { return a.path < b.path; });
+  return out;
 }
 
 Result<std::unique_ptr<BlobStore>> OpenBlobStore(std::string_view url) {

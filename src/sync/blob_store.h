@@ -52,11 +52,18 @@ class BlobStore {
   virtual Status Delete(const std::vector<std::string>& paths) = 0;
 };
 
+// A directory's regular files (relative paths, sizes), sorted by path, not
+// following symbolic links; sync's temporaries (kPartialSuffix) and state
+// (kStateDir, journal.h) skipped; names breaking the path rule in *bad.
+Result<std::vector<BlobInfo>> ListTree(const std::string& dir, std::vector<std::string>* bad);
+
 // "s3://bucket/prefix?options" (docs/s3.md) or a filesystem directory
 // ("file:///abs", "/abs", "relative"; created if missing).
 Result<std::unique_ptr<BlobStore>> OpenBlobStore(std::string_view url);
 
 // The suffix of temporary files sync writes (never uploaded).
 inline constexpr std::string_view kPartialSuffix = ".tierckpt-partial";
+// The directory of sync's own state in a mirrored directory (never mirrored).
+inline constexpr std::string_view kStateDir = ".tierckpt-sync";
 
 }  // namespace tierckpt::sync

@@ -19,11 +19,10 @@
 #include <string_view>
 
 #include "os/fd.h"
+#include "sync/blob_store.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::sync {
-
-inline constexpr std::string_view kStateDir = ".tierckpt-sync";
 
 struct FileVersion {
   uint64_t size = 0;

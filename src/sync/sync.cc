@@ -19,27 +19,6 @@ constexpr int kStableTries = 3;
 
 }  // namespace
 
-Result<std::vector<BlobInfo>> ListLocal(const std::string& dir, std::vector<std::string>* bad) {
-  std::vector<BlobInfo> out;
-  std::error_code ec;
-  std::filesystem::recursive_directory_iterator it(dir, ec), end;
-  if (ec) return IoError("listing the local directory " + dir + ": " + ec.message());
-  for (; it != end; it.increment(ec)) {
-    if (ec) return IoError("listing the local directory " + dir + ": " + ec.message());
-    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
-    std::string rel = std::filesystem::relative(it->path(), dir, ec).generic_string();
-    if (rel.find(kPartialSuffix) != std::string::npos) continue;
-    if (rel.compare(0, kStateDir.size() + 1, std::string(kStateDir) + "/") == 0) continue;  // sync's own state
-    if (!ValidateRelativePath(rel).ok()) {
-      if (bad != nullptr) bad->push_back(rel);
-      continue;
-    }
-    out.push_back({rel, static_cast<uint64_t>(it->file_size(ec))});
-  }
-  std::sort(out.begin(), out.end(), [](const BlobInfo& a, const BlobInfo& b) { return a.path < b.path; });
-  return out;
-}
-
 Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncProgress& progress) {
   if (!o.instance.empty()) {
     TC_RETURN_IF_ERROR(ValidateNamespace(o.instance).WithContext("--instance-prefix"));
@@ -57,7 +36,7 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
     theirs[b.path.substr(scope.size())] = b.size;
   }
   std::vector<std::string> bad_local;
-  TC_ASSIGN_OR_RETURN(std::vector<BlobInfo> local_files, ListLocal(o.local, &bad_local));
+  TC_ASSIGN_OR_RETURN(std::vector<BlobInfo> local_files, ListTree(o.local, &bad_local));
   for (auto& b : bad_local) report.bad_names.push_back(JoinPath(o.local, b));
   std::map<std::string, uint64_t> ours;
   for (const BlobInfo& b : local_files) ours[b.path] = b.size;

@@ -58,8 +58,4 @@ using SyncProgress = std::function<void(std::string_view what, const std::string
 
 Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& options, const SyncProgress& progress = {});
 
-// The local directory's regular files (relative paths, sizes), sorted; our
-// temporaries skipped; names breaking the path rule in *bad.
-Result<std::vector<BlobInfo>> ListLocal(const std::string& dir, std::vector<std::string>* bad);
-
 }  // namespace tierckpt::sync

@@ -53,7 +53,7 @@ void SyncLoop::Enqueue(const std::string& path, Clock::time_point due) {
 
 void SyncLoop::EnqueueTree(const std::string& dir) {
   std::vector<std::string> bad;
-  Result<std::vector<BlobInfo>> files = ListLocal(JoinPath(o_.sync.local, dir), &bad);
+  Result<std::vector<BlobInfo>> files = ListTree(JoinPath(o_.sync.local, dir), &bad);
   if (!files.ok()) {
     stats_.last_error = files.status().ToString();
     return;
@@ -74,7 +74,7 @@ void SyncLoop::ForgetTree(const std::string& dir) {
 }
 
 void SyncLoop::Rescan() {
-  Result<std::vector<BlobInfo>> files = ListLocal(o_.sync.local, nullptr);
+  Result<std::vector<BlobInfo>> files = ListTree(o_.sync.local, nullptr);
   if (!files.ok()) {
     stats_.last_error = files.status().ToString();
     return;

@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "agent/peer_messages.h"
-#include "agent/peer_store.h"
 #include "common/log.h"
 
 namespace tierckpt::agent {
@@ -37,6 +36,12 @@ std::optional<std::string> Replicator::AddressOf(std::string_view node_id) const
   const cluster::Member* m = membership_.Find(node_id);
   if (m == nullptr) return std::nullopt;
   return m->address;
+}
+
+std::unique_ptr<PeerObjectStore> Replicator::HolderStore(const std::string& holder) const {
+  std::optional<std::string> address = AddressOf(holder);
+  if (!address) return nullptr;
+  return std::make_unique<PeerObjectStore>(transport_, PeerStoreTarget{holder, *address, node_id_}, timeout_);
 }
 
 Status Replicator::AskToHold(const std::string& holder, std::string_view ns, uint64_t step) {
@@ -95,10 +100,9 @@ Status Replicator::Replicate(std::string_view ns, uint64_t step) {
 Status Replicator::RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint64_t step) {
   std::string tried;
   for (const std::string& holder : holders_) {
-    std::optional<std::string> address = AddressOf(holder);
-    if (!address) continue;
-    PeerObjectStore from(transport_, PeerStoreTarget{holder, *address, node_id_}, timeout_);
-    Status s = tier->Restore(from, ns, step);
+    std::unique_ptr<PeerObjectStore> from = HolderStore(holder);
+    if (from == nullptr) continue;
+    Status s = tier->Restore(*from, ns, step);
     if (s.ok()) {
       Log(LogLevel::kInfo, "restored_from_peer").Kv("ns", ns).Kv("step", step).Kv("peer", holder);
       return s;
@@ -113,10 +117,9 @@ Status Replicator::RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint6
 std::map<uint64_t, std::string> Replicator::StepsOnPeers(std::string_view ns) {
   std::map<uint64_t, std::string> out;
   for (const std::string& holder : holders_) {
-    std::optional<std::string> address = AddressOf(holder);
-    if (!address) continue;
-    PeerObjectStore from(transport_, PeerStoreTarget{holder, *address, node_id_}, timeout_);
-    Result<std::vector<uint64_t>> steps = from.ListCommittedSteps(ns);
+    std::unique_ptr<PeerObjectStore> from = HolderStore(holder);
+    if (from == nullptr) continue;
+    Result<std::vector<uint64_t>> steps = from->ListCommittedSteps(ns);
     if (!steps.ok()) {
       Log(LogLevel::kDebug, "peer_list_failed").Kv("ns", ns).Kv("peer", holder).Err(steps.status());
       continue;
@@ -129,10 +132,9 @@ std::map<uint64_t, std::string> Replicator::StepsOnPeers(std::string_view ns) {
 Result<Manifest> Replicator::ManifestFromPeers(std::string_view ns, uint64_t step) {
   std::string tried;
   for (const std::string& holder : holders_) {
-    std::optional<std::string> address = AddressOf(holder);
-    if (!address) continue;
-    PeerObjectStore from(transport_, PeerStoreTarget{holder, *address, node_id_}, timeout_);
-    Result<Manifest> m = from.ReadManifest(ns, step);
+    std::unique_ptr<PeerObjectStore> from = HolderStore(holder);
+    if (from == nullptr) continue;
+    Result<Manifest> m = from->ReadManifest(ns, step);
     if (m.ok()) return m;
     tried += (tried.empty() ? "" : "; ") + holder + ": " + m.status().ToString();
   }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "agent/memory_tier.h"
+#include "agent/peer_store.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
 #include "peer/transport.h"
@@ -72,6 +73,8 @@ class Replicator {
         holders_(std::move(holders)),
         timeout_(timeout) {}
   Status AskToHold(const std::string& holder, std::string_view ns, uint64_t step);
+  // This node's data on holder, as a read-only store; nullptr if holder is not a member.
+  std::unique_ptr<PeerObjectStore> HolderStore(const std::string& holder) const;
 
   peer::Transport* const transport_;
   const cluster::Membership membership_;

@@ -1,14 +1,13 @@
 // curl_transport.cc — see curl_transport.h.
 #include "s3/curl_transport.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
 #include <utility>
+
+#include "os/files.h"
 
 namespace tierckpt::s3 {
 namespace {
@@ -42,7 +41,7 @@ struct Exchange {
   size_t sink_capacity = 0;
   size_t sink_bytes = 0;
   bool sink_overflow = false;
-  int sink_errno = 0;  // a failed pwrite to sink_fd
+  Status sink_error;  // a failed write to sink_fd
   std::string text_body;
   Headers headers;
 };
@@ -77,15 +76,11 @@ size_t WriteBody(char* data, size_t size, size_t nmemb, void* userdata) {
     if (x->sink != nullptr) {
       std::memcpy(x->sink + x->sink_bytes, data, n);
     } else {
-      for (size_t done = 0; done < n;) {
-        const ssize_t w = ::pwrite(x->sink_fd, data + done, n - done,
-                                   static_cast<off_t>(x->sink_fd_offset + x->sink_bytes + done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-          x->sink_errno = w < 0 ? errno : ENOSPC;
-          return 0;  // aborts the transfer with CURLE_WRITE_ERROR
-        }
-        done += static_cast<size_t>(w);
+      Status written = PwriteAll(x->sink_fd, data, n, x->sink_fd_offset + x->sink_bytes, "the download destination");
+      if (!written.ok()) {
+        x->sink_error = written.WithContext("file descriptor " + std::to_string(x->sink_fd) + " at offset " +
+                                            std::to_string(x->sink_fd_offset + x->sink_bytes));
+        return 0;  // aborts the transfer with CURLE_WRITE_ERROR
       }
     }
     x->sink_bytes += n;
@@ -300,11 +295,9 @@ Result<HttpResponse> CurlTransport::Send(const HttpRequest& request, const SendO
     // The connection may be half-used: do not pool the handle.
     std::string what = request.method + " " + url + ": " +
                        (error[0] != '\0' ? std::string(error) : curl_easy_strerror(rc));
-    if (x.sink_errno != 0) {
-      return IoError(request.method + " " + url + ": writing the body to file descriptor " +
-                     std::to_string(x.sink_fd) + " at offset " +
-                     std::to_string(x.sink_fd_offset + x.sink_bytes) + " failed: " +
-                     std::strerror(x.sink_errno) + " (is the destination full?)");
+    if (!x.sink_error.ok()) {
+      return Status(x.sink_error.code(), request.method + " " + url + ": writing the body: " +
+                                             x.sink_error.message() + " (is the destination full?)");
     }
     if (x.sink_overflow) {
       return Corruption(request.method + " " + url + ": the server sent more than the " +

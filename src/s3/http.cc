@@ -1,11 +1,10 @@
 // http.cc — helpers shared by every HttpTransport.
 #include "s3/http.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
+
+#include "os/files.h"
 
 namespace tierckpt::s3 {
 
@@ -108,17 +107,12 @@ Status DeliverToSink(const SendOptions& options, HttpResponse* response, std::st
   if (!to_fd) {
     if (!body.empty()) std::memcpy(options.sink, body.data(), body.size());
   } else {
-    for (size_t done = 0; done < body.size();) {
-      const ssize_t w = ::pwrite(options.sink_fd, body.data() + done, body.size() - done,
-                                 static_cast<off_t>(options.sink_fd_offset + done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        return IoError(std::string(who) + ": writing the body to file descriptor " +
-                       std::to_string(options.sink_fd) + " at offset " +
-                       std::to_string(options.sink_fd_offset + done) + " failed: " +
-                       std::strerror(w < 0 ? errno : ENOSPC));
-      }
-      done += static_cast<size_t>(w);
+    Status written = PwriteAll(options.sink_fd, body.data(), body.size(), options.sink_fd_offset,
+                               "the download destination");
+    if (!written.ok()) {
+      return written.WithContext(std::string(who) + ": writing the body to file descriptor " +
+                                 std::to_string(options.sink_fd) + " at offset " +
+                                 std::to_string(options.sink_fd_offset));
     }
   }
   response->sink_bytes = body.size();

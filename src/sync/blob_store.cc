@@ -177,6 +177,11 @@ Status ValidateRelativePath(std::string_view path) {
   return Status::Ok();
 }
 
+bool IsSyncOwn(std::string_view rel) {
+  return rel.find(kPartialSuffix) != std::string_view::npos || rel == kStateDir ||
+         (rel.size() > kStateDir.size() && rel.substr(0, kStateDir.size()) == kStateDir && rel[kStateDir.size()] == '/');
+}
+
 Result<std::vector<BlobInfo>> ListTree(const std::string& dir, std::vector<std::string>* bad) {
   std::vector<BlobInfo> out;
   std::error_code ec;
@@ -186,8 +191,7 @@ Result<std::vector<BlobInfo>> ListTree(const std::string& dir, std::vector<std::
     if (ec) return IoError("listing the local directory " + dir + ": " + ec.message());
     if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
     std::string rel = std::filesystem::relative(it->path(), dir, ec).generic_string();
-    if (rel.find(kPartialSuffix) != std::string::npos) continue;
-    if (rel.compare(0, kStateDir.size() + 1, std::string(kStateDir) + "/") == 0) continue;  // sync's own state
+    if (IsSyncOwn(rel)) continue;
     if (!ValidateRelativePath(rel).ok()) {
       if (bad != nullptr) bad->push_back(rel);
       continue;

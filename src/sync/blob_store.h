@@ -65,5 +65,7 @@ Result<std::unique_ptr<BlobStore>> OpenBlobStore(std::string_view url);
 inline constexpr std::string_view kPartialSuffix = ".tierckpt-partial";
 // The directory of sync's own state in a mirrored directory (never mirrored).
 inline constexpr std::string_view kStateDir = ".tierckpt-sync";
+// True for sync's own files (temporaries, state), which are never mirrored.
+bool IsSyncOwn(std::string_view rel_path);
 
 }  // namespace tierckpt::sync

@@ -41,8 +41,7 @@ Result<SyncReport> SyncLoop::Start() {
 }
 
 void SyncLoop::Enqueue(const std::string& path, Clock::time_point due) {
-  if (path.find(kPartialSuffix) != std::string::npos) return;  // our own temporaries
-  if (path == kStateDir || path.compare(0, kStateDir.size() + 1, std::string(kStateDir) + "/") == 0) return;
+  if (IsSyncOwn(path)) return;  // our temporaries and state
   if (!ValidateRelativePath(path).ok()) {
     stats_.last_error = "skipped " + path + ": its name breaks the path rule (docs/sync.md)";
     return;

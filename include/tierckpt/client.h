@@ -110,6 +110,11 @@ struct CommitOptions {
   uint32_t world_size = 0;
   bool persist = false;  // also persist this step to the durable tier
   std::vector<std::string> expected_objects;  // empty: every sealed object
+  // The node ids the step spans, when its ranks wrote through several nodes'
+  // agents (docs/multinode.md); empty for a step written on this node only.
+  // The agent then commits every other member's part first, through the
+  // peers (which it must have: --peers), and its own last.
+  std::vector<std::string> members;
 };
 
 // One line of `tierckpt ls`: a step and its state in each tier.

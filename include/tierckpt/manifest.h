@@ -38,9 +38,15 @@ struct Manifest {
   uint32_t world_size = 0;       // 0 = unknown
   uint64_t created_unix_ms = 0;
   std::string node;              // node id of the committing agent
+  // The nodes a step spans when it spans more than one (docs/multinode.md),
+  // sorted, `node` among them; empty for a step written on one node. In a
+  // memory tier a node's manifest lists its own objects (its "part"); the
+  // durable manifest lists every part's objects, each with its writer node.
+  std::vector<std::string> members;
   std::vector<ObjectEntry> objects;  // sorted by name
 
   uint64_t TotalBytes() const;
+  bool SpansNodes() const { return members.size() > 1; }
   // nullptr when absent.
   const ObjectEntry* Find(std::string_view name) const;
 

@@ -257,11 +257,12 @@ void ReadObjects(Client& c, const std::string& ns, uint64_t step,
 }
 
 Manifest Commit(Client& c, const std::string& ns, uint64_t step, uint32_t world_size, bool persist,
-                const std::vector<std::string>& expected_objects) {
+                const std::vector<std::string>& expected_objects, const std::vector<std::string>& members) {
   CommitOptions options;
   options.world_size = world_size;
   options.persist = persist;
   options.expected_objects = expected_objects;
+  options.members = members;
   return Unwrap(Released([&] { return c.Commit(ns, step, options); }));
 }
 
@@ -307,6 +308,7 @@ NB_MODULE(_tierckpt, m) {
       .def_ro("world_size", &Manifest::world_size)
       .def_ro("created_unix_ms", &Manifest::created_unix_ms)
       .def_ro("node", &Manifest::node)
+      .def_ro("members", &Manifest::members)
       .def_ro("objects", &Manifest::objects)
       .def_prop_ro("total_bytes", &Manifest::TotalBytes)
       .def("to_json", &Manifest::ToJson)
@@ -361,7 +363,7 @@ NB_MODULE(_tierckpt, m) {
       .def("write_object", &WriteObject, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::arg("data"))
       .def("write_objects", &WriteObjects, nb::arg("ns"), nb::arg("step"), nb::arg("objects"))
       .def("commit", &Commit, nb::arg("ns"), nb::arg("step"), nb::arg("world_size") = 0, nb::arg("persist") = false,
-           nb::arg("expected_objects") = std::vector<std::string>())
+           nb::arg("expected_objects") = std::vector<std::string>(), nb::arg("members") = std::vector<std::string>())
       .def("abort",
            [](Client& c, const std::string& ns, uint64_t step) { Check(Released([&] { return c.Abort(ns, step); })); },
            nb::arg("ns"), nb::arg("step"))

@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "agent/budget.h"
+#include "agent/commit.h"
 #include "agent/layout.h"
 #include "cluster/hostfile.h"
 #include "peer/channel_transport.h"
@@ -137,11 +138,11 @@ Status Agent::Start(bool handle_signals) {
   }
   TC_ASSIGN_OR_RETURN(RecoveryReport report, tier_->Recover());
   for (const Status& e : report.errors) errors_.Add("recovery", e);
+  if (!config_.peers_file.empty()) TC_RETURN_IF_ERROR(StartPeers(mo));
+  // After StartPeers: a step spanning nodes needs the persister's parts options.
   if (persister_ != nullptr) {
     for (const auto& [ns, step] : report.persist_pending) persister_->Enqueue(ns, step);
   }
-
-  if (!config_.peers_file.empty()) TC_RETURN_IF_ERROR(StartPeers(mo));
 
   HandlerDeps deps;
   deps.info.node_id = config_.node_id;
@@ -234,8 +235,9 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   policy.replicas = config_.replicas;
   policy.spacing = config_.replica_spacing;
   const std::string listen = config_.peer_listen.empty() ? self->address : config_.peer_listen;
+  const peer::Millis timeout(config_.peer_timeout_ms);
   TC_ASSIGN_OR_RETURN(replicator_, Replicator::Create(transport_.get(), std::move(members), policy, config_.node_id,
-                                                      peer::Millis(30000)));
+                                                      timeout));
   replicas_ = std::make_unique<ReplicaTiers>(tier_options, verifier_.get());
   if (Status r = replicas_->RecoverAll(); !r.ok()) errors_.Add("replica recovery", r);
   replication_queue_ = std::make_unique<WorkQueue>("replicate", 1);
@@ -244,8 +246,26 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   pd.transport = transport_.get();
   pd.tier = tier_.get();
   pd.replicas = replicas_.get();
+  pd.timeout = timeout;
   Replicator* rep = replicator_.get();
   pd.address_of = [rep](std::string_view id) { return rep->AddressOf(id); };
+  TC_ASSIGN_OR_RETURN(ReplicaAck ack, ParseReplicaAck(config_.replica_ack));
+  const CommitDeps commit{tier_.get(), rep, ack, replication_queue_.get()};
+  pd.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
+  if (persister_ != nullptr) {
+    Persister* p = persister_.get();
+    pd.persist_part = [p](MemoryTier* tier, const std::string& ns, uint64_t step) {
+      return p->UploadPart(tier, ns, step);
+    };
+    PartsOptions parts;
+    parts.node_id = config_.node_id;
+    parts.ask_elsewhere = [rep](const std::string& origin, const std::string& ns, uint64_t step) {
+      return rep->PersistPartElsewhere(origin, ns, step);
+    };
+    parts.takeover_after = std::chrono::seconds(config_.takeover_after_s);
+    parts.wait_limit = std::chrono::seconds(config_.parts_wait_s);
+    p->SetParts(std::move(parts));
+  }
   peer_service_ = std::make_unique<PeerService>(std::move(pd));
   return peer_service_->Start(listen);
 }

@@ -66,6 +66,13 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--replica-spacing", c.replica_spacing, "ring distance between replicas (default 1)");
   app.add_option("--replica-ack", c.replica_ack,
                  "all: a commit returns once every replica is verified (default); none: replicate after commit");
+  app.add_option("--peer-timeout-ms", c.peer_timeout_ms,
+                 "connect, handshake and each read from a peer, in ms (default 30000)");
+  app.add_option("--takeover-after", c.takeover_after_s,
+                 "seconds a durable step spanning nodes waits for a member's part before asking it, then the "
+                 "holders of its replicas, to upload it (default 60)");
+  app.add_option("--parts-wait", c.parts_wait_s,
+                 "seconds before a durable step spanning nodes fails for want of parts (default 3600)");
   app.add_flag("--foreground")->description("accepted for compatibility; tierckptd always runs in the foreground");
   app.set_version_flag("--version", std::string("tierckptd ") + kVersion);
 }
@@ -126,6 +133,13 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   if (c->replica_spacing < 1 || c->replica_spacing > 1024) {
     return RangeError("--replica-spacing", c->replica_spacing, 1, 1024);
   }
+  if (c->peer_timeout_ms < 100 || c->peer_timeout_ms > 600000) {
+    return RangeError("--peer-timeout-ms", c->peer_timeout_ms, 100, 600000);
+  }
+  if (c->takeover_after_s < 1 || c->takeover_after_s > 86400) {
+    return RangeError("--takeover-after", c->takeover_after_s, 1, 86400);
+  }
+  if (c->parts_wait_s < 1 || c->parts_wait_s > 604800) return RangeError("--parts-wait", c->parts_wait_s, 1, 604800);
   if (c->replica_ack != "all" && c->replica_ack != "none") {
     return InvalidArgument("--replica-ack " + c->replica_ack +
                            ": use \"all\" (a commit waits for every replica) or \"none\"");

@@ -28,6 +28,10 @@
 //   replicas         --replicas         2 (copies of each step, this node's included; 1 = none)
 //   replica_spacing  --replica-spacing  1 (ring distance between replicas)
 //   replica_ack      --replica-ack      all (commit waits for every replica) | none
+//   peer_timeout_ms  --peer-timeout-ms  30000 (connect, handshake and each read from a peer; 100..600000)
+//   takeover_after_s --takeover-after   60 seconds a durable step spanning nodes waits for a member's
+//                                      part before asking it, then its replica holders (1..86400)
+//   parts_wait_s     --parts-wait       3600 seconds before such a step fails for want of parts (1..604800)
 //
 // The agent never daemonizes itself; `tierckpt agent start` detaches it.
 //
@@ -76,6 +80,9 @@ struct AgentConfig {
   uint32_t replicas = 2;
   uint32_t replica_spacing = 1;
   std::string replica_ack = "all";
+  uint32_t peer_timeout_ms = 30000;
+  uint32_t takeover_after_s = 60;
+  uint32_t parts_wait_s = 3600;
   std::string config_file;             // the --config file read, "" if none
 };
 

@@ -2,6 +2,9 @@
 // Listings and administration are in handlers_admin.cc.
 #include "agent/handlers.h"
 
+#include <algorithm>
+
+#include "agent/commit.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "wire/protocol.h"
@@ -160,19 +163,45 @@ Reply Handlers::SealObject(std::string_view p) {
 Reply Handlers::CommitStep(std::string_view p) {
   wire::CommitStepRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
-  Result<Manifest> m = d_.tier->CommitStep(req.ns, req.step, req.world_size, req.persist, req.expected_objects);
-  if (!m.ok()) return StatusReply(m.status());
-  if (d_.replicator != nullptr && !d_.replicator->holders().empty()) {
-    if (d_.replica_ack == ReplicaAck::kAll) {
-      // The step stays committed here either way; the error tells the writer
-      // the replicas it asked for are missing (docs/replication.md).
-      if (Status r = d_.replicator->Replicate(req.ns, req.step); !r.ok()) return StatusReply(r);
-    } else {
-      Replicator* rep = d_.replicator;
-      d_.replication_queue->Submit([rep, ns = req.ns, step = req.step] { rep->Replicate(ns, step).IgnoreError(); });
+  std::sort(req.members.begin(), req.members.end());
+  req.members.erase(std::unique(req.members.begin(), req.members.end()), req.members.end());
+  const CommitDeps commit{d_.tier, d_.replicator, d_.replica_ack, d_.replication_queue};
+  if (req.members.size() <= 1) {
+    if (req.members.size() == 1 && req.members[0] != d_.info.node_id) {
+      return StatusReply(InvalidArgument("commit of " + StepLabel(req.ns, req.step) + " names node " + req.members[0] +
+                                         " as its only member, but this agent is node " + d_.info.node_id));
     }
+    req.members.clear();
+    Result<Manifest> m = CommitOnNode(commit, req);
+    if (!m.ok()) return StatusReply(m.status());
+    return JsonReply(m->ToJson());
   }
-  return JsonReply(m->ToJson());
+  // A step spanning nodes (docs/multinode.md): every other member's part
+  // first, this node's part last, so a part here means the step is whole.
+  if (d_.replicator == nullptr) {
+    return StatusReply(FailedPrecondition(
+        "step " + StepLabel(req.ns, req.step) + " spans " + std::to_string(req.members.size()) +
+        " nodes, but this agent runs without peers; start every node's agent with --peers and "
+        "--peer-secret-file (docs/multinode.md), or save from one node"));
+  }
+  if (!std::binary_search(req.members.begin(), req.members.end(), d_.info.node_id)) {
+    return StatusReply(InvalidArgument("commit of " + StepLabel(req.ns, req.step) +
+                                       " names members without this node (" + d_.info.node_id +
+                                       "); the coordinator commits through its own node's agent"));
+  }
+  Result<std::vector<Manifest>> parts = d_.replicator->CommitParts(req);
+  if (!parts.ok()) return StatusReply(parts.status());
+  Result<Manifest> own = CommitOnNode(commit, req);
+  if (!own.ok()) return StatusReply(own.status());
+  parts->push_back(std::move(own).value());
+  Result<Manifest> whole = MergeParts(*parts, d_.info.node_id);
+  if (!whole.ok()) return StatusReply(whole.status());
+  Log(LogLevel::kInfo, "commit_across_nodes")
+      .Kv("ns", req.ns)
+      .Kv("step", req.step)
+      .Kv("members", static_cast<uint64_t>(req.members.size()))
+      .Kv("bytes", whole->TotalBytes());
+  return JsonReply(whole->ToJson());
 }
 
 Reply Handlers::AbortStep(std::string_view p) {
@@ -190,6 +219,10 @@ Reply Handlers::OpenObject(std::string_view p) {
     if (!restored.ok()) return StatusReply(restored);
     opened = d_.tier->OpenObject(req.ns, req.step, req.name);
   }
+  if (!opened.ok() && opened.status().code() == Code::kNotFound) {
+    Result<OpenedObject> there = OpenFromOtherParts(req.ns, req.step, req.name);
+    if (there.ok() || there.status().code() != Code::kNotFound) opened = std::move(there);
+  }
   if (!opened.ok()) return StatusReply(opened.status());
   wire::OpenObjectResponse resp;
   resp.size = opened->size;
@@ -198,6 +231,36 @@ Reply Handlers::OpenObject(std::string_view p) {
   r.body = resp.Encode();
   r.fd = std::move(opened->fd);
   return r;
+}
+
+Result<OpenedObject> Handlers::OpenFromOtherParts(const std::string& ns, uint64_t step, const std::string& name) {
+  const Status absent = NotFound("object " + name + " is not in " + StepLabel(ns, step));
+  if (d_.replicator == nullptr || d_.replicas == nullptr) return absent;
+  Result<Manifest> own = d_.tier->GetManifest(ns, step);
+  if (!own.ok() || !own->SpansNodes()) return absent;
+  for (const std::string& member : own->members) {
+    if (member == d_.info.node_id) continue;
+    TC_ASSIGN_OR_RETURN(MemoryTier * copy, d_.replicas->Get(member, /*create=*/true));
+    if (!copy->HasCommitted(ns, step)) {
+      // Only fetch a part that has the object: ask for its manifest first.
+      Result<Manifest> part = d_.replicator->PartManifest(member, ns, step);
+      if (!part.ok()) {
+        Log(LogLevel::kWarn, "part_unreachable").Kv("ns", ns).Kv("step", step).Kv("origin", member).Err(part.status());
+        continue;
+      }
+      if (part->Find(name) == nullptr) continue;
+      TC_RETURN_IF_ERROR(d_.replicator->FetchPart(copy, member, ns, step));
+    }
+    Result<OpenedObject> opened = copy->OpenObject(ns, step, name);
+    if (opened.ok() || opened.status().code() != Code::kNotFound) return opened;
+  }
+  return NotFound("object " + name + " is in no part of " + StepLabel(ns, step) + " that nodes " +
+                  [&] {
+                    std::string l;
+                    for (const std::string& m : own->members) l += (l.empty() ? "" : ", ") + m;
+                    return l;
+                  }() +
+                  " (or the holders of their replicas) could serve; `tierckpt ls " + ns + "` shows what exists");
 }
 
 Status Handlers::RestoreFromOtherTiers(const std::string& ns, uint64_t step) {

@@ -59,7 +59,7 @@ struct HandlerDeps {
   Replicator* replicator = nullptr;
   ReplicaAck replica_ack = ReplicaAck::kAll;
   WorkQueue* replication_queue = nullptr;  // runs kNone replications
-  ReplicaTiers* replicas = nullptr;        // the replicas this node holds (Stats)
+  ReplicaTiers* replicas = nullptr;        // the replicas this node holds (Stats, reads of other parts)
   std::string peer_listen;                 // the peer service's address (Stats)
   uint32_t replica_count = 1;              // R (Stats)
 };
@@ -84,6 +84,10 @@ class Handlers final : public RequestHandler {
   // A step missing from memory: from the replica holders, then the durable
   // tier (a log line when the peers had nothing); the error names both.
   Status RestoreFromOtherTiers(const std::string& ns, uint64_t step);
+  // An object of a step spanning nodes that this node's part lacks: from the
+  // copy of the member's part this node keeps (replicas/<member>), fetched
+  // first from the member or its holders when absent (docs/multinode.md).
+  Result<OpenedObject> OpenFromOtherParts(const std::string& ns, uint64_t step, const std::string& name);
   // Listings and administration (handlers_admin.cc).
   Reply List(std::string_view payload);
   Reply Show(std::string_view payload);

@@ -204,8 +204,11 @@ class MemoryTier {
   Status SealObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
                     std::string_view checksum);
   // expected empty: every created object. persist: also persist to durable.
+  // members: the nodes the step spans (docs/multinode.md), this node among
+  // them, recorded in the manifest; empty for a step on this node only.
   Result<Manifest> CommitStep(std::string_view ns, uint64_t step, uint32_t world_size, bool persist,
-                              const std::vector<std::string>& expected);
+                              const std::vector<std::string>& expected,
+                              const std::vector<std::string>& members = {});
   // Drops an uncommitted step (ok if absent).
   Status AbortStep(std::string_view ns, uint64_t step);
   // The connection closed: drop the uncommitted steps it wrote that have no
@@ -240,6 +243,10 @@ class MemoryTier {
   // A persist thread takes a kQueued step: kRunning, pinned. kNotFound if the
   // step is gone, kAborted if it is no longer queued (nothing to do).
   Result<PersistLease> StartPersist(std::string_view ns, uint64_t step);
+  // Pins a committed step for an upload outside the persist queue (a part
+  // another node asked for, docs/multinode.md); its persist state is left
+  // alone. kNotFound if not committed in memory.
+  Result<PersistLease> PinCommitted(std::string_view ns, uint64_t step);
   // Ok → kDurable (marker removed, retention applied); kAborted → back to
   // kQueued (the agent is stopping; the marker stays); other → kFailed.
   void FinishPersist(std::string_view ns, uint64_t step, const Status& result);

@@ -56,6 +56,19 @@ Result<PersistLease> MemoryTier::StartPersist(std::string_view ns, uint64_t step
   return lease;
 }
 
+Result<PersistLease> MemoryTier::PinCommitted(std::string_view ns, uint64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepState* s = FindLocked(ns, step);
+  if (s == nullptr || !s->committed) {
+    return NotFound("step " + StepLabel(ns, step) + " is not committed in the memory tier at " + options_.root);
+  }
+  PersistLease lease;
+  lease.pin = PinLocked(s);
+  lease.manifest = s->manifest;
+  lease.dir = s->files->dir;
+  return lease;
+}
+
 void MemoryTier::FinishPersist(std::string_view ns, uint64_t step, const Status& result) {
   std::lock_guard<std::mutex> lock(mu_);
   StepState* s = FindLocked(ns, step);

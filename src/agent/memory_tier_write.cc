@@ -234,8 +234,17 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
 }
 
 Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint32_t world_size,
-                                        bool persist, const std::vector<std::string>& expected) {
+                                        bool persist, const std::vector<std::string>& expected,
+                                        const std::vector<std::string>& members) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
+  std::vector<std::string> span = members;
+  std::sort(span.begin(), span.end());
+  span.erase(std::unique(span.begin(), span.end()), span.end());
+  if (span.size() == 1 && span[0] == options_.node_id) span.clear();
+  if (!span.empty() && !std::binary_search(span.begin(), span.end(), options_.node_id)) {
+    return InvalidArgument("commit of step " + StepLabel(ns, step) + " names members " + JoinNames(span, span.size()) +
+                           " without this node (" + options_.node_id + "); a node commits only its own part");
+  }
   for (const auto& n : expected) TC_RETURN_IF_ERROR(ValidateObjectName(n).WithContext("expected_objects"));
   std::string label = StepLabel(ns, step);
   if (persist && !options_.has_durable) {
@@ -303,6 +312,7 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   m.world_size = world_size;
   m.created_unix_ms = NowUnixMs();
   m.node = options_.node_id;
+  m.members = span;
   for (const auto& [n, o] : s->objects) {
     if (o.check == CheckState::kMismatch) {
       return Corruption("object " + label + "/" + n + " was sealed with checksum " + o.expected +

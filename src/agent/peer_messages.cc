@@ -25,6 +25,8 @@ std::string_view PeerMsgName(uint16_t type) {
     case PeerMsg::kObject: return "Object";
     case PeerMsg::kReplicate: return "Replicate";
     case PeerMsg::kDone: return "Done";
+    case PeerMsg::kCommitPart: return "CommitPart";
+    case PeerMsg::kPersistPart: return "PersistPart";
   }
   return "unknown";
 }

@@ -11,6 +11,8 @@
 //   kListSteps    {origin, ns}              → kSteps {u32 n, u64 × n} | kError
 //   kGetObject    {origin, ns, step, name}  → stream kObject (metadata: name) | kError
 //   kReplicate    {ns, step}                → kDone | kError
+//   kCommitPart   wire::CommitStepRequest   → kManifest {json} | kError
+//   kPersistPart  {origin, ns, step}        → kDone | kError
 //
 // `origin` is the node whose data is asked for: the serving agent's own node
 // id means its own memory tier; another node id means the replicas it holds
@@ -18,6 +20,14 @@
 // sender's committed step (the sender is the origin: its authenticated node
 // id). kError carries a Status code and message, so errors cross the network
 // unchanged.
+//
+// Steps spanning nodes (docs/multinode.md): kCommitPart asks the receiver to
+// commit its own part of a step (the objects its local ranks sealed) with the
+// step's members, replicate it as any commit, and answer its part manifest.
+// kPersistPart asks the receiver to upload origin's part of a step to the
+// durable tier and write origin's part record: from its own memory (origin =
+// its node id) or from the replica it holds (a holder taking over for an
+// origin that cannot).
 //
 // Decoders check field syntax and lengths only (kProtocolError); names are
 // validated by whoever builds a path. Pure functions; thread-safe.
@@ -42,6 +52,8 @@ enum class PeerMsg : uint16_t {
   kObject = 7,
   kReplicate = 8,
   kDone = 9,
+  kCommitPart = 10,
+  kPersistPart = 11,
 };
 
 // "GetManifest", for logs; "unknown" otherwise.

@@ -1,6 +1,8 @@
 // peer_service.cc — see peer_service.h.
 #include "agent/peer_service.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "agent/peer_store.h"
@@ -125,7 +127,19 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
     case PeerMsg::kListSteps:
     case PeerMsg::kGetObject:
     case PeerMsg::kReplicate:
+    case PeerMsg::kPersistPart:
       break;
+    case PeerMsg::kCommitPart: {
+      Result<Manifest> part = CommitPart(conn->peer().node_id, request.payload);
+      if (!part.ok()) {
+        if (part.status().code() == Code::kProtocolError) {
+          Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Err(part.status());
+          return false;
+        }
+        return fail(part.status());
+      }
+      return reply(PeerMsg::kManifest, part->ToJson());
+    }
     default:
       Log(LogLevel::kWarn, "peer_protocol")
           .Kv("peer", conn->Describe())
@@ -141,6 +155,11 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
   if (valid.ok()) valid = ValidateStep(r->step);
   if (valid.ok() && type == PeerMsg::kGetObject) valid = ValidateObjectName(r->name);
   if (!valid.ok()) return fail(valid);
+  if (type == PeerMsg::kPersistPart) {
+    Status persisted = PersistPart(*r);
+    if (!persisted.ok()) return fail(persisted);
+    return reply(PeerMsg::kDone, "");
+  }
   if (type == PeerMsg::kReplicate) {
     const std::string origin = conn->peer().node_id;
     Status pulled = PullReplica(origin, *r);
@@ -214,6 +233,53 @@ Status PeerService::PullReplica(const std::string& origin, const PeerRequest& r)
                          origin + " on node " + deps_.node_id);
   }
   Log(LogLevel::kInfo, "replica_held").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Kv("ms", ms);
+  return Status::Ok();
+}
+
+Result<Manifest> PeerService::CommitPart(const std::string& coordinator, std::string_view payload) {
+  TC_ASSIGN_OR_RETURN(wire::CommitStepRequest req, wire::CommitStepRequest::Decode(payload));
+  TC_RETURN_IF_ERROR(ValidateNamespace(req.ns));
+  TC_RETURN_IF_ERROR(ValidateStep(req.step));
+  const std::string label = StepLabel(req.ns, req.step);
+  auto member = [&](const std::string& id) {
+    return std::find(req.members.begin(), req.members.end(), id) != req.members.end();
+  };
+  if (!member(deps_.node_id) || !member(coordinator)) {
+    return InvalidArgument("node " + coordinator + " asked node " + deps_.node_id + " to commit its part of " + label +
+                           ", but the members it names lack " + (member(coordinator) ? deps_.node_id : coordinator));
+  }
+  if (!deps_.commit_part) return FailedPrecondition("node " + deps_.node_id + " cannot commit parts yet (starting)");
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<Manifest> m = deps_.commit_part(req);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!m.ok()) {
+    Log(LogLevel::kWarn, "part_commit_failed").Kv("ns", req.ns).Kv("step", req.step).Kv("by", coordinator).Err(m.status());
+    return m.status().WithContext("committing node " + deps_.node_id + "'s part of " + label);
+  }
+  Log(LogLevel::kInfo, "part_committed")
+      .Kv("ns", req.ns)
+      .Kv("step", req.step)
+      .Kv("by", coordinator)
+      .Kv("bytes", m->TotalBytes())
+      .Kv("ms", ms);
+  return m;
+}
+
+Status PeerService::PersistPart(const PeerRequest& r) {
+  if (!deps_.persist_part) {
+    return FailedPrecondition("node " + deps_.node_id + " has no durable tier (--durable) to upload the part of node " +
+                              r.origin + " of " + StepLabel(r.ns, r.step) + " to");
+  }
+  TC_ASSIGN_OR_RETURN(MemoryTier * tier, TierOf(r.origin));
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = deps_.persist_part(tier, r.ns, r.step);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!s.ok()) return s.WithContext("uploading the part of node " + r.origin + " of " + StepLabel(r.ns, r.step));
+  Log(LogLevel::kInfo, r.origin == deps_.node_id ? "part_persisted" : "part_taken_over")
+      .Kv("ns", r.ns)
+      .Kv("step", r.step)
+      .Kv("origin", r.origin)
+      .Kv("ms", ms);
   return Status::Ok();
 }
 

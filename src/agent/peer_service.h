@@ -11,6 +11,12 @@
 //       caller's address from address_of) into the caller's replica tier with
 //       MemoryTier::Restore (every object verified, published last: a replica
 //       is visible only when whole) and answers kDone or the error.
+//   CommitPart {CommitStep request}  the coordinator's agent (one of the
+//       step's members) asks this agent to commit its part of a step spanning
+//       nodes: commit_part, answered with the part manifest.
+//   PersistPart {origin, ns, step}  upload origin's part to the durable tier
+//       with its part record (persist_part): this node's own part, or the
+//       replica it holds for an origin that cannot (docs/multinode.md).
 //
 // A request for a step this agent does not hold is kNotFound. A malformed
 // request closes that connection (logged); others are unaffected.
@@ -29,6 +35,7 @@
 #include "agent/peer_messages.h"
 #include "agent/replica_tiers.h"
 #include "peer/transport.h"
+#include "wire/protocol.h"
 
 namespace tierckpt::agent {
 
@@ -40,6 +47,11 @@ struct PeerServiceDeps {
   // The peer address of a node (the hostfile's); nullopt when unknown.
   std::function<std::optional<std::string>(std::string_view node_id)> address_of;
   peer::Millis timeout{30000};  // per request to a peer when pulling
+  // This node's part of a step spanning nodes (agent/commit.h CommitOnNode).
+  std::function<Result<Manifest>(const wire::CommitStepRequest&)> commit_part;
+  // Uploads origin's part of (ns, step) from tier with its part record;
+  // nullptr without a durable tier.
+  std::function<Status(MemoryTier* tier, const std::string& ns, uint64_t step)> persist_part;
 };
 
 class PeerService {
@@ -64,6 +76,8 @@ class PeerService {
   Status SendObject(peer::Connection* conn, uint32_t request_id, const std::string& name,
                     const PinnedObject& object);
   Status PullReplica(const std::string& origin, const PeerRequest& r);
+  Result<Manifest> CommitPart(const std::string& coordinator, std::string_view payload);
+  Status PersistPart(const PeerRequest& r);
 
   const PeerServiceDeps deps_;
   std::unique_ptr<peer::Listener> listener_;

@@ -2,7 +2,9 @@
 
 #include <thread>
 
+#include "agent/commit.h"
 #include "common/checksum.h"
+#include "common/names.h"
 #include "common/log.h"
 
 namespace tierckpt::agent {
@@ -107,7 +109,9 @@ void Persister::Run(const std::string& ns, uint64_t step) {
     running_.erase({ns, step});
   }
   if (st.ok()) {
-    SweepOnce(ns, step);
+    // A sweep could remove the parts other nodes are still uploading of an
+    // older step spanning nodes: only steps of one node sweep.
+    if (!lease->manifest.SpansNodes()) SweepOnce(ns, step);
     ApplyDurableRetention(ns);
     tier_->FinishPersist(ns, step, st);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -133,15 +137,33 @@ void Persister::Run(const std::string& ns, uint64_t step) {
 Status Persister::PersistOnce(const PersistLease& lease) {
   const Manifest& m = lease.manifest;
   Result<Manifest> existing = store_->ReadManifest(m.ns, m.step);
+  if (m.SpansNodes()) {
+    if (existing.ok()) return ContainsPart(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);
+    if (existing.status().code() != Code::kNotFound) return existing.status();
+    // The step directory is shared with the other members: never cleared.
+    TC_RETURN_IF_ERROR(UploadPartOf(tier_, lease));
+    return AwaitParts(m);
+  }
   if (existing.ok()) return SameObjects(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);
   if (existing.status().code() != Code::kNotFound) return existing.status();
   // An uncommitted durable step is what an interrupted persist (agent killed,
   // medium failed) left behind: clear it so no stray file ends up in the step.
   TC_RETURN_IF_ERROR(store_->DeleteStep(m.ns, m.step));
+  TC_RETURN_IF_ERROR(UploadObjects(tier_, lease));
+  Status committed = store_->CommitStep(m);
+  if (committed.code() == Code::kAlreadyExists) {
+    TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(m.ns, m.step));
+    return SameObjects(there, m) ? Status::Ok() : DifferentDurable(*store_, m);
+  }
+  return committed;
+}
+
+Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
+  const Manifest& m = lease.manifest;
   for (const auto& e : m.objects) {
     if (cancel_) return Aborted("persist cancelled by shutdown");
     const std::string path = Layout::ObjectPath(lease.dir, e.name);
-    TC_ASSIGN_OR_RETURN(ReadView view, tier_->read_mappings().Open(path));
+    TC_ASSIGN_OR_RETURN(ReadView view, tier->read_mappings().Open(path));
     if (view.size() != e.size) {
       return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " holds " +
                         std::to_string(view.size()) + " bytes but its manifest says " +
@@ -156,12 +178,104 @@ Status Persister::PersistOnce(const PersistLease& lease) {
     }
     TC_RETURN_IF_ERROR(store_->PutObject(m.ns, m.step, e.name, view.data(), view.size()));
   }
-  Status committed = store_->CommitStep(m);
-  if (committed.code() == Code::kAlreadyExists) {
-    TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(m.ns, m.step));
-    return SameObjects(there, m) ? Status::Ok() : DifferentDurable(*store_, m);
+  return Status::Ok();
+}
+
+Status Persister::UploadPartOf(MemoryTier* tier, const PersistLease& lease) {
+  TC_RETURN_IF_ERROR(UploadObjects(tier, lease));
+  const Manifest& m = lease.manifest;
+  const std::string record = m.ToJson();
+  return store_->PutObject(m.ns, m.step, PartRecordName(m.node), record.data(), record.size());
+}
+
+Status Persister::UploadPart(MemoryTier* tier, const std::string& ns, uint64_t step) {
+  TC_ASSIGN_OR_RETURN(PersistLease lease, tier->PinCommitted(ns, step));
+  if (!lease.manifest.SpansNodes()) {
+    return FailedPrecondition(StepLabel(ns, step) + " does not span nodes; its own agent persists it whole");
   }
-  return committed;
+  return UploadPartOf(tier, lease);
+}
+
+Result<Manifest> Persister::ReadPartRecord(const Manifest& part, const std::string& member) {
+  const std::string name = PartRecordName(member);
+  TC_ASSIGN_OR_RETURN(uint64_t size, store_->ObjectSize(part.ns, part.step, name));
+  const std::string where = store_->Describe() + " " + StepLabel(part.ns, part.step) + "/" + name;
+  if (size > kMaxManifestBytes) return Corruption("part record " + where + " is " + std::to_string(size) + " bytes");
+  std::string text(size, '\0');
+  TC_RETURN_IF_ERROR(store_->ReadObject(part.ns, part.step, name, 0, text.data(), size));
+  TC_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(text, where));
+  if (m.node != member || m.ns != part.ns || m.step != part.step) {
+    return Corruption("part record " + where + " describes node " + m.node + "'s part of " + StepLabel(m.ns, m.step));
+  }
+  return m;
+}
+
+Status Persister::AwaitParts(const Manifest& part) {
+  const auto start = std::chrono::steady_clock::now();
+  auto last_ask = start;
+  auto delay = std::chrono::milliseconds(50);
+  for (;;) {
+    if (cancel_) return Aborted("persist cancelled by shutdown");
+    Result<Manifest> existing = store_->ReadManifest(part.ns, part.step);
+    if (existing.ok()) return ContainsPart(*existing, part) ? Status::Ok() : DifferentDurable(*store_, part);
+    if (existing.status().code() != Code::kNotFound) return existing.status();
+    std::vector<Manifest> parts;
+    std::vector<std::string> missing;
+    for (const std::string& member : part.members) {
+      Result<Manifest> record = ReadPartRecord(part, member);
+      if (record.ok()) {
+        parts.push_back(std::move(record).value());
+      } else if (record.status().code() == Code::kNotFound) {
+        missing.push_back(member);
+      } else {
+        return record.status();
+      }
+    }
+    if (missing.empty()) {
+      TC_ASSIGN_OR_RETURN(Manifest whole, MergeParts(parts, parts_.node_id.empty() ? part.node : parts_.node_id));
+      Status committed = store_->CommitStep(whole);
+      if (committed.code() == Code::kAlreadyExists) {
+        TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(part.ns, part.step));
+        return ContainsPart(there, part) ? Status::Ok() : DifferentDurable(*store_, part);
+      }
+      if (committed.ok()) {
+        Log(LogLevel::kInfo, "persist_merged")
+            .Kv("ns", part.ns)
+            .Kv("step", part.step)
+            .Kv("parts", static_cast<uint64_t>(parts.size()))
+            .Kv("bytes", whole.TotalBytes());
+      }
+      return committed;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ask >= parts_.takeover_after && parts_.ask_elsewhere) {
+      last_ask = now;
+      for (const std::string& member : missing) {
+        Result<std::string> by = parts_.ask_elsewhere(member, part.ns, part.step);
+        if (by.ok()) {
+          Log(*by == member ? LogLevel::kInfo : LogLevel::kWarn, *by == member ? "part_requested" : "part_takeover")
+              .Kv("ns", part.ns)
+              .Kv("step", part.step)
+              .Kv("origin", member)
+              .Kv("by", *by);
+        } else {
+          Log(LogLevel::kWarn, "part_missing").Kv("ns", part.ns).Kv("step", part.step).Kv("origin", member).Err(by.status());
+        }
+      }
+      continue;  // look again at once
+    }
+    if (now - start >= parts_.wait_limit) {
+      std::string list;
+      for (const std::string& n : missing) list += (list.empty() ? "" : ", ") + n;
+      return FailedPrecondition(
+          "the durable copy of " + StepLabel(part.ns, part.step) + " still lacks the parts of nodes " + list + " after " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start).count()) +
+          " s, and neither they nor the holders of their replicas uploaded them; this node's part is uploaded, "
+          "the step is committed once they are (`tierckpt persist` on a node that holds them)");
+    }
+    if (!Backoff(delay)) return Aborted("persist cancelled by shutdown");
+    delay = std::min(delay * 2, std::chrono::milliseconds(1000));
+  }
 }
 
 void Persister::ApplyDurableRetention(const std::string& ns) {

@@ -30,6 +30,19 @@
 // RecentErrors, returned by WaitDurable). The marker stays, so the next
 // agent start retries.
 //
+// Steps spanning nodes (docs/multinode.md): each member persists its own part:
+// its objects, then its part record (PartRecordName(node): its part
+// manifest) into the shared step directory, which is never cleared first
+// (other nodes' objects are there). Then it waits for the other members' part
+// records; whoever sees them all writes the merged manifest (MergeParts) with
+// the store's exclusive commit — the loser of that race finds the same
+// objects committed, which is success. A member whose part record is still
+// missing after takeover_after is asked, through ask_elsewhere, to upload
+// it, and when it cannot answer one of its holders uploads it from its
+// replica; after wait_limit the step fails (marker kept: the next start
+// retries). UploadPart is that upload alone, from any tier (this node's, or
+// a replica tier when this node takes over for another).
+//
 // Shutdown: Stop(grace) lets running jobs finish for up to `grace`, then
 // cancels them at the next object boundary (the step returns to kQueued and
 // resumes at the next start); jobs not started yet are left queued.
@@ -41,6 +54,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -59,6 +73,14 @@ struct PersisterOptions {
   std::chrono::milliseconds first_backoff{100};
 };
 
+struct PartsOptions {
+  std::string node_id;
+  // Has another node upload origin's part (agent: Replicator::PersistPartElsewhere); returns who did.
+  std::function<Result<std::string>(const std::string& origin, const std::string& ns, uint64_t step)> ask_elsewhere;
+  std::chrono::milliseconds takeover_after{60000};
+  std::chrono::milliseconds wait_limit{3600 * 1000};
+};
+
 class Persister {
  public:
   // tier, store and errors must outlive the persister.
@@ -67,7 +89,13 @@ class Persister {
   Persister(const Persister&) = delete;
   Persister& operator=(const Persister&) = delete;
 
+  // Before the first Enqueue.
+  void SetParts(PartsOptions parts) { parts_ = std::move(parts); }
+
   void Enqueue(const std::string& ns, uint64_t step);
+  // Uploads the committed (ns, step) of tier (its objects, checked against
+  // the manifest, then its part record) without merging. Thread-safe.
+  Status UploadPart(MemoryTier* tier, const std::string& ns, uint64_t step);
   void Stop(std::chrono::milliseconds grace);
 
   size_t queued() const { return queue_.queued(); }
@@ -76,6 +104,13 @@ class Persister {
  private:
   void Run(const std::string& ns, uint64_t step);
   Status PersistOnce(const PersistLease& lease);
+  // Puts every object of the lease's step from tier, each checked first.
+  Status UploadObjects(MemoryTier* tier, const PersistLease& lease);
+  Status UploadPartOf(MemoryTier* tier, const PersistLease& lease);
+  // The merge loop described above, for this node's part.
+  Status AwaitParts(const Manifest& part);
+  // The part record of member, or kNotFound.
+  Result<Manifest> ReadPartRecord(const Manifest& part, const std::string& member);
   void ApplyDurableRetention(const std::string& ns);
   // The once-per-namespace sweep described above.
   void SweepOnce(const std::string& ns, uint64_t durable_step);
@@ -84,6 +119,7 @@ class Persister {
 
   // Const after construction.
   const PersisterOptions options_;
+  PartsOptions parts_;  // set before the first job
   MemoryTier* const tier_;
   ObjectStore* const store_;
   RecentErrors* const errors_;

@@ -8,77 +8,20 @@
 #include <memory>
 #include <string>
 
-#include "agent/agent_test_util.h"
 #include "agent/peer_messages.h"
-#include "agent/peer_service.h"
 #include "agent/peer_store.h"
-#include "agent/replica_tiers.h"
-#include "agent/replicator.h"
-#include "peer/channel_transport.h"
-#include "peer/fault_transport.h"
-#include "peer/peer_test_util.h"
+#include "agent/peer_test_nodes.h"
 
 namespace tierckpt::agent {
 namespace {
 
+using testing::Address;
+using testing::Bytes;
+using testing::Members;
+using testing::Node;
 using testing::ReadFd;
 using testing::TierHarness;
 using testing::WriteStep;
-
-std::string Address(const std::string& node) { return node + ".test:7100"; }
-
-// One node: its tier, the replicas it holds, its transport and peer service.
-struct Node {
-  Node(const std::string& node_id, std::shared_ptr<peer::InMemoryNetwork> net,
-       const cluster::Membership& members, uint32_t replicas = 2)
-      : id(node_id) {
-    h.options.node_id = id;
-    EXPECT_TRUE(h.Reopen().ok());
-    auto base = peer::InMemoryTransport::Create(std::move(net), peer::testing_util::Options(id));
-    EXPECT_TRUE(base.ok()) << base.status().ToString();
-    faults = std::make_shared<peer::FaultInjectingTransport>(std::shared_ptr<peer::Transport>(std::move(*base)));
-    replica_tiers = std::make_unique<ReplicaTiers>(h.options, h.verifier.get());
-    auto r = Replicator::Create(faults.get(), members, cluster::PlacementPolicy{replicas, 1}, id,
-                                peer::Millis(3000));
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    replicator = std::move(*r);
-    PeerServiceDeps d;
-    d.node_id = id;
-    d.transport = faults.get();
-    d.tier = h.tier.get();
-    d.replicas = replica_tiers.get();
-    Replicator* rep = replicator.get();
-    d.address_of = [rep](std::string_view n) { return rep->AddressOf(n); };
-    d.timeout = peer::Millis(3000);
-    service = std::make_unique<PeerService>(std::move(d));
-    EXPECT_TRUE(service->Start(Address(id)).ok());
-  }
-  ~Node() {
-    service->Stop();
-    replica_tiers->Shutdown();
-  }
-
-  std::string id;
-  TierHarness h;
-  std::shared_ptr<peer::FaultInjectingTransport> faults;
-  std::unique_ptr<ReplicaTiers> replica_tiers;
-  std::unique_ptr<Replicator> replicator;
-  std::unique_ptr<PeerService> service;
-};
-
-cluster::Membership Members(int n) {
-  std::vector<cluster::Member> ms;
-  for (int i = 1; i <= n; ++i) ms.push_back({"n" + std::to_string(i), Address("n" + std::to_string(i)), "", {}});
-  auto m = cluster::Membership::Create(std::move(ms));
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return *m;
-}
-
-std::string Bytes(size_t n, char seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 7 + (i >> 9));
-  return s;
-}
 
 class ReplicationTest : public ::testing::Test {
  protected:

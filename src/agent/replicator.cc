@@ -44,25 +44,33 @@ std::unique_ptr<PeerObjectStore> Replicator::HolderStore(const std::string& hold
   return std::make_unique<PeerObjectStore>(transport_, PeerStoreTarget{holder, *address, node_id_}, timeout_);
 }
 
-Status Replicator::AskToHold(const std::string& holder, std::string_view ns, uint64_t step) {
-  std::optional<std::string> address = AddressOf(holder);
-  if (!address) return NotFound("replica holder " + holder + " is not in the peer list");
-  TC_ASSIGN_OR_RETURN(std::unique_ptr<peer::Connection> conn, transport_->Connect(*address, timeout_, holder));
+Result<std::string> Replicator::Call(const std::string& node, PeerMsg type, std::string payload, PeerMsg want,
+                                     peer::Millis reply_timeout) {
+  std::optional<std::string> address = AddressOf(node);
+  if (!address) return NotFound("node " + node + " is not in the peer list (--peers); add it to every agent's hostfile");
+  TC_ASSIGN_OR_RETURN(std::unique_ptr<peer::Connection> conn, transport_->Connect(*address, timeout_, node));
   peer::Frame f;
-  f.type = static_cast<uint16_t>(PeerMsg::kReplicate);
+  f.type = static_cast<uint16_t>(type);
   f.request_id = 1;
-  f.payload = EncodePeerRequest(PeerMsg::kReplicate, {"", std::string(ns), step, ""});
+  f.payload = std::move(payload);
   TC_RETURN_IF_ERROR(conn->Send(f));
-  // The holder pulls the whole step before it answers: allow a generous wait
-  // (its reads of our objects each have their own progress timeout).
-  Result<peer::Message> m = conn->Receive(peer::Millis(3600 * 1000));
+  Result<peer::Message> m = conn->Receive(reply_timeout);
   if (!m.ok()) return m.status();
   if (m->kind != peer::Message::Kind::kControl) return ProtocolError(conn->Describe() + " answered with a stream");
   if (m->frame.type == static_cast<uint16_t>(PeerMsg::kError)) return DecodePeerError(m->frame.payload);
-  if (m->frame.type != static_cast<uint16_t>(PeerMsg::kDone)) {
-    return ProtocolError(conn->Describe() + " answered Replicate with " + std::string(PeerMsgName(m->frame.type)));
+  if (m->frame.type != static_cast<uint16_t>(want)) {
+    return ProtocolError(conn->Describe() + " answered " + std::string(PeerMsgName(static_cast<uint16_t>(type))) +
+                         " with " + std::string(PeerMsgName(m->frame.type)));
   }
-  return Status::Ok();
+  return std::move(m->frame.payload);
+}
+
+Status Replicator::AskToHold(const std::string& holder, std::string_view ns, uint64_t step) {
+  // The holder pulls the whole step before it answers: allow a generous wait
+  // (its reads of our objects each have their own progress timeout).
+  return Call(holder, PeerMsg::kReplicate, EncodePeerRequest(PeerMsg::kReplicate, {"", std::string(ns), step, ""}),
+              PeerMsg::kDone, peer::Millis(3600 * 1000))
+      .status();
 }
 
 Status Replicator::Replicate(std::string_view ns, uint64_t step) {
@@ -140,6 +148,114 @@ Result<Manifest> Replicator::ManifestFromPeers(std::string_view ns, uint64_t ste
   }
   return NotFound("no replica holder of node " + node_id_ + " has " + std::string(ns) + " step " +
                   std::to_string(step) + (tried.empty() ? std::string() : " (" + tried + ")"));
+}
+
+// ---- Steps spanning nodes ----
+
+std::vector<std::string> Replicator::HoldersOf(std::string_view node) const {
+  std::vector<std::string> holders = placement_.HoldersOf(node);
+  if (!holders.empty() && holders.front() == node) holders.erase(holders.begin());
+  return holders;
+}
+
+std::vector<std::string> Replicator::SourcesOf(std::string_view origin, bool include_self) const {
+  std::vector<std::string> out{std::string(origin)};
+  for (std::string& h : HoldersOf(origin)) {
+    if (include_self || h != node_id_) out.push_back(std::move(h));
+  }
+  return out;
+}
+
+std::unique_ptr<PeerObjectStore> Replicator::StoreOn(const std::string& on, std::string_view origin) const {
+  std::optional<std::string> address = AddressOf(on);
+  if (!address) return nullptr;
+  return std::make_unique<PeerObjectStore>(transport_, PeerStoreTarget{on, *address, std::string(origin)}, timeout_);
+}
+
+Result<std::vector<Manifest>> Replicator::CommitParts(const wire::CommitStepRequest& req) {
+  std::vector<std::string> others;
+  for (const std::string& m : req.members) {
+    if (m != node_id_) others.push_back(m);
+  }
+  std::vector<Result<std::string>> replies(others.size(), Result<std::string>(Internal("not run")));
+  std::vector<std::thread> threads;
+  const std::string payload = req.Encode();
+  for (size_t i = 0; i < others.size(); ++i) {
+    // A part commit replicates the part first (--replica-ack all): as long a wait as Replicate.
+    threads.emplace_back([&, i] {
+      replies[i] = Call(others[i], PeerMsg::kCommitPart, payload, PeerMsg::kManifest, peer::Millis(3600 * 1000));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<Manifest> parts;
+  std::string failed;
+  Code code = Code::kOk;
+  for (size_t i = 0; i < others.size(); ++i) {
+    Result<Manifest> m = replies[i].ok() ? Manifest::Parse(*replies[i], "the part manifest node " + others[i] + " committed")
+                                         : Result<Manifest>(replies[i].status());
+    if (m.ok() && (m->node != others[i] || m->ns != req.ns || m->step != req.step)) {
+      m = ProtocolError("node " + others[i] + " answered with the part of node " + m->node + " of " +
+                        StepLabel(m->ns, m->step));
+    }
+    if (m.ok()) {
+      parts.push_back(std::move(m).value());
+      continue;
+    }
+    if (code == Code::kOk) code = m.status().code();
+    failed += (failed.empty() ? "" : "; ") + others[i] + ": " + m.status().ToString();
+  }
+  if (!failed.empty()) {
+    Log(LogLevel::kWarn, "commit_parts_failed").Kv("ns", req.ns).Kv("step", req.step).Kv("error", failed);
+    return Status(code, "committing " + StepLabel(req.ns, req.step) + " across nodes failed on " + failed +
+                            "; the step is not committed on this node (the coordinator's part is committed "
+                            "last), so no reader sees it; save it again");
+  }
+  return parts;
+}
+
+Result<std::string> Replicator::PersistPartElsewhere(std::string_view origin, std::string_view ns, uint64_t step) {
+  std::string tried;
+  // This node too when it holds origin's replica: through its own peer
+  // service, which uploads from the replica tier like any holder.
+  for (const std::string& node : SourcesOf(origin, /*include_self=*/true)) {
+    Result<std::string> r =
+        Call(node, PeerMsg::kPersistPart, EncodePeerRequest(PeerMsg::kPersistPart, {std::string(origin), std::string(ns), step, ""}),
+             PeerMsg::kDone, peer::Millis(3600 * 1000));
+    if (r.ok()) return node;
+    Log(LogLevel::kInfo, "persist_part_skipped").Kv("ns", ns).Kv("step", step).Kv("origin", origin).Kv("peer", node).Err(r.status());
+    tried += (tried.empty() ? "" : "; ") + node + ": " + r.status().ToString();
+  }
+  return Unavailable("no node could upload the part of node " + std::string(origin) + " of " + StepLabel(ns, step) +
+                     " (" + (tried.empty() ? std::string("no holder of it but this node") : tried) + ")");
+}
+
+Result<Manifest> Replicator::PartManifest(std::string_view origin, std::string_view ns, uint64_t step) {
+  std::string tried;
+  for (const std::string& node : SourcesOf(origin, /*include_self=*/false)) {
+    std::unique_ptr<PeerObjectStore> from = StoreOn(node, origin);
+    if (from == nullptr) continue;
+    Result<Manifest> m = from->ReadManifest(ns, step);
+    if (m.ok()) return m;
+    tried += (tried.empty() ? "" : "; ") + node + ": " + m.status().ToString();
+  }
+  return NotFound("neither node " + std::string(origin) + " nor a holder of its replicas has its part of " +
+                  StepLabel(ns, step) + " (" + tried + ")");
+}
+
+Status Replicator::FetchPart(MemoryTier* tier, std::string_view origin, std::string_view ns, uint64_t step) {
+  std::string tried;
+  for (const std::string& node : SourcesOf(origin, /*include_self=*/false)) {
+    std::unique_ptr<PeerObjectStore> from = StoreOn(node, origin);
+    if (from == nullptr) continue;
+    Status s = tier->Restore(*from, ns, step);
+    if (s.ok()) {
+      Log(LogLevel::kInfo, "part_fetched").Kv("ns", ns).Kv("step", step).Kv("origin", origin).Kv("peer", node);
+      return s;
+    }
+    tried += (tried.empty() ? "" : "; ") + node + ": " + s.ToString();
+  }
+  return NotFound("neither node " + std::string(origin) + " nor a holder of its replicas could serve its part of " +
+                  StepLabel(ns, step) + " (" + tried + ")");
 }
 
 }  // namespace tierckpt::agent

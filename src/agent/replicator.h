@@ -11,6 +11,12 @@
 // node's step (origin = this node) and restores it with MemoryTier::Restore
 // from the first that has it.
 //
+// Steps spanning nodes (docs/multinode.md): CommitParts() has every other
+// member commit its part (kCommitPart); PersistPartElsewhere() has a member,
+// or failing that one of its holders, upload the member's part
+// (kPersistPart); PartManifest()/FetchPart() read another member's part from
+// it or its holders, for reads of objects another node wrote.
+//
 // Thread-safe; connections are made per call (the peer transport's
 // handshake costs one round trip plus an HMAC, small next to a step).
 #pragma once
@@ -27,6 +33,7 @@
 #include "cluster/membership.h"
 #include "cluster/placement.h"
 #include "peer/transport.h"
+#include "wire/protocol.h"
 
 namespace tierckpt::agent {
 
@@ -63,6 +70,23 @@ class Replicator {
   // The manifest of this node's (ns, step) from the first holder that has it.
   Result<Manifest> ManifestFromPeers(std::string_view ns, uint64_t step);
 
+  // ---- Steps spanning nodes ----
+  // The holders of node's replicas, replica 1 first (node itself excluded).
+  std::vector<std::string> HoldersOf(std::string_view node) const;
+  // Has every member of req.members but this node commit its part of the
+  // step (in parallel) and returns their part manifests. The error names each
+  // member that failed and why; a member not in the peer list fails at once.
+  Result<std::vector<Manifest>> CommitParts(const wire::CommitStepRequest& req);
+  // Asks origin, then each of its holders, to upload origin's part of
+  // (ns, step) to the durable tier with its part record. Returns the node
+  // that did it; the error names every node tried.
+  Result<std::string> PersistPartElsewhere(std::string_view origin, std::string_view ns, uint64_t step);
+  // origin's part manifest of (ns, step), from origin or else its holders.
+  Result<Manifest> PartManifest(std::string_view origin, std::string_view ns, uint64_t step);
+  // Restores origin's part of (ns, step) into tier (a ReplicaTiers tier),
+  // from origin or else its holders, verifying every object.
+  Status FetchPart(MemoryTier* tier, std::string_view origin, std::string_view ns, uint64_t step);
+
  private:
   Replicator(peer::Transport* transport, cluster::Membership membership, cluster::Placement placement,
              std::string node_id, std::vector<std::string> holders, peer::Millis timeout)
@@ -73,6 +97,14 @@ class Replicator {
         holders_(std::move(holders)),
         timeout_(timeout) {}
   Status AskToHold(const std::string& holder, std::string_view ns, uint64_t step);
+  // One request to node and its control reply (kError decoded into the
+  // Status; any other type than `want` is a protocol error).
+  Result<std::string> Call(const std::string& node, PeerMsg type, std::string payload, PeerMsg want,
+                           peer::Millis reply_timeout);
+  // origin's data on node `on`; nullptr if `on` is not a member.
+  std::unique_ptr<PeerObjectStore> StoreOn(const std::string& on, std::string_view origin) const;
+  // origin first, then its holders (this node among them only with include_self).
+  std::vector<std::string> SourcesOf(std::string_view origin, bool include_self) const;
   // This node's data on holder, as a read-only store; nullptr if holder is not a member.
   std::unique_ptr<PeerObjectStore> HolderStore(const std::string& holder) const;
 

@@ -190,6 +190,7 @@ Result<Manifest> Client::Commit(std::string_view ns, uint64_t step, const Commit
   req.world_size = options.world_size;
   req.persist = options.persist;
   req.expected_objects = options.expected_objects;
+  req.members = options.members;
   TC_ASSIGN_OR_RETURN(std::string json, impl_->CallJson(MsgType::kCommitStep, req.Encode()));
   return Manifest::Parse(json, "the manifest of " + StepPath(ns, step) + " returned by CommitStep");
 }

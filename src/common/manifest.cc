@@ -41,6 +41,7 @@ std::string Manifest::ToJson() const {
   j["world_size"] = world_size;
   j["created_unix_ms"] = created_unix_ms;
   j["node"] = node;
+  if (!members.empty()) j["members"] = members;
   j["total_bytes"] = TotalBytes();
   json objs = json::array();
   for (const auto& o : objects) {
@@ -62,6 +63,24 @@ Status Manifest::Validate() const {
       return InvalidArgument("objects are not sorted by name or repeat \"" + o.name + "\"");
     }
     prev = o.name;
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    // Node ids follow the namespace rule (cluster/address.h).
+    TC_RETURN_IF_ERROR(ValidateNamespace(members[i]).WithContext("member " + std::to_string(i) + " (a node id)"));
+    if (i > 0 && members[i] <= members[i - 1]) {
+      return InvalidArgument("members are not sorted or repeat \"" + members[i] + "\"");
+    }
+  }
+  if (!members.empty() && !std::binary_search(members.begin(), members.end(), node)) {
+    return InvalidArgument("node \"" + node + "\" is not among the step's members");
+  }
+  if (!members.empty()) {
+    for (const auto& o : objects) {
+      if (!std::binary_search(members.begin(), members.end(), o.node)) {
+        return InvalidArgument("object " + o.name + " was written by node \"" + o.node +
+                               "\", which is not among the step's members");
+      }
+    }
   }
   return Status::Ok();
 }
@@ -105,6 +124,13 @@ Result<Manifest> Manifest::Parse(std::string_view text, std::string_view source)
   m.world_size = static_cast<uint32_t>(ws);
   TC_RETURN_IF_ERROR(num(j, "created_unix_ms", &m.created_unix_ms));
   TC_RETURN_IF_ERROR(str("node", &m.node));
+  if (auto mem = j.find("members"); mem != j.end()) {
+    if (!mem->is_array()) return Bad(source, "field \"members\" must be an array of node ids");
+    for (const auto& n : *mem) {
+      if (!n.is_string()) return Bad(source, "field \"members\" must be an array of node ids");
+      m.members.push_back(n.get<std::string>());
+    }
+  }
   auto objs = j.find("objects");
   if (objs == j.end() || !objs->is_array()) return Bad(source, "field \"objects\" must be an array");
   m.objects.reserve(objs->size());

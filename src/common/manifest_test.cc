@@ -29,6 +29,41 @@ TEST(ManifestTest, RoundTrip) {
   EXPECT_EQ(parsed->Find("missing"), nullptr);
 }
 
+TEST(ManifestTest, MembersRoundTripAndAreOmittedForOneNode) {
+  Manifest one = Sample();
+  EXPECT_EQ(one.ToJson().find("members"), std::string::npos);
+  EXPECT_FALSE(one.SpansNodes());
+  Manifest m = Sample();
+  m.members = {"node-a", "node-b"};
+  m.objects[1].node = "node-b";
+  auto parsed = Manifest::Parse(m.ToJson(), "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->members, m.members);
+  EXPECT_TRUE(parsed->SpansNodes());
+  EXPECT_EQ(parsed->objects[1].node, "node-b");
+}
+
+TEST(ManifestTest, RejectsBadMembers) {
+  auto bad = [](std::vector<std::string> members, std::string object_node, const char* want) {
+    Manifest m = Sample();
+    m.members = std::move(members);
+    m.objects[1].node = std::move(object_node);
+    Status s = m.Validate();
+    EXPECT_FALSE(s.ok()) << want;
+    EXPECT_NE(s.message().find(want), std::string::npos) << s.ToString();
+    auto parsed = Manifest::Parse(m.ToJson(), "src");
+    EXPECT_EQ(parsed.status().code(), Code::kCorruption) << want;
+  };
+  bad({"node-b", "node-a"}, "node-a", "not sorted");
+  bad({"node-a", "node-a"}, "node-a", "repeat");
+  bad({"node-b", "node-c"}, "node-b", "node \"node-a\" is not among");
+  bad({"node-a", "node-b"}, "node-x", "written by node \"node-x\"");
+  bad({"node-a", "../x"}, "node-a", "member 1");
+  std::string text = Sample().ToJson();
+  text.replace(text.find("\"total_bytes\""), 0, "\"members\": \"node-a\", ");
+  EXPECT_EQ(Manifest::Parse(text, "src").status().code(), Code::kCorruption);
+}
+
 TEST(ManifestTest, RejectsDamage) {
   std::string good = Sample().ToJson();
   auto expect_bad = [](std::string text, const char* why) {

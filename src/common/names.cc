@@ -120,4 +120,21 @@ bool ParseStepDirName(std::string_view dir_name, uint64_t* step) {
   return true;
 }
 
+std::string PartRecordName(std::string_view node_id) {
+  return std::string(kReservedPrefix) + "_part." + std::string(node_id) + ".json";
+}
+
+bool ParsePartRecordName(std::string_view name, std::string* node_id) {
+  const std::string prefix = std::string(kReservedPrefix) + "_part.";
+  constexpr std::string_view kSuffix = ".json";
+  if (name.size() <= prefix.size() + kSuffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - kSuffix.size()) != kSuffix) {
+    return false;
+  }
+  std::string_view id = name.substr(prefix.size(), name.size() - prefix.size() - kSuffix.size());
+  if (!ValidateNamespace(id).ok()) return false;  // node ids follow the namespace rule
+  if (node_id != nullptr) *node_id = std::string(id);
+  return true;
+}
+
 }  // namespace tierckpt

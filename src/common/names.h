@@ -34,6 +34,14 @@ Status ValidateStep(uint64_t step);
 // system-internal names.
 Status ValidateObjectName(std::string_view name, bool allow_reserved = false);
 
+// The part record a node writes into a durable step spanning nodes
+// (docs/multinode.md): "_tierckpt_part.<node id>.json". Stores accept these
+// reserved names (and only these) as objects.
+std::string PartRecordName(std::string_view node_id);
+// True for "_tierckpt_part.<id>.json" where <id> follows the node-id rule;
+// sets *node_id (if given).
+bool ParsePartRecordName(std::string_view name, std::string* node_id = nullptr);
+
 // "step_0000000123". Precondition: ValidateStep(step).ok().
 std::string StepDirName(uint64_t step);
 // Parses "step_0000000123" (exactly 10 digits) into 123; false otherwise.

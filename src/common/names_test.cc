@@ -32,6 +32,22 @@ TEST(NamesTest, ObjectNameRules) {
   EXPECT_TRUE(ValidateObjectName("_tierckpt_manifest.json", /*allow_reserved=*/true).ok());
 }
 
+TEST(NamesTest, PartRecordNames) {
+  EXPECT_EQ(PartRecordName("n1"), "_tierckpt_part.n1.json");
+  std::string node;
+  EXPECT_TRUE(ParsePartRecordName("_tierckpt_part.n1.json", &node));
+  EXPECT_EQ(node, "n1");
+  EXPECT_TRUE(ParsePartRecordName(PartRecordName("rack-2.node_7"), &node));
+  EXPECT_EQ(node, "rack-2.node_7");
+  EXPECT_FALSE(ParsePartRecordName("_tierckpt_part..json"));
+  EXPECT_FALSE(ParsePartRecordName("_tierckpt_part.a/b.json"));
+  EXPECT_FALSE(ParsePartRecordName("_tierckpt_part.n1.txt"));
+  EXPECT_FALSE(ParsePartRecordName("_tierckpt_manifest.json"));
+  EXPECT_FALSE(ParsePartRecordName("x_tierckpt_part.n1.json"));
+  // Part records are the one reserved name an object name never is.
+  EXPECT_FALSE(ValidateObjectName(PartRecordName("n1")).ok());
+}
+
 TEST(NamesTest, MessagesQuoteHostileInput) {
   Status s = ValidateObjectName(std::string("bad\x01name", 8));
   EXPECT_NE(s.message().find("\\x01"), std::string::npos) << s.message();

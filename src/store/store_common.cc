@@ -53,6 +53,7 @@ Result<Manifest> ParseStepManifest(std::string_view text, const std::string& whe
 Status ValidateObjectFor(std::string_view op, std::string_view store, std::string_view ns,
                          uint64_t step, std::string_view name) {
   TC_RETURN_IF_ERROR(ValidateStepFor(op, store, ns, step));
+  if (ParsePartRecordName(name)) return Status::Ok();  // the one reserved name stores hold as an object
   return InContext(ValidateObjectName(name), op, store);
 }
 

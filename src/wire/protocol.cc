@@ -306,6 +306,7 @@ std::string CommitStepRequest::Encode() const {
   e.U32(world_size);
   e.Bool(persist);
   e.StrList(expected_objects);
+  e.StrList(members);
   return e.Take();
 }
 
@@ -319,6 +320,8 @@ Result<CommitStepRequest> CommitStepRequest::Decode(std::string_view p) {
   TC_RETURN_IF_ERROR(d.Bool(&r.persist, "CommitStep.persist"));
   TC_RETURN_IF_ERROR(
       d.StrList(&r.expected_objects, "CommitStep.expected_objects", kMaxExpectedObjects));
+  constexpr uint32_t kMaxMembers = 100'000;
+  TC_RETURN_IF_ERROR(d.StrList(&r.members, "CommitStep.members", kMaxMembers));
   TC_RETURN_IF_ERROR(d.Finish());
   return r;
 }

@@ -36,7 +36,7 @@
 namespace tierckpt::wire {
 
 inline constexpr uint32_t kFrameMagic = 0x504B4354;
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kFrameHeaderSize = 16;
 // Large enough for the biggest manifest (kMaxManifestBytes, 64 MiB) in a
 // CommitStep or Show response, or a CommitStep request naming ~1M objects.
@@ -173,6 +173,10 @@ struct CommitStepRequest {
   uint32_t world_size = 0;
   bool persist = false;                       // persist this step to durable
   std::vector<std::string> expected_objects;  // empty: every sealed object
+  // The nodes the step spans (docs/multinode.md): empty or this node alone
+  // for a step written on one node. With several, the agent commits each
+  // other member's part through the peers first and its own last.
+  std::vector<std::string> members;
   std::string Encode() const;
   static Result<CommitStepRequest> Decode(std::string_view p);
 };

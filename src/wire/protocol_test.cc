@@ -36,7 +36,7 @@ TEST(ProtocolTest, HeaderRoundTripIsLittleEndian) {
   h.payload_len = 0x00000a0b;
   uint8_t buf[kFrameHeaderSize];
   EncodeHeader(h, buf);
-  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 1, 0, 5, 0x80,
+  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 2, 0, 5, 0x80,
                                               4,   3,   2,   1,   0x0b, 0x0a, 0, 0};
   EXPECT_EQ(std::memcmp(buf, expected, kFrameHeaderSize), 0);
   auto d = DecodeHeader(buf);
@@ -165,7 +165,13 @@ TEST(ProtocolTest, CommitStepRoundTrip) {
   EXPECT_EQ(r->world_size, 8u);
   EXPECT_TRUE(r->persist);
   EXPECT_EQ(r->expected_objects, c.expected_objects);
+  EXPECT_TRUE(r->members.empty());
   ExpectStrict(c);
+  CommitStepRequest spans{"job1", 12, 8, false, {}, {"n1", "n2"}};
+  auto r3 = CommitStepRequest::Decode(spans.Encode());
+  ASSERT_TRUE(r3.ok()) << r3.status().ToString();
+  EXPECT_EQ(r3->members, spans.members);
+  ExpectStrict(spans);
   CommitStepRequest empty{"job1", 0, 0, false, {}};
   auto r2 = CommitStepRequest::Decode(empty.Encode());
   ASSERT_TRUE(r2.ok());

@@ -16,18 +16,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view payload(reinterpret_cast<const char*>(data + 1), size - 1);
   static constexpr PeerMsg kRequests[] = {PeerMsg::kGetManifest, PeerMsg::kListSteps, PeerMsg::kGetObject,
-                                          PeerMsg::kReplicate};
-  switch (data[0] % 6) {
+                                          PeerMsg::kReplicate, PeerMsg::kPersistPart};
+  switch (data[0] % 7) {
     case 0:
     case 1:
     case 2:
-    case 3: {
-      const PeerMsg type = kRequests[data[0] % 4];
+    case 3:
+    case 4: {
+      const PeerMsg type = kRequests[data[0] % 5];
       auto r = tierckpt::agent::DecodePeerRequest(type, payload);
       if (r.ok() && tierckpt::agent::EncodePeerRequest(type, *r) != payload) std::abort();
       break;
     }
-    case 4: {
+    case 5: {
       tierckpt::Status s = tierckpt::agent::DecodePeerError(payload);
       if (s.ok()) std::abort();  // an error reply never decodes to Ok
       break;

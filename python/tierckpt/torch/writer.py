@@ -16,7 +16,11 @@ A save, per rank (all ranks of a node share that node's agent):
 * ``finish`` (coordinator): write ``.metadata`` — the pickled DCP Metadata
   with ``storage_data`` filled, exactly as FileSystemWriter writes it — then
   ``Commit`` the step with the world size and the persist flag. A persisted
-  step directory is therefore loadable by the stock FileSystemReader.
+  step directory is therefore loadable by the stock FileSystemReader. When
+  the ranks reached several nodes' agents (their local plans report each
+  agent's node id), the commit names those nodes: the coordinator's agent
+  commits every other node's part through the peers, its own last
+  (docs/multinode.md).
 
 Any failure aborts the step, so a failed save never becomes visible and the
 previous step stays loadable.
@@ -201,19 +205,34 @@ class TieredWriter(StorageWriter, AsyncStager):
         return dataclasses.replace(plan, storage_data=_RankPlan(self.rank, c.node_id, c.socket_path))
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
-        nodes: dict[str, list[int]] = {}
-        for p in plans:
-            if isinstance(p.storage_data, _RankPlan):
-                nodes.setdefault(p.storage_data.node, []).append(p.storage_data.rank)
         if self.config.world_size is not None and len(plans) != self.config.world_size:
             raise ValueError(f"step {self.checkpoint_id} is being saved by {len(plans)} ranks but "
                              f"CheckpointConfig.world_size is {self.config.world_size}")
-        if len(nodes) > 1:
-            where = "; ".join(f"node {n}: ranks {sorted(r)}" for n, r in sorted(nodes.items()))
-            raise ValueError(f"the ranks of this save talk to {len(nodes)} different agents ({where}); "
-                             "a step spanning nodes needs peer replication (issue 5). Save from one node, "
-                             "or run one agent for all ranks")
+        # Membership comes from the job: each rank reported its agent's node id. A step whose ranks
+        # reached several agents is committed on each of them, this node's part last (docs/multinode.md).
+        self._plan_nodes = [p.storage_data.node if isinstance(p.storage_data, _RankPlan) else None for p in plans]
+        sockets: dict[str, set[str]] = {}
+        for p in plans:
+            if isinstance(p.storage_data, _RankPlan):
+                sockets.setdefault(p.storage_data.node, set()).add(p.storage_data.socket)
+        if not all(isinstance(p.storage_data, _RankPlan) for p in plans):
+            raise ValueError(f"step {self.checkpoint_id}: some ranks did not report their agent; every rank "
+                             "must save with a TieredWriter")
+        for node, paths in sockets.items():
+            if len(paths) > 1:
+                raise ValueError(f"step {self.checkpoint_id}: ranks reached {len(paths)} agents that all call "
+                                 f"themselves node {node!r} ({', '.join(sorted(paths))}); give each node's agent "
+                                 "its own --node-id")
         return plans
+
+    def _members(self, results: list[list[WriteResult]]) -> list[str]:
+        """The nodes the step spans: those whose ranks wrote objects, and this (the coordinator's) node."""
+        nodes = getattr(self, "_plan_nodes", None) or []
+        members = {self._client().node_id}
+        for i, rank_results in enumerate(results):
+            if rank_results and i < len(nodes) and nodes[i] is not None:
+                members.add(nodes[i])
+        return sorted(members) if len(members) > 1 else []
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         c = self._client()
@@ -250,7 +269,11 @@ class TieredWriter(StorageWriter, AsyncStager):
             # Every rank sealed its objects before reporting its results, so committing "every sealed
             # object" commits exactly them — plus any sealed leftovers of an earlier failed attempt at
             # this step number, which nothing references.
-            self.manifest = c.commit(self.namespace, self.step, world_size=world_size, persist=self.persist)
+            members = self._members(results)
+            if members:
+                log.info("tierckpt: committing %s across nodes %s", self.checkpoint_id, ", ".join(members))
+            self.manifest = c.commit(self.namespace, self.step, world_size=world_size, persist=self.persist,
+                                     members=members)
             committed = {o.name for o in self.manifest.objects}
             missing = {info.relative_path for info in storage.values()} - committed
             if missing:

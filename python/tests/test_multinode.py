@@ -1,0 +1,201 @@
+"""Steps spanning nodes (docs/multinode.md): real torch ranks in one gloo group
+save through several real agents, one per "node", each with its own tmpfs
+root, port and socket, listed in one hostfile with one cluster secret and
+sharing one durable directory.
+
+Ranks 0-1 talk to node n1's agent and ranks 2-3 to n2's; n3 runs an agent
+with no ranks that holds n2's replicas (R = 2, ring n1 → n2 → n3 → n1).
+"""
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import time
+import uuid
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader
+
+from conftest import Agent, run_ranks
+from tierckpt import agent as tc_agent
+from tierckpt.torch import TieredReader, TieredWriter
+
+ROWS, COLS = 12, 5
+
+
+def _full(name: str) -> torch.Tensor:
+    g = torch.Generator().manual_seed(sum(map(ord, name)))
+    return torch.randn(ROWS, COLS, generator=g)
+
+
+def _state(world):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (world,))
+    return {
+        "w": distribute_tensor(_full("w"), mesh, [Shard(0)]),
+        "cols": distribute_tensor(_full("cols"), mesh, [Shard(1)]),
+        "replicated": _full("replicated"),  # written once (deduplicated), read by every rank
+        "meta": {"step": 10, "note": "multinode"},
+    }
+
+
+def _save(rank, world, cfgs, step, persist):
+    dcp.save(_state(world), storage_writer=TieredWriter(cfgs[rank], step, persist=persist))
+
+
+def _load_and_check(rank, world, cfgs, step):
+    from torch.distributed.tensor import DTensor
+
+    target = _state(world)
+    for v in target.values():
+        if isinstance(v, DTensor):
+            v.to_local().zero_()
+    target["replicated"].zero_()
+    target["meta"] = {"step": 0, "note": ""}
+    dcp.load(target, storage_reader=TieredReader(cfgs[rank], step))
+    for name in ("w", "cols"):
+        assert torch.equal(target[name].full_tensor(), _full(name)), f"{name} differs on rank {rank}"
+    assert torch.equal(target["replicated"], _full("replicated")), f"replicated differs on rank {rank}"
+    assert target["meta"] == {"step": 10, "note": "multinode"}
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+class Cluster:
+    def __init__(self, tmp_path, n=3, extra=()):
+        self.tmp_path = tmp_path
+        self.durable = tmp_path / "durable"
+        self.secret = tmp_path / "secret"
+        self.secret.write_bytes(b"multinode-test-cluster-secret\n")
+        self.secret.chmod(0o600)
+        self.hostfile = tmp_path / "hosts"
+        ports = _free_ports(n)
+        self.hostfile.write_text("".join(f"n{i + 1} 127.0.0.1:{p}\n" for i, p in enumerate(ports)))
+        self.extra = list(extra)
+        self.nodes: dict[str, Agent] = {}
+        self.all: list[Agent] = []
+        for i in range(n):
+            self.start(f"n{i + 1}")
+
+    def start(self, node) -> Agent:
+        workdir = self.tmp_path / f"{node}-{uuid.uuid4().hex[:6]}"
+        workdir.mkdir()
+        a = Agent(workdir, ["--memory-budget", "256MiB", "--node-id", node, "--peers", str(self.hostfile),
+                            "--peer-secret-file", str(self.secret), *self.extra])
+        a.durable = self.durable  # one durable base for the whole job
+        self.nodes[node] = a
+        self.all.append(a)
+        return a.start()
+
+    def replace(self, node) -> Agent:
+        """SIGKILLs node's agent and starts a fresh one (empty root) with the same id and port."""
+        self.nodes[node].kill()
+        return self.start(node)
+
+    def configs(self, ns, ranks_per_node=2, nodes=("n1", "n2")):
+        return [self.nodes[n].config(ns) for n in nodes for _ in range(ranks_per_node)]
+
+    def close(self):
+        for a in self.all:
+            if a.proc and a.proc.poll() is None:
+                a.proc.send_signal(signal.SIGCONT)
+            a.kill()
+            import shutil
+            shutil.rmtree(a.root, ignore_errors=True)
+        tc_agent._clients.clear()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    made = []
+
+    def make(*extra):
+        c = Cluster(tmp_path, extra=extra)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def _durable_manifest(c: Cluster, ns, step):
+    return json.loads((c.durable / ns / f"step_{step:010d}" / "_tierckpt_manifest.json").read_text())
+
+
+def _stock_load(c: Cluster, ns, step):
+    target = {"w": torch.zeros(ROWS, COLS), "cols": torch.zeros(ROWS, COLS), "replicated": torch.zeros(ROWS, COLS),
+              "meta": {"step": 0, "note": ""}}
+    dcp.load(target, storage_reader=FileSystemReader(str(c.durable / ns / f"step_{step:010d}")), no_dist=True)
+    for name in ("w", "cols", "replicated"):
+        assert torch.equal(target[name], _full(name)), name
+    assert target["meta"] == {"step": 10, "note": "multinode"}
+
+
+def test_a_step_saved_through_two_nodes_loads_everywhere_and_persists_as_one_stock_dcp_step(cluster, tmp_path):
+    c = cluster()
+    cfgs = c.configs("span")
+    run_ranks(tmp_path, 4, _save, cfgs, 10, True)
+    # Each node holds its own part in memory; the coordinator's answer listed both.
+    for node in ("n1", "n2"):
+        assert c.nodes[node].steps("span")[10]["memory"] == "committed", node
+    deadline = time.time() + 60
+    while not (c.durable / "span" / "step_0000000010" / "_tierckpt_manifest.json").exists():
+        assert time.time() < deadline, c.nodes["n1"].log_text()[-3000:]
+        time.sleep(0.1)
+    m = _durable_manifest(c, "span", 10)
+    assert m["members"] == ["n1", "n2"]
+    assert {o["node"] for o in m["objects"]} == {"n1", "n2"}
+    assert (c.durable / "span" / "step_0000000010" / "_tierckpt_part.n2.json").exists()
+    _stock_load(c, "span", 10)
+    # Every rank loads, including the deduplicated tensors the other node wrote.
+    run_ranks(tmp_path, 4, _load_and_check, cfgs, 10)
+    # Swapped: every rank now reads what ranks of the other node wrote. n2 holds n1's replica already;
+    # n1 fetches n2's part from n2.
+    run_ranks(tmp_path, 4, _load_and_check, c.configs("span", nodes=("n2", "n1")), 10)
+    log = c.nodes["n1"].log_text()
+    assert "part_fetched" in log and "origin=n2" in log, log[-3000:]
+
+
+def test_a_replaced_node_loads_its_part_from_its_replica_holder(cluster, tmp_path):
+    c = cluster()
+    cfgs = c.configs("replace")
+    run_ranks(tmp_path, 4, _save, cfgs, 10, False)  # memory only: nothing durable to fall back on
+    assert not (c.durable / "replace").exists()
+    c.replace("n2")
+    cfgs = c.configs("replace")
+    run_ranks(tmp_path, 4, _load_and_check, cfgs, 10)
+    log = c.nodes["n2"].log_text()
+    assert "restored_from_peer" in log and "peer=n3" in log, log[-3000:]
+
+
+def test_a_member_cut_off_during_persistence_is_taken_over_by_its_replica_holder(cluster, tmp_path):
+    c = cluster("--takeover-after", "1", "--peer-timeout-ms", "1500")
+    cfgs = c.configs("takeover")
+    run_ranks(tmp_path, 4, _save, cfgs, 10, False)
+    n2 = c.nodes["n2"]
+    n2.proc.send_signal(signal.SIGSTOP)  # n2 is cut off: alive, silent
+    try:
+        r = c.nodes["n1"].cli("persist", "takeover", "10", "--wait", "--timeout", "90")
+        assert r.returncode == 0
+        m = _durable_manifest(c, "takeover", 10)
+        assert m["members"] == ["n1", "n2"]
+        _stock_load(c, "takeover", 10)
+        log = c.nodes["n3"].log_text()
+        assert "part_taken_over" in log and "origin=n2" in log, log[-3000:]
+        assert "part_takeover" in c.nodes["n1"].log_text()
+    finally:
+        n2.proc.send_signal(signal.SIGCONT)

@@ -43,6 +43,10 @@ struct Manifest {
   // memory tier a node's manifest lists its own objects (its "part"); the
   // durable manifest lists every part's objects, each with its writer node.
   std::vector<std::string> members;
+  // Where the step's replicas are: a compact "tierckpt.placement" JSON
+  // object (docs/placement.md) when the agents replicate, else "". Checked
+  // here as a JSON object only; src/cluster/placement_json.h parses it.
+  std::string placement;
   std::vector<ObjectEntry> objects;  // sorted by name
 
   uint64_t TotalBytes() const;

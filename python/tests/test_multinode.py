@@ -199,3 +199,29 @@ def test_a_member_cut_off_during_persistence_is_taken_over_by_its_replica_holder
         assert "part_takeover" in c.nodes["n1"].log_text()
     finally:
         n2.proc.send_signal(signal.SIGCONT)
+
+
+def _load_agreed(rank, world, cfgs, want):
+    from tierckpt.torch import agreed_step, latest_step
+
+    mine = latest_step(cfgs[rank])
+    step = agreed_step(cfgs[rank])
+    assert step == want, f"rank {rank}: agreed on {step}, its own newest is {mine}"
+    _load_and_check(rank, world, cfgs, step)
+
+
+def test_ranks_agree_on_the_newest_step_every_node_can_load(cluster, tmp_path):
+    c = cluster()
+    cfgs = c.configs("agree")
+    run_ranks(tmp_path, 4, _save, cfgs, 10, True)
+    c.nodes["n1"].cli("persist", "agree", "10", "--wait", "--timeout", "60")
+    run_ranks(tmp_path, 4, _save, cfgs, 11, False)  # memory only
+    # n2 and the holder of its replicas (n3) are both lost: n2's part of step 11 is gone,
+    # step 10 is whole in the durable tier.
+    c.replace("n3")
+    c.replace("n2")
+    cfgs = c.configs("agree")
+    assert tc_agent.client(cfgs[0]).latest_step("agree") == 11  # n1 alone would pick 11
+    run_ranks(tmp_path, 4, _load_agreed, cfgs, 10)
+    log = c.nodes["n2"].log_text()
+    assert "peer_restore_failed" in log and "next=durable" in log, log[-3000:]

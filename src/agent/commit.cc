@@ -5,12 +5,18 @@
 #include <map>
 #include <set>
 
+#include "cluster/placement_json.h"
+
 namespace tierckpt::agent {
 
 Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest& req) {
+  StepSpan span;
+  span.members = req.members;
+  const bool replicated = d.replicator != nullptr && !d.replicator->holders().empty();
+  if (replicated) span.placement = cluster::PlacementToJsonText(d.replicator->placement());
   TC_ASSIGN_OR_RETURN(Manifest m,
-                      d.tier->CommitStep(req.ns, req.step, req.world_size, req.persist, req.expected_objects, req.members));
-  if (d.replicator == nullptr || d.replicator->holders().empty()) return m;
+                      d.tier->CommitStep(req.ns, req.step, req.world_size, req.persist, req.expected_objects, span));
+  if (!replicated) return m;
   if (d.ack == ReplicaAck::kAll) {
     // The step stays committed here either way; the error tells the writer
     // the replicas it asked for are missing (docs/replication.md).
@@ -53,6 +59,7 @@ Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view
   merged.step = first.step;
   merged.node = std::string(node);
   merged.members = first.members;
+  merged.placement = first.placement;
   std::map<std::string, const ObjectEntry*> objects;
   for (const Manifest& p : parts) {
     merged.world_size = std::max(merged.world_size, p.world_size);

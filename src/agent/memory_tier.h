@@ -170,6 +170,15 @@ struct MemoryVerifyResult {
   Manifest manifest;
 };
 
+// What a commit records beyond its objects (multi-node).
+struct StepSpan {
+  // The nodes the step spans (docs/multinode.md), this node among them;
+  // empty for a step on this node only.
+  std::vector<std::string> members;
+  // The replica placement as "tierckpt.placement" JSON (docs/placement.md); "" = none.
+  std::string placement;
+};
+
 struct PersistLease {
   StepPin pin;
   Manifest manifest;
@@ -204,11 +213,10 @@ class MemoryTier {
   Status SealObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
                     std::string_view checksum);
   // expected empty: every created object. persist: also persist to durable.
-  // members: the nodes the step spans (docs/multinode.md), this node among
-  // them, recorded in the manifest; empty for a step on this node only.
+  // span: the nodes the step spans and its replica placement, recorded in
+  // the manifest (StepSpan).
   Result<Manifest> CommitStep(std::string_view ns, uint64_t step, uint32_t world_size, bool persist,
-                              const std::vector<std::string>& expected,
-                              const std::vector<std::string>& members = {});
+                              const std::vector<std::string>& expected, const StepSpan& span = {});
   // Drops an uncommitted step (ok if absent).
   Status AbortStep(std::string_view ns, uint64_t step);
   // The connection closed: drop the uncommitted steps it wrote that have no

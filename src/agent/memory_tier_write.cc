@@ -235,9 +235,9 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
 
 Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint32_t world_size,
                                         bool persist, const std::vector<std::string>& expected,
-                                        const std::vector<std::string>& members) {
+                                        const StepSpan& step_span) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
-  std::vector<std::string> span = members;
+  std::vector<std::string> span = step_span.members;
   std::sort(span.begin(), span.end());
   span.erase(std::unique(span.begin(), span.end()), span.end());
   if (span.size() == 1 && span[0] == options_.node_id) span.clear();
@@ -313,6 +313,7 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   m.created_unix_ms = NowUnixMs();
   m.node = options_.node_id;
   m.members = span;
+  m.placement = step_span.placement;
   for (const auto& [n, o] : s->objects) {
     if (o.check == CheckState::kMismatch) {
       return Corruption("object " + label + "/" + n + " was sealed with checksum " + o.expected +

@@ -9,6 +9,7 @@
 
 #include "agent/commit.h"
 #include "agent/peer_test_nodes.h"
+#include "cluster/placement_json.h"
 #include "common/names.h"
 #include "store/mem_store.h"
 
@@ -73,6 +74,10 @@ TEST_F(MultiNodeTest, EveryMemberCommitsItsPartAndTheMergedManifestListsAllObjec
     EXPECT_EQ(part->members, whole->members) << node;
     EXPECT_EQ(part->objects.size(), 2u) << node;
   }
+  // The placement is recorded: who holds each node's replicas.
+  Result<cluster::Placement> placement = cluster::ParsePlacementJson(whole->placement, "the merged manifest");
+  ASSERT_TRUE(placement.ok()) << placement.status().ToString();
+  EXPECT_EQ(placement->HoldersOf("n1"), (std::vector<std::string>{"n1", "n2"}));
   // Each part is replicated to its ring successor as any commit: n2 holds n1's, n3 holds n2's.
   EXPECT_TRUE((*nodes["n2"]->replica_tiers->Get("n1", false))->HasCommitted("job", 7));
   EXPECT_TRUE((*nodes["n3"]->replica_tiers->Get("n2", false))->HasCommitted("job", 7));

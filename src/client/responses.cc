@@ -96,7 +96,8 @@ Result<uint64_t> NewestCommittedStep(const std::vector<StepSummary>& steps, std:
   std::optional<uint64_t> newest;
   for (const StepSummary& s : steps) {
     if (s.ns != ns) continue;
-    if (s.memory != "committed" && s.durable != "committed") continue;
+    // "peer": committed in a replica holder's memory (a replaced node's steps).
+    if (s.memory != "committed" && s.memory != "peer" && s.durable != "committed") continue;
     if (!newest || s.step > *newest) newest = s.step;
   }
   if (!newest) return NotFound("no committed step of namespace " + std::string(ns) + " in any tier");

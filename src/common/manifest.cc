@@ -42,6 +42,10 @@ std::string Manifest::ToJson() const {
   j["created_unix_ms"] = created_unix_ms;
   j["node"] = node;
   if (!members.empty()) j["members"] = members;
+  if (!placement.empty()) {
+    json pl = json::parse(placement, nullptr, /*allow_exceptions=*/false);
+    if (!pl.is_discarded()) j["placement"] = std::move(pl);
+  }
   j["total_bytes"] = TotalBytes();
   json objs = json::array();
   for (const auto& o : objects) {
@@ -70,6 +74,10 @@ Status Manifest::Validate() const {
     if (i > 0 && members[i] <= members[i - 1]) {
       return InvalidArgument("members are not sorted or repeat \"" + members[i] + "\"");
     }
+  }
+  if (!placement.empty()) {
+    json pl = json::parse(placement, nullptr, /*allow_exceptions=*/false);
+    if (pl.is_discarded() || !pl.is_object()) return InvalidArgument("placement is not a JSON object");
   }
   if (!members.empty() && !std::binary_search(members.begin(), members.end(), node)) {
     return InvalidArgument("node \"" + node + "\" is not among the step's members");
@@ -130,6 +138,10 @@ Result<Manifest> Manifest::Parse(std::string_view text, std::string_view source)
       if (!n.is_string()) return Bad(source, "field \"members\" must be an array of node ids");
       m.members.push_back(n.get<std::string>());
     }
+  }
+  if (auto pl = j.find("placement"); pl != j.end()) {
+    if (!pl->is_object()) return Bad(source, "field \"placement\" must be an object");
+    m.placement = pl->dump();
   }
   auto objs = j.find("objects");
   if (objs == j.end() || !objs->is_array()) return Bad(source, "field \"objects\" must be an array");

@@ -43,6 +43,21 @@ TEST(ManifestTest, MembersRoundTripAndAreOmittedForOneNode) {
   EXPECT_EQ(parsed->objects[1].node, "node-b");
 }
 
+TEST(ManifestTest, PlacementRoundTripsAsAnObject) {
+  Manifest m = Sample();
+  m.placement = R"({"format":"tierckpt.placement","replicas":2})";
+  const std::string text = m.ToJson();
+  EXPECT_NE(text.find("\"placement\": {"), std::string::npos) << text;
+  auto parsed = Manifest::Parse(text, "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->placement, m.placement);
+  m.placement = "[1, 2]";
+  EXPECT_FALSE(m.Validate().ok());
+  std::string bad = Sample().ToJson();
+  bad.replace(bad.find("\"total_bytes\""), 0, "\"placement\": \"n2\", ");
+  EXPECT_EQ(Manifest::Parse(bad, "src").status().code(), Code::kCorruption);
+}
+
 TEST(ManifestTest, RejectsBadMembers) {
   auto bad = [](std::vector<std::string> members, std::string object_node, const char* want) {
     Manifest m = Sample();

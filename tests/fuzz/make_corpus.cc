@@ -98,6 +98,8 @@ Status WriteCorpus(const std::string& root) {
       {"req_commit_step",
        Request(MsgType::kCommitStep,
                CommitStepRequest{ns, 1200, 4, true, {".metadata", object}}.Encode())},
+      {"req_commit_step_across_nodes",
+       Request(MsgType::kCommitStep, CommitStepRequest{ns, 1200, 4, false, {}, {"node-a", "node-b"}}.Encode())},
       {"req_abort_step", Request(MsgType::kAbortStep, step(1201))},
       {"req_list", Request(MsgType::kList, wire::ListRequest{"", true}.Encode())},
       {"req_show", Request(MsgType::kShow, step(1200))},
@@ -129,6 +131,12 @@ Status WriteCorpus(const std::string& root) {
 
   TC_RETURN_IF_ERROR(Write(manifests, "small.json", SampleManifest(1).ToJson()));
   TC_RETURN_IF_ERROR(Write(manifests, "several.json", SampleManifest(6).ToJson()));
+  Manifest across = SampleManifest(3);  // a step spanning nodes, merged from its parts
+  across.members = {"node-a", "node-b"};
+  across.placement = R"({"format":"tierckpt.placement","version":1,"replicas":2,"spacing":1,)"
+                     R"("ring":["node-a","node-b"],"nodes":[{"node":"node-a","replicas":["node-b"]},)"
+                     R"({"node":"node-b","replicas":["node-a"]}]})";
+  TC_RETURN_IF_ERROR(Write(manifests, "across_nodes.json", across.ToJson()));
   // Compact, keys in another order, no total_bytes: still valid.
   TC_RETURN_IF_ERROR(Write(manifests, "compact.json",
                            "{\"version\":1,\"format\":\"tierckpt.manifest\",\"step\":9999999999,"

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 MAGIC = 0x504B4354
+VERSION = 2  # kProtocolVersion (src/wire/protocol.h)
 
 
-def frame(msg_type, payload=b"", request_id=1, magic=MAGIC, version=1, length=None):
+def frame(msg_type, payload=b"", request_id=1, magic=MAGIC, version=VERSION, length=None):
     n = len(payload) if length is None else length
     return struct.pack("<IHHII", magic, version, msg_type, request_id, n) + payload
 
@@ -152,7 +153,7 @@ def test_foreign_user_is_rejected(agents):
             "s=socket.socket(socket.AF_UNIX);s.settimeout(10);s.connect(sys.argv[1])\n"
             "p=struct.pack('<I',1)+struct.pack('<I',1)+b'x'\n"
             "try:\n"
-            "    s.sendall(struct.pack('<IHHII',0x504B4354,1,1,1,len(p))+p)\n"
+            f"    s.sendall(struct.pack('<IHHII',0x504B4354,{VERSION},1,1,len(p))+p)\n"
             "    d=s.recv(64)\n"
             "except (ConnectionResetError, BrokenPipeError):\n"
             "    d=b''\n"

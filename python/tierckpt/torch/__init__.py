@@ -19,7 +19,7 @@ import torch as _torch
 from ..config import CheckpointConfig
 from ..errors import CorruptionError, TierckptError
 from ._inflight import SaveInFlightError
-from .api import latest_step, list_steps, wait_durable
+from .api import agreed_step, latest_step, list_steps, wait_durable
 from .reader import TieredReader
 from .writer import TieredWriter
 
@@ -30,6 +30,7 @@ __all__ = [
     "TierckptError",
     "TieredReader",
     "TieredWriter",
+    "agreed_step",
     "latest_step",
     "list_steps",
     "wait_durable",

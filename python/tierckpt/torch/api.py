@@ -5,7 +5,9 @@ from .. import agent
 from ..config import CheckpointConfig
 from ._ids import check_step
 
-__all__ = ["latest_step", "list_steps", "wait_durable"]
+__all__ = ["agreed_step", "latest_step", "list_steps", "wait_durable"]
+
+_LOADABLE_MEMORY = ("committed", "peer")  # "peer": held by a replica holder of this node
 
 
 def latest_step(config: CheckpointConfig) -> int | None:
@@ -30,3 +32,25 @@ def wait_durable(config: CheckpointConfig, step: int, timeout_s: float = 0.0) ->
     """
     config = config.resolve()
     agent.client(config).wait_durable(config.namespace, check_step(step), timeout_s)
+
+
+def agreed_step(config: CheckpointConfig, group=None) -> int | None:
+    """The newest step that every rank of the job can load, or None when there is none.
+
+    A collective: every rank of ``group`` (default: the default process group) must call it.
+    Each rank lists the steps its own node's agent can serve — committed in its memory, held by
+    a replica holder of its node, or committed in the durable tier — and the ranks take the newest
+    step in all of their lists. So a step whose commit failed on some node, or that a replaced
+    node can get from nowhere, is skipped for the one before it. Without an initialized process
+    group it is the newest step this process can load.
+    """
+    import torch.distributed as dist
+
+    mine = sorted({s.step for s in list_steps(config)
+                   if s.memory in _LOADABLE_MEMORY or s.durable == "committed"})
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+        return mine[-1] if mine else None
+    views: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(views, mine, group=group)
+    common = set(views[0]).intersection(*views[1:])
+    return max(common) if common else None

@@ -197,7 +197,8 @@ class TieredReader(StorageReader):
         if len(steps) > 1:
             raise RuntimeError(f"the ranks of this load resolved different steps of {self.namespace!r} "
                                f"({sorted(steps)}): a save committed while they looked for the newest one. "
-                               "Pass step= explicitly (e.g. the value of tierckpt.torch.latest_step on rank 0)")
+                               "Pass step= explicitly: tierckpt.torch.agreed_step(cfg), called on every rank, gives the "
+                               "newest step every rank can load")
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:

@@ -1,0 +1,1 @@
+"""Drop-in names of other checkpointing APIs over tierckpt: ``tierckpt.compat.sagemaker``."""

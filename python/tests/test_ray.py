@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import torch.distributed.checkpoint as dcp
 
 ray = pytest.importorskip("ray", reason="Ray is installed by scripts/setup.sh (requirements-dev.txt)")
@@ -96,3 +97,44 @@ def test_the_seed_ray_example_runs_with_only_its_imports_changed(agents, tmp_pat
     _run("sagemaker_ray_train.py", agent, env=env)
     commits = [line for line in agent.log_text()[log_before:].splitlines() if "event=commit " in line]
     assert commits and all("step=25 " in line for line in commits), commits
+
+
+def test_ray_eviction_of_a_reported_checkpoint_deletes_an_s3_durable_step(tmp_path, monkeypatch):
+    """Ray's own eviction code (the function its CheckpointManager calls for num_to_keep) on the
+    Checkpoint tierckpt.ray hands Ray, with the durable tier on a real S3 server (moto)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
+    from conftest import Agent
+    from s3_server import DUMMY_KEYS, MotoServer, isolated_aws_env
+    from ray.train.v2._internal.execution.storage import delete_fs_path
+
+    import tierckpt.ray
+    from tierckpt.torch import CheckpointConfig, TieredWriter
+
+    (tmp_path / "moto").mkdir()
+    with MotoServer(log_dir=tmp_path / "moto") as moto:
+        bucket = moto.create_bucket("rayruns")
+        for k, v in {**isolated_aws_env(), **DUMMY_KEYS.env(), "AWS_ENDPOINT_URL": moto.endpoint}.items():
+            monkeypatch.setenv(k, v)
+        for k in [k for k in os.environ if k.startswith("AWS_") and k not in isolated_aws_env()
+                  and k not in DUMMY_KEYS.env() and k != "AWS_ENDPOINT_URL"]:
+            monkeypatch.delenv(k)
+        workdir = tmp_path / "agent"
+        workdir.mkdir()
+        agent = Agent(workdir, ["--memory-budget", "256MiB"])
+        agent.durable = moto.s3_url(bucket, "exp")
+        agent.start()
+        try:
+            cfg = CheckpointConfig("run1", socket=agent.socket, durable=agent.durable, auto_start=False)
+            dcp.save({"w": torch.arange(1000.0)}, storage_writer=TieredWriter(cfg, 5, persist=True), no_dist=True)
+            checkpoint = tierckpt.ray.DurableUpload(cfg, 5)()  # waits for the durable commit
+            assert checkpoint.path == f"{bucket}/exp/run1/step_0000000005"
+            assert tierckpt.ray.DurableUpload(cfg, 5)().path == checkpoint.path  # idempotent
+            s3 = moto.boto3_client()
+            keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="exp/run1/")["Contents"]]
+            assert "exp/run1/step_0000000005/_tierckpt_manifest.json" in keys
+            delete_fs_path(checkpoint.filesystem, checkpoint.path)
+            assert s3.list_objects_v2(Bucket=bucket, Prefix="exp/run1/step_0000000005/").get("KeyCount", 0) == 0
+            assert agent.steps("run1")[5]["durable"] != "committed"
+        finally:
+            agent.kill()
+            shutil.rmtree(agent.root, ignore_errors=True)

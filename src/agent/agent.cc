@@ -31,6 +31,7 @@ std::string JoinIds(const std::vector<std::string>& ids) {
 Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
 
 Agent::~Agent() {
+  if (metrics_server_ != nullptr) metrics_server_->Stop();
   if (service_ != nullptr) service_->Stop();
   StopPeers();
   if (persister_ != nullptr) persister_->Stop(std::chrono::milliseconds(0));
@@ -169,6 +170,10 @@ Status Agent::Start(bool handle_signals) {
     TC_ASSIGN_OR_RETURN(deps.replica_ack, ParseReplicaAck(config_.replica_ack));
   }
   handlers_ = std::make_unique<Handlers>(std::move(deps));
+  if (!config_.metrics_listen.empty()) {
+    metrics_server_ = std::make_unique<MetricsServer>([this] { return Gauges(); });
+    TC_RETURN_IF_ERROR(metrics_server_->Start(config_.metrics_listen));
+  }
   ServiceOptions so;
   so.socket_path = config_.socket_path;
   service_ = std::make_unique<Service>(so, handlers_.get());
@@ -187,6 +192,7 @@ Status Agent::Start(bool handle_signals) {
       .Kv("node", config_.node_id)
       .Kv("keep_last", config_.keep_last)
       .Kv("peers", peer_service_ != nullptr ? peer_service_->address() : "none")
+      .Kv("metrics", metrics_server_ != nullptr ? metrics_server_->address() : "off")
       .Kv("replica_holders", replicator_ != nullptr ? JoinIds(replicator_->holders()) : "")
       .Kv("recovered_steps", static_cast<uint64_t>(report.committed_steps))
       .Kv("recovered_bytes", report.bytes)
@@ -268,6 +274,48 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   }
   peer_service_ = std::make_unique<PeerService>(std::move(pd));
   return peer_service_->Start(listen);
+}
+
+std::vector<Gauge> Agent::Gauges() const {
+  std::vector<Gauge> g;
+  auto add = [&g](std::string name, std::string help, double value,
+                  std::vector<std::pair<std::string, std::string>> labels = {}) {
+    g.push_back(Gauge{std::move(name), std::move(help), std::move(labels), value});
+  };
+  const TierStats t = tier_->Stats();
+  add("tierckpt_memory_budget_bytes", "the memory tier's budget (--memory-budget)", static_cast<double>(t.budget_bytes));
+  add("tierckpt_memory_used_bytes", "bytes the memory tier holds: objects and pooled segments",
+      static_cast<double>(t.used_bytes));
+  add("tierckpt_memory_free_bytes", "budget left", static_cast<double>(t.budget_bytes > t.used_bytes ? t.budget_bytes - t.used_bytes : 0));
+  add("tierckpt_memory_object_bytes", "bytes of object files (steps being written, committed, trash)",
+      static_cast<double>(t.object_bytes));
+  add("tierckpt_memory_pool_bytes", "bytes of recycled segments ready for the next save", static_cast<double>(t.pool_bytes));
+  add("tierckpt_memory_steps", "steps in memory, by state", static_cast<double>(t.committed_steps), {{"state", "committed"}});
+  add("tierckpt_memory_steps", "steps in memory, by state", static_cast<double>(t.writing_steps), {{"state", "writing"}});
+  if (persister_ != nullptr) {
+    add("tierckpt_persist_queue", "steps waiting for or being persisted", static_cast<double>(persister_->queued()), {{"state", "queued"}});
+    add("tierckpt_persist_queue", "steps waiting for or being persisted", static_cast<double>(persister_->running()), {{"state", "running"}});
+  }
+  add("tierckpt_connections", "local client connections", static_cast<double>(service_ != nullptr ? service_->connections() : 0));
+  if (replication_queue_ != nullptr) {
+    add("tierckpt_replication_queue", "replications queued (--replica-ack none)",
+        static_cast<double>(replication_queue_->queued() + replication_queue_->running()));
+  }
+  if (replicas_ != nullptr) {
+    for (const std::string& origin : replicas_->Origins()) {
+      Result<MemoryTier*> r = replicas_->Get(origin, false);
+      if (!r.ok()) continue;
+      const TierStats rs = (*r)->Stats();
+      add("tierckpt_replica_bytes", "bytes of the replicas this node holds, by origin node", static_cast<double>(rs.object_bytes),
+          {{"origin", origin}});
+    }
+  }
+  if (replicator_ != nullptr) {
+    for (const auto& [peer, up] : replicator_->PeerHealth()) {
+      add("tierckpt_peer_up", "1 if the last request to the peer was answered, 0 if it failed", up ? 1 : 0, {{"peer", peer}});
+    }
+  }
+  return g;
 }
 
 void Agent::StopPeers() {

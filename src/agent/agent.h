@@ -21,6 +21,7 @@
 
 #include "agent/config.h"
 #include "agent/handlers.h"
+#include "agent/metrics_server.h"
 #include "agent/memory_tier.h"
 #include "agent/peer_service.h"
 #include "agent/persister.h"
@@ -58,6 +59,8 @@ class Agent {
 
   // Set up by Start, in this order; destroyed in reverse.
   // --peers: the transport, replica tiers, peer service and replicator.
+  // The gauges of a scrape (metrics_server.h): tier, queues, replicas, peers.
+  std::vector<Gauge> Gauges() const;
   Status StartPeers(const MemoryTierOptions& tier_options);
   void StopPeers();
 
@@ -76,6 +79,7 @@ class Agent {
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<Handlers> handlers_;
   std::unique_ptr<Service> service_;
+  std::unique_ptr<MetricsServer> metrics_server_;
 };
 
 // The process exit code for a Start() error: 2 for problems the operator must

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "agent/metrics.h"
 #include "cluster/placement_json.h"
 
 namespace tierckpt::agent {
@@ -14,8 +15,13 @@ Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest
   span.members = req.members;
   const bool replicated = d.replicator != nullptr && !d.replicator->holders().empty();
   if (replicated) span.placement = cluster::PlacementToJsonText(d.replicator->placement());
-  TC_ASSIGN_OR_RETURN(Manifest m,
-                      d.tier->CommitStep(req.ns, req.step, req.world_size, req.persist, req.expected_objects, span));
+  Result<Manifest> committed =
+      d.tier->CommitStep(req.ns, req.step, req.world_size, req.persist, req.expected_objects, span);
+  if (!committed.ok()) {
+    Metrics::Get().commit.Failed();
+    return committed.status();
+  }
+  Manifest m = std::move(committed).value();
   if (!replicated) return m;
   if (d.ack == ReplicaAck::kAll) {
     // The step stays committed here either way; the error tells the writer

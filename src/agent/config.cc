@@ -71,6 +71,9 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--takeover-after", c.takeover_after_s,
                  "seconds a durable step spanning nodes waits for a member's part before asking it, then the "
                  "holders of its replicas, to upload it (default 60)");
+  app.add_option("--metrics-listen", c.metrics_listen,
+                 "serve Prometheus metrics (/metrics) and a readiness probe (/healthz) at HOST:PORT "
+                 "(default off; prefer 127.0.0.1:PORT, docs/operations.md)");
   app.add_option("--parts-wait", c.parts_wait_s,
                  "seconds before a durable step spanning nodes fails for want of parts (default 3600)");
   app.add_flag("--foreground")->description("accepted for compatibility; tierckptd always runs in the foreground");

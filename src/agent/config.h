@@ -32,6 +32,7 @@
 //   takeover_after_s --takeover-after   60 seconds a durable step spanning nodes waits for a member's
 //                                      part before asking it, then its replica holders (1..86400)
 //   parts_wait_s     --parts-wait       3600 seconds before such a step fails for want of parts (1..604800)
+//   metrics_listen   --metrics-listen   "" (off); "127.0.0.1:9464": Prometheus /metrics and /healthz
 //
 // The agent never daemonizes itself; `tierckpt agent start` detaches it.
 //
@@ -83,6 +84,7 @@ struct AgentConfig {
   uint32_t peer_timeout_ms = 30000;
   uint32_t takeover_after_s = 60;
   uint32_t parts_wait_s = 3600;
+  std::string metrics_listen;
   std::string config_file;             // the --config file read, "" if none
 };
 

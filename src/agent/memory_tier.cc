@@ -3,6 +3,8 @@
 // recovery live in memory_tier_*.cc.
 #include "agent/memory_tier.h"
 
+#include "agent/metrics.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -219,6 +221,7 @@ void MemoryTier::DropLocked(const std::string& ns, uint64_t step, std::string_vi
   } else {
     for (const auto& [name, o] : s->objects) files->objects.emplace_back(name, o.size);
   }
+  if (s->committed) Metrics::Get().Dropped(why);
   Log(LogLevel::kInfo, "drop")
       .Kv("ns", ns)
       .Kv("step", step)

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "agent/memory_tier.h"
+
+#include "agent/metrics.h"
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -76,11 +78,13 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
   if (st.ok()) st = PublishLocked(std::string(ns), step, s, m, /*persist_marker=*/false);
   if (!st.ok()) {
     DropLocked(std::string(ns), step, "restore failed");
+    Metrics::Get().restore.Failed();
     return st;
   }
   s->persist = PersistState::kDurable;
   lock.unlock();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  Metrics::Get().restore.Succeeded(m.TotalBytes(), ms / 1e3);
   Log(LogLevel::kInfo, "restore")
       .Kv("ns", ns)
       .Kv("step", step)

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <utility>
 
+#include "agent/metrics.h"
 #include "agent/peer_store.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -228,10 +229,13 @@ Status PeerService::PullReplica(const std::string& origin, const PeerRequest& r)
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!s.ok()) {
+    Metrics::Get().replicate.Failed();
     Log(LogLevel::kWarn, "replica_failed").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Err(s);
     return s.WithContext("holding a replica of " + r.ns + " step " + std::to_string(r.step) + " of node " +
                          origin + " on node " + deps_.node_id);
   }
+  Result<Manifest> held = tier->GetManifest(r.ns, r.step);
+  Metrics::Get().replicate.Succeeded(held.ok() ? held->TotalBytes() : 0, ms / 1e3);
   Log(LogLevel::kInfo, "replica_held").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Kv("ms", ms);
   return Status::Ok();
 }

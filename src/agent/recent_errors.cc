@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "agent/metrics.h"
+
 namespace tierckpt::agent {
 
 uint64_t NowUnixMs() {
@@ -12,6 +14,7 @@ uint64_t NowUnixMs() {
 
 void RecentErrors::Add(std::string event, const Status& status) {
   if (status.ok()) return;
+  Metrics::Get().Error(event);
   ErrorRecord r;
   r.unix_ms = NowUnixMs();
   r.event = std::move(event);

@@ -48,14 +48,24 @@ Result<std::string> Replicator::Call(const std::string& node, PeerMsg type, std:
                                      peer::Millis reply_timeout) {
   std::optional<std::string> address = AddressOf(node);
   if (!address) return NotFound("node " + node + " is not in the peer list (--peers); add it to every agent's hostfile");
-  TC_ASSIGN_OR_RETURN(std::unique_ptr<peer::Connection> conn, transport_->Connect(*address, timeout_, node));
+  Result<std::unique_ptr<peer::Connection>> connected = transport_->Connect(*address, timeout_, node);
+  {
+    std::lock_guard lock(health_mu_);
+    health_[node] = connected.ok();
+  }
+  if (!connected.ok()) return connected.status();
+  std::unique_ptr<peer::Connection> conn = std::move(connected).value();
   peer::Frame f;
   f.type = static_cast<uint16_t>(type);
   f.request_id = 1;
   f.payload = std::move(payload);
   TC_RETURN_IF_ERROR(conn->Send(f));
   Result<peer::Message> m = conn->Receive(reply_timeout);
-  if (!m.ok()) return m.status();
+  if (!m.ok()) {
+    std::lock_guard lock(health_mu_);
+    health_[node] = false;
+    return m.status();
+  }
   if (m->kind != peer::Message::Kind::kControl) return ProtocolError(conn->Describe() + " answered with a stream");
   if (m->frame.type == static_cast<uint16_t>(PeerMsg::kError)) return DecodePeerError(m->frame.payload);
   if (m->frame.type != static_cast<uint16_t>(want)) {
@@ -148,6 +158,11 @@ Result<Manifest> Replicator::ManifestFromPeers(std::string_view ns, uint64_t ste
   }
   return NotFound("no replica holder of node " + node_id_ + " has " + std::string(ns) + " step " +
                   std::to_string(step) + (tried.empty() ? std::string() : " (" + tried + ")"));
+}
+
+std::map<std::string, bool> Replicator::PeerHealth() const {
+  std::lock_guard lock(health_mu_);
+  return health_;
 }
 
 // ---- Steps spanning nodes ----

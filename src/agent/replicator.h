@@ -23,6 +23,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,6 +71,10 @@ class Replicator {
   // The manifest of this node's (ns, step) from the first holder that has it.
   Result<Manifest> ManifestFromPeers(std::string_view ns, uint64_t step);
 
+  // Whether the last request to each peer this agent sent got an answer
+  // (true) or failed to reach it (false); peers never asked are absent.
+  std::map<std::string, bool> PeerHealth() const;
+
   // ---- Steps spanning nodes ----
   // The holders of node's replicas, replica 1 first (node itself excluded).
   std::vector<std::string> HoldersOf(std::string_view node) const;
@@ -114,6 +119,8 @@ class Replicator {
   const std::string node_id_;
   const std::vector<std::string> holders_;
   const peer::Millis timeout_;
+  mutable std::mutex health_mu_;
+  std::map<std::string, bool> health_;  // guarded by health_mu_
 };
 
 }  // namespace tierckpt::agent

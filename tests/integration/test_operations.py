@@ -1,0 +1,123 @@
+"""Operations (docs/operations.md): the agent's Prometheus endpoint scraped by a real
+Prometheus server (Debian's `prometheus`, installed by scripts/setup.sh), the
+exposition checked by `promtool`, and the series moving after a save."""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def require(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is not installed: run scripts/setup.sh (it installs Debian's prometheus)", pytrace=False)
+    return path
+
+
+class Prometheus:
+    def __init__(self, tmp_path, target: str):
+        self.port = free_port()
+        self.dir = tmp_path / "prometheus"
+        self.dir.mkdir()
+        config = self.dir / "prometheus.yml"
+        config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                          "scrape_configs:\n  - job_name: tierckpt\n    static_configs:\n"
+                          f"      - targets: ['{target}']\n")
+        self.log = self.dir / "prometheus.log"
+        with open(self.log, "wb") as logf:
+            self.proc = subprocess.Popen(
+                [require("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}"],
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
+
+    def query(self, expr: str) -> list[dict]:
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        try:
+            code, body = http_get(url)
+        except OSError:
+            return []
+        if code != 200:
+            return []
+        return json.loads(body)["data"]["result"]
+
+    def value(self, expr: str) -> float | None:
+        result = self.query(expr)
+        return float(result[0]["value"][1]) if result else None
+
+    def wait_for(self, expr: str, pred, timeout=60.0, what=""):
+        deadline = time.time() + timeout
+        v = None
+        while time.time() < deadline:
+            v = self.value(expr)
+            if v is not None and pred(v):
+                return v
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            time.sleep(0.5)
+        raise AssertionError(f"{what or expr}: last value {v} after {timeout} s\n{self.log.read_text()[-2000:]}")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def test_prometheus_scrapes_the_agent_and_the_series_move_after_a_save(agents, tmp_path):
+    port = free_port()
+    agent = agents("--memory-budget", "128MiB", "--metrics-listen", f"127.0.0.1:{port}")
+    code, health = http_get(f"http://127.0.0.1:{port}/healthz")
+    assert (code, health) == (200, "ok\n")
+    code, text = http_get(f"http://127.0.0.1:{port}/metrics")
+    assert code == 200 and "tierckpt_memory_budget_bytes 134217728\n" in text, text[:2000]
+    lint = subprocess.run([require("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert http_get(f"http://127.0.0.1:{port}/nothing")[0] == 404
+
+    prom = Prometheus(tmp_path, f"127.0.0.1:{port}")
+    try:
+        prom.wait_for('up{job="tierckpt"}', lambda v: v == 1, what="Prometheus scraping the agent")
+        assert prom.value('tierckpt_commit_total{result="ok"}') == 0
+        assert prom.value("tierckpt_memory_used_bytes") == 0
+
+        src = tmp_path / "ckpt"
+        src.mkdir()
+        (src / "a.distcp").write_bytes(b"x" * (3 << 20))
+        (src / ".metadata").write_bytes(b"m" * 100)
+        agent.cli("save", "ops", 7, "--from", src, "--wait-durable", "--timeout", "60")
+
+        prom.wait_for('tierckpt_commit_total{result="ok"}', lambda v: v == 1)
+        prom.wait_for('tierckpt_steps_committed_total{namespace="ops"}', lambda v: v == 1)
+        prom.wait_for("tierckpt_commit_bytes_total", lambda v: v == (3 << 20) + 100)
+        prom.wait_for('tierckpt_persist_total{result="ok"}', lambda v: v == 1)
+        prom.wait_for("tierckpt_persist_seconds_count", lambda v: v == 1)
+        prom.wait_for("tierckpt_memory_used_bytes", lambda v: v >= (3 << 20))
+        prom.wait_for('tierckpt_memory_steps{state="committed"}', lambda v: v == 1)
+        prom.wait_for("tierckpt_memory_free_bytes", lambda v: v <= (128 << 20) - (3 << 20))
+        # An eviction by retention shows under its reason.
+        for step in (8, 9, 10):
+            agent.cli("save", "ops", step, "--from", src)
+        prom.wait_for('tierckpt_steps_dropped_total{reason="retention"}', lambda v: v >= 1)
+    finally:
+        prom.stop()

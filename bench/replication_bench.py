@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """replication_bench.py - peer replication between real agents on this machine (issue 5).
 
-    python bench/replication_bench.py [--json] [--size 1GiB] [--objects 8] [--reps 3] [--warmup 2]
+    python bench/replication_bench.py [--json] [--size 1GiB] [--objects 8] [--reps 3] [--warmup 4]
                                       [--agents 1,2,4] [--save-size 256MiB] [--build-dir build/release]
 
 Everything runs on loopback, in one run, on the same bytes:
@@ -302,9 +302,11 @@ def main():
     p.add_argument("--size", type=parse_size, default=1 << 30, help="bytes per replicated step (default 1GiB)")
     p.add_argument("--objects", type=int, default=8, help="objects per step (default 8)")
     p.add_argument("--reps", type=int, default=3, help="timed repetitions; medians reported (default 3)")
-    p.add_argument("--warmup", type=int, default=2,
-                   help="steps first replicated untimed (default 2: with --keep-last 1 the holder's segment "
-                        "pool holds a step's worth of recycled memory from the third step on)")
+    p.add_argument("--warmup", type=int, default=4,
+                   help="steps first replicated untimed (default 4: with --keep-last 1 the holder's segment "
+                        "pool holds a step's worth of recycled memory from the third step on, and on the "
+                        "bench VM steps 2-4 still ran at 0.8-0.9 GB/s, steps 5-8 at 2.0-2.6: "
+                        "docs/benchmarks.md shows every step)")
     p.add_argument("--agents", default="1,2,4", help="agent counts for the save phase (default 1,2,4)")
     p.add_argument("--save-size", type=parse_size, default=256 << 20, help="bytes per agent in the save phase")
     p.add_argument("--build-dir", default="build/release")

@@ -1,5 +1,6 @@
 #include "agent/persister.h"
 
+#include <map>
 #include <thread>
 
 #include "agent/commit.h"
@@ -218,17 +219,19 @@ Status Persister::AwaitParts(const Manifest& part) {
   const auto start = std::chrono::steady_clock::now();
   auto last_ask = start;
   auto delay = std::chrono::milliseconds(50);
+  std::map<std::string, Manifest> found;  // member → its part record
   for (;;) {
     if (cancel_) return Aborted("persist cancelled by shutdown");
     Result<Manifest> existing = store_->ReadManifest(part.ns, part.step);
     if (existing.ok()) return ContainsPart(*existing, part) ? Status::Ok() : DifferentDurable(*store_, part);
     if (existing.status().code() != Code::kNotFound) return existing.status();
-    std::vector<Manifest> parts;
+    // Part records found stay found: only the missing ones are read again.
     std::vector<std::string> missing;
     for (const std::string& member : part.members) {
-      Result<Manifest> record = ReadPartRecord(part, member);
+      if (found.count(member) != 0) continue;
+      Result<Manifest> record = member == part.node ? Result<Manifest>(part) : ReadPartRecord(part, member);
       if (record.ok()) {
-        parts.push_back(std::move(record).value());
+        found.emplace(member, std::move(record).value());
       } else if (record.status().code() == Code::kNotFound) {
         missing.push_back(member);
       } else {
@@ -236,6 +239,8 @@ Status Persister::AwaitParts(const Manifest& part) {
       }
     }
     if (missing.empty()) {
+      std::vector<Manifest> parts;
+      for (auto& [member, m] : found) parts.push_back(m);
       TC_ASSIGN_OR_RETURN(Manifest whole, MergeParts(parts, parts_.node_id.empty() ? part.node : parts_.node_id));
       Status committed = store_->CommitStep(whole);
       if (committed.code() == Code::kAlreadyExists) {

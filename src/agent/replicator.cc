@@ -1,6 +1,8 @@
 // replicator.cc — see replicator.h.
 #include "agent/replicator.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -193,12 +195,17 @@ Result<std::vector<Manifest>> Replicator::CommitParts(const wire::CommitStepRequ
     if (m != node_id_) others.push_back(m);
   }
   std::vector<Result<std::string>> replies(others.size(), Result<std::string>(Internal("not run")));
-  std::vector<std::thread> threads;
   const std::string payload = req.Encode();
-  for (size_t i = 0; i < others.size(); ++i) {
-    // A part commit replicates the part first (--replica-ack all): as long a wait as Replicate.
-    threads.emplace_back([&, i] {
-      replies[i] = Call(others[i], PeerMsg::kCommitPart, payload, PeerMsg::kManifest, peer::Millis(3600 * 1000));
+  // At most kMaxParallelCalls members at once; a part commit replicates the
+  // part first (--replica-ack all): as long a wait as Replicate.
+  constexpr size_t kMaxParallelCalls = 32;
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < std::min(others.size(), kMaxParallelCalls); ++w) {
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < others.size(); i = next++) {
+        replies[i] = Call(others[i], PeerMsg::kCommitPart, payload, PeerMsg::kManifest, peer::Millis(3600 * 1000));
+      }
     });
   }
   for (std::thread& t : threads) t.join();

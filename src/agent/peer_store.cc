@@ -1,11 +1,14 @@
 // peer_store.cc — see peer_store.h.
 #include "agent/peer_store.h"
 
+#include <sys/stat.h>
+
 #include <span>
 #include <utility>
 
 #include "common/names.h"
 #include "os/files.h"
+#include "os/mapping.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -148,6 +151,19 @@ Status PeerObjectStore::ReadObjectToFile(std::string_view ns, uint64_t step, std
 Result<std::string> PeerObjectStore::ReadObjectToFileHashed(std::string_view ns, uint64_t step,
                                                             std::string_view name, int fd, uint64_t size) {
   if (fd < 0) return InvalidArgument("ReadObjectToFile from " + describe_ + ": no destination file descriptor");
+  // A recycled segment (its pages already allocated) is received straight
+  // into a mapping of it: one copy fewer than a receive buffer + pwrite. A
+  // fresh file takes pwrite, which spares the kernel zeroing pages that a
+  // mapping would fault in first (docs/decisions.md #11).
+  struct stat st;
+  if (size > 0 && ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_blocks) * 512 >= size) {
+    Result<Mapping> map = Mapping::Map(fd, static_cast<size_t>(size), Mapping::Access::kReadWrite,
+                                       /*populate=*/true, "the destination of " + std::string(name));
+    if (map.ok()) {
+      TC_ASSIGN_OR_RETURN(Checksum sum, Fetch(ns, step, name, map->data(), -1, static_cast<size_t>(size)));
+      return sum.ToString();
+    }
+  }
   TC_ASSIGN_OR_RETURN(Checksum sum, Fetch(ns, step, name, nullptr, fd, static_cast<size_t>(size)));
   return sum.ToString();
 }

@@ -159,9 +159,35 @@ TEST_F(ReplicationTest, APeerStoreReadsWholeObjectsAndWritesNothing) {
   EXPECT_NE(none.message().find("holds no replica of node n9"), std::string::npos) << none.message();
 }
 
+TEST_F(ReplicationTest, APeerStoreFillsFreshAndRecycledFilesAlike) {
+  Start(2);
+  ASSERT_TRUE(WriteStep(*nodes["n1"]->h.tier, "job", 6, large).ok());
+  PeerObjectStore store(nodes["n2"]->faults.get(), PeerStoreTarget{"n1", Address("n1"), "n1"});
+  testing::TempDir dir;
+  const std::string& data = large.at("b");
+  // A fresh file (no blocks: written with pwrite) and a recycled one (every
+  // block allocated, stale bytes: received through a mapping).
+  for (bool recycled : {false, true}) {
+    const std::string path = dir.Sub(recycled ? "recycled" : "fresh");
+    Result<UniqueFd> fd = OpenFile(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ASSERT_TRUE(fd.ok());
+    if (recycled) {
+      const std::string stale(data.size(), 'z');
+      ASSERT_TRUE(PwriteAll(fd->get(), stale.data(), stale.size(), 0, path).ok());
+    } else {
+      ASSERT_EQ(::ftruncate(fd->get(), static_cast<off_t>(data.size())), 0);
+    }
+    Result<std::string> sum = store.ReadObjectToFileHashed("job", 6, "b", fd->get(), data.size());
+    ASSERT_TRUE(sum.ok()) << sum.status().ToString();
+    EXPECT_EQ(*sum, testing::ChecksumOf(data)) << path;
+    EXPECT_EQ(ReadFd(fd->get()), data) << path;
+  }
+}
+
 TEST(PeerMessagesTest, RequestsRoundTripAndMalformedPayloadsAreProtocolErrors) {
   PeerRequest r{"n1", "job", 42, "dir/obj"};
-  for (PeerMsg t : {PeerMsg::kGetManifest, PeerMsg::kListSteps, PeerMsg::kGetObject, PeerMsg::kReplicate}) {
+  for (PeerMsg t : {PeerMsg::kGetManifest, PeerMsg::kListSteps, PeerMsg::kGetObject, PeerMsg::kReplicate,
+                    PeerMsg::kPersistPart}) {
     Result<PeerRequest> back = DecodePeerRequest(t, EncodePeerRequest(t, r));
     ASSERT_TRUE(back.ok()) << PeerMsgName(static_cast<uint16_t>(t));
     EXPECT_EQ(back->ns, "job");

@@ -20,11 +20,6 @@
 namespace tierckpt::agent {
 namespace {
 
-std::string JoinIds(const std::vector<std::string>& ids) {
-  std::string out;
-  for (const std::string& id : ids) out += (out.empty() ? "" : ",") + id;
-  return out;
-}
 
 }  // namespace
 
@@ -193,7 +188,7 @@ Status Agent::Start(bool handle_signals) {
       .Kv("keep_last", config_.keep_last)
       .Kv("peers", peer_service_ != nullptr ? peer_service_->address() : "none")
       .Kv("metrics", metrics_server_ != nullptr ? metrics_server_->address() : "off")
-      .Kv("replica_holders", replicator_ != nullptr ? JoinIds(replicator_->holders()) : "")
+      .Kv("replica_holders", replicator_ != nullptr ? JoinIds(replicator_->holders(), ",") : "")
       .Kv("recovered_steps", static_cast<uint64_t>(report.committed_steps))
       .Kv("recovered_bytes", report.bytes)
       .Kv("pid", static_cast<int64_t>(::getpid()));

@@ -55,9 +55,7 @@ Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view
     if (seen.count(member) == 0) missing.push_back(member);
   }
   if (!missing.empty() || seen.size() != first.members.size()) {
-    std::string list;
-    for (const std::string& n : missing) list += (list.empty() ? "" : ", ") + n;
-    return FailedPrecondition(label + " lacks the parts of nodes " + (list.empty() ? "(none)" : list) +
+    return FailedPrecondition(label + " lacks the parts of nodes " + (missing.empty() ? "(none)" : JoinIds(missing)) +
                               " (or has parts of nodes that are not members)");
   }
   Manifest merged;

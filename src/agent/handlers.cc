@@ -240,8 +240,8 @@ Result<OpenedObject> Handlers::OpenFromOtherParts(const std::string& ns, uint64_
   if (!own.ok() || !own->SpansNodes()) return absent;
   for (const std::string& member : own->members) {
     if (member == d_.info.node_id) continue;
-    TC_ASSIGN_OR_RETURN(MemoryTier * copy, d_.replicas->Get(member, /*create=*/true));
-    if (!copy->HasCommitted(ns, step)) {
+    Result<MemoryTier*> copy = d_.replicas->Get(member, /*create=*/false);
+    if (!copy.ok() || !(*copy)->HasCommitted(ns, step)) {
       // Only fetch a part that has the object: ask for its manifest first.
       Result<Manifest> part = d_.replicator->PartManifest(member, ns, step);
       if (!part.ok()) {
@@ -249,18 +249,16 @@ Result<OpenedObject> Handlers::OpenFromOtherParts(const std::string& ns, uint64_
         continue;
       }
       if (part->Find(name) == nullptr) continue;
-      TC_RETURN_IF_ERROR(d_.replicator->FetchPart(copy, member, ns, step));
+      copy = d_.replicas->Get(member, /*create=*/true);
+      if (!copy.ok()) return copy.status();
+      TC_RETURN_IF_ERROR(d_.replicator->FetchPart(*copy, member, ns, step));
     }
-    Result<OpenedObject> opened = copy->OpenObject(ns, step, name);
+    Result<OpenedObject> opened = (*copy)->OpenObject(ns, step, name);
     if (opened.ok() || opened.status().code() != Code::kNotFound) return opened;
   }
   return NotFound("object " + name + " is in no part of " + StepLabel(ns, step) + " that nodes " +
-                  [&] {
-                    std::string l;
-                    for (const std::string& m : own->members) l += (l.empty() ? "" : ", ") + m;
-                    return l;
-                  }() +
-                  " (or the holders of their replicas) could serve; `tierckpt ls " + ns + "` shows what exists");
+                  JoinIds(own->members) + " (or the holders of their replicas) could serve; `tierckpt ls " + ns +
+                  "` shows what exists");
 }
 
 Status Handlers::RestoreFromOtherTiers(const std::string& ns, uint64_t step) {

@@ -274,10 +274,9 @@ Status Persister::AwaitParts(const Manifest& part) {
       continue;  // look again at once
     }
     if (now - start >= parts_.wait_limit) {
-      std::string list;
-      for (const std::string& n : missing) list += (list.empty() ? "" : ", ") + n;
       return FailedPrecondition(
-          "the durable copy of " + StepLabel(part.ns, part.step) + " still lacks the parts of nodes " + list + " after " +
+          "the durable copy of " + StepLabel(part.ns, part.step) + " still lacks the parts of nodes " + JoinIds(missing) +
+          " after " +
           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start).count()) +
           " s, and neither they nor the holders of their replicas uploaded them; this node's part is uploaded, "
           "the step is committed once they are (`tierckpt persist` on a node that holds them)");

@@ -17,6 +17,15 @@ const char* PersistStateName(PersistState s) {
   return "";
 }
 
+std::string JoinIds(const std::vector<std::string>& ids, std::string_view sep) {
+  std::string out;
+  for (const std::string& id : ids) {
+    if (!out.empty()) out += sep;
+    out += id;
+  }
+  return out;
+}
+
 std::string StepLabel(std::string_view ns, uint64_t step) {
   return std::string(ns) + "/" + std::to_string(step);
 }

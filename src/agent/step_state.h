@@ -80,6 +80,8 @@ struct StepState {
 
 // "ns/step" for messages.
 std::string StepLabel(std::string_view ns, uint64_t step);
+// "n1, n2, n3": node ids (or any names) for messages.
+std::string JoinIds(const std::vector<std::string>& ids, std::string_view sep = ", ");
 
 struct NamespaceState {
   std::map<uint64_t, std::unique_ptr<StepState>> steps;

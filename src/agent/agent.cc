@@ -26,6 +26,7 @@ namespace {
 Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
 
 Agent::~Agent() {
+  StopPreallocating();
   if (metrics_server_ != nullptr) metrics_server_->Stop();
   if (service_ != nullptr) service_->Stop();
   StopPeers();
@@ -139,6 +140,15 @@ Status Agent::Start(bool handle_signals) {
   if (persister_ != nullptr) {
     for (const auto& [ns, step] : report.persist_pending) persister_->Enqueue(ns, step);
   }
+  if (config_.preallocate_bytes > 0) {
+    MemoryTier* tier = tier_.get();
+    const uint64_t bytes = config_.preallocate_bytes, segment = config_.preallocate_segment_bytes;
+    RecentErrors* errors = &errors_;
+    preallocator_ = std::thread([tier, bytes, segment, errors] {
+      Result<uint64_t> added = tier->Preallocate(bytes, segment);
+      if (!added.ok()) errors->Add("preallocate", added.status());
+    });
+  }
 
   HandlerDeps deps;
   deps.info.node_id = config_.node_id;
@@ -202,6 +212,7 @@ void Agent::Run() {
     if (replicas_ != nullptr) replicas_->Shutdown();
   });
   StopPeers();
+  StopPreallocating();
   if (signal_fd_.valid()) {
     signalfd_siginfo info{};
     if (::read(signal_fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
@@ -311,6 +322,12 @@ std::vector<Gauge> Agent::Gauges() const {
     }
   }
   return g;
+}
+
+void Agent::StopPreallocating() {
+  if (!preallocator_.joinable()) return;
+  tier_->Shutdown();  // Preallocate stops at the next segment
+  preallocator_.join();
 }
 
 void Agent::StopPeers() {

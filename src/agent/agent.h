@@ -18,6 +18,7 @@
 #pragma once
 
 #include <memory>
+#include <thread>
 
 #include "agent/config.h"
 #include "agent/handlers.h"
@@ -63,6 +64,7 @@ class Agent {
   std::vector<Gauge> Gauges() const;
   Status StartPeers(const MemoryTierOptions& tier_options);
   void StopPeers();
+  void StopPreallocating();  // shuts the tier down first: only at shutdown
 
   RecentErrors errors_;
   UniqueFd lock_fd_;
@@ -80,6 +82,7 @@ class Agent {
   std::unique_ptr<Handlers> handlers_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<MetricsServer> metrics_server_;
+  std::thread preallocator_;  // --preallocate; stopped by tier_->Shutdown()
 };
 
 // The process exit code for a Start() error: 2 for problems the operator must

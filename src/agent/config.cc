@@ -74,6 +74,11 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--metrics-listen", c.metrics_listen,
                  "serve Prometheus metrics (/metrics) and a readiness probe (/healthz) at HOST:PORT "
                  "(default off; prefer 127.0.0.1:PORT, docs/operations.md)");
+  app.add_option("--preallocate", c.preallocate,
+                 "bytes (or N% of the budget) of the segment pool written at start in the background, so the "
+                 "first saves and restores skip fresh tmpfs pages (default 0 = off)");
+  app.add_option("--preallocate-segment", c.preallocate_segment,
+                 "size of the preallocated segments; match your objects' size (default 256MiB)");
   app.add_option("--parts-wait", c.parts_wait_s,
                  "seconds before a durable step spanning nodes fails for want of parts (default 3600)");
   app.add_flag("--foreground")->description("accepted for compatibility; tierckptd always runs in the foreground");
@@ -121,6 +126,26 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   if (physical_ram == 0) physical_ram = PhysicalMemoryBytes();
   TC_ASSIGN_OR_RETURN(c->budget_bytes, ResolveBudget(c->memory_budget, physical_ram, "--memory-budget"));
   if (c->keep_last < 1 || c->keep_last > 1000000) return RangeError("--keep-last", c->keep_last, 1, 1000000);
+  {
+    std::string_view spec = c->preallocate;
+    while (!spec.empty() && spec.back() == ' ') spec.remove_suffix(1);
+    if (!spec.empty() && spec.back() == '%') {
+      TC_ASSIGN_OR_RETURN(c->preallocate_bytes, ResolveBudget(spec, c->budget_bytes, "--preallocate"));
+    } else {
+      TC_ASSIGN_OR_RETURN(c->preallocate_bytes, ParseByteSize(spec, "--preallocate"));
+    }
+    if (c->preallocate_bytes > c->budget_bytes) {
+      return InvalidArgument("--preallocate " + c->preallocate + " is " + FormatBytes(c->preallocate_bytes) +
+                             ", more than the memory budget (" + FormatBytes(c->budget_bytes) +
+                             "); lower it or raise --memory-budget");
+    }
+    TC_ASSIGN_OR_RETURN(c->preallocate_segment_bytes, ParseByteSize(c->preallocate_segment, "--preallocate-segment"));
+    if (c->preallocate_segment_bytes < (1ull << 20) || c->preallocate_segment_bytes > (64ull << 30)) {
+      return InvalidArgument("--preallocate-segment " + c->preallocate_segment + " is " +
+                             FormatBytes(c->preallocate_segment_bytes) + "; use 1MiB to 64GiB, about the size of "
+                             "the objects you save (a DCP rank file)");
+    }
+  }
   if (c->persist_threads < 1 || c->persist_threads > 64) {
     return RangeError("--persist-threads", c->persist_threads, 1, 64);
   }

@@ -33,6 +33,9 @@
 //                                      part before asking it, then its replica holders (1..86400)
 //   parts_wait_s     --parts-wait       3600 seconds before such a step fails for want of parts (1..604800)
 //   metrics_listen   --metrics-listen   "" (off); "127.0.0.1:9464": Prometheus /metrics and /healthz
+//   preallocate      --preallocate      "0" (off); bytes or "N%" of the budget written into the segment
+//                                      pool at start, in the background (docs/agent.md, "Preallocation")
+//   preallocate_segment --preallocate-segment "256MiB" (1MiB..64GiB): the size of those segments
 //
 // The agent never daemonizes itself; `tierckpt agent start` detaches it.
 //
@@ -85,6 +88,10 @@ struct AgentConfig {
   uint32_t takeover_after_s = 60;
   uint32_t parts_wait_s = 3600;
   std::string metrics_listen;
+  std::string preallocate = "0";            // the spec as given
+  uint64_t preallocate_bytes = 0;           // resolved by FinalizeAgentConfig
+  std::string preallocate_segment = "256MiB";
+  uint64_t preallocate_segment_bytes = 0;   // resolved by FinalizeAgentConfig
   std::string config_file;             // the --config file read, "" if none
 };
 

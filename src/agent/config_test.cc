@@ -77,6 +77,21 @@ TEST(ConfigTest, FlagsAreParsed) {
   EXPECT_EQ(cfg.shutdown_grace_s, 5);
 }
 
+TEST(ConfigTest, PreallocateIsBytesOrAShareOfTheBudgetAndOffByDefault) {
+  Result<CommandLine> off = Parse({"--memory-budget", "1GiB"});
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->config.preallocate_bytes, 0u);
+  EXPECT_EQ(off->config.preallocate_segment_bytes, 256u << 20);
+  Result<CommandLine> share = Parse({"--memory-budget", "1GiB", "--preallocate", "50%"});
+  ASSERT_TRUE(share.ok()) << share.status().ToString();
+  EXPECT_EQ(share->config.preallocate_bytes, 512u << 20);
+  Result<CommandLine> bytes =
+      Parse({"--memory-budget", "1GiB", "--preallocate", "768MiB", "--preallocate-segment", "64MiB"});
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(bytes->config.preallocate_bytes, 768u << 20);
+  EXPECT_EQ(bytes->config.preallocate_segment_bytes, 64u << 20);
+}
+
 TEST(ConfigTest, BadValuesNameTheFlag) {
   struct Case {
     std::vector<std::string> args;
@@ -95,6 +110,10 @@ TEST(ConfigTest, BadValuesNameTheFlag) {
       {{"--node-id", std::string(129, 'n')}, "--node-id"},
       {{"--bogus"}, "--bogus"},
       {{"--socket", "/tmp/" + std::string(120, 's')}, "--socket"},
+      {{"--memory-budget", "1GiB", "--preallocate", "2GiB"}, "--preallocate"},  // past the budget
+      {{"--preallocate", "some"}, "--preallocate"},
+      {{"--preallocate", "120%"}, "--preallocate"},
+      {{"--preallocate-segment", "4KiB"}, "--preallocate-segment"},
   };
   for (const Case& c : cases) {
     Result<CommandLine> r = Parse(c.args);

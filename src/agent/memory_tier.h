@@ -271,6 +271,18 @@ class MemoryTier {
   // memory; waits if another restore of it runs.
   Status Restore(ObjectStore& store, std::string_view ns, uint64_t step);
 
+  // Fills the segment pool with up to `bytes` of written, resident tmpfs
+  // pages in segments of `segment` bytes (the last may be smaller), so that
+  // the first saves and restores after a start write into allocated pages: a
+  // fresh tmpfs page costs about as much as receiving its bytes over
+  // loopback TCP (docs/agent.md, "Preallocation"). Counts the pool's current
+  // bytes toward `bytes`; never goes past the budget and evicts nothing;
+  // stops early at Shutdown or once a step is being written or restored (the
+  // budget is theirs). Each segment is written outside mu_, counted as used
+  // while it is, so other calls proceed. For a background thread right
+  // after Recover; one call at a time. Returns the bytes added.
+  Result<uint64_t> Preallocate(uint64_t bytes, uint64_t segment);
+
   // Wakes every waiter with kUnavailable; later waits fail the same way.
   void Shutdown();
 
@@ -285,7 +297,7 @@ class MemoryTier {
 
   // All *Locked methods require mu_ held.
   StepState* FindLocked(std::string_view ns, uint64_t step) const;
-  uint64_t UsedLocked() const { return object_bytes_ + pool_.bytes(); }
+  uint64_t UsedLocked() const { return object_bytes_ + pool_.bytes() + preallocating_bytes_; }
   StepPin PinLocked(StepState* s);
   void Unpin(const std::shared_ptr<StepFiles>& files);
   void UnpinLocked(StepFiles* files);
@@ -337,6 +349,7 @@ class MemoryTier {
   std::map<std::string, NamespaceState, std::less<>> namespaces_;  // guarded by mu_
   SegmentPool pool_;                  // guarded by mu_
   uint64_t object_bytes_ = 0;         // guarded by mu_
+  uint64_t preallocating_bytes_ = 0;  // guarded by mu_: the segment Preallocate is writing
   uint64_t next_id_ = 1;              // guarded by mu_ (instances, objects, trash entries)
   uint64_t next_commit_seq_ = 1;      // guarded by mu_
   bool shutting_down_ = false;        // guarded by mu_

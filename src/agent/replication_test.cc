@@ -2,15 +2,19 @@
 // PeerServices and Replicators of several nodes talking over an in-memory
 // network through a fault-injecting transport. The real agents over TCP are
 // tested in tests/integration/test_replication.py.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <memory>
 #include <string>
 
+#include "agent/layout.h"
 #include "agent/peer_messages.h"
 #include "agent/peer_store.h"
 #include "agent/peer_test_nodes.h"
+#include "os/files.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -129,6 +133,26 @@ TEST_F(ReplicationTest, WithOneReplicaThereAreNoHolders) {
   EXPECT_FALSE(nodes["n2"]->replica_tiers->Get("n1", false).ok());
   TierHarness fresh;
   EXPECT_EQ(n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 1).code(), Code::kNotFound);
+}
+
+TEST_F(ReplicationTest, BytesDamagedAtRestOnTheSenderFailTheReadWithCorruption) {
+  // The sender streams the checksum taken at commit, not a fresh hash of what
+  // it holds now: damage since the commit must still fail on the receiver.
+  Start(2, 1);
+  Node& n1 = *nodes["n1"];
+  ASSERT_TRUE(WriteStep(*n1.h.tier, "job", 6, objects).ok());
+  {
+    Result<UniqueFd> fd = OpenFile(Layout::ObjectPath(n1.h.StepDir("job", 6), "dir/b"), O_RDWR);
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    ASSERT_EQ(::pwrite(fd->get(), "X", 1, 500), 1);
+  }
+  PeerObjectStore store(nodes["n2"]->faults.get(), PeerStoreTarget{"n1", Address("n1"), "n1"});
+  std::string got(1000, '\0');
+  Status damaged = store.ReadObject("job", 6, "dir/b", 0, got.data(), got.size());
+  EXPECT_EQ(damaged.code(), Code::kCorruption) << damaged.ToString();
+  std::string a(objects.at("a").size(), '\0');
+  EXPECT_TRUE(store.ReadObject("job", 6, "a", 0, a.data(), a.size()).ok());  // the others still read
+  EXPECT_EQ(a, objects.at("a"));
 }
 
 TEST_F(ReplicationTest, APeerStoreReadsWholeObjectsAndWritesNothing) {

@@ -1,6 +1,7 @@
 #include "peer/transport.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/names.h"
 #include "peer/peer_frame.h"
@@ -14,6 +15,15 @@ std::string Connection::Describe() const {
 }
 
 Status Connection::SendStream(const StreamHeader& header, const void* data, size_t size) {
+  return SendStreamImpl(header, data, size, std::nullopt);
+}
+
+Status Connection::SendStreamKnown(const StreamHeader& header, const void* data, size_t size, Checksum known) {
+  return SendStreamImpl(header, data, size, known);
+}
+
+Status Connection::SendStreamImpl(const StreamHeader& header, const void* data, size_t size,
+                                  std::optional<Checksum> known) {
   if (header.size != size) {
     return InvalidArgument("SendStream to " + Describe() + ": header.size " + std::to_string(header.size) +
                            " differs from the " + std::to_string(size) + " bytes given");
@@ -28,10 +38,10 @@ Status Connection::SendStream(const StreamHeader& header, const void* data, size
   Hasher hasher;
   for (size_t off = 0; off < size; off += step) {
     size_t n = std::min(step, size - off);
-    hasher.Update(p + off, n);
+    if (!known) hasher.Update(p + off, n);
     TC_RETURN_IF_ERROR(SendStreamChunk(p + off, n));
   }
-  return EndStream(hasher.Finish());
+  return EndStream(known ? *known : hasher.Finish());
 }
 
 Result<ReceivedStream> Connection::ReceiveStream(const StreamSink& sink, Millis timeout) {

@@ -20,9 +20,10 @@
 //     ReceiveStreamBody(dest); or ReceiveStream with a sink that picks dest
 //     once it knows the size). Neither side copies the object through a
 //     buffer of its own, so memory stays bounded by a chunk whatever the
-//     object's size. The sender hashes the bytes (XXH3-64) as they go and
-//     sends the checksum last; the receiver hashes what lands and fails
-//     with kCorruption on a mismatch.
+//     object's size. The sender hashes the bytes (XXH3-64) as they go, or
+//     passes the checksum it already holds (SendStreamKnown), and sends the
+//     checksum last; the receiver hashes what lands and fails with
+//     kCorruption on a mismatch.
 // Messages do not interleave within a direction: while a stream is being
 // sent, only its chunks, EndStream or AbortStream may be sent.
 //
@@ -56,6 +57,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -160,6 +162,11 @@ class Connection {
   // with the checksum. To time a transfer (benchmarks), time this call on
   // the sender and ReceiveStream on the receiver; stats() counts the bytes.
   virtual Status SendStream(const StreamHeader& header, const void* data, size_t size);
+  // SendStream for bytes whose XXH3-64 the caller already holds (an object
+  // hashed when it was committed): no hashing on this side, `known` goes out
+  // as the stream's checksum. The receiver still hashes what lands, so bytes
+  // damaged at rest since `known` was taken fail there with kCorruption.
+  Status SendStreamKnown(const StreamHeader& header, const void* data, size_t size, Checksum known);
 
   // ---- receive side ----
 
@@ -196,6 +203,9 @@ class Connection {
   // the peer sees the connection close. Idempotent.
   virtual void Close() = 0;
   virtual ConnectionStats stats() const = 0;
+
+ private:
+  Status SendStreamImpl(const StreamHeader& header, const void* data, size_t size, std::optional<Checksum> known);
 };
 
 class Listener {

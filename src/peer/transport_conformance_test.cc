@@ -168,6 +168,36 @@ TEST_P(ConformanceTest, ChunkApiZeroSizeStreamsAndControlFramesInterleave) {
   EXPECT_EQ(after->frame.payload, "after");
 }
 
+TEST_P(ConformanceTest, AKnownChecksumIsSentUnhashedAndVerifiedByTheReceiver) {
+  Server server = StartServer(Options("node-s"));
+  auto client = Make(Options("node-c"));
+  ConnectionPair p = Connect(*client, *server.listener);
+  ASSERT_TRUE(p.client && p.server);
+  std::string data(3 * p.client->chunk_bytes() + 17, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + 7);
+  const Checksum right = ComputeChecksum(data.data(), data.size());
+  const Checksum wrong{right.value ^ 1};
+  std::thread sender([&] {
+    EXPECT_TRUE(p.client->SendStreamKnown(StreamHeader{1, 1, 1, data.size(), "right"}, data.data(), data.size(), right)
+                    .ok());
+    EXPECT_TRUE(p.client->SendStreamKnown(StreamHeader{1, 2, 2, data.size(), "wrong"}, data.data(), data.size(), wrong)
+                    .ok());
+    EXPECT_TRUE(p.client->Send(Frame{3, 3, "after"}).ok());
+  });
+  std::vector<uint8_t> out(data.size());
+  auto sink = [&](const StreamHeader&) -> Result<std::span<uint8_t>> { return std::span<uint8_t>(out); };
+  auto first = p.server->ReceiveStream(sink, Millis(3000));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->checksum, right);
+  EXPECT_EQ(std::string(out.begin(), out.end()), data);
+  auto second = p.server->ReceiveStream(sink, Millis(3000));
+  EXPECT_EQ(second.status().code(), Code::kCorruption) << second.status().ToString();
+  auto after = p.server->Receive(Millis(3000));  // the connection stays usable
+  sender.join();
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->frame.payload, "after");
+}
+
 TEST_P(ConformanceTest, RefusedTooSmallAndAbortedStreamsLeaveTheConnectionUsable) {
   Server server = StartServer(Options("node-s"));
   auto client = Make(Options("node-c"));

@@ -72,3 +72,37 @@ def test_budget_larger_than_tmpfs_fails_at_start(agents, tmp_path):
         b.kill()
     finally:
         subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
+def _wait_log(a, needle, count=1, timeout=30):
+    """The count-th log line holding needle (the log survives restarts)."""
+    import time
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        lines = [ln for ln in a.log_text().splitlines() if needle in ln]
+        if len(lines) >= count:
+            return lines[count - 1]
+        time.sleep(0.05)
+    raise AssertionError(f"no log line with {needle!r}: {a.log_text()[-2000:]}")
+
+
+def test_preallocate_fills_the_pool_at_start_and_saves_write_into_it(agents, tmp_path):
+    a = agents("--memory-budget", "96MiB", "--preallocate", "32MiB", "--preallocate-segment", "8MiB")
+    line = _wait_log(a, "event=preallocated")
+    assert "bytes=33554432 segments=4" in line and "stopped=done" in line, line
+    status = a.cli_json("agent", "status")
+    assert (status["pool_bytes"], status["pool_segments"], status["used_bytes"]) == (32 * MiB, 4, 32 * MiB)
+    ref = tmp_path / "ref"
+    a.writer("--ns", "p", "--step", 1, "--objects", 4, "--size", 8 * MiB, "--ref-dir", ref)
+    status = a.cli_json("agent", "status")
+    assert status["pool_segments"] == 0, status  # every object took a preallocated segment
+    assert status["used_bytes"] == 32 * MiB, status  # no more memory than the step itself
+    out = tmp_path / "out"
+    a.cli("restore", "p", 1, "--to", out)
+    assert_dirs_equal(ref, out)
+    # After a SIGKILL the committed step is recovered and the pool topped up again.
+    a.restart()
+    line = _wait_log(a, "event=preallocated", count=2)
+    status = a.cli_json("agent", "status")
+    assert status["pool_bytes"] == 32 * MiB and status["used_bytes"] == 64 * MiB, (line, status)
+    assert a.steps("p")[1]["memory"] == "committed"

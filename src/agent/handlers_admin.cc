@@ -336,6 +336,18 @@ Reply Handlers::DeleteStep(std::string_view p) {
     if (!there.ok() || *there) deleted.push_back({req.ns, req.step, "durable"});
   }
   Log(LogLevel::kInfo, "delete").Kv("ns", req.ns).Kv("step", req.step).Kv("memory", *mem).Kv("durable", req.durable_too);
+  // The holders' copies go too, or a replacement node would bring the step
+  // back from them. Asked even when memory no longer had it: a delete that
+  // failed there is completed by running it again.
+  if (d_.replicator != nullptr) {
+    Result<std::vector<std::string>> dropped = d_.replicator->DropReplicas(req.ns, req.step);
+    if (!dropped.ok()) {
+      d_.errors->Add("delete", dropped.status());
+      return StatusReply(dropped.status().WithContext(
+          "deleted " + label + " from " + (req.durable_too ? "memory and the durable tier" : "memory")));
+    }
+    for (const std::string& holder : *dropped) deleted.push_back({req.ns, req.step, "replica@" + holder});
+  }
   return JsonReply(DeletedJson(deleted));
 }
 

@@ -10,7 +10,7 @@ constexpr uint32_t kMaxSteps = 1u << 20;
 
 bool HasName(PeerMsg type) { return type == PeerMsg::kGetObject; }
 bool HasStep(PeerMsg type) { return type != PeerMsg::kListSteps; }
-bool HasOrigin(PeerMsg type) { return type != PeerMsg::kReplicate; }
+bool HasOrigin(PeerMsg type) { return type != PeerMsg::kReplicate && type != PeerMsg::kDropReplica; }
 
 }  // namespace
 
@@ -27,6 +27,7 @@ std::string_view PeerMsgName(uint16_t type) {
     case PeerMsg::kDone: return "Done";
     case PeerMsg::kCommitPart: return "CommitPart";
     case PeerMsg::kPersistPart: return "PersistPart";
+    case PeerMsg::kDropReplica: return "DropReplica";
   }
   return "unknown";
 }

@@ -13,12 +13,14 @@
 //   kReplicate    {ns, step}                → kDone | kError
 //   kCommitPart   wire::CommitStepRequest   → kManifest {json} | kError
 //   kPersistPart  {origin, ns, step}        → kDone | kError
+//   kDropReplica  {ns, step}                → kDone {u32 1 = dropped, 0 = held none} | kError
 //
 // `origin` is the node whose data is asked for: the serving agent's own node
 // id means its own memory tier; another node id means the replicas it holds
 // for that node. kReplicate asks the receiver to hold a replica of the
 // sender's committed step (the sender is the origin: its authenticated node
-// id). kError carries a Status code and message, so errors cross the network
+// id); kDropReplica asks it to delete its replica of the sender's step (a
+// `tierckpt rm` on the origin). kError carries a Status code and message, so errors cross the network
 // unchanged.
 //
 // Steps spanning nodes (docs/multinode.md): kCommitPart asks the receiver to
@@ -54,6 +56,7 @@ enum class PeerMsg : uint16_t {
   kDone = 9,
   kCommitPart = 10,
   kPersistPart = 11,
+  kDropReplica = 12,
 };
 
 // "GetManifest", for logs; "unknown" otherwise.

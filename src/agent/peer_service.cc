@@ -130,6 +130,7 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
     case PeerMsg::kGetObject:
     case PeerMsg::kReplicate:
     case PeerMsg::kPersistPart:
+    case PeerMsg::kDropReplica:
       break;
     case PeerMsg::kCommitPart: {
       Result<Manifest> part = CommitPart(conn->peer().node_id, request.payload);
@@ -161,6 +162,21 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
     Status persisted = PersistPart(*r);
     if (!persisted.ok()) return fail(persisted);
     return reply(PeerMsg::kDone, "");
+  }
+  if (type == PeerMsg::kDropReplica) {
+    const std::string origin = conn->peer().node_id;
+    Result<MemoryTier*> held = deps_.replicas->Get(origin, /*create=*/false);
+    bool dropped = false;
+    if (held.ok()) {
+      Result<bool> d = (*held)->DeleteStep(r->ns, r->step);
+      if (!d.ok()) return fail(d.status().WithContext("deleting the replica of " + r->ns + " step " +
+                                                      std::to_string(r->step) + " of node " + origin));
+      dropped = *d;
+    }
+    Log(LogLevel::kInfo, "replica_deleted").Kv("origin", origin).Kv("ns", r->ns).Kv("step", r->step).Kv("held", dropped);
+    wire::Encoder e;
+    e.U32(dropped ? 1 : 0);
+    return reply(PeerMsg::kDone, e.Take());
   }
   if (type == PeerMsg::kReplicate) {
     const std::string origin = conn->peer().node_id;

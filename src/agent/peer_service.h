@@ -17,6 +17,8 @@
 //   PersistPart {origin, ns, step}  upload origin's part to the durable tier
 //       with its part record (persist_part): this node's own part, or the
 //       replica it holds for an origin that cannot (docs/multinode.md).
+//   DropReplica {ns, step}  the caller (an origin) deleted its step: this
+//       agent deletes its replica of it, answering whether it held one.
 //
 // A request for a step this agent does not hold is kNotFound. A malformed
 // request closes that connection (logged); others are unaffected.

@@ -109,6 +109,41 @@ TEST_F(ReplicationTest, ASenderDyingMidObjectLeavesNoReplica) {
   EXPECT_TRUE((*held)->ListSteps("job").empty());
 }
 
+TEST_F(ReplicationTest, ADeleteReachesEveryHolderAndAnUnreachableOneIsNamed) {
+  Start(3, 3);  // n1's holders: n2 and n3
+  Node& n1 = *nodes["n1"];
+  for (uint64_t step : {1, 2}) {
+    ASSERT_TRUE(WriteStep(*n1.h.tier, "job", step, objects).ok());
+    ASSERT_TRUE(n1.replicator->Replicate("job", step).ok());
+  }
+  auto held = [&](const char* holder, uint64_t step) {
+    Result<MemoryTier*> t = nodes[holder]->replica_tiers->Get("n1", false);
+    return t.ok() && (*t)->HasCommitted("job", step);
+  };
+  ASSERT_TRUE(held("n2", 1) && held("n3", 1));
+  ASSERT_TRUE(n1.h.tier->DeleteStep("job", 1).ok());
+  Result<std::vector<std::string>> dropped = n1.replicator->DropReplicas("job", 1);
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  EXPECT_EQ(*dropped, (std::vector<std::string>{"n2", "n3"}));
+  EXPECT_FALSE(held("n2", 1) || held("n3", 1));
+  EXPECT_TRUE(held("n2", 2) && held("n3", 2));  // only that step
+  TierHarness fresh;  // a replacement node finds it nowhere now
+  EXPECT_EQ(n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 1).code(), Code::kNotFound);
+  dropped = n1.replicator->DropReplicas("job", 1);  // again: nothing held, still fine
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_TRUE(dropped->empty());
+
+  n1.faults->FailEveryConnect(Status::Ok());
+  dropped = n1.replicator->DropReplicas("job", 2);
+  EXPECT_EQ(dropped.status().code(), Code::kUnavailable);
+  EXPECT_NE(dropped.status().message().find("n2: "), std::string::npos) << dropped.status().ToString();
+  EXPECT_NE(dropped.status().message().find("run the delete again"), std::string::npos);
+  EXPECT_TRUE(held("n2", 2));  // the copy stays until the delete is run again
+  n1.faults->ClearFaults();
+  ASSERT_TRUE(n1.replicator->DropReplicas("job", 2).ok());
+  EXPECT_FALSE(held("n2", 2) || held("n3", 2));
+}
+
 TEST_F(ReplicationTest, AnUnreachableHolderFailsTheReplicationNamingIt) {
   Start(2);
   Node& n1 = *nodes["n1"];

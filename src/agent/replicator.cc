@@ -8,6 +8,7 @@
 
 #include "agent/peer_messages.h"
 #include "common/log.h"
+#include "wire/protocol.h"
 
 namespace tierckpt::agent {
 
@@ -115,6 +116,42 @@ Status Replicator::Replicate(std::string_view ns, uint64_t step) {
       .Kv("holders", static_cast<uint64_t>(holders_.size()))
       .Kv("ms", ms);
   return Status::Ok();
+}
+
+Result<std::vector<std::string>> Replicator::DropReplicas(std::string_view ns, uint64_t step) {
+  std::vector<Result<std::string>> results(holders_.size(), Result<std::string>(std::string()));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < holders_.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = Call(holders_[i], PeerMsg::kDropReplica,
+                        EncodePeerRequest(PeerMsg::kDropReplica, {"", std::string(ns), step, ""}), PeerMsg::kDone,
+                        timeout_);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<std::string> dropped;
+  std::string failed;
+  for (size_t i = 0; i < holders_.size(); ++i) {
+    if (!results[i].ok()) {
+      failed += (failed.empty() ? "" : "; ") + holders_[i] + ": " + results[i].status().ToString();
+      continue;
+    }
+    wire::Decoder d(*results[i]);
+    uint32_t held = 0;
+    if (!d.U32(&held, "held").ok() || !d.Finish().ok()) {
+      failed += (failed.empty() ? "" : "; ") + holders_[i] + ": a malformed DropReplica answer";
+      continue;
+    }
+    if (held != 0) dropped.push_back(holders_[i]);
+  }
+  if (!failed.empty()) {
+    Log(LogLevel::kWarn, "replica_delete_failed").Kv("ns", ns).Kv("step", step).Kv("error", failed);
+    return Unavailable("the replicas of " + std::string(ns) + " step " + std::to_string(step) + " of node " + node_id_ +
+                       " could not all be deleted (" + failed +
+                       "); those copies remain and a replacement node could restore them: run the delete again "
+                       "once the holder is back");
+  }
+  return dropped;
 }
 
 Status Replicator::RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint64_t step) {

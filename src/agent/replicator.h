@@ -62,6 +62,10 @@ class Replicator {
   // Every holder holds a verified replica of (ns, step) when this returns
   // Ok; otherwise the error names each holder that failed and why.
   Status Replicate(std::string_view ns, uint64_t step);
+  // Asks every holder to delete its replica of (ns, step) (after a delete
+  // here); returns the holders that held one. The error names each holder
+  // that could not be asked or failed (its copy stays; ask again).
+  Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step);
   // Restores this node's (ns, step) into tier from the first holder that
   // has it; kNotFound naming every holder tried (and why) when none does.
   Status RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint64_t step);

@@ -59,7 +59,7 @@ std::string VerifyJson(const std::string& ns, uint64_t step, const TierVerdict& 
 struct DeletedStep {
   std::string ns;
   uint64_t step = 0;
-  std::string tier;  // "memory" | "durable"
+  std::string tier;  // "memory" | "durable" | "replica@<holder node>"
 };
 std::string DeletedJson(const std::vector<DeletedStep>& deleted);
 

@@ -16,19 +16,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view payload(reinterpret_cast<const char*>(data + 1), size - 1);
   static constexpr PeerMsg kRequests[] = {PeerMsg::kGetManifest, PeerMsg::kListSteps, PeerMsg::kGetObject,
-                                          PeerMsg::kReplicate, PeerMsg::kPersistPart};
-  switch (data[0] % 7) {
+                                          PeerMsg::kReplicate, PeerMsg::kPersistPart,
+                                          PeerMsg::kDropReplica};
+  switch (data[0] % 8) {
     case 0:
     case 1:
     case 2:
     case 3:
-    case 4: {
-      const PeerMsg type = kRequests[data[0] % 5];
+    case 4:
+    case 5: {
+      const PeerMsg type = kRequests[data[0] % 8];
       auto r = tierckpt::agent::DecodePeerRequest(type, payload);
       if (r.ok() && tierckpt::agent::EncodePeerRequest(type, *r) != payload) std::abort();
       break;
     }
-    case 5: {
+    case 6: {
       tierckpt::Status s = tierckpt::agent::DecodePeerError(payload);
       if (s.ok()) std::abort();  // an error reply never decodes to Ok
       break;

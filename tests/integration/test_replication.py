@@ -203,3 +203,29 @@ def test_bad_peer_configuration_is_refused_at_start(agents, tmp_path):
     d.start(wait=False)
     assert d.proc.wait(timeout=30) != 0
     assert "--peer-secret-file" in d.log_text()
+
+
+def test_a_delete_on_the_origin_reaches_its_holder_and_an_unreachable_holder_fails_it(cluster, tmp_path):
+    c = cluster(3, "--peer-timeout-ms", "2000")  # a stopped holder is given up on quickly
+    for step in (1, 2):
+        c["n1"].writer("--ns", "del", "--step", step, "--objects", 2, "--size", MiB)
+    assert c.replica_dir("n2", "n1", "del", 1).exists()
+    c["n1"].cli("rm", "del", 1)
+    assert not c.replica_dir("n2", "n1", "del", 1).exists()
+    assert c.replica_dir("n2", "n1", "del", 2).exists()
+    assert "event=replica_deleted origin=n1 ns=del step=1 held=true" in c["n2"].log_text()
+    # A replacement node finds step 1 nowhere: the delete is not undone by a replica.
+    c.replace("n1")
+    assert sorted(c["n1"].steps("del")) == [2]
+    # A holder that cannot be reached: the delete fails naming it, and a rerun completes it.
+    c["n1"].cli("restore", "del", 2, "--to", tmp_path / "back")
+    c["n2"].proc.send_signal(signal.SIGSTOP)
+    try:
+        r = c["n1"].cli("rm", "del", 2, check=False, timeout=120)
+    finally:
+        c["n2"].proc.send_signal(signal.SIGCONT)
+    assert r.returncode != 0
+    assert "could not all be deleted (n2:" in r.stderr and "run the delete again" in r.stderr, r.stderr
+    assert c.replica_dir("n2", "n1", "del", 2).exists()
+    c["n1"].cli("rm", "del", 2)
+    assert not c.replica_dir("n2", "n1", "del", 2).exists()

@@ -79,7 +79,7 @@ void AddStepCommands(CLI::App& app, Cli& cli) {
   persist->callback([&cli, p] { cli.exit_code = RunPersist(cli.global, *p); });
 
   auto r = std::make_shared<StepOptions>();
-  CLI::App* rm = app.add_subcommand("rm", "delete a step from the memory tier (and the durable tier with --durable)");
+  CLI::App* rm = app.add_subcommand("rm", "delete a step from the memory tier and its replicas on peers (and the durable tier with --durable)");
   rm->add_option("namespace", r->ns, "namespace")->required();
   rm->add_option("step", r->step, "step number")->required()->check(CLI::NonNegativeNumber);
   rm->add_flag("--durable", r->durable, "delete the durable copy too");

@@ -92,7 +92,7 @@ void MemoryTier::UnpinLocked(StepFiles* files) {
 Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what) {
   if (size == 0) return Status::Ok();
   for (;;) {
-    uint64_t reuse = pool_.BestFit(size).value_or(0);
+    uint64_t reuse = PoolFitLocked(size).value_or(0);
     uint64_t used = UsedLocked();
     if (used - reuse + size <= options_.budget_bytes) return Status::Ok();
     Result<uint64_t> freed = pool_.ReleaseOne(size);
@@ -109,12 +109,22 @@ Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what) {
   }
 }
 
+std::optional<uint64_t> MemoryTier::PoolFitLocked(uint64_t size) const {
+  std::optional<uint64_t> fit = pool_.BestFit(size);
+  // A small object does not take a segment many times its size: truncating
+  // it would free warm pages (a preallocated 256 MiB segment for a 4 KiB
+  // `.metadata`) that a large object is about to need, and fresh pages for a
+  // small file cost next to nothing.
+  if (fit && size < kPoolSmallObject && *fit > 4 * size) return std::nullopt;
+  return fit;
+}
+
 Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& step_dir, const std::string& name,
                                               uint64_t size) {
   const std::string path = Layout::ObjectPath(step_dir, name);
   // The step dir exists (BeginLocked); only names with '/' need more.
   if (name.find('/') != std::string::npos) TC_RETURN_IF_ERROR(MakeDirs(DirName(path), 0700));
-  if (!pool_.empty() && size > 0) {  // a segment we created: already mode 0600
+  if (size > 0 && PoolFitLocked(size)) {  // a segment we created: already mode 0600
     TC_RETURN_IF_ERROR(pool_.Take(size, path).status());
     object_bytes_ += size;
     Result<UniqueFd> fd = OpenFile(path, O_RDWR);

@@ -297,11 +297,17 @@ class MemoryTier {
 
   // All *Locked methods require mu_ held.
   StepState* FindLocked(std::string_view ns, uint64_t step) const;
+  static constexpr uint64_t kPoolSmallObject = 1u << 20;
   uint64_t UsedLocked() const { return object_bytes_ + pool_.bytes() + preallocating_bytes_; }
   StepPin PinLocked(StepState* s);
   void Unpin(const std::shared_ptr<StepFiles>& files);
   void UnpinLocked(StepFiles* files);
   Result<StepState*> BeginLocked(std::string_view ns, uint64_t step, uint64_t conn);
+  // The size of the pool segment CreateFileLocked would take for an object
+  // of size bytes (SegmentPool::BestFit), nullopt when it would create a
+  // fresh file: an empty pool, or an object under kPoolSmallObject whose best
+  // fit is over 4x its size.
+  std::optional<uint64_t> PoolFitLocked(uint64_t size) const;
   // Makes room for size more bytes (pool first, then eviction).
   Status EnsureSpaceLocked(uint64_t size, std::string_view what);
   // Creates object `name` in step_dir, exactly size bytes, mode 0600 (a

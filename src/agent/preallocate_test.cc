@@ -57,6 +57,22 @@ TEST(PreallocateTest, FillsThePoolWithWrittenSegmentsThatObjectsThenUse) {
   EXPECT_EQ(*t.Preallocate(5 * kMiB, 2 * kMiB), 0u);
 }
 
+TEST(PreallocateTest, ASmallObjectLeavesALargeSegmentForALargeOne) {
+  TierHarness h(16 * kMiB);
+  MemoryTier& t = *h.tier;
+  ASSERT_TRUE(t.Preallocate(5 * kMiB, 4 * kMiB).ok());  // segments of 4 and 1 MiB
+  Result<CreatedObject> meta = t.CreateObject("job", 1, ".metadata", 4096, 1);
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  EXPECT_EQ(t.Stats().pool_bytes, 5 * kMiB);  // a fresh file: both segments stay
+  Result<CreatedObject> half = t.CreateObject("job", 1, "half", 512 * 1024, 1);
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ(t.Stats().pool_bytes, 4 * kMiB);  // the 1 MiB segment is within 4x: taken
+  Result<CreatedObject> big = t.CreateObject("job", 1, "big", 3 * kMiB, 1);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(t.Stats().pool_segments, 0u);
+  EXPECT_EQ(AllocatedBytes(big->path), 3 * kMiB);
+}
+
 TEST(PreallocateTest, StopsAtTheBudgetAndLeavesItUsable) {
   TierHarness h(4 * kMiB);
   MemoryTier& t = *h.tier;

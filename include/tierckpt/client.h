@@ -207,7 +207,10 @@ class Client {
   // ---- Administration (JSON bodies are documented in docs/protocol.md) ----
   Result<std::string> Verify(std::string_view ns, uint64_t step);
   Result<std::string> Stats();
-  Status DeleteStep(std::string_view ns, uint64_t step, bool durable_too);
+  // Deletes a committed step from memory (and durable with durable_too),
+  // and the replicas of it that this node's holders keep unless
+  // keep_replicas (docs/protocol.md, DeleteStep).
+  Status DeleteStep(std::string_view ns, uint64_t step, bool durable_too, bool keep_replicas = false);
   Result<std::string> Prune(std::string_view ns, uint32_t keep_memory, uint32_t keep_durable);
   Status Shutdown();
 

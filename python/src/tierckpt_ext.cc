@@ -394,10 +394,10 @@ NB_MODULE(_tierckpt, m) {
            nb::arg("ns"), nb::arg("step"))
       .def("stats", [](Client& c) { return Unwrap(Released([&] { return c.Stats(); })); })
       .def("delete_step",
-           [](Client& c, const std::string& ns, uint64_t step, bool durable_too) {
-             Check(Released([&] { return c.DeleteStep(ns, step, durable_too); }));
+           [](Client& c, const std::string& ns, uint64_t step, bool durable_too, bool keep_replicas) {
+             Check(Released([&] { return c.DeleteStep(ns, step, durable_too, keep_replicas); }));
            },
-           nb::arg("ns"), nb::arg("step"), nb::arg("durable_too") = false)
+           nb::arg("ns"), nb::arg("step"), nb::arg("durable_too") = false, nb::arg("keep_replicas") = false)
       .def("prune",
            [](Client& c, const std::string& ns, uint32_t keep_memory, uint32_t keep_durable) {
              return Unwrap(Released([&] { return c.Prune(ns, keep_memory, keep_durable); }));

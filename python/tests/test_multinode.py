@@ -225,3 +225,30 @@ def test_ranks_agree_on_the_newest_step_every_node_can_load(cluster, tmp_path):
     run_ranks(tmp_path, 4, _load_agreed, cfgs, 10)
     log = c.nodes["n2"].log_text()
     assert "peer_restore_failed" in log and "next=durable" in log, log[-3000:]
+
+
+def test_a_corrupt_memory_copy_is_dropped_on_its_node_only_and_comes_back_from_its_replica(cluster, tmp_path):
+    c = cluster()
+    cfgs = c.configs("heal")
+    run_ranks(tmp_path, 4, _save, cfgs, 10, True)
+    deadline = time.time() + 60
+    while not (c.durable / "heal" / "step_0000000010" / "_tierckpt_manifest.json").exists():
+        assert time.time() < deadline, c.nodes["n1"].log_text()[-3000:]
+        time.sleep(0.1)
+    held = c.nodes["n3"].root / "replicas" / "n2" / "ns" / "heal" / "step_0000000010"
+    assert held.is_dir()
+    # Damage rank 2's file in n2's memory, in place (the inode its readers map).
+    path = c.nodes["n2"].root / "ns" / "heal" / "step_0000000010" / "__2_0.distcp"
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.seek(size - 16)
+        b = f.read(1)
+        f.seek(size - 16)
+        f.write(bytes([b[0] ^ 0xFF]))
+    # The reader sees the damage, drops n2's memory copy only (keep_replicas), and the
+    # agent restores it from n3's verified replica before the durable tier.
+    run_ranks(tmp_path, 4, _load_and_check, cfgs, 10)
+    log = c.nodes["n2"].log_text()
+    assert "event=restored_from_peer ns=heal step=10 peer=n3" in log, log[-3000:]
+    assert held.is_dir(), "the holder's replica was deleted with the corrupt copy"
+    assert "replica_deleted" not in c.nodes["n3"].log_text()

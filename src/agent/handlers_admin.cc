@@ -339,7 +339,7 @@ Reply Handlers::DeleteStep(std::string_view p) {
   // The holders' copies go too, or a replacement node would bring the step
   // back from them. Asked even when memory no longer had it: a delete that
   // failed there is completed by running it again.
-  if (d_.replicator != nullptr) {
+  if (d_.replicator != nullptr && !req.keep_replicas) {
     Result<std::vector<std::string>> dropped = d_.replicator->DropReplicas(req.ns, req.step);
     if (!dropped.ok()) {
       d_.errors->Add("delete", dropped.status());

@@ -304,11 +304,12 @@ Result<std::string> Client::Verify(std::string_view ns, uint64_t step) {
 
 Result<std::string> Client::Stats() { return impl_->CallJson(MsgType::kStats, ""); }
 
-Status Client::DeleteStep(std::string_view ns, uint64_t step, bool durable_too) {
+Status Client::DeleteStep(std::string_view ns, uint64_t step, bool durable_too, bool keep_replicas) {
   wire::DeleteStepRequest req;
   req.ns = std::string(ns);
   req.step = step;
   req.durable_too = durable_too;
+  req.keep_replicas = keep_replicas;
   return impl_->CallStatus(MsgType::kDeleteStep, req.Encode());
 }
 

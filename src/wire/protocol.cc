@@ -381,6 +381,7 @@ std::string DeleteStepRequest::Encode() const {
   e.Str(ns);
   e.U64(step);
   e.Bool(durable_too);
+  e.Bool(keep_replicas);
   return e.Take();
 }
 
@@ -390,6 +391,7 @@ Result<DeleteStepRequest> DeleteStepRequest::Decode(std::string_view p) {
   TC_RETURN_IF_ERROR(d.Str(&r.ns, "DeleteStep.namespace"));
   TC_RETURN_IF_ERROR(d.U64(&r.step, "DeleteStep.step"));
   TC_RETURN_IF_ERROR(d.Bool(&r.durable_too, "DeleteStep.durable_too"));
+  TC_RETURN_IF_ERROR(d.Bool(&r.keep_replicas, "DeleteStep.keep_replicas"));
   TC_RETURN_IF_ERROR(d.Finish());
   return r;
 }

@@ -36,7 +36,7 @@
 namespace tierckpt::wire {
 
 inline constexpr uint32_t kFrameMagic = 0x504B4354;
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr size_t kFrameHeaderSize = 16;
 // Large enough for the biggest manifest (kMaxManifestBytes, 64 MiB) in a
 // CommitStep or Show response, or a CommitStep request naming ~1M objects.
@@ -207,6 +207,7 @@ struct DeleteStepRequest {
   std::string ns;
   uint64_t step = 0;
   bool durable_too = false;
+  bool keep_replicas = false;  // true: this node's memory copy only (a reader dropping a corrupt copy)
   std::string Encode() const;
   static Result<DeleteStepRequest> Decode(std::string_view p);
 };

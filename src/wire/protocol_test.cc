@@ -229,12 +229,13 @@ TEST(ProtocolTest, ListDeletePruneWaitRoundTrip) {
   ExpectStrict(l);
   ExpectStrict(ListRequest{"job1", true});
 
-  DeleteStepRequest d{"job1", 5, true};
+  DeleteStepRequest d{"job1", 5, true, true};
   auto rd = DeleteStepRequest::Decode(d.Encode());
   ASSERT_TRUE(rd.ok()) << rd.status().ToString();
   EXPECT_EQ(rd->ns, "job1");
   EXPECT_EQ(rd->step, 5u);
   EXPECT_TRUE(rd->durable_too);
+  EXPECT_TRUE(rd->keep_replicas);
   ExpectStrict(d);
 
   PruneRequest p{"job1", 2, 10};

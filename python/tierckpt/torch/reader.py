@@ -133,7 +133,8 @@ class TieredReader(StorageReader):
         log.warning("tierckpt: %s; dropping the memory copy of %s and reading it from the durable tier",
                     error, label)
         try:
-            self._call(lambda c: c.delete_step(self.namespace, step, durable_too=False))
+            # Only this node's copy: the holders' replicas are verified copies to restore from.
+            self._call(lambda c: c.delete_step(self.namespace, step, durable_too=False, keep_replicas=True))
         except FileNotFoundError:
             pass  # another rank dropped it first
         except Exception as e:

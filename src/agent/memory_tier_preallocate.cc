@@ -24,12 +24,9 @@ Status WriteZeros(const std::string& path, uint64_t size) {
   TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT | O_TRUNC, 0600));
   if (::fchmod(fd.get(), 0600) != 0) return ErrnoStatus("chmod " + path);
   static const std::vector<char> zeros(1u << 20, 0);
-  for (uint64_t off = 0; off < size;) {
+  for (uint64_t off = 0; off < size; off += zeros.size()) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), size - off));
-    ssize_t w = ::pwrite(fd.get(), zeros.data(), n, static_cast<off_t>(off));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return ErrnoStatus("write " + std::to_string(n) + " bytes at offset " + std::to_string(off) + " of " + path);
-    off += static_cast<uint64_t>(w);
+    TC_RETURN_IF_ERROR(PwriteAll(fd.get(), zeros.data(), n, off, path));
   }
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "agent/peer_messages.h"
@@ -11,6 +12,22 @@
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {
+namespace {
+
+// ask(node) for every node at once, one thread each; the results in nodes' order.
+template <typename Ask>
+auto AskEach(const std::vector<std::string>& nodes, Ask ask) {
+  using R = decltype(ask(std::string()));
+  std::vector<std::optional<R>> slots(nodes.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < nodes.size(); ++i) threads.emplace_back([&, i] { slots[i].emplace(ask(nodes[i])); });
+  for (std::thread& t : threads) t.join();
+  std::vector<R> out;
+  for (auto& r : slots) out.push_back(std::move(*r));
+  return out;
+}
+
+}  // namespace
 
 Result<ReplicaAck> ParseReplicaAck(std::string_view text) {
   if (text == "none") return ReplicaAck::kNone;
@@ -89,12 +106,7 @@ Status Replicator::AskToHold(const std::string& holder, std::string_view ns, uin
 Status Replicator::Replicate(std::string_view ns, uint64_t step) {
   if (holders_.empty()) return Status::Ok();
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<Status> results(holders_.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < holders_.size(); ++i) {
-    threads.emplace_back([&, i] { results[i] = AskToHold(holders_[i], ns, step); });
-  }
-  for (std::thread& t : threads) t.join();
+  std::vector<Status> results = AskEach(holders_, [&](const std::string& h) { return AskToHold(h, ns, step); });
   std::string failed;
   Code code = Code::kOk;
   for (size_t i = 0; i < holders_.size(); ++i) {
@@ -119,16 +131,9 @@ Status Replicator::Replicate(std::string_view ns, uint64_t step) {
 }
 
 Result<std::vector<std::string>> Replicator::DropReplicas(std::string_view ns, uint64_t step) {
-  std::vector<Result<std::string>> results(holders_.size(), Result<std::string>(std::string()));
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < holders_.size(); ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = Call(holders_[i], PeerMsg::kDropReplica,
-                        EncodePeerRequest(PeerMsg::kDropReplica, {"", std::string(ns), step, ""}), PeerMsg::kDone,
-                        timeout_);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::string request = EncodePeerRequest(PeerMsg::kDropReplica, {"", std::string(ns), step, ""});
+  std::vector<Result<std::string>> results = AskEach(
+      holders_, [&](const std::string& h) { return Call(h, PeerMsg::kDropReplica, request, PeerMsg::kDone, timeout_); });
   std::vector<std::string> dropped;
   std::string failed;
   for (size_t i = 0; i < holders_.size(); ++i) {

@@ -10,7 +10,6 @@
 
 #include "agent/memory_tier.h"
 
-#include "agent/budget.h"
 #include "common/log.h"
 #include "os/files.h"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 MAGIC = 0x504B4354
-VERSION = 2  # kProtocolVersion (src/wire/protocol.h)
+VERSION = 3  # kProtocolVersion (src/wire/protocol.h)
 
 
 def frame(msg_type, payload=b"", request_id=1, magic=MAGIC, version=VERSION, length=None):

@@ -132,6 +132,14 @@ def cluster(tmp_path):
         c.close()
 
 
+def _wait_durable(c: Cluster, ns, step, timeout=60):
+    """Until the step's merged manifest is in the durable directory (every part uploaded)."""
+    deadline = time.time() + timeout
+    while not (c.durable / ns / f"step_{step:010d}" / "_tierckpt_manifest.json").exists():
+        assert time.time() < deadline, c.nodes["n1"].log_text()[-3000:]
+        time.sleep(0.1)
+
+
 def _durable_manifest(c: Cluster, ns, step):
     return json.loads((c.durable / ns / f"step_{step:010d}" / "_tierckpt_manifest.json").read_text())
 
@@ -152,10 +160,7 @@ def test_a_step_saved_through_two_nodes_loads_everywhere_and_persists_as_one_sto
     # Each node holds its own part in memory; the coordinator's answer listed both.
     for node in ("n1", "n2"):
         assert c.nodes[node].steps("span")[10]["memory"] == "committed", node
-    deadline = time.time() + 60
-    while not (c.durable / "span" / "step_0000000010" / "_tierckpt_manifest.json").exists():
-        assert time.time() < deadline, c.nodes["n1"].log_text()[-3000:]
-        time.sleep(0.1)
+    _wait_durable(c, "span", 10)
     m = _durable_manifest(c, "span", 10)
     assert m["members"] == ["n1", "n2"]
     assert {o["node"] for o in m["objects"]} == {"n1", "n2"}
@@ -231,10 +236,7 @@ def test_a_corrupt_memory_copy_is_dropped_on_its_node_only_and_comes_back_from_i
     c = cluster()
     cfgs = c.configs("heal")
     run_ranks(tmp_path, 4, _save, cfgs, 10, True)
-    deadline = time.time() + 60
-    while not (c.durable / "heal" / "step_0000000010" / "_tierckpt_manifest.json").exists():
-        assert time.time() < deadline, c.nodes["n1"].log_text()[-3000:]
-        time.sleep(0.1)
+    _wait_durable(c, "heal", 10)
     held = c.nodes["n3"].root / "replicas" / "n2" / "ns" / "heal" / "step_0000000010"
     assert held.is_dir()
     # Damage rank 2's file in n2's memory, in place (the inode its readers map).

@@ -112,6 +112,32 @@ Status PrepareSocketDir(const std::string& socket_path) {
   return Status::Ok();
 }
 
+namespace {
+
+// --preallocate: bytes, or a percent of the (resolved) budget, at most the
+// budget; --preallocate-segment: bytes, 1 MiB..64 GiB.
+Status ResolvePreallocate(AgentConfig* c) {
+  if (c->preallocate.find('%') != std::string::npos) {
+    TC_ASSIGN_OR_RETURN(c->preallocate_bytes, ResolveBudget(c->preallocate, c->budget_bytes, "--preallocate"));
+  } else {
+    TC_ASSIGN_OR_RETURN(c->preallocate_bytes, ParseByteSize(c->preallocate, "--preallocate"));
+  }
+  if (c->preallocate_bytes > c->budget_bytes) {
+    return InvalidArgument("--preallocate " + c->preallocate + " is " + FormatBytes(c->preallocate_bytes) +
+                           ", more than the memory budget (" + FormatBytes(c->budget_bytes) +
+                           "); lower it or raise --memory-budget");
+  }
+  TC_ASSIGN_OR_RETURN(c->preallocate_segment_bytes, ParseByteSize(c->preallocate_segment, "--preallocate-segment"));
+  if (c->preallocate_segment_bytes < (1ull << 20) || c->preallocate_segment_bytes > (64ull << 30)) {
+    return InvalidArgument("--preallocate-segment " + c->preallocate_segment + " is " +
+                           FormatBytes(c->preallocate_segment_bytes) + "; use 1MiB to 64GiB, about the size of "
+                           "the objects you save (a DCP rank file)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   if (c->socket_path.empty()) c->socket_path = DefaultAgentSocket();
   if (c->root.empty()) c->root = DefaultAgentRoot();
@@ -126,26 +152,7 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   if (physical_ram == 0) physical_ram = PhysicalMemoryBytes();
   TC_ASSIGN_OR_RETURN(c->budget_bytes, ResolveBudget(c->memory_budget, physical_ram, "--memory-budget"));
   if (c->keep_last < 1 || c->keep_last > 1000000) return RangeError("--keep-last", c->keep_last, 1, 1000000);
-  {
-    std::string_view spec = c->preallocate;
-    while (!spec.empty() && spec.back() == ' ') spec.remove_suffix(1);
-    if (!spec.empty() && spec.back() == '%') {
-      TC_ASSIGN_OR_RETURN(c->preallocate_bytes, ResolveBudget(spec, c->budget_bytes, "--preallocate"));
-    } else {
-      TC_ASSIGN_OR_RETURN(c->preallocate_bytes, ParseByteSize(spec, "--preallocate"));
-    }
-    if (c->preallocate_bytes > c->budget_bytes) {
-      return InvalidArgument("--preallocate " + c->preallocate + " is " + FormatBytes(c->preallocate_bytes) +
-                             ", more than the memory budget (" + FormatBytes(c->budget_bytes) +
-                             "); lower it or raise --memory-budget");
-    }
-    TC_ASSIGN_OR_RETURN(c->preallocate_segment_bytes, ParseByteSize(c->preallocate_segment, "--preallocate-segment"));
-    if (c->preallocate_segment_bytes < (1ull << 20) || c->preallocate_segment_bytes > (64ull << 30)) {
-      return InvalidArgument("--preallocate-segment " + c->preallocate_segment + " is " +
-                             FormatBytes(c->preallocate_segment_bytes) + "; use 1MiB to 64GiB, about the size of "
-                             "the objects you save (a DCP rank file)");
-    }
-  }
+  TC_RETURN_IF_ERROR(ResolvePreallocate(c));
   if (c->persist_threads < 1 || c->persist_threads > 64) {
     return RangeError("--persist-threads", c->persist_threads, 1, 64);
   }

@@ -332,16 +332,19 @@ TierStats MemoryTier::Stats() const {
   ReadMappingsStats rm = read_mappings_.Stats();
   t.read_mappings = rm.mappings;
   t.read_mapped_bytes = rm.mapped_bytes;
+  t.writing_steps = WritingStepsLocked();
   for (const auto& [name, nss] : namespaces_) {
-    for (const auto& [step, s] : nss.steps) {
-      if (s->committed) {
-        ++t.committed_steps;
-      } else {
-        ++t.writing_steps;
-      }
-    }
+    for (const auto& [step, s] : nss.steps) t.committed_steps += s->committed ? 1 : 0;
   }
   return t;
+}
+
+size_t MemoryTier::WritingStepsLocked() const {
+  size_t n = 0;
+  for (const auto& [name, nss] : namespaces_) {
+    for (const auto& [step, s] : nss.steps) n += s->committed ? 0 : 1;
+  }
+  return n;
 }
 
 void MemoryTier::Shutdown() {

@@ -297,6 +297,8 @@ class MemoryTier {
 
   // All *Locked methods require mu_ held.
   StepState* FindLocked(std::string_view ns, uint64_t step) const;
+  // Steps being written or restored (not committed), every namespace.
+  size_t WritingStepsLocked() const;
   static constexpr uint64_t kPoolSmallObject = 1u << 20;
   uint64_t UsedLocked() const { return object_bytes_ + pool_.bytes() + preallocating_bytes_; }
   StepPin PinLocked(StepState* s);

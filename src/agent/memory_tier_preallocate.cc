@@ -49,11 +49,7 @@ Result<uint64_t> MemoryTier::Preallocate(uint64_t bytes, uint64_t segment) {
         break;
       }
       if (pool_.bytes() >= bytes) break;
-      bool busy = false;
-      for (const auto& [name, nss] : namespaces_) {
-        for (const auto& [step, s] : nss.steps) busy = busy || !s->committed;
-      }
-      if (busy) {
+      if (WritingStepsLocked() > 0) {
         stopped = "a step is being written";
         break;
       }
@@ -72,7 +68,10 @@ Result<uint64_t> MemoryTier::Preallocate(uint64_t bytes, uint64_t segment) {
     Result<uint64_t> put = wrote.ok() ? pool_.Put(tmp) : Result<uint64_t>(wrote);
     if (!put.ok()) {
       ::unlink(tmp.c_str());
-      error = put.status().WithContext("preallocating a segment of " + std::to_string(n) + " bytes in " + pool_.dir());
+      error = put.status().WithContext(
+          "preallocating a segment of " + std::to_string(n) + " bytes in " + pool_.dir() +
+          " (the segments written before stay in the pool; if the tmpfs is full, lower --preallocate or "
+          "--memory-budget, or free the mount)");
       stopped = "error";
       break;
     }

@@ -3,7 +3,7 @@
 
     python bench/s3_bench.py [--json] [--size 2GiB] [--objects 8] [--reps 1]
                              [--build-dir build/release] [--threads 1] [--s3torch-threads 1] [--s3torch-gbps 1]
-                             [--part-size 16MiB] [--concurrency 8] [--limit-streams 1]
+                             [--part-size 16MiB] [--max-part-size 1GiB] [--concurrency 8] [--limit-streams 1]
                              [--methods limit,ours,boto3,s3torch] [--timeout 1800] [--warmup 1]
 
 Install the bench-only Python packages first (pinned; not needed by the tests):
@@ -24,9 +24,10 @@ tmpfs) serves every method in turn, on the same step: --size bytes in
            HTTP client here (no server work, no HTTP).
   ours     build/release/bench/tc_s3_bench: tierckpt's C++ S3 path, the
            ObjectStore of s3://bucket/prefix?endpoint=..&part_size=..&concurrency=..
-           (PutObject of each object + CommitStep; ReadObject of each object
-           into a populated tmpfs mapping), --threads objects at a time (1: as
-           the agent's persister and restore do; parts/ranges run in parallel
+           (PutObjects of the whole step + CommitStep, as the agent's
+           persister does: all objects' requests through one pool of
+           --concurrency connections; ReadObjectToFile of each object into a
+           fresh tmpfs file, --threads objects at a time, ranges in parallel
            inside each object).
   boto3    boto3's managed transfer with TransferConfig defaults: upload_file
            of each object from a tmpfs file, download_file to a tmpfs file.
@@ -427,6 +428,8 @@ def run_method(name: str, args, endpoint: str, sampler: CpuSampler, bench_bin: P
     if name == "ours":
         url = (f"s3://{BUCKET}/{prefix}?endpoint={endpoint}&part_size={args.part_size}"
                f"&concurrency={args.concurrency}")
+        if args.max_part_size is not None:
+            url += f"&max_part_size={args.max_part_size}"
         cmd = [str(bench_bin), "--url", url, "--objects", str(args.objects), "--object-size", str(args.object_size),
                "--threads", str(args.threads), "--reps", str(args.reps), "--seed", str(args.seed),
                "--scratch", str(scratch)]
@@ -527,8 +530,10 @@ def main() -> None:
     p.add_argument("--objects", type=int, default=8, help="objects per step (default 8)")
     p.add_argument("--reps", type=int, default=1, help="repetitions per method; medians are reported (default 1)")
     p.add_argument("--build-dir", default="build/release", help="where bench/tc_s3_bench is (default build/release)")
-    p.add_argument("--threads", type=int, default=1, help="ours: objects at a time (default 1, as the agent)")
+    p.add_argument("--threads", type=int, default=1, help="ours: objects downloaded at a time (default 1)")
     p.add_argument("--part-size", type=parse_size, default=16 << 20, help="ours: part_size (default 16MiB)")
+    p.add_argument("--max-part-size", type=parse_size, default=None,
+                   help="ours: max_part_size, the largest request (default: the URL default, 1GiB)")
     p.add_argument("--concurrency", type=int, default=8, help="ours: parts/ranges in flight (default 8)")
     p.add_argument("--s3torch-threads", type=int, default=1, help="s3torch: DCP writer thread_count (default 1)")
     p.add_argument("--s3torch-gbps", type=float, default=1.0,

@@ -10,10 +10,12 @@
 //               [--ns s3bench] [--seed 42] [--scratch /dev/shm]
 //
 // Per repetition r (step r):
-//   upload    PutObject of every object on --threads threads (1, the default,
-//             is what the agent's persister does: one object after the other,
-//             each PutObject running its parts in parallel), then CommitStep.
-//   download  ReadObjectToFile of every object into its own fresh tmpfs file
+//   upload    PutObjects of the whole step, then CommitStep: what the agent's
+//             persister does (S3: every object's requests through one pool of
+//             `concurrency` connections, s3/upload_plan.h). Until the sixth
+//             session: PutObject of one object after the other.
+//   download  ReadObjectToFile of every object, --threads objects at a time,
+//             into its own fresh tmpfs file
 //             under --scratch (what the agent's restore does: the ranges are
 //             pwritten into the file as they arrive), creating the files
 //             included in the time. The earlier way, ReadObject into a
@@ -157,9 +159,11 @@ Result<ordered_json> RunRepetition(const Flags& f, tierckpt::ObjectStore& store,
   TC_RETURN_IF_ERROR(store.DeleteStep(f.ns, step));  // a leftover of an interrupted run
 
   const Sample up0 = Sample::Now();
-  TC_RETURN_IF_ERROR(ForEachObject(layout, f.threads, [&](size_t i) {
-    return store.PutObject(f.ns, step, Layout::Name(i), src + layout.Offset(i), layout.Size(i));
-  }));
+  std::vector<tierckpt::ObjectBytes> objects;
+  for (size_t i = 0; i < layout.count; ++i) {
+    objects.push_back(tierckpt::ObjectBytes{Layout::Name(i), src + layout.Offset(i), layout.Size(i)});
+  }
+  TC_RETURN_IF_ERROR(store.PutObjects(f.ns, step, objects, nullptr));
   TC_RETURN_IF_ERROR(store.CommitStep(manifest));
   const Sample up1 = Sample::Now();
 
@@ -204,7 +208,7 @@ int main(int argc, char** argv) {
   app.add_option("--objects", f.objects, "objects per step (default 8)")->check(CLI::Range(1, 100000));
   app.add_option("--object-size", f.object_size, "bytes per object (default 268435456)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  app.add_option("--threads", f.threads, "objects transferred at once (default 1, as the agent)")
+  app.add_option("--threads", f.threads, "objects downloaded at once (default 1)")
       ->check(CLI::Range(1, 64));
   app.add_option("--reps", f.reps, "repetitions, each its own step (default 1)")->check(CLI::Range(1, 1000));
   app.add_option("--ns", f.ns, "namespace of the steps (default s3bench)");

@@ -165,6 +165,10 @@ Status Persister::PersistOnce(const PersistLease& lease) {
 
 Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
   const Manifest& m = lease.manifest;
+  std::vector<ReadView> views;  // keep the bytes readable through the upload
+  std::vector<ObjectBytes> objects;
+  views.reserve(m.objects.size());
+  objects.reserve(m.objects.size());
   for (const auto& e : m.objects) {
     if (cancel_) return Aborted("persist cancelled by shutdown");
     const std::string path = Layout::ObjectPath(lease.dir, e.name);
@@ -181,9 +185,14 @@ Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
                         " but its manifest says " + e.checksum +
                         "; it was modified after commit and is not persisted; write the step again");
     }
-    TC_RETURN_IF_ERROR(store_->PutObject(m.ns, m.step, e.name, view.data(), view.size()));
+    objects.push_back(ObjectBytes{e.name, view.data(), static_cast<size_t>(view.size())});
+    views.push_back(std::move(view));
   }
-  return Status::Ok();
+  // The whole step in one call: the store chooses the requests (S3: one pool
+  // of connections for all objects, s3/upload_plan.h).
+  Status put = store_->PutObjects(m.ns, m.step, objects, [this] { return cancel_.load(); });
+  if (put.code() == Code::kAborted && cancel_) return Aborted("persist cancelled by shutdown");
+  return put;
 }
 
 Status Persister::UploadPartOf(MemoryTier* tier, const PersistLease& lease) {

@@ -7,7 +7,8 @@
 // attempt left of the step in the durable tier (an uncommitted step is
 // garbage; the agent persists whole steps), maps each object file read-only, checks
 // its checksum against the manifest (a damaged memory copy is never
-// persisted), PutObject()s it, then commits the manifest in the durable tier
+// persisted), PutObjects() the whole step in one call (S3 plans the requests
+// of all its objects together), then commits the manifest in the durable tier
 // (a durable step already committed with an identical manifest counts as
 // success). Then durable retention (keep the newest durable_keep steps of the
 // namespace; 0 = all; never the newest), the marker is removed and the step
@@ -44,7 +45,7 @@
 // a replica tier when this node takes over for another).
 //
 // Shutdown: Stop(grace) lets running jobs finish for up to `grace`, then
-// cancels them at the next object boundary (the step returns to kQueued and
+// cancels them before their next store request (the step returns to kQueued and
 // resumes at the next start); jobs not started yet are left queued.
 //
 // Thread safety: all methods are thread-safe.

@@ -12,7 +12,9 @@ target_sources(tc_s3 PRIVATE
   s3_open.cc
   s3_parallel.cc
   s3_retry.cc
+  s3_upload_many.cc
   s3_xml.cc
+  upload_plan.cc
 )
 
 tierckpt_add_test(tc_s3_client_test
@@ -22,4 +24,5 @@ tierckpt_add_test(tc_s3_client_test
     s3_config_test.cc
     s3_multipart_test.cc
     s3_xml_test.cc
+    upload_plan_test.cc
   LIBS tc_s3)

@@ -51,6 +51,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -75,6 +76,13 @@ inline constexpr size_t kDeleteBatch = 1000;
 struct PutOptions {
   // Write only if the key does not exist yet: kAlreadyExists if it does.
   bool if_none_match = false;
+};
+
+// One object of UploadMany. data is borrowed and must outlive the call.
+struct UploadItem {
+  std::string key;
+  const void* data = nullptr;
+  size_t size = 0;
 };
 
 struct ObjectInfo {
@@ -139,6 +147,17 @@ class S3Client {
   // above it.
   Status Upload(std::string_view key, const void* data, size_t size,
                 const PutOptions& options = {});
+  // Uploads every item through one pool of config.concurrency connections,
+  // cut into requests by PlanUpload (upload_plan.h: whole-object PUTs and
+  // parts of about the step's bytes / concurrency, largest first): the
+  // multipart uploads are created, every request sent, then every multipart
+  // upload completed. After the first failure no new request starts, the
+  // multipart uploads this call created are aborted and the failure is
+  // returned; objects already PUT stay (an uncommitted step's garbage).
+  // `cancelled`, when given, is asked before each request; once it says
+  // true the call stops the same way with kAborted. No conditional writes.
+  Status UploadMany(const std::vector<UploadItem>& items,
+                    const std::function<bool()>& cancelled = nullptr);
   // The steps of a multipart upload. Returns the upload id.
   Result<std::string> CreateMultipartUpload(std::string_view key);
   Result<CompletedPart> UploadPart(std::string_view key, std::string_view upload_id,
@@ -219,6 +238,8 @@ class S3Client {
   void MarkConditionalUnsupported(std::string_view why);
   void LogConditionalFallback(std::string_view why) const;
   Status DeleteBatch(const std::vector<std::string>& keys);
+  // Aborts upload_id of key, logging (not returning) a failure.
+  void AbortQuietly(std::string_view key, std::string_view upload_id);
 
   // Const after construction.
   const S3Config config_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -63,6 +64,24 @@ inline std::string ErrorXml(const std::string& code, const std::string& message 
   return "<Error><Code>" + code + "</Code><Message>" + message +
          "</Message><RequestId>RID</RequestId></Error>";
 }
+
+// An S3Client (TestConfig unless given, instant retries) over a FakeS3
+// bucket "bkt"; Count("PUT partNumber") counts the bucket's log entries.
+class FakeS3ClientFixture : public ::testing::Test {
+ protected:
+  S3Client& Client(S3Config config = TestConfig()) {
+    client_ = std::make_unique<S3Client>(config, s3_, signer_, InstantRetries());
+    return *client_;
+  }
+  int Count(const std::string& entry) {
+    auto log = s3_->Log();
+    return static_cast<int>(std::count(log.begin(), log.end(), entry));
+  }
+
+  std::shared_ptr<FakeS3> s3_ = std::make_shared<FakeS3>("bkt");
+  std::shared_ptr<MarkingSigner> signer_ = std::make_shared<MarkingSigner>();
+  std::unique_ptr<S3Client> client_;
+};
 
 // Deterministic bytes.
 inline std::string Bytes(size_t n, unsigned seed = 1) {

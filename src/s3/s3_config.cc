@@ -1,6 +1,7 @@
 // s3_config.cc — see s3_config.h.
 #include "s3/s3_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <utility>
@@ -15,7 +16,7 @@ namespace {
 
 constexpr std::string_view kForm =
     "write s3://<bucket>[/<prefix>][?region=..&endpoint=http(s)://host[:port]&addressing=path|"
-    "virtual&part_size=16MiB&multipart_threshold=16MiB&concurrency=8&max_attempts=6&"
+    "virtual&part_size=16MiB&multipart_threshold=16MiB&max_part_size=1GiB&concurrency=8&max_attempts=6&"
     "payload=unsigned|signed&conditional=auto|on|off]";
 constexpr size_t kMaxPrefixLength = 512;
 constexpr uint64_t kMinPartSize = 64u << 10;
@@ -192,6 +193,7 @@ Result<S3Config> ParseS3Url(std::string_view url, const Environment& env) {
 
   std::optional<Addressing> addressing;
   std::optional<size_t> threshold;
+  std::optional<size_t> max_part;  // max_part_size, when given
   std::optional<bool> full_object;  // multipart_checksum, when given
   for (size_t start = 0; start < query.size();) {
     size_t end = query.find('&', start);
@@ -231,6 +233,12 @@ Result<S3Config> ParseS3Url(std::string_view url, const Environment& env) {
         return Bad(url, bad_value + " (a size up to 5GiB, e.g. 16MiB)");
       }
       threshold = static_cast<size_t>(*size);
+    } else if (name == "max_part_size") {
+      auto size = ParseSize(value);
+      if (!size || *size < kMinPartSize || *size > kMaxPartSize) {
+        return Bad(url, bad_value + " (a size from 64KiB to 5GiB, at least part_size, e.g. 1GiB)");
+      }
+      max_part = static_cast<size_t>(*size);
     } else if (name == "concurrency") {
       auto n = ParseInt(value, 1, 256);
       if (!n) return Bad(url, bad_value + " (1 to 256)");
@@ -268,6 +276,11 @@ Result<S3Config> ParseS3Url(std::string_view url, const Environment& env) {
     TC_ASSIGN_OR_RETURN(config.endpoint, NormalizeEndpoint(url, endpoint->first, endpoint->second));
   }
   config.multipart_threshold = threshold.value_or(config.part_size);
+  if (max_part && *max_part < config.part_size) {
+    return Bad(url, "max_part_size=" + std::to_string(*max_part) + " is smaller than part_size=" +
+                        std::to_string(config.part_size) + " (raise max_part_size or lower part_size)");
+  }
+  config.max_part_size = max_part.value_or(std::max(config.max_part_size, config.part_size));
   // Directory buckets keep whole-object checksums (what the Express path was
   // built and tested with); general-purpose buckets default to COMPOSITE.
   config.full_object_checksum = full_object.value_or(config.express);

@@ -8,6 +8,7 @@
 // URL query parameters override the environment (docs/s3.md lists them):
 //   region, endpoint, addressing=path|virtual, part_size (bytes, or 8MiB),
 //   multipart_threshold (bytes, or 8MiB; default: the part size),
+//   max_part_size (bytes, or 1GiB; default 1 GiB, at least part_size),
 //   concurrency, max_attempts, payload=unsigned|signed, conditional=auto|on|off,
 //   multipart_checksum=composite|full_object.
 // Bucket names ending in "--x-s3" are S3 Express One Zone directory buckets:
@@ -24,6 +25,7 @@
 //   part_size 64 KiB..5 GiB. AWS and most compatible stores reject parts under
 //            5 MiB (EntityTooSmall at completion); smaller values exist for
 //            test servers (moto with S3_UPLOAD_PART_MIN_SIZE).
+//   max_part_size part_size..5 GiB.
 //   concurrency 1..256, max_attempts 1..20.
 // Addressing defaults to path-style when an endpoint is given (local and
 // S3-compatible servers) and for dotted bucket names (their TLS certificates
@@ -57,6 +59,11 @@ struct S3Config {
   bool express = false;      // bucket is an S3 Express directory bucket
   size_t part_size = 16u << 20;     // multipart part size; grows to keep ≤ 10,000 parts
   size_t multipart_threshold = 16u << 20;  // objects above this go multipart
+  // The largest request UploadMany makes (a whole-object PUT or a part):
+  // requests of a step are about its bytes / concurrency, within
+  // [part_size, max_part_size] (upload_plan.h). Default 1 GiB, or part_size
+  // if that is larger.
+  size_t max_part_size = 1u << 30;
   int concurrency = 8;       // parallel parts / ranges / deletes per operation
   int max_attempts = 6;      // total tries per request (first + retries)
   bool sign_payload = false; // false: UNSIGNED-PAYLOAD + x-amz-checksum-crc32c

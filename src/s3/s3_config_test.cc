@@ -46,7 +46,7 @@ TEST(S3ConfigTest, BucketAndPrefixWithAwsDefaults) {
 TEST(S3ConfigTest, EveryQueryParameter) {
   auto c = ParseS3Url(
       "s3://b-1/p?region=eu-west-1&endpoint=http%3A%2F%2F127.0.0.1%3A5123/&addressing=virtual"
-      "&part_size=8MiB&multipart_threshold=32M&concurrency=16&max_attempts=3&payload=signed"
+      "&part_size=8MiB&multipart_threshold=32M&max_part_size=256MiB&concurrency=16&max_attempts=3&payload=signed"
       "&conditional=off",
       Env());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -55,6 +55,7 @@ TEST(S3ConfigTest, EveryQueryParameter) {
   EXPECT_EQ(c->addressing, Addressing::kVirtualHost);
   EXPECT_EQ(c->part_size, 8u << 20);
   EXPECT_EQ(c->multipart_threshold, 32u << 20);
+  EXPECT_EQ(c->max_part_size, 256u << 20);
   EXPECT_EQ(c->concurrency, 16);
   EXPECT_EQ(c->max_attempts, 3);
   EXPECT_TRUE(c->sign_payload);
@@ -62,6 +63,9 @@ TEST(S3ConfigTest, EveryQueryParameter) {
   EXPECT_EQ(BucketEndpoint(*c), "http://b-1.127.0.0.1:5123");
   // The threshold follows the part size unless given.
   EXPECT_EQ(ParseS3Url("s3://bkt?part_size=5242880", Env())->multipart_threshold, 5u << 20);
+  // The largest request is 1 GiB unless given, and never below the part size.
+  EXPECT_EQ(ParseS3Url("s3://bkt", Env())->max_part_size, 1u << 30);
+  EXPECT_EQ(ParseS3Url("s3://bkt?part_size=2GiB", Env())->max_part_size, 2u << 30);
   EXPECT_EQ(ParseS3Url("s3://bkt?conditional=on", Env())->conditional, ConditionalWrites::kOn);
 }
 
@@ -159,6 +163,8 @@ TEST(S3ConfigTest, BadUrlsNameTheBadPart) {
       {"s3://bkt?part_size=1KiB", "part_size"},
       {"s3://bkt?part_size=6GiB", "part_size"},
       {"s3://bkt?part_size=lots", "part_size"},
+      {"s3://bkt?max_part_size=6GiB", "max_part_size"},
+      {"s3://bkt?part_size=64MiB&max_part_size=32MiB", "smaller than part_size"},
       {"s3://bkt?concurrency=0", "concurrency"},
       {"s3://bkt?max_attempts=99", "max_attempts"},
       {"s3://bkt?payload=maybe", "payload"},

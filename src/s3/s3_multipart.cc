@@ -128,17 +128,18 @@ Status S3Client::MultipartOnce(std::string_view key, const void* data, size_t si
     return Status::Ok();
   });
   if (s.ok()) s = CompleteMultipartUpload(key, upload_id, parts, PutOptions{if_none_match});
-  if (!s.ok()) {
-    Status aborted = AbortMultipartUpload(key, upload_id);
-    if (!aborted.ok()) {
-      Log(LogLevel::kWarn, "s3_abort_failed")
-          .Kv("bucket", config_.bucket)
-          .Kv("key", key)
-          .Kv("upload_id", upload_id)
-          .Err(aborted);
-    }
-  }
+  if (!s.ok()) AbortQuietly(key, upload_id);
   return s;
+}
+
+void S3Client::AbortQuietly(std::string_view key, std::string_view upload_id) {
+  Status aborted = AbortMultipartUpload(key, upload_id);
+  if (aborted.ok()) return;
+  Log(LogLevel::kWarn, "s3_abort_failed")
+      .Kv("bucket", config_.bucket)
+      .Kv("key", key)
+      .Kv("upload_id", upload_id)
+      .Err(aborted);
 }
 
 Result<std::vector<MultipartUpload>> S3Client::ListMultipartUploads(std::string_view prefix) {

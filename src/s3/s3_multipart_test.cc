@@ -52,21 +52,7 @@ TEST(PlanPartsTest, HugeObjectsGrowThePartSizeToStayWithin10000Parts) {
   EXPECT_EQ(PlanParts(10, 0).status().code(), Code::kInvalidArgument);
 }
 
-class FakeS3ClientTest : public ::testing::Test {
- protected:
-  S3Client& Client(S3Config config = TestConfig()) {
-    client_ = std::make_unique<S3Client>(config, s3_, signer_, InstantRetries());
-    return *client_;
-  }
-  int Count(const std::string& entry) {
-    auto log = s3_->Log();
-    return static_cast<int>(std::count(log.begin(), log.end(), entry));
-  }
-
-  std::shared_ptr<FakeS3> s3_ = std::make_shared<FakeS3>("bkt");
-  std::shared_ptr<MarkingSigner> signer_ = std::make_shared<MarkingSigner>();
-  std::unique_ptr<S3Client> client_;
-};
+using FakeS3ClientTest = testing_util::FakeS3ClientFixture;
 
 TEST_F(FakeS3ClientTest, UploadAboveTheThresholdIsParallelMultipartWithChecksums) {
   const std::string data = Bytes(10 * 1024 + 17);  // parts of 1 KiB: 11 parts

@@ -5,6 +5,15 @@
 
 namespace tierckpt {
 
+Status ObjectStore::PutObjects(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
+                               const std::function<bool()>& cancelled) {
+  for (const ObjectBytes& o : objects) {
+    if (cancelled && cancelled()) return Aborted("PutObjects of " + Describe() + ": cancelled");
+    TC_RETURN_IF_ERROR(PutObject(ns, step, o.name, o.data, o.size));
+  }
+  return Status::Ok();
+}
+
 Status ObjectStore::ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name, int fd,
                                      uint64_t size) {
   if (size == 0) return ReadObject(ns, step, name, 0, nullptr, 0);

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,13 @@ struct SweepOptions {
   }
 };
 
+// One object of PutObjects: `size` bytes at `data`, borrowed for the call.
+struct ObjectBytes {
+  std::string name;
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
 class ObjectStore {
  public:
   virtual ~ObjectStore() = default;
@@ -62,6 +70,17 @@ class ObjectStore {
   // same name. Fails with kFailedPrecondition if the step is committed.
   virtual Status PutObject(std::string_view ns, uint64_t step, std::string_view name,
                            const void* data, size_t size) = 0;
+
+  // Writes the objects of one uncommitted step as PutObject of each would
+  // (the same checks, errors and replacement rule), in the order and
+  // parallelism the store finds fastest: S3 sends the whole step through one
+  // pool of connections (s3/upload_plan.h). Stops at the first failure and
+  // returns it; objects written before stay, uncommitted, as after a failed
+  // PutObject. `cancelled` (may be empty) is asked between requests; once it
+  // says true the call stops with kAborted. The default PutObject()s one
+  // object after the other.
+  virtual Status PutObjects(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
+                            const std::function<bool()>& cancelled);
 
   // Reads [offset, offset + size) of an object, committed or not. Fails with
   // kNotFound if absent and kCorruption if the object is shorter than

@@ -356,6 +356,63 @@ TEST_P(ObjectStoreConformance, AnObjectNameCannotAlsoBeADirectory) {
   Put("job", 1, "d.x", "2");
 }
 
+// The persister's call: a whole step at once, on a fresh step and on one the
+// store emptied itself (the S3 store checks names locally there).
+TEST_P(ObjectStoreConformance, PutObjectsWritesTheWholeStep) {
+  const Contents objects = {{"__0_0.distcp", Pattern(100000, 1)}, {"__1_0.distcp", Pattern(70001, 2)},
+                            {".metadata", Pattern(517, 3)},      {"empty", ""},
+                            {"dir/sub/leaf.bin", Pattern(4096, 4)}};
+  for (bool emptied_first : {false, true}) {
+    const uint64_t step = emptied_first ? 2 : 1;
+    if (emptied_first) {
+      ASSERT_TRUE(store_->DeleteStep("job", step).ok());
+    }
+    std::vector<ObjectBytes> batch;
+    for (const auto& [name, data] : objects) batch.push_back({name, data.data(), data.size()});
+    Status s = store_->PutObjects("job", step, batch, nullptr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    for (const auto& [name, data] : objects) {
+      auto got = ReadAll("job", step, name);
+      ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
+      EXPECT_EQ(*got, data) << name;
+    }
+    ASSERT_TRUE(store_->CommitStep(MakeManifest("job", step, objects)).ok());
+  }
+  EXPECT_EQ(Committed("job"), (std::vector<uint64_t>{1, 2}));
+}
+
+TEST_P(ObjectStoreConformance, PutObjectsKeepsEveryRuleOfPutObject) {
+  const std::string x = "x";
+  // Names clashing within the batch, on a fresh step and on an emptied one.
+  for (uint64_t step : {1, 2}) {
+    if (step == 2) {
+      ASSERT_TRUE(store_->DeleteStep("job", step).ok());
+    }
+    Status s = store_->PutObjects("job", step, {{"a", x.data(), 1}, {"a/b", x.data(), 1}}, nullptr);
+    EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+    EXPECT_EQ(store_->ObjectSize("job", step, "a/b").status().code(), Code::kNotFound);
+  }
+  // A committed step is immutable.
+  PutAndCommit("job", 3, {{"a", "first"}});
+  Status s = store_->PutObjects("job", 3, {{"a", x.data(), 1}, {"new", x.data(), 1}}, nullptr);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_EQ(*ReadAll("job", 3, "a"), "first");
+  EXPECT_EQ(store_->ObjectSize("job", 3, "new").status().code(), Code::kNotFound);
+  // Hostile names are refused.
+  EXPECT_EQ(store_->PutObjects("job", 4, {{"ok", x.data(), 1}, {"../escape", x.data(), 1}}, nullptr).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(store_->ObjectSize("job", 4, "../escape").status().code(), Code::kInvalidArgument);
+}
+
+TEST_P(ObjectStoreConformance, PutObjectsCancelledBeforeItStartsWritesNothing) {
+  const std::string data = Pattern(5000, 1);
+  Status s = store_->PutObjects("job", 1, {{"a", data.data(), data.size()}, {"b", data.data(), data.size()}},
+                                [] { return true; });
+  EXPECT_EQ(s.code(), Code::kAborted) << s.ToString();
+  EXPECT_EQ(store_->ObjectSize("job", 1, "a").status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->ObjectSize("job", 1, "b").status().code(), Code::kNotFound);
+}
+
 TEST_P(ObjectStoreConformance, DeleteStepMakesItInvisibleAndIsOkWhenAbsent) {
   PutAndCommit("job", 1, {{"a", "1"}, {"sub/b", "2"}});
   PutAndCommit("job", 2, {{"a", "2"}});

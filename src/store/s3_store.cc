@@ -125,8 +125,55 @@ Status S3ObjectStore::PutImpl(std::string_view ns, uint64_t step, std::string_vi
     if (!uploaded.ok()) Disown(ns, step);  // what is there now is unknown: check remotely again
     return uploaded;
   }
+  TC_RETURN_IF_ERROR(CheckNotCommitted(ns, step));
+  TC_RETURN_IF_ERROR(CheckNameRemotely(ns, step, name));
+  return client_.Upload(ObjectKey(ns, step, name), data, size);
+}
+
+Status S3ObjectStore::PutObjects(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
+                                 const std::function<bool()>& cancelled) {
+  for (const ObjectBytes& o : objects) TC_RETURN_IF_ERROR(ValidateObjectFor("PutObjects", describe_, ns, step, o.name));
+  std::shared_lock<std::shared_mutex> lock(StepLock(ns, step));
+  return Ctx(PutManyImpl(ns, step, objects, cancelled), "PutObjects", StepLabel(describe_, ns, step));
+}
+
+Status S3ObjectStore::PutManyImpl(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
+                                  const std::function<bool()>& cancelled) {
+  bool owned = true;
+  for (const ObjectBytes& o : objects) {
+    std::optional<Status> reserved = ReserveOwned(ns, step, o.name);
+    if (!reserved) {
+      owned = false;
+      break;
+    }
+    if (!reserved->ok()) {
+      Disown(ns, step);  // the names reserved so far were not put
+      return *reserved;
+    }
+  }
+  if (!owned) {
+    TC_RETURN_IF_ERROR(CheckNotCommitted(ns, step));
+    std::set<std::string> names;  // the batch's names must not clash among themselves either
+    for (const ObjectBytes& o : objects) TC_RETURN_IF_ERROR(AddName(names, o.name));
+    TC_RETURN_IF_ERROR(s3::ParallelFor(objects.size(), client_.config().concurrency, [&](size_t i) {
+      return CheckNameRemotely(ns, step, objects[i].name);
+    }));
+  }
+  std::vector<s3::UploadItem> items;
+  items.reserve(objects.size());
+  for (const ObjectBytes& o : objects) items.push_back({ObjectKey(ns, step, o.name), o.data, o.size});
+  Status uploaded = client_.UploadMany(items, cancelled);
+  if (!uploaded.ok() && owned) Disown(ns, step);  // what is there now is unknown: check remotely again
+  return uploaded;
+}
+
+Status S3ObjectStore::CheckNotCommitted(std::string_view ns, uint64_t step) {
   TC_ASSIGN_OR_RETURN(bool committed, Exists(ManifestKey(ns, step)));
   if (committed) return FailedPrecondition("the step is committed and immutable; write to a new step");
+  return Status::Ok();
+}
+
+Status S3ObjectStore::CheckNameRemotely(std::string_view ns, uint64_t step, std::string_view name) {
   // An object name cannot also be a "directory" (the layout must download
   // into a file tree): no ancestor may be an object, and nothing may lie below.
   for (size_t slash = name.find('/'); slash != std::string_view::npos;
@@ -148,7 +195,7 @@ Status S3ObjectStore::PutImpl(std::string_view ns, uint64_t step, std::string_vi
     return FailedPrecondition(Url(key) + "/ holds other objects (" + Url(below.objects[0].key) +
                               "); an object name cannot also be a directory");
   }
-  return client_.Upload(key, data, size);
+  return Status::Ok();
 }
 
 Status S3ObjectStore::ReadObject(std::string_view ns, uint64_t step, std::string_view name,
@@ -343,7 +390,10 @@ std::optional<Status> S3ObjectStore::ReserveOwned(std::string_view ns, uint64_t 
   std::lock_guard<std::mutex> lock(owned_mu_);
   auto it = owned_.find(StepKey(std::string(ns), step));
   if (it == owned_.end()) return std::nullopt;
-  std::set<std::string>& names = it->second;
+  return AddName(it->second, name);
+}
+
+Status S3ObjectStore::AddName(std::set<std::string>& names, std::string_view name) {
   for (size_t slash = name.find('/'); slash != std::string_view::npos; slash = name.find('/', slash + 1)) {
     if (names.count(std::string(name.substr(0, slash))) != 0) {
       return FailedPrecondition("object " + QuoteForMessage(name.substr(0, slash)) +

@@ -18,6 +18,11 @@
 //                 requests: it knows the step holds only what it has put
 //                 since, and checks names against that (until the step's
 //                 next CommitStep or sweep; at most kMaxOwnedSteps remembered).
+//   PutObjects    the same checks for every object (the manifest HEAD once,
+//                 the names in parallel, and against each other), then one
+//                 S3Client::UploadMany of the whole batch: requests of about
+//                 the batch's bytes / concurrency, whole PUTs where an object
+//                 fits (s3/upload_plan.h). The persister's path.
 //   ReadObject    parallel ranged GETs of exactly the bytes asked for; a
 //                 short object is kCorruption. Zero-length reads HEAD.
 //                 ReadObjectToFile: the same, each range pwritten into the
@@ -58,6 +63,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -90,6 +96,8 @@ class S3ObjectStore final : public ObjectStore {
   std::string Describe() const override;  // "s3://bucket/prefix"
   Status PutObject(std::string_view ns, uint64_t step, std::string_view name, const void* data,
                    size_t size) override;
+  Status PutObjects(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
+                    const std::function<bool()>& cancelled) override;
   Status ReadObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t offset,
                     void* dst, size_t size) override;
   Status ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name, int fd,
@@ -123,6 +131,16 @@ class S3ObjectStore final : public ObjectStore {
 
   Status PutImpl(std::string_view ns, uint64_t step, std::string_view name, const void* data,
                  size_t size);
+  Status PutManyImpl(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
+                     const std::function<bool()>& cancelled);
+  // kFailedPrecondition when the step's manifest is there (HEAD).
+  Status CheckNotCommitted(std::string_view ns, uint64_t step);
+  // kFailedPrecondition when an ancestor of name is an object or something
+  // lies below name (HEADs and a one-key listing).
+  Status CheckNameRemotely(std::string_view ns, uint64_t step, std::string_view name);
+  // Adds name to names unless an ancestor of it is there or it is an
+  // ancestor of one there (kFailedPrecondition).
+  static Status AddName(std::set<std::string>& names, std::string_view name);
   Status ReadImpl(std::string_view ns, uint64_t step, std::string_view name, uint64_t offset,
                   const s3::ByteSink& dst, size_t size);
   Status CommitImpl(const Manifest& manifest);

@@ -1,4 +1,5 @@
-"""Large objects go multipart (part_size from the URL), small ones in one PUT;
+"""Large objects go multipart, small ones in one PUT; a step's requests are
+sized to its bytes / concurrency, never below part_size (src/s3/upload_plan.h);
 the manifest is written last; downloads use ranged GETs; everything
 round-trips byte-identical and boto3 reads what we wrote. The requests are
 read off the fault proxy's log (no faults here)."""
@@ -13,6 +14,13 @@ from conftest_s3 import (MANIFEST, MiB, assert_s3_step_equals, bucket, moto, pro
 
 PART = 5 * MiB
 TREE = {"big_0.bin": 24 * MiB, "big_1.bin": 24 * MiB + 123, "small.bin": MiB}
+# The step's share of each of the 8 connections (default concurrency): the
+# planned part size, since it is above part_size and within max_part_size.
+SHARE = max(PART, math.ceil(sum(TREE.values()) / 8))
+
+
+def planned_parts(name: str) -> int:
+    return math.ceil(TREE[name] / SHARE)
 
 
 @pytest.mark.parametrize("checksum", ["composite", "full_object"])
@@ -32,9 +40,11 @@ def test_large_objects_go_multipart_and_round_trip(moto, proxy, bucket, agents, 
         parts = [e for e in mine if e.method == "PUT" and e.has("partNumber")]
         completes = [e for e in mine if e.method == "POST" and e.has("uploadId")]
         assert len(creates) == 1 and len(completes) == 1, [(e.method, e.query) for e in mine]
-        n = math.ceil(TREE[name] / PART)
+        n = planned_parts(name)
+        assert n >= 2
         assert sorted(int(e.query["partNumber"]) for e in parts) == list(range(1, n + 1))
         assert sum(e.bytes_in for e in parts) == TREE[name]
+        assert sorted(e.bytes_in for e in parts)[1:] == [SHARE] * (n - 1), "parts of the step's share"
         assert all(e.status == 200 for e in parts + creates + completes)
         assert all(any(h.startswith("x-amz-checksum-") for h in e.headers) for e in parts), \
             "every part carries its x-amz-checksum-* header"
@@ -53,7 +63,7 @@ def test_large_objects_go_multipart_and_round_trip(moto, proxy, bucket, agents, 
     assert_s3_step_equals(s3, bucket, step_prefix(prefix, "mp", 1), src)
     for name in ("big_0.bin", "big_1.bin"):
         etag = s3.head_object(Bucket=bucket, Key=step_prefix(prefix, "mp", 1) + name)["ETag"]
-        assert etag.endswith(f'-{math.ceil(TREE[name] / PART)}"'), etag
+        assert etag.endswith(f'-{planned_parts(name)}"'), etag
 
     wipe_tmpfs_and_restart(a)
     proxy.reset_log()

@@ -165,10 +165,22 @@ Status Persister::PersistOnce(const PersistLease& lease) {
 
 Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
   const Manifest& m = lease.manifest;
+  // The step goes to the store in as few PutObjects calls as possible, so the
+  // store plans its requests together (S3: one pool of connections for all
+  // objects, s3/upload_plan.h): one call unless the step has very many
+  // objects, whose views (a heap copy each under ReadMappings' min_file_bytes,
+  // a mapping each above it) are then released batch by batch.
   std::vector<ReadView> views;  // keep the bytes readable through the upload
-  std::vector<ObjectBytes> objects;
-  views.reserve(m.objects.size());
-  objects.reserve(m.objects.size());
+  std::vector<ObjectBytes> batch;
+  uint64_t copied = 0;  // bytes of the batch's small objects (heap copies)
+  auto flush = [&]() -> Status {
+    Status put = store_->PutObjects(m.ns, m.step, batch, [this] { return cancel_.load(); });
+    if (put.code() == Code::kAborted && cancel_) return Aborted("persist cancelled by shutdown");
+    views.clear();
+    batch.clear();
+    copied = 0;
+    return put;
+  };
   for (const auto& e : m.objects) {
     if (cancel_) return Aborted("persist cancelled by shutdown");
     const std::string path = Layout::ObjectPath(lease.dir, e.name);
@@ -185,14 +197,12 @@ Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
                         " but its manifest says " + e.checksum +
                         "; it was modified after commit and is not persisted; write the step again");
     }
-    objects.push_back(ObjectBytes{e.name, view.data(), static_cast<size_t>(view.size())});
+    if (view.size() < tier->read_mappings().options().min_file_bytes) copied += view.size();
+    batch.push_back(ObjectBytes{e.name, view.data(), static_cast<size_t>(view.size())});
     views.push_back(std::move(view));
+    if (batch.size() >= options_.batch_objects || copied >= options_.batch_copied_bytes) TC_RETURN_IF_ERROR(flush());
   }
-  // The whole step in one call: the store chooses the requests (S3: one pool
-  // of connections for all objects, s3/upload_plan.h).
-  Status put = store_->PutObjects(m.ns, m.step, objects, [this] { return cancel_.load(); });
-  if (put.code() == Code::kAborted && cancel_) return Aborted("persist cancelled by shutdown");
-  return put;
+  return batch.empty() ? Status::Ok() : flush();
 }
 
 Status Persister::UploadPartOf(MemoryTier* tier, const PersistLease& lease) {

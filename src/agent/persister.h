@@ -72,6 +72,13 @@ struct PersisterOptions {
   uint32_t durable_keep = 0;  // 0 = keep every durable step
   int max_retries = 3;
   std::chrono::milliseconds first_backoff{100};
+  // A step goes to the store in one PutObjects call (the store plans its
+  // requests together) unless it holds more than batch_objects objects or
+  // more than batch_copied_bytes of objects small enough to be read into
+  // heap copies (ReadMappings' min_file_bytes): then in batches of those
+  // bounds, whose memory copies and mappings are released batch by batch.
+  size_t batch_objects = 4096;
+  uint64_t batch_copied_bytes = 256ULL << 20;
 };
 
 struct PartsOptions {
@@ -105,7 +112,9 @@ class Persister {
  private:
   void Run(const std::string& ns, uint64_t step);
   Status PersistOnce(const PersistLease& lease);
-  // Puts every object of the lease's step from tier, each checked first.
+  // Puts every object of the lease's step from tier, each checked first, in
+  // PutObjects batches (options_.batch_objects, batch_copied_bytes): one
+  // for any usual step.
   Status UploadObjects(MemoryTier* tier, const PersistLease& lease);
   Status UploadPartOf(MemoryTier* tier, const PersistLease& lease);
   // The merge loop described above, for this node's part.

@@ -19,11 +19,10 @@ using testing::TierHarness;
 using testing::WriteStep;
 
 struct PersistHarness {
-  explicit PersistHarness(uint32_t durable_keep = 0, uint32_t keep_last = 3)
+  explicit PersistHarness(uint32_t durable_keep = 0, uint32_t keep_last = 3, PersisterOptions o = {})
       : h(64u << 20, keep_last, /*has_durable=*/true) {
     mem = std::make_shared<MemObjectStore>("persist-test");
     store = std::make_unique<FaultInjectingStore>(mem);
-    PersisterOptions o;
     o.threads = 2;
     o.durable_keep = durable_keep;
     o.first_backoff = std::chrono::milliseconds(1);
@@ -61,6 +60,30 @@ TEST(PersisterTest, PersistsACommittedStep) {
   EXPECT_EQ(back, std::string(100000, 'a'));
   EXPECT_FALSE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 3)))->exists);
   EXPECT_TRUE(p.errors.Snapshot().empty());
+}
+
+TEST(PersisterTest, AStepGoesToTheStoreInOnePutObjectsCall) {
+  PersistHarness p;
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "1"}, {"b", "2"}, {"c/d", "3"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  EXPECT_EQ(p.store->PutObjectsBatches(), std::vector<size_t>{3});
+}
+
+TEST(PersisterTest, AStepOfManyObjectsGoesInBoundedBatches) {
+  PersisterOptions o;
+  o.batch_objects = 2;
+  o.batch_copied_bytes = 1000;  // every object here is read into a heap copy
+  PersistHarness p(0, 3, o);
+  const std::map<std::string, std::string> objects = {{"a", "1"}, {"b", "2"}, {"c", std::string(1500, 'c')}, {"d", "4"}, {"e", "5"}};
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, objects, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  // a b | c (1500 copied bytes) | d e
+  EXPECT_EQ(p.store->PutObjectsBatches(), (std::vector<size_t>{2, 1, 2}));
+  for (const auto& [name, data] : objects) {
+    std::string back(data.size(), '\0');
+    ASSERT_TRUE(p.mem->ReadObject("job", 1, name, 0, back.data(), back.size()).ok()) << name;
+    EXPECT_EQ(back, data) << name;
+  }
 }
 
 TEST(PersisterTest, TheFirstDurableStepOfANamespaceSweepsOlderUncommittedSteps) {

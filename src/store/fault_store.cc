@@ -66,6 +66,20 @@ void FaultInjectingStore::ClearFaults() {
   truncate_puts_.reset();
 }
 
+std::vector<size_t> FaultInjectingStore::PutObjectsBatches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return put_batches_;
+}
+
+Status FaultInjectingStore::PutObjects(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
+                                       const std::function<bool()>& cancelled) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    put_batches_.push_back(objects.size());
+  }
+  return ObjectStore::PutObjects(ns, step, objects, cancelled);
+}
+
 uint64_t FaultInjectingStore::CallCount(StoreOp op) const {
   std::lock_guard<std::mutex> lock(mu_);
   return calls_[static_cast<size_t>(op)];

@@ -24,7 +24,10 @@
 // FailEveryCall is replaced by kIoError "injected I/O error".
 //
 // Observation: CallCount(op) counts every call of op since construction,
-// failed ones included; InjectedFaults() counts the faults injected.
+// failed ones included; InjectedFaults() counts the faults injected;
+// PutObjectsBatches() lists the object count of every PutObjects call.
+// PutObjects is the default one (PutObject of each object, through this
+// wrapper, so its faults apply per object).
 //
 // Thread safety: safe for concurrent use; one mutex guards the plan and the
 // counters, and it is not held while the base store runs.
@@ -32,6 +35,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,11 +78,14 @@ class FaultInjectingStore final : public ObjectStore {
   // ---- observation ----
   uint64_t CallCount(StoreOp op) const;
   uint64_t InjectedFaults() const;
+  std::vector<size_t> PutObjectsBatches() const;
 
   // ---- ObjectStore ----
   std::string Describe() const override;
   Status PutObject(std::string_view ns, uint64_t step, std::string_view name, const void* data,
                    size_t size) override;
+  Status PutObjects(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
+                    const std::function<bool()>& cancelled) override;
   Status ReadObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t offset,
                     void* dst, size_t size) override;
   Result<uint64_t> ObjectSize(std::string_view ns, uint64_t step, std::string_view name) override;
@@ -110,6 +117,7 @@ class FaultInjectingStore final : public ObjectStore {
   std::optional<std::string> truncate_puts_;         // guarded by mu_
   std::array<uint64_t, kStoreOpCount> calls_ = {};   // guarded by mu_
   uint64_t injected_ = 0;                            // guarded by mu_
+  std::vector<size_t> put_batches_;                  // guarded by mu_
 };
 
 }  // namespace tierckpt

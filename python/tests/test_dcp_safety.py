@@ -18,6 +18,7 @@ from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
 import states
 from tierckpt import agent as tc_agent
+from tierckpt.errors import Code
 from conftest import run_ranks
 from tierckpt.torch import CorruptionError, SaveInFlightError, TieredReader, TieredWriter, TierckptError, latest_step
 
@@ -159,6 +160,38 @@ def test_corrupt_memory_copy_falls_back_to_durable(agent, caplog):
     # The memory copy was replaced by a verified restore.
     tc_agent.client(cfg).open("corrupt", 3, "__0_0.distcp").verify()
     assert agent.steps("corrupt")[3]["memory"] == "committed"
+
+
+class _LostTheDropRace:
+    """A client whose delete_step drops the step, then answers as the agent answers a second
+    reader while the first one's restore of that step runs (ranks of one node both found the
+    corrupt copy)."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def delete_step(self, *args, **kwargs):
+        self._client.delete_step(*args, **kwargs)
+        e = TierckptError("failed precondition: step is being written or restored; abort it instead (AbortStep)")
+        e.code = int(Code.FAILED_PRECONDITION)
+        raise e
+
+
+def test_a_reader_that_loses_the_race_to_drop_a_corrupt_copy_waits_for_the_restore(agent, monkeypatch):
+    # Flaky in CI before the fix: two ranks of one node read the corrupt copy; the second's drop
+    # met the first's restore and the load failed.
+    cfg = agent.config("corrupt-race")
+    writer = TieredWriter(cfg, 5, persist=True)
+    dcp.save({"t": _tensor(5)}, storage_writer=writer, no_dist=True)
+    writer.wait_durable(timeout_s=60)
+    _corrupt(agent.object_path("corrupt-race", 5, "__0_0.distcp"), 5000)
+    real_call = tc_agent.call
+    monkeypatch.setattr(tc_agent, "call", lambda config, fn: real_call(config, lambda c: fn(_LostTheDropRace(c))))
+    assert torch.equal(_load_tensor(cfg), _tensor(5))
+    tc_agent.client(cfg).open("corrupt-race", 5, "__0_0.distcp").verify()
 
 
 def test_corrupt_memory_copy_without_durable_copy_is_an_error(agent):

@@ -35,7 +35,7 @@ from torch.futures import Future
 
 from .. import agent
 from ..config import CheckpointConfig
-from ..errors import CorruptionError
+from ..errors import Code, CorruptionError, code_of
 from . import _format
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 
@@ -138,8 +138,12 @@ class TieredReader(StorageReader):
         except FileNotFoundError:
             pass  # another rank dropped it first
         except Exception as e:
-            raise CorruptionError(f"{error}; dropping the corrupt memory copy of {label} to restore it from the "
-                                  f"durable tier failed: {e}") from error
+            # Another rank on this node dropped it first and its restore is running now (the agent
+            # refuses to delete a step being restored): the open below waits for that restore.
+            if code_of(e) != Code.FAILED_PRECONDITION:
+                raise CorruptionError(f"{error}; dropping the corrupt memory copy of {label} to restore it "
+                                      f"from the durable tier failed: {e}") from error
+            log.info("tierckpt: %s is being restored by another reader on this node; waiting for it", label)
         # Objects mapped before the drop stay valid (their files live while mapped), but they came
         # from the corrupt copy's generation: reopen everything from the restored step.
         self._views.clear()

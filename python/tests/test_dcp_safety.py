@@ -147,12 +147,18 @@ def _corrupt(path, offset):
         f.write(bytes([b[0] ^ 0xFF]))
 
 
-def test_corrupt_memory_copy_falls_back_to_durable(agent, caplog):
-    cfg = agent.config("corrupt")
-    writer = TieredWriter(cfg, 3, persist=True)
-    dcp.save({"t": _tensor(3)}, storage_writer=writer, no_dist=True)
+def _durable_step_with_a_corrupt_memory_copy(agent, ns, step):
+    """Saves _tensor(step) as a durable step of ns, flips a byte of its memory copy; its config."""
+    cfg = agent.config(ns)
+    writer = TieredWriter(cfg, step, persist=True)
+    dcp.save({"t": _tensor(step)}, storage_writer=writer, no_dist=True)
     writer.wait_durable(timeout_s=60)
-    _corrupt(agent.object_path("corrupt", 3, "__0_0.distcp"), 5000)
+    _corrupt(agent.object_path(ns, step, "__0_0.distcp"), 5000)
+    return cfg
+
+
+def test_corrupt_memory_copy_falls_back_to_durable(agent, caplog):
+    cfg = _durable_step_with_a_corrupt_memory_copy(agent, "corrupt", 3)
     with caplog.at_level(logging.WARNING, logger="tierckpt"):
         assert torch.equal(_load_tensor(cfg), _tensor(3))
     assert any("corrupt" in r.getMessage() and "durable" in r.getMessage() for r in caplog.records), \
@@ -183,11 +189,7 @@ class _LostTheDropRace:
 def test_a_reader_that_loses_the_race_to_drop_a_corrupt_copy_waits_for_the_restore(agent, monkeypatch):
     # Flaky in CI before the fix: two ranks of one node read the corrupt copy; the second's drop
     # met the first's restore and the load failed.
-    cfg = agent.config("corrupt-race")
-    writer = TieredWriter(cfg, 5, persist=True)
-    dcp.save({"t": _tensor(5)}, storage_writer=writer, no_dist=True)
-    writer.wait_durable(timeout_s=60)
-    _corrupt(agent.object_path("corrupt-race", 5, "__0_0.distcp"), 5000)
+    cfg = _durable_step_with_a_corrupt_memory_copy(agent, "corrupt-race", 5)
     real_call = tc_agent.call
     monkeypatch.setattr(tc_agent, "call", lambda config, fn: real_call(config, lambda c: fn(_LostTheDropRace(c))))
     assert torch.equal(_load_tensor(cfg), _tensor(5))

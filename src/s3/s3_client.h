@@ -65,6 +65,7 @@
 #include "s3/s3_retry.h"
 #include "s3/s3_xml.h"
 #include "s3/signer.h"
+#include "s3/upload_plan.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::s3 {
@@ -238,6 +239,12 @@ class S3Client {
   void MarkConditionalUnsupported(std::string_view why);
   void LogConditionalFallback(std::string_view why) const;
   Status DeleteBatch(const std::vector<std::string>& keys);
+  // Sends plan's requests for items (UploadMany's sequence: creates, then
+  // every request on config.concurrency threads, then completes, with
+  // If-None-Match: * when if_none_match; any failure aborts the uploads
+  // created).
+  Status SendPlan(const std::vector<UploadItem>& items, const UploadPlan& plan,
+                  const std::function<bool()>& cancelled, bool if_none_match);
   // Aborts upload_id of key, logging (not returning) a failure.
   void AbortQuietly(std::string_view key, std::string_view upload_id);
 

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "s3/crc32c.h"
 #include "s3/s3_parallel.h"
+#include "s3/upload_plan.h"
 
 namespace tierckpt::s3 {
 
@@ -116,20 +117,8 @@ Status S3Client::AbortMultipartUpload(std::string_view key, std::string_view upl
 
 Status S3Client::MultipartOnce(std::string_view key, const void* data, size_t size,
                                bool if_none_match) {
-  TC_ASSIGN_OR_RETURN(PartPlan plan, PlanParts(size, config_.part_size));
-  TC_ASSIGN_OR_RETURN(std::string upload_id, CreateMultipartUpload(key));
-  std::vector<CompletedPart> parts(plan.part_count);
-  const char* bytes = static_cast<const char*>(data);
-  Status s = ParallelFor(plan.part_count, config_.concurrency, [&](size_t i) -> Status {
-    const uint64_t start = i * plan.part_size;
-    const size_t len = static_cast<size_t>(std::min<uint64_t>(plan.part_size, size - start));
-    TC_ASSIGN_OR_RETURN(parts[i], UploadPart(key, upload_id, static_cast<int>(i + 1),
-                                             bytes + start, len));
-    return Status::Ok();
-  });
-  if (s.ok()) s = CompleteMultipartUpload(key, upload_id, parts, PutOptions{if_none_match});
-  if (!s.ok()) AbortQuietly(key, upload_id);
-  return s;
+  TC_ASSIGN_OR_RETURN(UploadPlan plan, PlanMultipart(size, config_.part_size));
+  return SendPlan({UploadItem{std::string(key), data, size}}, plan, nullptr, if_none_match);
 }
 
 void S3Client::AbortQuietly(std::string_view key, std::string_view upload_id) {

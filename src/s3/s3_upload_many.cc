@@ -1,5 +1,6 @@
-// s3_upload_many.cc — a step's objects through one pool of connections
-// (S3Client::UploadMany; the plan is upload_plan.h's).
+// s3_upload_many.cc — planned uploads through one pool of connections:
+// S3Client::UploadMany (a step's objects, PlanUpload) and SendPlan, which
+// also sends Upload's lone multipart uploads (PlanMultipart).
 #include <atomic>
 #include <mutex>
 
@@ -19,7 +20,11 @@ Status S3Client::UploadMany(const std::vector<UploadItem>& items, const std::fun
   options.multipart_threshold = config_.multipart_threshold;
   options.concurrency = config_.concurrency;
   TC_ASSIGN_OR_RETURN(UploadPlan plan, PlanUpload(sizes, options));
+  return SendPlan(items, plan, cancelled, /*if_none_match=*/false);
+}
 
+Status S3Client::SendPlan(const std::vector<UploadItem>& items, const UploadPlan& plan,
+                          const std::function<bool()>& cancelled, bool if_none_match) {
   auto stop_now = [&]() -> Status {
     if (cancelled && cancelled()) return Aborted("upload cancelled");
     return Status::Ok();
@@ -55,7 +60,7 @@ Status S3Client::UploadMany(const std::vector<UploadItem>& items, const std::fun
     s = ParallelFor(multipart.size(), config_.concurrency, [&](size_t m) -> Status {
       TC_RETURN_IF_ERROR(stop_now());
       const size_t i = multipart[m];
-      TC_RETURN_IF_ERROR(CompleteMultipartUpload(items[i].key, upload_ids[i], parts[i]));
+      TC_RETURN_IF_ERROR(CompleteMultipartUpload(items[i].key, upload_ids[i], parts[i], PutOptions{if_none_match}));
       upload_ids[i].clear();  // completed: nothing to abort
       return Status::Ok();
     });

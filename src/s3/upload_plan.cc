@@ -10,6 +10,19 @@
 namespace tierckpt::s3 {
 namespace {
 
+// Adds objects[object] (size bytes) to plan as a multipart upload in parts of
+// part_size (grown by PlanParts), in part order.
+Status AppendParts(UploadPlan& plan, size_t object, uint64_t size, uint64_t part_size) {
+  TC_ASSIGN_OR_RETURN(PartPlan parts, PlanParts(size, part_size));
+  plan.part_count[object] = static_cast<int>(parts.part_count);
+  for (uint64_t p = 0; p < parts.part_count; ++p) {
+    const uint64_t offset = p * parts.part_size;
+    plan.requests.push_back(
+        UploadRequest{object, offset, std::min(parts.part_size, size - offset), static_cast<int>(p + 1)});
+  }
+  return Status::Ok();
+}
+
 // The plan for one share, or the error of an object that cannot be cut.
 Result<UploadPlan> PlanWithShare(const std::vector<uint64_t>& sizes, uint64_t share,
                                  const UploadPlanOptions& options) {
@@ -22,13 +35,7 @@ Result<UploadPlan> PlanWithShare(const std::vector<uint64_t>& sizes, uint64_t sh
       plan.requests.push_back(UploadRequest{i, 0, sizes[i], 0});
       continue;
     }
-    TC_ASSIGN_OR_RETURN(PartPlan parts, PlanParts(sizes[i], share));
-    plan.part_count[i] = static_cast<int>(parts.part_count);
-    for (uint64_t p = 0; p < parts.part_count; ++p) {
-      const uint64_t offset = p * parts.part_size;
-      plan.requests.push_back(UploadRequest{i, offset, std::min(parts.part_size, sizes[i] - offset),
-                                            static_cast<int>(p + 1)});
-    }
+    TC_RETURN_IF_ERROR(AppendParts(plan, i, sizes[i], share));
   }
   std::stable_sort(plan.requests.begin(), plan.requests.end(),
                    [](const UploadRequest& a, const UploadRequest& b) { return a.size > b.size; });
@@ -40,6 +47,15 @@ Result<UploadPlan> PlanWithShare(const std::vector<uint64_t>& sizes, uint64_t sh
 }
 
 }  // namespace
+
+Result<UploadPlan> PlanMultipart(uint64_t size, uint64_t part_size) {
+  UploadPlan plan;
+  plan.share = part_size;
+  plan.part_count.assign(1, 0);
+  TC_RETURN_IF_ERROR(AppendParts(plan, 0, size, part_size));
+  plan.makespan = size;
+  return plan;
+}
 
 uint64_t ListScheduleMakespan(const std::vector<uint64_t>& request_sizes, int connections) {
   // Loads of the connections; the least loaded takes the next request.

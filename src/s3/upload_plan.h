@@ -61,6 +61,12 @@ struct UploadPlan {
 // cannot be uploaded at all (more than 10,000 parts of 5 GiB).
 Result<UploadPlan> PlanUpload(const std::vector<uint64_t>& sizes, const UploadPlanOptions& options);
 
+// One object of `size` bytes as one multipart upload in parts of part_size
+// (PlanParts: grown to stay within 10,000 parts), in part order; makespan is
+// the size. What S3Client::Upload sends above multipart_threshold. Errors as
+// PlanParts.
+Result<UploadPlan> PlanMultipart(uint64_t size, uint64_t part_size);
+
 // Bytes on the busiest of `connections` when each takes the next of
 // `request_sizes` (in that order) as soon as it is free. Pure.
 uint64_t ListScheduleMakespan(const std::vector<uint64_t>& request_sizes, int connections);

@@ -34,8 +34,12 @@ Result<std::string> ReadFileToString(const std::string& path, size_t max_size);
 Status WriteFileAtomic(const std::string& path, std::string_view data, bool durable,
                        bool exclusive = false);
 
+// Creates path and its missing parents. Follows symbolic links (for paths the
+// user chose); under a tree that is not trusted use MakeDirAt.
 Status MakeDirs(const std::string& path, mode_t mode = 0700);
-// Removes path and everything below it; ok if it does not exist.
+// Removes path and everything below it; ok if it does not exist. Never
+// follows a symbolic link: a link at path or below it is removed as a link,
+// its target untouched (RemoveTreeAt from path's parent directory).
 Status RemoveTree(const std::string& path);
 Status FsyncPath(const std::string& path);  // opens with O_RDONLY and fsyncs
 Status RenamePath(const std::string& from, const std::string& to);
@@ -51,6 +55,65 @@ struct FileInfo {
 };
 // exists=false (and ok) when the path does not exist.
 Result<FileInfo> StatPath(const std::string& path);
+
+// ---- Trees that are not trusted: never follow a symbolic link ----
+//
+// What the agent finds under its root is not trusted: a symbolic link planted
+// there (by mistake, by a restored archive, by a careless script) must never
+// lead a walk, a recycling or a removal outside it. These functions work from
+// directory fds with openat(O_NOFOLLOW | O_DIRECTORY),
+// fstatat(AT_SYMLINK_NOFOLLOW) and unlinkat, and none follows a symbolic link
+// at or below the fd (or the last component of the path) it starts from. A
+// `path` argument next to a dir_fd only names the entry in messages. A link
+// found where a directory or file is expected fails with
+// kFailedPrecondition: "<path> is a symbolic link (to <target>) ...".
+
+enum class EntryType { kMissing, kDirectory, kRegular, kSymlink, kOther };
+// "missing", "directory", "regular file", "symbolic link", "special file".
+std::string_view EntryTypeName(EntryType type);
+
+struct DirEntry {
+  std::string name;
+  EntryType type = EntryType::kMissing;
+  uint64_t size = 0;  // st_size of a regular file
+};
+
+// Opens the directory at path. Components before the last resolve as usual
+// (they are the caller's choice); the last must be a directory itself, not
+// a symbolic link to one.
+Result<UniqueFd> OpenDirNoFollow(const std::string& path);
+// Opens the directory `name` (one component) inside dir_fd, same rule.
+Result<UniqueFd> OpenDirAt(int dir_fd, const std::string& name, const std::string& path);
+// Opens rel ("a/b/c", relative, no "." or "..") below dir_fd with flags,
+// walking it one component at a time: no component may be a symbolic link.
+// kNotFound when a component is missing.
+Result<UniqueFd> OpenBeneath(int dir_fd, std::string_view rel, int flags, const std::string& path);
+// What rel (as for OpenBeneath) below dir_fd is, its last component not
+// followed; kMissing when it or a directory on the way does not exist. A
+// directory on the way that is a symbolic link fails (kFailedPrecondition).
+Result<DirEntry> StatBeneath(int dir_fd, std::string_view rel, const std::string& path);
+// Reads the regular file rel (as for OpenBeneath) below dir_fd. Anything
+// but a regular file fails with kFailedPrecondition (a FIFO does not block);
+// kResourceExhausted when it is larger than max_size.
+Result<std::string> ReadFileBeneath(int dir_fd, std::string_view rel, size_t max_size, const std::string& path);
+// What `name` inside dir_fd is (fstatat AT_SYMLINK_NOFOLLOW); type kMissing
+// (and ok) when it does not exist.
+Result<DirEntry> StatAt(int dir_fd, const std::string& name, const std::string& path);
+// What the last component of path is, without following it (lstat).
+Result<DirEntry> StatNoFollow(const std::string& path);
+// Entries of the open directory (without "." and ".."), sorted by name, each
+// typed without following links. Entries that vanish while listed are left out.
+Result<std::vector<DirEntry>> ListDirAt(int dir_fd, const std::string& path);
+// Removes `name` inside dir_fd and, when it is a real directory, everything
+// below it; a symbolic link is removed as a link. Ok when absent.
+Status RemoveTreeAt(int dir_fd, const std::string& name, const std::string& path);
+// Opens directory `name` inside dir_fd, creating it with mode when absent.
+// An entry there that is not a directory (a symbolic link included) fails
+// with kFailedPrecondition naming what it is; nothing is changed.
+Result<UniqueFd> MakeDirAt(int dir_fd, const std::string& name, mode_t mode, const std::string& path);
+// The target of the symbolic link `name` inside dir_fd, for messages ("?"
+// when it cannot be read).
+std::string LinkTargetAt(int dir_fd, const std::string& name);
 
 // "a/b" + "c" → "a/b/c".
 std::string JoinPath(std::string_view a, std::string_view b);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "os/mapping.h"
 
 namespace tierckpt {
@@ -72,6 +74,119 @@ TEST_F(FilesTest, PathHelpers) {
   EXPECT_EQ(DirName("c"), ".");
   EXPECT_EQ(DirName("/c"), "/");
   EXPECT_TRUE(RemoveTree(JoinPath(dir_, "absent")).ok());
+}
+
+
+// ---- Trees that are not trusted: links are never followed ----
+
+// An outside directory with a file, which no function below may touch.
+class NoFollowTest : public FilesTest {
+ protected:
+  void SetUp() override {
+    FilesTest::SetUp();
+    outside_ = JoinPath(dir_, "outside");
+    ASSERT_TRUE(MakeDirs(JoinPath(outside_, "sub")).ok());
+    ASSERT_TRUE(WriteFileAtomic(JoinPath(outside_, "victim"), "keep", false).ok());
+    ASSERT_TRUE(WriteFileAtomic(JoinPath(outside_, "sub/victim"), "keep", false).ok());
+    tree_ = JoinPath(dir_, "tree");
+    ASSERT_TRUE(MakeDirs(JoinPath(tree_, "real")).ok());
+  }
+  void Link(const std::string& target, const std::string& rel) {
+    ASSERT_EQ(::symlink(target.c_str(), JoinPath(tree_, rel).c_str()), 0) << rel;
+  }
+  void ExpectOutsideIntact() {
+    EXPECT_EQ(*ReadFileToString(JoinPath(outside_, "victim"), 100), "keep");
+    EXPECT_EQ(*ReadFileToString(JoinPath(outside_, "sub/victim"), 100), "keep");
+  }
+  std::string outside_;
+  std::string tree_;
+};
+
+TEST_F(NoFollowTest, RemoveTreeRemovesLinksNotTheirTargets) {
+  Link(outside_, "dirlink");
+  Link(JoinPath(outside_, "victim"), "filelink");
+  Link(outside_, "real/nested");
+  ASSERT_TRUE(RemoveTree(tree_).ok());
+  EXPECT_EQ(StatNoFollow(tree_)->type, EntryType::kMissing);
+  ExpectOutsideIntact();
+  // The path itself a link: the link goes, the target stays.
+  std::string top = JoinPath(dir_, "toplink");
+  ASSERT_EQ(::symlink(outside_.c_str(), top.c_str()), 0);
+  ASSERT_TRUE(RemoveTree(top).ok());
+  EXPECT_EQ(StatNoFollow(top)->type, EntryType::kMissing);
+  ASSERT_TRUE(RemoveTree(top + "/").ok());
+  ExpectOutsideIntact();
+}
+
+TEST_F(NoFollowTest, ListDirAtTypesEntriesWithoutFollowing) {
+  Link(outside_, "dirlink");
+  Link(JoinPath(outside_, "victim"), "filelink");
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(tree_, "file"), "abc", false).ok());
+  ASSERT_EQ(::mkfifo(JoinPath(tree_, "fifo").c_str(), 0600), 0);
+  auto fd = OpenDirNoFollow(tree_);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  auto entries = ListDirAt(fd->get(), tree_);
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  ASSERT_EQ(entries->size(), 5u);
+  EXPECT_EQ((*entries)[0].name, "dirlink");
+  EXPECT_EQ((*entries)[0].type, EntryType::kSymlink);
+  EXPECT_EQ((*entries)[1].name, "fifo");
+  EXPECT_EQ((*entries)[1].type, EntryType::kOther);
+  EXPECT_EQ((*entries)[2].name, "file");
+  EXPECT_EQ((*entries)[2].type, EntryType::kRegular);
+  EXPECT_EQ((*entries)[2].size, 3u);
+  EXPECT_EQ((*entries)[3].type, EntryType::kSymlink);
+  EXPECT_EQ((*entries)[4].name, "real");
+  EXPECT_EQ((*entries)[4].type, EntryType::kDirectory);
+  // A second listing of the same fd sees the same entries (no shared offset).
+  EXPECT_EQ(ListDirAt(fd->get(), tree_)->size(), 5u);
+  auto fifo = ReadFileBeneath(fd->get(), "fifo", 100, JoinPath(tree_, "fifo"));  // must not block
+  EXPECT_EQ(fifo.status().code(), Code::kFailedPrecondition) << fifo.status().ToString();
+}
+
+TEST_F(NoFollowTest, OpeningThroughALinkIsRefusedAndNamesItsTarget) {
+  Link(outside_, "dirlink");
+  Link(outside_, "real/deeper");
+  Link(JoinPath(outside_, "victim"), "filelink");
+  auto top = OpenDirNoFollow(JoinPath(tree_, "dirlink"));
+  EXPECT_EQ(top.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(top.status().message().find("is a symbolic link (to " + outside_ + ")"), std::string::npos)
+      << top.status().ToString();
+  EXPECT_EQ(OpenDirNoFollow(JoinPath(tree_, "dirlink") + "/").status().code(), Code::kFailedPrecondition);
+  auto fd = OpenDirNoFollow(tree_);
+  ASSERT_TRUE(fd.ok());
+  EXPECT_EQ(OpenDirAt(fd->get(), "dirlink", "x").status().code(), Code::kFailedPrecondition);
+  // A link in any component of a relative path, the last one included.
+  for (const char* rel : {"dirlink/victim", "real/deeper/victim", "real/deeper/sub/victim", "filelink"}) {
+    auto opened = OpenBeneath(fd->get(), rel, O_RDONLY, rel);
+    EXPECT_EQ(opened.status().code(), Code::kFailedPrecondition) << rel << ": " << opened.status().ToString();
+    EXPECT_FALSE(ReadFileBeneath(fd->get(), rel, 100, rel).ok()) << rel;
+  }
+  EXPECT_EQ(StatBeneath(fd->get(), "filelink", "filelink")->type, EntryType::kSymlink);
+  EXPECT_EQ(StatBeneath(fd->get(), "real/deeper/victim", "p").status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(StatBeneath(fd->get(), "real/absent/victim", "p")->type, EntryType::kMissing);
+  EXPECT_EQ(OpenBeneath(fd->get(), "real/../dirlink", O_RDONLY, "p").status().code(), Code::kInvalidArgument);
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(tree_, "real/f"), "data", false).ok());
+  EXPECT_EQ(*ReadFileBeneath(fd->get(), "real/f", 100, "p"), "data");
+  EXPECT_EQ(StatBeneath(fd->get(), "real/f", "p")->size, 4u);
+  ExpectOutsideIntact();
+}
+
+TEST_F(NoFollowTest, MakeDirAtAndRemoveTreeAtLeaveTargetsAlone) {
+  Link(outside_, "dirlink");
+  auto fd = OpenDirNoFollow(tree_);
+  ASSERT_TRUE(fd.ok());
+  auto made = MakeDirAt(fd->get(), "dirlink", 0700, JoinPath(tree_, "dirlink"));
+  EXPECT_EQ(made.status().code(), Code::kFailedPrecondition) << made.status().ToString();
+  EXPECT_EQ(LinkTargetAt(fd->get(), "dirlink"), outside_);
+  ASSERT_TRUE(RemoveTreeAt(fd->get(), "dirlink", "dirlink").ok());
+  EXPECT_EQ(StatAt(fd->get(), "dirlink", "dirlink")->type, EntryType::kMissing);
+  auto fresh = MakeDirAt(fd->get(), "dirlink", 0700, "dirlink");
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  auto again = MakeDirAt(fd->get(), "dirlink", 0700, "dirlink");  // already there: opened
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(StatAt(fd->get(), "dirlink", "dirlink")->type, EntryType::kDirectory);
+  ExpectOutsideIntact();
 }
 
 }  // namespace

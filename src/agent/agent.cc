@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
@@ -20,6 +22,34 @@
 namespace tierckpt::agent {
 namespace {
 
+// "uid 1001 (tcfoe)", or "uid 1001" when the user has no name here.
+std::string UidLabel(uid_t uid) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  char buf[4096];
+  std::string label = "uid " + std::to_string(uid);
+  if (::getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr) {
+    label += " (" + std::string(pw.pw_name) + ")";
+  }
+  return label;
+}
+
+// Logs a warning when users other than root and us can replace --root in
+// its parent (a rename there outruns any check made here).
+void WarnIfParentIsShared(const std::string& root) {
+  const std::string parent = DirName(root);
+  struct stat st;
+  if (::stat(parent.c_str(), &st) != 0) return;
+  bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0;
+  bool foreign = st.st_uid != 0 && st.st_uid != ::geteuid();
+  if (!others_write && !foreign) return;
+  Log(LogLevel::kWarn, "root_safety")
+      .Kv("root", root)
+      .Kv("parent", parent)
+      .Kv("parent_owner", UidLabel(st.st_uid))
+      .Kv("why", "other users can rename or replace --root in its parent while tierckptd runs; choose a --root in a "
+                 "directory only root and this user can write, or one with the sticky bit (like /dev/shm)");
+}
 
 }  // namespace
 
@@ -48,28 +78,72 @@ int ExitCodeFor(const Status& s) {
 
 Status Agent::PrepareRoot() {
   const std::string& root = config_.root;
-  TC_RETURN_IF_ERROR(MakeDirs(root, 0700).WithContext("creating --root " + root));
-  struct stat st;
-  if (::stat(root.c_str(), &st) != 0) return ErrnoStatus("stat --root " + root);
-  if (st.st_uid != ::getuid()) {
-    return PermissionDenied("--root " + root + " belongs to uid " + std::to_string(st.st_uid) + ", not to uid " +
-                            std::to_string(::getuid()) + " running tierckptd; choose another --root");
+  // The parents are the operator's choice and may be links (/dev/shm ->
+  // /run/shm); the root itself must be a real directory of ours, looked at
+  // without following a link (docs/agent.md, "Root directory safety").
+  TC_RETURN_IF_ERROR(MakeDirs(DirName(root), 0700).WithContext("creating the parent directory of --root " + root));
+  if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("creating --root " + root);
+  struct stat lst;
+  if (::lstat(root.c_str(), &lst) != 0) return ErrnoStatus("stat --root " + root);
+  if (S_ISLNK(lst.st_mode)) {
+    char buf[4096];
+    ssize_t n = ::readlink(root.c_str(), buf, sizeof(buf));
+    std::string target = n < 0 ? "?" : std::string(buf, static_cast<size_t>(n));
+    return PermissionDenied("--root " + root + " is a symbolic link (to " + target + ", the link owned by " +
+                            UidLabel(lst.st_uid) +
+                            "); tierckptd never uses a linked root: whoever made the link would choose which "
+                            "directory it restricts to mode 0700, cleans and writes. Remove the link (rm " +
+                            root + ") or choose another --root");
   }
-  if ((st.st_mode & 0777) != 0700 && ::chmod(root.c_str(), 0700) != 0) {
+  if (!S_ISDIR(lst.st_mode)) {
+    return AlreadyExists("--root " + root + " exists and is not a directory; remove it or choose another --root");
+  }
+  Result<UniqueFd> fd = OpenDirNoFollow(root);
+  if (!fd.ok()) return fd.status().WithContext("opening --root " + root);
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus("stat --root " + root);
+  if (st.st_uid != ::geteuid()) {
+    return PermissionDenied("--root " + root + " belongs to " + UidLabel(st.st_uid) + ", not to " +
+                            UidLabel(::geteuid()) +
+                            " running tierckptd; tierckptd never adopts another user's directory (whoever made "
+                            "it could read, replace or plant links in the checkpoints). Remove it (as root or "
+                            "its owner) or choose another --root");
+  }
+  // fchmod on the fd just checked: never the target of a link put in its place.
+  if ((st.st_mode & 07777) != 0700 && ::fchmod(fd->get(), 0700) != 0) {
     return ErrnoStatus("restricting --root " + root + " to mode 0700");
   }
+  WarnIfParentIsShared(root);
   return Status::Ok();
 }
 
 Status Agent::TakeLock() {
-  const std::string path = JoinPath(config_.root, "agent.lock");
-  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT, 0600));
+  const std::string name(kLockFileName);
+  const std::string path = JoinPath(config_.root, name);
+  Result<UniqueFd> root = OpenDirNoFollow(config_.root);
+  if (!root.ok()) return root.status().WithContext("opening --root " + config_.root + " to lock it");
+  UniqueFd fd;
+  for (int attempt = 0; !fd.valid(); ++attempt) {
+    // O_NOFOLLOW: a link planted as the lock file is never truncated through.
+    // O_NONBLOCK: nor does a FIFO there hang the start.
+    int raw = ::openat(root->get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    if (raw >= 0) {
+      fd.Reset(raw);
+      struct stat st;
+      if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path);
+      if (S_ISREG(st.st_mode)) break;
+      fd.Reset();
+    } else if (errno != ELOOP && errno != EISDIR && errno != ENXIO) {
+      return ErrnoStatus("opening " + path);
+    }
+    if (attempt > 0) return FailedPrecondition(path + " is not a regular file; remove it and start again");
+    RemovePlantedEntry(root->get(), name, path, "the agent's lock file").IgnoreError();
+  }
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) return ErrnoStatus("locking " + path);
     std::string owner = "unknown";
-    if (Result<std::string> text = ReadFileToString(path, 64); text.ok()) {
-      owner = std::to_string(std::strtoll(text->c_str(), nullptr, 10));
-    }
+    char buf[32] = {};
+    if (::pread(fd.get(), buf, sizeof(buf) - 1, 0) > 0) owner = std::to_string(std::strtoll(buf, nullptr, 10));
     return AlreadyExists("another tierckptd (pid " + owner + ") owns " + config_.root +
                          "; stop it (`tierckpt agent stop`) or give this one another --root");
   }

@@ -10,17 +10,31 @@
 //   <root>/trash/<n>/...                      dropped steps still read by an agent thread;
 //                                             recycled into the pool once released
 //
-// Pure functions over a root path; thread-safe. Callers validate names with
-// common/names.h before building paths.
+// Layout: pure functions over a root path; thread-safe. Callers validate
+// names with common/names.h before building paths.
+//
+// Nothing found under the root is trusted to be what the layout says
+// (docs/agent.md, "Root directory safety"): whatever walks, recycles or
+// removes there opens it from directory fds without following symbolic
+// links (os/files.h), and a link found where a directory or file of the
+// layout is expected is logged and removed as a link, its target untouched.
+// OpenLayoutDir and RemovePlantedLink below are that rule for one entry.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "os/fd.h"
+#include "tierckpt/status.h"
+
 namespace tierckpt::agent {
 
 inline constexpr std::string_view kLockFileName = "agent.lock";
+inline constexpr std::string_view kNamespacesDirName = "ns";
+inline constexpr std::string_view kPoolDirName = "pool";
+inline constexpr std::string_view kTrashDirName = "trash";
+inline constexpr std::string_view kReplicasDirName = "replicas";
 inline constexpr std::string_view kPersistMarkerName = "_tierckpt_persist";
 inline constexpr std::string_view kPartialSuffix = ".partial";
 inline constexpr std::string_view kPoolSegmentPrefix = "seg_";
@@ -46,5 +60,18 @@ class Layout {
  private:
   std::string root_;
 };
+
+// Removes the entry `name` of dir_fd that is not what the layout expects
+// there (`expected`, e.g. "a step directory"): a symbolic link is removed as
+// a link, never followed; anything else with RemoveTreeAt. Logs what was
+// found (a link with its target) and returns the warning as a
+// kFailedPrecondition Status for the recovery report (ok-coded never).
+Status RemovePlantedEntry(int dir_fd, const std::string& name, const std::string& path, std::string_view expected);
+
+// Opens the layout directory `name` inside parent_fd (the root, or the
+// replicas dir), creating it with mode 0700 when absent. An entry there that
+// is not a directory (a symbolic link above all) is removed as
+// RemovePlantedEntry does and a fresh directory made in its place.
+Result<UniqueFd> OpenLayoutDir(int parent_fd, const std::string& name, const std::string& path);
 
 }  // namespace tierckpt::agent

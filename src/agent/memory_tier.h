@@ -326,9 +326,14 @@ class MemoryTier {
   // Moves an object file into the pool, or unlinks it (and forgets its
   // mapping) when the pool may not keep it.
   void RecycleFileLocked(const std::string& path, uint64_t recorded_size);
-  void RecoverNamespaceLocked(const std::string& ns, RecoveryReport* report);
-  void RecoverStepDirLocked(const std::string& ns, uint64_t step, const std::string& dir,
+  // Recovery walks the root from directory fds and never follows a symbolic
+  // link (memory_tier_recovery.cc; docs/agent.md, "Root directory safety").
+  void RecoverNamespaceLocked(int namespaces_fd, const std::string& ns, RecoveryReport* report);
+  void RecoverStepDirLocked(int ns_fd, const std::string& ns, const std::string& entry, uint64_t step,
                             RecoveryReport* report);
+  // Recycles the files of the tree `name` in parent_fd into the pool and
+  // removes it; links in it are removed as links.
+  void RecycleTreeAtLocked(int parent_fd, const std::string& name, const std::string& path);
   void RecycleTreeLocked(const std::string& dir);
   void OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
                  StepFiles* files, const Result<std::string>& actual);

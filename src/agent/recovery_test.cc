@@ -1,9 +1,14 @@
 // MemoryTier::Recover — what an agent restart (or kill -9) finds on tmpfs.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
+#include <map>
 
 #include "agent/agent_test_util.h"
 #include "agent/memory_tier.h"
+#include "agent/replica_tiers.h"
 #include "os/files.h"
 
 namespace tierckpt::agent {
@@ -132,6 +137,184 @@ TEST(RecoveryTest, LoweredBudgetEvictsByPolicy) {
   EXPECT_FALSE(h.tier->HasCommitted("job", 1));
   EXPECT_TRUE(h.tier->HasCommitted("job", 4));
   EXPECT_LE(h.tier->Stats().used_bytes, 1u << 20);
+}
+
+
+// ---- Issue 16 (8): links planted under the root are never followed ----
+//
+// Each test plants a symbolic link where the layout expects a directory or a
+// file, pointing at a directory outside the root whose files look like what
+// recovery recycles, removes or adopts; the old recovery followed the link
+// and deleted (or moved into the pool) the files outside the root.
+
+// Every entry below dir (links not followed) with its content ("<dir>" for
+// directories, "-> target" for links).
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    std::string rel = std::filesystem::relative(e.path(), dir).string();
+    if (e.is_symlink()) {
+      out[rel] = "-> " + std::filesystem::read_symlink(e.path()).string();
+    } else if (e.is_directory()) {
+      out[rel] = "<dir>";
+    } else {
+      Result<std::string> text = ReadFileToString(e.path().string(), 1u << 20);
+      out[rel] = text.ok() ? *text : "<" + text.status().ToString() + ">";
+    }
+  }
+  return out;
+}
+
+bool IsLink(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// A TierHarness with one committed step (job/1) and a directory outside the
+// root holding bait for every kind of walk: loose files, a pool segment, a
+// namespace, a step and a .partial dir.
+class PlantedLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(WriteStep(*h_.tier, "job", 1, {{"a", std::string(4096, 'a')}}).ok());
+    outside_ = h_.dir.Sub("outside");
+    for (const char* d : {"sub", "job/step_0000000001", "ns/job/step_0000000002.partial", "pool", "trash/3"}) {
+      ASSERT_TRUE(MakeDirs(JoinPath(outside_, d)).ok());
+    }
+    for (const char* f : {"victim", "sub/victim", "seg_1", "job/victim", "job/step_0000000001/a",
+                          "ns/job/victim", "ns/job/step_0000000002.partial/a", "pool/victim", "pool/seg_9",
+                          "trash/3/a"}) {
+      ASSERT_TRUE(WriteFileAtomic(JoinPath(outside_, f), std::string(4096, 'v'), false).ok());
+    }
+    before_ = Snapshot(outside_);
+  }
+  // Plants root/<rel> -> outside_ (or target).
+  void Plant(const std::string& rel, const std::string& target = "") {
+    std::string path = h_.dir.Sub("root/" + rel);
+    ASSERT_TRUE(MakeDirs(DirName(path)).ok());
+    ASSERT_EQ(::symlink((target.empty() ? outside_ : target).c_str(), path.c_str()), 0) << path;
+  }
+  // Recovery succeeded, kept job/1, removed the link and left outside alone.
+  void ExpectLinkRemovedAndOutsideUntouched(const std::string& rel) {
+    Result<RecoveryReport> r = h_.Reopen();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(Snapshot(outside_), before_) << "recovery changed files outside its root through " << rel;
+    EXPECT_FALSE(IsLink(h_.dir.Sub("root/" + rel))) << rel << " is still a link";
+    EXPECT_TRUE(h_.tier->HasCommitted("job", 1)) << "the rest of recovery went on";
+    EXPECT_EQ(ReadFd(h_.tier->OpenObject("job", 1, "a")->fd.get()), std::string(4096, 'a'));
+    for (const StepInfo& s : h_.tier->ListSteps("")) EXPECT_EQ(s.ns, "job") << "adopted " << s.ns << "/" << s.step;
+    // Nothing from outside was adopted into the pool either.
+    EXPECT_EQ(h_.tier->Stats().pool_bytes, 0u);
+  }
+
+  TierHarness h_{64u << 20, 5};
+  std::string outside_;
+  std::map<std::string, std::string> before_;
+};
+
+TEST_F(PlantedLinkTest, SymlinkedStepDirDoesNotDeleteFilesOutsideTheRoot) {
+  Plant("ns/job/step_0000000007");
+  ExpectLinkRemovedAndOutsideUntouched("ns/job/step_0000000007");
+}
+
+TEST_F(PlantedLinkTest, SymlinkedNamespaceDirDoesNotDeleteFilesOutsideTheRoot) {
+  Plant("ns/evil");
+  ExpectLinkRemovedAndOutsideUntouched("ns/evil");
+  Plant("ns/evil2", JoinPath(outside_, "job"));  // a namespace with a step dir in it
+  ExpectLinkRemovedAndOutsideUntouched("ns/evil2");
+}
+
+TEST_F(PlantedLinkTest, SymlinkedPartialDirDoesNotDeleteFilesOutsideTheRoot) {
+  Plant("ns/job/step_0000000008.partial");
+  ExpectLinkRemovedAndOutsideUntouched("ns/job/step_0000000008.partial");
+}
+
+TEST_F(PlantedLinkTest, SymlinkedTrashDoesNotDeleteFilesOutsideTheRoot) {
+  Plant("trash");
+  ExpectLinkRemovedAndOutsideUntouched("trash");
+}
+
+TEST_F(PlantedLinkTest, SymlinkedPoolDoesNotDeleteFilesOutsideTheRoot) {
+  ASSERT_TRUE(RemoveTree(h_.dir.Sub("root/pool")).ok());
+  Plant("pool", JoinPath(outside_, "pool"));
+  ExpectLinkRemovedAndOutsideUntouched("pool");
+  Plant("pool/seg_5", JoinPath(outside_, "seg_1"));  // a link as a segment
+  ExpectLinkRemovedAndOutsideUntouched("pool/seg_5");
+}
+
+TEST_F(PlantedLinkTest, SymlinkedNamespacesDirDoesNotDeleteFilesOutsideTheRoot) {
+  ASSERT_TRUE(RemoveTree(h_.dir.Sub("root/ns")).ok());
+  Plant("ns", JoinPath(outside_, "ns"));
+  Result<RecoveryReport> r = h_.Reopen();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Snapshot(outside_), before_);
+  EXPECT_FALSE(IsLink(h_.dir.Sub("root/ns")));
+  EXPECT_TRUE(h_.tier->ListSteps("").empty());
+  ASSERT_TRUE(WriteStep(*h_.tier, "job", 2, {{"a", "new"}}).ok());  // a fresh ns dir works
+  EXPECT_EQ(Snapshot(outside_), before_);
+}
+
+TEST_F(PlantedLinkTest, LinksInsideACommittedStepAreNeverFollowed) {
+  const std::string step = h_.StepDir("job", 1);
+  // A leftover link, a linked subdirectory, and (in step 2) an object reached
+  // through a linked subdirectory of the right size: never trusted.
+  Plant("ns/job/step_0000000001/leftover", JoinPath(outside_, "victim"));
+  Plant("ns/job/step_0000000001/subdir");
+  ASSERT_TRUE(WriteStep(*h_.tier, "job", 2, {{"d/a", std::string(4096, 'd')}}).ok());
+  ASSERT_TRUE(RemoveTree(h_.dir.Sub("root/ns/job/step_0000000002/d")).ok());
+  Plant("ns/job/step_0000000002/d", JoinPath(outside_, "job/step_0000000001"));
+  before_ = Snapshot(outside_);
+  Result<RecoveryReport> r = h_.Reopen();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Snapshot(outside_), before_);
+  EXPECT_TRUE(h_.tier->HasCommitted("job", 1));
+  EXPECT_FALSE(Exists(JoinPath(step, "leftover")));
+  EXPECT_FALSE(Exists(JoinPath(step, "subdir")));
+  EXPECT_FALSE(h_.tier->HasCommitted("job", 2)) << "an object outside the root was taken for the step's own";
+  EXPECT_FALSE(Exists(h_.StepDir("job", 2)));
+  ASSERT_EQ(r->damaged_dropped, 1u);
+}
+
+TEST_F(PlantedLinkTest, SymlinkedRootIsRefused) {
+  std::string link = h_.dir.Sub("linked-root");
+  ASSERT_EQ(::symlink(outside_.c_str(), link.c_str()), 0);
+  h_.options.root = link;
+  Result<RecoveryReport> r = h_.Reopen();
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("symbolic link"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(Snapshot(outside_), before_);
+}
+
+TEST_F(PlantedLinkTest, SymlinkedReplicaRootDoesNotDeleteFilesOutsideTheRoot) {
+  WorkQueue verifier("verify", 1);
+  {
+    Plant("replicas/node-x");
+    ReplicaTiers replicas(h_.options, &verifier);
+    EXPECT_TRUE(replicas.RecoverAll().ok());
+    EXPECT_TRUE(replicas.Origins().empty());
+    EXPECT_FALSE(IsLink(h_.dir.Sub("root/replicas/node-x")));
+    EXPECT_EQ(Snapshot(outside_), before_);
+    // A link planted before the first replica of a node is not followed either.
+    Plant("replicas/node-y");
+    Result<MemoryTier*> t = replicas.Get("node-y", /*create=*/true);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_FALSE(IsLink(h_.dir.Sub("root/replicas/node-y")));
+    EXPECT_EQ(Snapshot(outside_), before_);
+    replicas.Shutdown();
+  }
+  ASSERT_TRUE(RemoveTree(h_.dir.Sub("root/replicas")).ok());
+  Plant("replicas");
+  ReplicaTiers replicas(h_.options, &verifier);
+  EXPECT_TRUE(replicas.RecoverAll().ok());
+  EXPECT_FALSE(IsLink(h_.dir.Sub("root/replicas")));
+  EXPECT_EQ(Snapshot(outside_), before_);
+  replicas.Shutdown();
+  verifier.Stop();
 }
 
 }  // namespace

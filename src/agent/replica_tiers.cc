@@ -1,8 +1,7 @@
 // replica_tiers.cc — see replica_tiers.h.
 #include "agent/replica_tiers.h"
 
-#include <filesystem>
-
+#include "agent/layout.h"
 #include "cluster/address.h"
 #include "common/log.h"
 #include "os/files.h"
@@ -10,7 +9,7 @@
 namespace tierckpt::agent {
 
 ReplicaTiers::ReplicaTiers(MemoryTierOptions base, WorkQueue* verifier)
-    : base_(std::move(base)), verifier_(verifier), dir_(JoinPath(base_.root, "replicas")) {}
+    : base_(std::move(base)), verifier_(verifier), dir_(JoinPath(base_.root, kReplicasDirName)) {}
 
 Result<MemoryTier*> ReplicaTiers::CreateLocked(const std::string& origin) {
   MemoryTierOptions o = base_;
@@ -18,7 +17,14 @@ Result<MemoryTier*> ReplicaTiers::CreateLocked(const std::string& origin) {
   o.has_durable = false;
   o.persist_every = 0;
   o.node_id = origin;
-  TC_RETURN_IF_ERROR(MakeDirs(o.root, 0700).WithContext("creating the replica root of node " + origin));
+  {
+    // <root>/replicas/<origin>, made without following links: a link in
+    // place of either is removed as a link (layout.h).
+    Result<UniqueFd> made = OpenDirNoFollow(base_.root);
+    if (made.ok()) made = OpenLayoutDir(made->get(), std::string(kReplicasDirName), dir_);
+    if (made.ok()) made = OpenLayoutDir(made->get(), origin, o.root);
+    if (!made.ok()) return made.status().WithContext("creating the replica root of node " + origin);
+  }
   auto tier = std::make_unique<MemoryTier>(o, verifier_);
   TC_ASSIGN_OR_RETURN(RecoveryReport report, tier->Recover());
   for (const Status& e : report.errors) {
@@ -37,13 +43,26 @@ Result<MemoryTier*> ReplicaTiers::CreateLocked(const std::string& origin) {
 }
 
 Status ReplicaTiers::RecoverAll() {
-  std::error_code ec;
-  if (!std::filesystem::exists(dir_, ec)) return Status::Ok();
-  std::vector<std::string> origins;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    if (entry.is_directory()) origins.push_back(entry.path().filename().string());
+  // Walked without following links: a link as the replicas dir or as an
+  // origin's root is removed as a link and never becomes a tier's root.
+  TC_ASSIGN_OR_RETURN(UniqueFd root, OpenDirNoFollow(base_.root));
+  const std::string name(kReplicasDirName);
+  TC_ASSIGN_OR_RETURN(DirEntry top, StatAt(root.get(), name, dir_));
+  if (top.type == EntryType::kMissing) return Status::Ok();
+  if (top.type != EntryType::kDirectory) {
+    RemovePlantedEntry(root.get(), name, dir_, "the replicas directory").IgnoreError();
+    return Status::Ok();
   }
-  if (ec) return IoError("listing " + dir_ + ": " + ec.message());
+  TC_ASSIGN_OR_RETURN(UniqueFd dir, OpenDirAt(root.get(), name, dir_));
+  TC_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirAt(dir.get(), dir_));
+  std::vector<std::string> origins;
+  for (const DirEntry& e : entries) {
+    if (e.type == EntryType::kSymlink) {
+      RemovePlantedEntry(dir.get(), e.name, JoinPath(dir_, e.name), "the replica root of a node").IgnoreError();
+    } else if (e.type == EntryType::kDirectory) {
+      origins.push_back(e.name);
+    }
+  }
   Status first = Status::Ok();
   std::lock_guard lock(mu_);
   for (const std::string& origin : origins) {

@@ -9,6 +9,10 @@
 // placement an agent holds replicas of R-1 origins, so its tmpfs use is
 // bounded by R × --memory-budget (docs/replication.md).
 //
+// Origins' roots are under the agent's root and are made and walked without
+// following symbolic links: a link in place of <root>/replicas or of an
+// origin's root is logged and removed as a link (agent/layout.h).
+//
 // Thread-safe. Tiers live until the ReplicaTiers is destroyed.
 #pragma once
 

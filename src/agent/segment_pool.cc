@@ -1,5 +1,6 @@
 #include "agent/segment_pool.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,26 +18,37 @@ std::string SegmentPool::SegPath(uint64_t id) const {
 }
 
 Status SegmentPool::Load() {
-  TC_RETURN_IF_ERROR(MakeDirs(dir_, 0700));
-  TC_ASSIGN_OR_RETURN(auto names, ListDir(dir_));
-  for (const auto& n : names) {
-    std::string path = JoinPath(dir_, n);
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("stat pool segment " + path);
-    bool ours = n.rfind(kPoolSegmentPrefix, 0) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+  // The pool dir and what is in it are opened without following links: a
+  // link planted as the pool or as a segment is removed as a link and never
+  // leads the pool to adopt (and later truncate, hand out or unlink) a file
+  // outside the root.
+  const std::string parent = DirName(dir_);
+  TC_ASSIGN_OR_RETURN(UniqueFd parent_fd, OpenDirNoFollow(parent));
+  std::string_view name = dir_;
+  while (name.size() > 1 && name.back() == '/') name.remove_suffix(1);
+  name = name.substr(name.rfind('/') + 1);  // npos + 1 == 0
+  TC_ASSIGN_OR_RETURN(UniqueFd dir, OpenLayoutDir(parent_fd.get(), std::string(name), dir_));
+  TC_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirAt(dir.get(), dir_));
+  for (const DirEntry& e : entries) {
+    const std::string path = JoinPath(dir_, e.name);
+    bool ours = e.name.rfind(kPoolSegmentPrefix, 0) == 0 && e.type == EntryType::kRegular && e.size > 0;
     uint64_t id = 0;
     if (ours) {
-      std::string digits = n.substr(kPoolSegmentPrefix.size());
+      std::string digits = e.name.substr(kPoolSegmentPrefix.size());
       char* end = nullptr;
       id = std::strtoull(digits.c_str(), &end, 10);
       ours = !digits.empty() && end != nullptr && *end == '\0';
     }
     if (!ours) {
-      TC_RETURN_IF_ERROR(RemoveTree(path));
+      if (e.type == EntryType::kSymlink) {
+        RemovePlantedEntry(dir.get(), e.name, path, "a pool segment").IgnoreError();
+        continue;
+      }
+      TC_RETURN_IF_ERROR(RemoveTreeAt(dir.get(), e.name, path));
       continue;
     }
-    segs_.insert({static_cast<uint64_t>(st.st_size), id});
-    bytes_ += static_cast<uint64_t>(st.st_size);
+    segs_.insert({e.size, id});
+    bytes_ += e.size;
     if (id >= next_id_) next_id_ = id + 1;
   }
   return Status::Ok();
@@ -74,8 +86,13 @@ Result<uint64_t> SegmentPool::Take(uint64_t size, const std::string& dest) {
   if (it == segs_.end()) return Internal("SegmentPool::Take on an empty pool " + dir_);
   Seg seg = *it;
   std::string src = SegPath(seg.second);
-  if (seg.first != size && ::truncate(src.c_str(), static_cast<off_t>(size)) != 0) {
-    return ErrnoStatus("resize pool segment " + src + " to " + std::to_string(size) + " bytes");
+  if (seg.first != size) {
+    // O_NOFOLLOW: resize the segment, never what a link in its place names.
+    Result<UniqueFd> fd = OpenFile(src, O_WRONLY | O_NOFOLLOW);
+    if (!fd.ok()) return fd.status().WithContext("resize pool segment " + src);
+    if (::ftruncate(fd->get(), static_cast<off_t>(size)) != 0) {
+      return ErrnoStatus("resize pool segment " + src + " to " + std::to_string(size) + " bytes");
+    }
   }
   Status moved = RenamePath(src, dest);
   if (!moved.ok()) {

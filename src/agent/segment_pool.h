@@ -37,8 +37,11 @@ class SegmentPool {
   explicit SegmentPool(std::string dir, ReadMappings* mappings = nullptr)
       : dir_(std::move(dir)), mappings_(mappings) {}
 
-  // Creates the pool dir (0700) and adopts every regular seg_* file in it;
-  // anything else there is removed. Call once before other methods.
+  // Creates the pool dir (0700; its parent must exist) and adopts every
+  // regular seg_* file in it; anything else there is removed. Never follows
+  // a symbolic link: a link in place of the pool dir or of a segment is
+  // logged and removed as a link, its target untouched (layout.h). Call once
+  // before other methods.
   Status Load();
 
   // Moves the file at path (on the same filesystem) into the pool and returns

@@ -69,7 +69,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, bool dura
   static std::atomic<uint64_t> counter{0};
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   {
-    TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+    // O_NOFOLLOW: a link planted at the (predictable) temporary name is not
+    // truncated through.
+    TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600));
     Status s = PwriteAll(fd.get(), data.data(), data.size(), 0, tmp);
     if (s.ok() && durable && ::fsync(fd.get()) != 0) s = ErrnoStatus("fsync " + tmp);
     if (!s.ok()) {
@@ -267,8 +269,10 @@ Result<std::vector<std::string>> SplitRelative(std::string_view rel, const std::
 Status WalkParents(int dir_fd, const std::vector<std::string>& parts, const std::string& path, UniqueFd* held,
                    int* at) {
   *at = dir_fd;
+  std::string prefix;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    TC_ASSIGN_OR_RETURN(UniqueFd next, OpenDirAt(*at, parts[i], path));
+    prefix = prefix.empty() ? parts[i] : prefix + "/" + parts[i];
+    TC_ASSIGN_OR_RETURN(UniqueFd next, OpenDirAt(*at, parts[i], path + ": its directory " + prefix));
     *held = std::move(next);
     *at = held->get();
   }

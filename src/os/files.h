@@ -30,7 +30,9 @@ Result<std::string> ReadFileToString(const std::string& path, size_t max_size);
 // Writes path via "<path>.tmp.<pid>.<n>" + fsync + rename + fsync(dir) when
 // durable is true (tmp + rename alone otherwise). Readers see the old file or
 // the whole new one, never a mix. exclusive=true fails with kAlreadyExists if
-// path already exists (checked with link(2), so it is atomic).
+// path already exists (checked with link(2), so it is atomic). Never writes
+// through a symbolic link: the temporary file is opened O_NOFOLLOW and the
+// rename or link replaces (never follows) a link at path.
 Status WriteFileAtomic(const std::string& path, std::string_view data, bool durable,
                        bool exclusive = false);
 

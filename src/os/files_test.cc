@@ -172,6 +172,16 @@ TEST_F(NoFollowTest, OpeningThroughALinkIsRefusedAndNamesItsTarget) {
   ExpectOutsideIntact();
 }
 
+TEST_F(NoFollowTest, WriteFileAtomicReplacesALinkInsteadOfWritingThroughIt) {
+  Link(JoinPath(outside_, "victim"), "file");
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(tree_, "file"), "new", false).ok());
+  EXPECT_EQ(StatNoFollow(JoinPath(tree_, "file"))->type, EntryType::kRegular);
+  EXPECT_EQ(*ReadFileToString(JoinPath(tree_, "file"), 100), "new");
+  Link(JoinPath(outside_, "victim"), "excl");
+  EXPECT_EQ(WriteFileAtomic(JoinPath(tree_, "excl"), "new", false, /*exclusive=*/true).code(), Code::kAlreadyExists);
+  ExpectOutsideIntact();
+}
+
 TEST_F(NoFollowTest, MakeDirAtAndRemoveTreeAtLeaveTargetsAlone) {
   Link(outside_, "dirlink");
   auto fd = OpenDirNoFollow(tree_);

@@ -1,11 +1,13 @@
 #include "peer/handshaking_listener.h"
 
+#include <algorithm>
 #include <iterator>
 #include <utility>
 
 #include "common/log.h"
 #include "peer/framed_connection.h"
 #include "peer/handshake.h"
+#include "peer/tcp_socket.h"
 
 namespace tierckpt::peer {
 namespace {
@@ -16,6 +18,7 @@ constexpr Millis kAcceptRetryPause{100};
 HandshakingListener::HandshakingListener(std::unique_ptr<ChannelAcceptor> acceptor, TransportOptions options)
     : acceptor_(std::move(acceptor)), options_(std::move(options)) {
   acceptor_thread_ = std::thread([this] { AcceptLoop(); });
+  watch_thread_ = std::thread([this] { WatchLoop(); });
 }
 
 HandshakingListener::~HandshakingListener() { Close(); }
@@ -44,9 +47,11 @@ void HandshakingListener::Close() {
     }
     unaccepted.swap(ready_);
     cv_.notify_all();
+    watch_cv_.notify_all();
   }
   acceptor_->Shutdown();
   if (acceptor_thread_.joinable()) acceptor_thread_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
   std::list<Pending> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -55,6 +60,12 @@ void HandshakingListener::Close() {
   for (Pending& p : all) {
     if (p.thread.joinable()) p.thread.join();
   }
+  uint64_t suppressed = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    suppressed = reject_log_.TakeSuppressed();
+  }
+  LogSuppressed(suppressed);
 }
 
 void HandshakingListener::AcceptLoop() {
@@ -69,24 +80,57 @@ void HandshakingListener::AcceptLoop() {
       if (closed_) return;
       continue;
     }
-    Reap();
     std::unique_ptr<ByteChannel> channel = std::move(*accepted);
     std::string peer = channel->peer_address();
-    std::unique_lock<std::mutex> lock(mu_);
+    std::string source = PeerSource(peer);
+    std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
-    if (pending_.size() >= options_.max_pending_handshakes) {
-      lock.unlock();
-      channel.reset();
-      Reject(peer, ResourceExhausted("peer " + peer +
-                                     " turned away: " + std::to_string(options_.max_pending_handshakes) +
-                                     " handshakes are already in progress on " + address()));
-      continue;
-    }
+    MakeRoomLocked(source);
     pending_.emplace_back();
     Pending* p = &pending_.back();
     p->channel = std::move(channel);
+    p->peer = std::move(peer);
+    p->source = std::move(source);
+    p->deadline = DeadlineAfter(options_.handshake_timeout);
+    ++live_;
+    ++live_by_source_[p->source];
     p->thread = std::thread([this, p] { RunHandshake(p); });
+    watch_cv_.notify_all();
   }
+}
+
+void HandshakingListener::MakeRoomLocked(const std::string& source) {
+  auto live = [](const Pending& p) { return !p.done && !p.dropped.has_value(); };
+  auto from_source = live_by_source_.find(source);
+  if (from_source != live_by_source_.end() && from_source->second >= options_.max_pending_handshakes_per_source) {
+    auto oldest = std::find_if(pending_.begin(), pending_.end(),
+                               [&](const Pending& p) { return live(p) && p.source == source; });
+    if (oldest == pending_.end()) return;  // not reached: the count says there is one
+    DropLocked(*oldest,
+               ResourceExhausted("peer " + oldest->peer + " dropped before it completed the handshake: " +
+                                 std::to_string(from_source->second) + " handshakes from " + source +
+                                 " were pending on " + address() +
+                                 " (max_pending_handshakes_per_source) when a newer one came; an agent "
+                                 "completes its handshake in milliseconds, so that host is holding "
+                                 "unauthenticated connections to the peer port"));
+    return;
+  }
+  if (live_ < options_.max_pending_handshakes) return;
+  auto oldest = std::find_if(pending_.begin(), pending_.end(), live);
+  if (oldest == pending_.end()) return;  // not reached: live_ > 0
+  DropLocked(*oldest, ResourceExhausted("peer " + oldest->peer + " dropped before it completed the handshake: " +
+                                        std::to_string(live_) + " handshakes were pending on " + address() +
+                                        " (max_pending_handshakes) when a newer one came; an agent completes "
+                                        "its handshake in milliseconds, so hosts are holding unauthenticated "
+                                        "connections to the peer port"));
+}
+
+void HandshakingListener::DropLocked(Pending& p, Status why) {
+  p.dropped = std::move(why);
+  --live_;
+  auto it = live_by_source_.find(p.source);
+  if (it != live_by_source_.end() && --it->second == 0) live_by_source_.erase(it);
+  if (p.channel) p.channel->Shutdown();
 }
 
 void HandshakingListener::RunHandshake(Pending* pending) {
@@ -100,51 +144,112 @@ void HandshakingListener::RunHandshake(Pending* pending) {
   params.secret = &options_.secret;
   params.timeout = options_.handshake_timeout;
   Result<PeerInfo> info = ServerHandshake(*ch, params);
-  std::string peer = ch->peer_address();
+  const std::string peer = pending->peer;
   Status why = info.ok() ? Status::Ok() : info.status();
   std::unique_ptr<ByteChannel> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (why.ok() && !closed_) {
-      if (ready_.size() >= options_.max_unaccepted) {
-        why = ResourceExhausted("peer " + peer + " turned away: " + std::to_string(options_.max_unaccepted) +
-                                " connections on " + address() + " are waiting for Accept");
-      } else {
-        ready_.push_back(
-            std::make_unique<FramedConnection>(std::move(pending->channel), *info, options_.connection));
-        cv_.notify_all();
+    if (pending->dropped.has_value()) {
+      why = *pending->dropped;  // the listener cut it off; its own error is a consequence
+    } else {
+      --live_;
+      auto it = live_by_source_.find(pending->source);
+      if (it != live_by_source_.end() && --it->second == 0) live_by_source_.erase(it);
+      if (why.ok() && !closed_) {
+        if (ready_.size() >= options_.max_unaccepted) {
+          why = ResourceExhausted("peer " + peer + " turned away: " + std::to_string(options_.max_unaccepted) +
+                                  " authenticated connections on " + address() + " are waiting for Accept");
+        } else {
+          ready_.push_back(
+              std::make_unique<FramedConnection>(std::move(pending->channel), *info, options_.connection));
+          cv_.notify_all();
+        }
       }
     }
     dropped = std::move(pending->channel);  // closed below unless it became a connection
     pending->done = true;
+    watch_cv_.notify_all();
   }
   dropped.reset();
   if (!why.ok()) Reject(peer, why);
 }
 
+void HandshakingListener::WatchLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!closed_) {
+    const Clock::time_point now = Clock::now();
+    std::list<Pending> finished;
+    std::optional<Clock::time_point> next = SweepLocked(now, &finished);
+    uint64_t suppressed = 0;
+    if (reject_log_.suppressed() > 0) {
+      if (now >= reject_log_.window_end()) {
+        suppressed = reject_log_.TakeSuppressed();
+      } else if (!next || reject_log_.window_end() < *next) {
+        next = reject_log_.window_end();
+      }
+    }
+    if (!finished.empty() || suppressed > 0) {
+      lock.unlock();
+      for (Pending& p : finished) {
+        if (p.thread.joinable()) p.thread.join();
+      }
+      LogSuppressed(suppressed);
+      lock.lock();
+      continue;
+    }
+    if (next) {
+      watch_cv_.wait_until(lock, *next);
+    } else {
+      watch_cv_.wait(lock);
+    }
+  }
+}
+
+std::optional<HandshakingListener::Clock::time_point> HandshakingListener::SweepLocked(
+    Clock::time_point now, std::list<Pending>* finished) {
+  std::optional<Clock::time_point> next;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto following = std::next(it);
+    if (it->done) {
+      finished->splice(finished->end(), pending_, it);
+    } else if (!it->dropped.has_value()) {
+      if (it->deadline <= now) {
+        DropLocked(*it, Timeout("peer " + it->peer + " did not complete the handshake within " +
+                                std::to_string(options_.handshake_timeout.count()) + " ms of connecting to " +
+                                address() + "; dropped. An agent of the cluster completes it in milliseconds: "
+                                            "a stranger is holding the peer port, or the peer is badly "
+                                            "overloaded"));
+      } else if (!next || it->deadline < *next) {
+        next = it->deadline;
+      }
+    }
+    it = following;
+  }
+  return next;
+}
+
 void HandshakingListener::Reject(const std::string& peer, const Status& why) {
+  bool log = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
+    log = reject_log_.Admit(Clock::now());
+    if (!log) watch_cv_.notify_all();  // the watchdog reports the count when the window ends
   }
-  const char* event = why.code() == Code::kPermissionDenied ? "peer_rejected" : "peer_handshake_failed";
-  Log(LogLevel::kWarn, event).Kv("listener", address()).Kv("peer", peer).Err(why);
+  if (log) {
+    const char* event = why.code() == Code::kPermissionDenied ? "peer_rejected" : "peer_handshake_failed";
+    Log(LogLevel::kWarn, event).Kv("listener", address()).Kv("peer", peer).Err(why);
+  }
   if (options_.on_handshake_failed) options_.on_handshake_failed(peer, why);
 }
 
-void HandshakingListener::Reap() {
-  std::list<Pending> finished;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      auto next = std::next(it);
-      if (it->done) finished.splice(finished.end(), pending_, it);
-      it = next;
-    }
-  }
-  for (Pending& p : finished) {
-    if (p.thread.joinable()) p.thread.join();
-  }
+void HandshakingListener::LogSuppressed(uint64_t n) const {
+  if (n == 0) return;
+  Log(LogLevel::kWarn, "peer_rejections_suppressed")
+      .Kv("listener", address())
+      .Kv("count", n)
+      .Kv("burst", static_cast<uint64_t>(kRejectLogBurst))
+      .Kv("window_s", static_cast<int64_t>(kRejectLogWindow.count()));
 }
 
 }  // namespace tierckpt::peer

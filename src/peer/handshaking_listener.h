@@ -3,34 +3,61 @@
 // server handshake on its own thread, so a slow, silent or hostile peer
 // never delays the others; authenticated connections queue for Accept().
 //
-// Bounds: at most options.max_pending_handshakes handshakes at once and
-// options.max_unaccepted connections waiting for Accept(); a peer beyond
-// either is closed at once and reported. Every turned-away peer is logged
-// (event peer_rejected for kPermissionDenied, peer_handshake_failed
-// otherwise, with the peer's address) and passed to
-// options.on_handshake_failed. Failures caused by Close() are not reported.
+// Strangers (docs/peer-protocol.md, "Strangers on the peer port"). Until it
+// has proved the cluster secret, a connection is a pending handshake, and
+// pending handshakes are bounded three ways (TransportOptions):
+//   - a hard deadline, handshake_timeout from the accept: a watchdog thread
+//     shuts the channel down then, however the peer trickles its bytes;
+//   - max_pending_handshakes_per_source (tcp_socket.h PeerSource): a
+//     newcomer from a source at its limit drops that source's oldest pending
+//     handshake;
+//   - max_pending_handshakes in total: a newcomer beyond it drops the oldest
+//     pending handshake.
+// A newcomer is always let in and the oldest one dropped, never the other
+// way round: a stranger's connection is old by the time an agent connects
+// (an agent's handshake takes milliseconds), so idle strangers cannot lock
+// agents out, and one source can only ever displace itself. Authenticated
+// connections leave the pending set and count against none of these; at most
+// options.max_unaccepted of them wait for Accept() (more are closed).
 //
-// Thread safety: as Listener (transport.h). One mutex guards the handshake
-// list and the queue; it is never held while a handshake runs or while the
-// failure hook is called.
+// Every turned-away peer is passed to options.on_handshake_failed and
+// logged (event peer_rejected for kPermissionDenied, peer_handshake_failed
+// otherwise, with the peer's address and the reason) within a budget of
+// kRejectLogBurst lines per kRejectLogWindow; beyond it one line,
+// event peer_rejections_suppressed, counts the rest when the window ends
+// (or at Close). Failures caused by Close() are not reported.
+//
+// Thread safety: as Listener (transport.h). One mutex guards the pending
+// set, the queue and the log budget; it is never held while a handshake
+// runs, while a thread is joined, or while the failure hook is called.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "peer/byte_channel.h"
+#include "peer/event_budget.h"
 #include "peer/transport.h"
 
 namespace tierckpt::peer {
 
+// Rejections logged per window; the rest are counted in one summary line.
+inline constexpr size_t kRejectLogBurst = 10;
+inline constexpr std::chrono::seconds kRejectLogWindow{10};
+
 class HandshakingListener final : public Listener {
  public:
-  // Starts the acceptor thread. Precondition: ValidateTransportOptions(options).ok().
+  // Starts the acceptor and watchdog threads. Precondition:
+  // ValidateTransportOptions(options).ok().
   HandshakingListener(std::unique_ptr<ChannelAcceptor> acceptor, TransportOptions options);
   ~HandshakingListener() override;
 
@@ -39,18 +66,38 @@ class HandshakingListener final : public Listener {
   void Close() override;
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   struct Pending {
-    std::unique_ptr<ByteChannel> channel;  // guarded by mu_ (moved out on success)
+    std::unique_ptr<ByteChannel> channel;  // guarded by mu_ (moved out when done)
+    std::string peer;                      // const after admission
+    std::string source;                    // const after admission: PeerSource(peer)
+    Clock::time_point deadline;            // const after admission
     std::thread thread;
-    bool done = false;  // guarded by mu_
+    // Why the listener cut the handshake off (deadline, displaced by a newer
+    // one); set at most once, with the channel shut down.
+    std::optional<Status> dropped;  // guarded by mu_
+    bool done = false;              // guarded by mu_
   };
 
   void AcceptLoop();
+  void WatchLoop();
   void RunHandshake(Pending* pending);
-  // Reports and logs a turned-away peer unless the listener is closing.
+  // Makes room for a newcomer from `source`: drops that source's oldest
+  // pending handshake when it is at its limit, else the oldest of all when
+  // the total is at its limit.
+  void MakeRoomLocked(const std::string& source);
+  // Counts p out of the live handshakes, records why and shuts its channel
+  // down (its thread then ends and reports `why`).
+  void DropLocked(Pending& p, Status why);
+  // Drops handshakes past their deadline and moves finished ones to
+  // *finished (to be joined outside the lock). Returns the next deadline.
+  std::optional<Clock::time_point> SweepLocked(Clock::time_point now, std::list<Pending>* finished);
+  // Logs (within the budget) and reports a turned-away peer unless the
+  // listener is closing.
   void Reject(const std::string& peer, const Status& why);
-  // Joins and removes finished handshakes.
-  void Reap();
+  // Logs n rejections the budget suppressed (nothing when n is 0).
+  void LogSuppressed(uint64_t n) const;
 
   // Const after construction.
   const std::unique_ptr<ChannelAcceptor> acceptor_;
@@ -58,12 +105,17 @@ class HandshakingListener final : public Listener {
 
   std::mutex close_mu_;  // serialises Close()
   std::thread acceptor_thread_;
+  std::thread watch_thread_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;        // Accept() waiters: ready_ or closed_
+  std::condition_variable watch_cv_;  // the watchdog: a new or finished handshake, closed_
   bool closed_ = false;                            // guarded by mu_
-  std::list<Pending> pending_;                     // guarded by mu_
+  std::list<Pending> pending_;                     // guarded by mu_; in admission order (oldest first)
+  size_t live_ = 0;                                // guarded by mu_: pending, neither done nor dropped
+  std::map<std::string, size_t> live_by_source_;   // guarded by mu_: live_ per source (no zero entries)
   std::deque<std::unique_ptr<Connection>> ready_;  // guarded by mu_
+  EventBudget reject_log_{kRejectLogBurst, kRejectLogWindow};  // guarded by mu_
 };
 
 }  // namespace tierckpt::peer

@@ -276,6 +276,25 @@ std::string FormatHostPort(std::string_view host, uint16_t port) {
   return out + ":" + std::to_string(port);
 }
 
+std::string PeerSource(std::string_view peer_address) {
+  Result<HostPort> hp = ParseHostPort(peer_address);
+  if (!hp.ok()) return std::string(peer_address);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, hp->host.c_str(), &v4) == 1) return hp->host;
+  const std::string host = hp->host.substr(0, hp->host.find('%'));  // without the zone
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, host.c_str(), &v6) != 1) return hp->host;  // a name
+  char text[INET6_ADDRSTRLEN] = {};
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    std::memcpy(&v4, &v6.s6_addr[12], sizeof(v4));
+    ::inet_ntop(AF_INET, &v4, text, sizeof(text));
+    return text;
+  }
+  std::memset(&v6.s6_addr[8], 0, 8);
+  ::inet_ntop(AF_INET6, &v6, text, sizeof(text));
+  return std::string(text) + "/64";
+}
+
 Result<std::unique_ptr<ChannelAcceptor>> TcpBind(const std::string& address, const SocketOptions& options) {
   TC_ASSIGN_OR_RETURN(AddrInfoPtr res, Resolve(address, true));
   Status last = Unavailable("no usable address for " + address);

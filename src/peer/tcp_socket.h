@@ -14,7 +14,8 @@
 // autotuning, which is usually best; a fixed size disables autotuning for
 // that socket (the kernel doubles the value given).
 //
-// Thread safety: as byte_channel.h. ParseHostPort and FormatHostPort are pure.
+// Thread safety: as byte_channel.h. ParseHostPort, FormatHostPort and
+// PeerSource are pure.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,16 @@ struct HostPort {
 Result<HostPort> ParseHostPort(std::string_view address);
 // "1.2.3.4:5", "[::1]:5" (brackets when host contains ':').
 std::string FormatHostPort(std::string_view host, uint16_t port);
+
+// The source a connection counts against in per-source limits (the
+// listener's pending handshakes, peer/handshaking_listener.h), from a peer
+// address as ByteChannel::peer_address() gives it: the IPv4 address
+// ("10.0.0.7:41234" -> "10.0.0.7"; an IPv4-mapped IPv6 address counts as its
+// IPv4 address), the /64 prefix of an IPv6 address ("[2001:db8::5]:9" ->
+// "2001:db8::/64": one host usually holds a whole /64), the host name
+// otherwise. An address that is not "host:port" (an in-memory channel's
+// "mem:client-3") is its own source.
+std::string PeerSource(std::string_view peer_address);
 
 // Binds and listens (SO_REUSEADDR, backlog 512). Errors name the address:
 // kAlreadyExists when the port is taken.

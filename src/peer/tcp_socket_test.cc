@@ -39,6 +39,19 @@ TEST(TcpSocketTest, ParsesHostPortForms) {
   EXPECT_EQ(FormatHostPort("1.2.3.4", 5), "1.2.3.4:5");
 }
 
+TEST(TcpSocketTest, PeerSourceGroupsConnectionsByHost) {
+  EXPECT_EQ(PeerSource("10.0.0.7:41234"), "10.0.0.7");
+  EXPECT_EQ(PeerSource("127.0.0.1:1"), PeerSource("127.0.0.1:2"));
+  EXPECT_EQ(PeerSource("[::ffff:10.0.0.7]:41234"), "10.0.0.7");  // IPv4 through a [::] listener
+  EXPECT_EQ(PeerSource("[2001:db8:1:2:3:4:5:6]:9"), "2001:db8:1:2::/64");
+  EXPECT_EQ(PeerSource("[2001:db8:1:2::ffff]:9"), PeerSource("[2001:db8:1:2:aaaa::1]:10"));  // one /64
+  EXPECT_NE(PeerSource("[2001:db8:1:2::1]:9"), PeerSource("[2001:db8:1:3::1]:9"));
+  EXPECT_EQ(PeerSource("[fe80::1%eth0]:9"), "fe80::/64");
+  EXPECT_EQ(PeerSource("node-3:7100"), "node-3");
+  EXPECT_EQ(PeerSource("mem:client-3"), "mem:client-3");  // not host:port: its own source
+  EXPECT_NE(PeerSource("mem:client-3"), PeerSource("mem:client-4"));
+}
+
 TEST(TcpSocketTest, PortZeroBindsAnEphemeralPortAndTakenPortsAreReported) {
   auto a = TcpBind("127.0.0.1:0", {});
   ASSERT_TRUE(a.ok()) << a.status().ToString();

@@ -81,8 +81,11 @@ Status ValidateTransportOptions(const TransportOptions& options) {
   if (options.handshake_timeout.count() <= 0) {
     return InvalidArgument("peer transport handshake_timeout must be positive");
   }
-  if (options.max_pending_handshakes < 1 || options.max_unaccepted < 1) {
-    return InvalidArgument("peer transport max_pending_handshakes and max_unaccepted must be at least 1");
+  if (options.max_pending_handshakes < 1 || options.max_pending_handshakes_per_source < 1 ||
+      options.max_unaccepted < 1) {
+    return InvalidArgument(
+        "peer transport max_pending_handshakes, max_pending_handshakes_per_source and max_unaccepted must be at "
+        "least 1");
   }
   return Status::Ok();
 }

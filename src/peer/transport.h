@@ -228,18 +228,33 @@ struct TransportOptions {
   std::string node_id;   // this agent's (ValidateNodeId)
   ClusterSecret secret;  // shared by every agent of the cluster
   ConnectionOptions connection;
-  // How long a peer that connected to a Listener has to complete the
-  // handshake.
-  Millis handshake_timeout{10000};
-  // Handshakes a Listener runs at once; more connecting peers are refused.
-  size_t max_pending_handshakes = 64;
+  // Until a peer that connected to a Listener has proved the secret it is a
+  // stranger, and these bound what strangers can hold (docs/peer-protocol.md,
+  // "Strangers on the peer port"). Authenticated connections count against
+  // none of them.
+  //
+  // The handshake deadline: a hard limit from the accept, however the peer
+  // trickles its bytes; then it is dropped (kTimeout). Separate from, and
+  // much shorter than, connection.io_timeout: an agent answers a handshake
+  // in milliseconds.
+  Millis handshake_timeout{5000};
+  // Handshakes a Listener runs at once, from every source together. A
+  // newcomer beyond it is let in and the oldest pending handshake dropped
+  // (kResourceExhausted): a stranger holding a slot makes room for the next
+  // peer rather than locking it out.
+  size_t max_pending_handshakes = 128;
+  // Handshakes pending from one source (tcp_socket.h PeerSource: an IPv4
+  // address or an IPv6 /64). A newcomer beyond it drops that source's own
+  // oldest pending handshake, so one host can never displace another's.
+  size_t max_pending_handshakes_per_source = 16;
   // Authenticated connections a Listener queues for Accept; more are refused.
   size_t max_unaccepted = 256;
   // Called (on a listener thread) for every peer a Listener turned away:
   // kPermissionDenied (no or wrong secret), kProtocolError (malformed
-  // frames), kTimeout (silent peer), kResourceExhausted (too many). The
-  // rejection is also logged. Must not block for long, nor close the
-  // listener (it runs on the listener's threads).
+  // frames), kTimeout (past the handshake deadline), kResourceExhausted
+  // (dropped for a newer handshake, or the Accept queue full). Every one is
+  // reported here; the log gets them rate-limited. Must not block for long,
+  // nor close the listener (it runs on the listener's threads).
   std::function<void(const std::string& peer_address, const Status& why)> on_handshake_failed;
 };
 

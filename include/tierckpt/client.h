@@ -39,7 +39,9 @@ namespace tierckpt {
 
 // The agent socket used when none is configured: $TIERCKPT_SOCKET if set,
 // else $XDG_RUNTIME_DIR/tierckpt/agent.sock if XDG_RUNTIME_DIR is set, else
-// /tmp/tierckpt-<uid>/agent.sock.
+// /run/tierckpt/agent.sock for root, else /tmp/tierckpt-<uid>/agent.sock.
+// Whatever the path, Connect trusts it only if its directory is private to
+// the agent's uid and the agent runs as that uid or root (agent_uid below).
 std::string DefaultSocketPath();
 
 struct ClientOptions {
@@ -60,6 +62,24 @@ struct ClientOptions {
   // steady-state save costs one memcpy and no page faults. Bytes of address
   // space; 0 disables the cache.
   uint64_t mapping_cache_bytes = 16ull << 30;
+
+  // ---- Trust and time limits (docs/protocol.md, "Limits and timeouts") ----
+  // The uid the agent must run as: Connect refuses, naming both uids, an
+  // agent running as anyone else (root is always accepted) and a socket
+  // whose directory another user owns or may write. -1 = this process's
+  // effective uid; set it to use another user's agent on purpose (a root
+  // client reading a user's checkpoints).
+  int64_t agent_uid = -1;
+  // Connecting and the Hello exchange, including waiting for room in the
+  // agent's accept queue. Milliseconds; < 0 = no limit.
+  int connect_timeout_ms = 10'000;
+  // Each request that only does local work in the agent (BeginStep,
+  // CreateObject, Seal, Abort, Stats, Shutdown): sending it and its answer.
+  int request_timeout_ms = 60'000;
+  // Each request that may move a step's bytes or reach the durable tier or
+  // peers (Commit, Open, Restore, Verify, List, Show, DeleteStep, Prune,
+  // Persist). WaitDurable waits its own timeout plus one minute instead.
+  int long_request_timeout_ms = 3'600'000;
 };
 
 // A freshly created object: fill data()[0..size()) then Client::Seal() it.

@@ -10,6 +10,7 @@
 #include "agent/budget.h"
 #include "cluster/address.h"
 #include "os/files.h"
+#include "wire/unix_socket.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -35,7 +36,8 @@ Status RangeError(const char* flag, int64_t value, int64_t lo, int64_t hi) {
 void AddOptions(CLI::App& app, AgentConfig& c) {
   app.set_config("--config", "", "read options from an INI/TOML file (keys = flag names)", false);
   app.add_option("--socket", c.socket_path, "Unix socket to listen on (default: $TIERCKPT_SOCKET, "
-                                            "$XDG_RUNTIME_DIR/tierckpt/agent.sock, /tmp/tierckpt-<uid>/agent.sock)");
+                                            "$XDG_RUNTIME_DIR/tierckpt/agent.sock, /run/tierckpt/agent.sock for root, "
+                                            "/tmp/tierckpt-<uid>/agent.sock; its directory must be yours alone)");
   app.add_option("--root", c.root, "tmpfs directory of the memory tier (default /dev/shm/tierckpt-<uid>)");
   app.add_option("--memory-budget", c.memory_budget,
                  "memory tier capacity: bytes, \"512MiB\", \"8GiB\" or \"25%\" of RAM (default 25%)");
@@ -97,7 +99,9 @@ std::string DefaultAgentSocket() {
   if (!env.empty()) return env;
   std::string xdg = Env("XDG_RUNTIME_DIR");
   if (!xdg.empty()) return JoinPath(JoinPath(xdg, "tierckpt"), "agent.sock");
-  return "/tmp/tierckpt-" + std::to_string(::getuid()) + "/agent.sock";
+  const uid_t uid = ::geteuid();
+  if (uid == 0) return "/run/tierckpt/agent.sock";
+  return "/tmp/tierckpt-" + std::to_string(uid) + "/agent.sock";
 }
 
 std::string DefaultAgentRoot() { return "/dev/shm/tierckpt-" + std::to_string(::getuid()); }
@@ -109,7 +113,9 @@ Status PrepareSocketDir(const std::string& socket_path) {
     return s.WithContext("creating the directory of socket " + socket_path +
                          " (choose another path with --socket or TIERCKPT_SOCKET)");
   }
-  return Status::Ok();
+  // Clients trust only an agent whose socket directory nobody else controls.
+  return wire::CheckSocketDir(dir, ::geteuid())
+      .WithContext("tierckptd will not listen on " + socket_path);
 }
 
 namespace {

@@ -96,11 +96,16 @@ struct AgentConfig {
 };
 
 // $TIERCKPT_SOCKET, else $XDG_RUNTIME_DIR/tierckpt/agent.sock, else
-// /tmp/tierckpt-<uid>/agent.sock. The same rule as tierckpt::DefaultSocketPath().
+// /run/tierckpt/agent.sock for root, else /tmp/tierckpt-<uid>/agent.sock.
+// The same rule as tierckpt::DefaultSocketPath().
 std::string DefaultAgentSocket();
 // /dev/shm/tierckpt-<uid>
 std::string DefaultAgentRoot();
-// Creates the socket's parent directory with mode 0700 if missing.
+// Creates the socket's parent directory with mode 0700 if missing, then
+// refuses it (kPermissionDenied naming its owner and mode) unless
+// wire::CheckSocketDir trusts it for this process's uid: a real directory
+// owned by us or root that neither group nor others may write, under
+// ancestors nobody else can rename.
 Status PrepareSocketDir(const std::string& socket_path);
 
 struct CommandLine {

@@ -180,7 +180,9 @@ TEST(ConfigTest, DefaultSocketFollowsTheEnvironment) {
   ::setenv("XDG_RUNTIME_DIR", "/run/user/42", 1);
   EXPECT_EQ(DefaultAgentSocket(), "/run/user/42/tierckpt/agent.sock");
   ::unsetenv("XDG_RUNTIME_DIR");
-  EXPECT_EQ(DefaultAgentSocket(), "/tmp/tierckpt-" + std::to_string(::getuid()) + "/agent.sock");
+  // Root's default is under /run, which no other user can claim first.
+  EXPECT_EQ(DefaultAgentSocket(), ::geteuid() == 0 ? std::string("/run/tierckpt/agent.sock")
+                                                   : "/tmp/tierckpt-" + std::to_string(::geteuid()) + "/agent.sock");
   if (old_sock) ::setenv("TIERCKPT_SOCKET", saved_sock.c_str(), 1);
   if (old_xdg) ::setenv("XDG_RUNTIME_DIR", saved_xdg.c_str(), 1);
 }
@@ -192,6 +194,23 @@ TEST(ConfigTest, PrepareSocketDirCreatesAPrivateDirectory) {
   struct stat st;
   ASSERT_EQ(::stat(dir.Sub("a/b").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+// Regression (issue 16, item 9): the agent listened in a socket directory
+// that others could write, where another user can plant an impostor.
+TEST(ConfigTest, PrepareSocketDirRefusesADirectoryOthersMayWrite) {
+  TempDir dir;
+  ASSERT_TRUE(MakeDirs(dir.Sub("open"), 0700).ok());
+  ASSERT_EQ(::chmod(dir.Sub("open").c_str(), 0777), 0);
+  Status s = PrepareSocketDir(dir.Sub("open/agent.sock"));
+  EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.ToString();
+  EXPECT_NE(s.message().find("open/agent.sock"), std::string::npos) << s.message();
+  if (::geteuid() != 0) return;
+  ASSERT_EQ(::chmod(dir.Sub("open").c_str(), 0700), 0);
+  ASSERT_EQ(::chown(dir.Sub("open").c_str(), 65534, 65534), 0);  // another user's directory
+  Status foreign = PrepareSocketDir(dir.Sub("open/agent.sock"));
+  EXPECT_EQ(foreign.code(), Code::kPermissionDenied) << foreign.ToString();
+  EXPECT_NE(foreign.message().find("uid 65534"), std::string::npos) << foreign.message();
 }
 
 }  // namespace

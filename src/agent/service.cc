@@ -1,16 +1,30 @@
 #include "agent/service.h"
 
+#include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "common/log.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {
+namespace {
+
+// Payload buffers at least this large are handed back to the system with
+// malloc_trim once freed: glibc keeps freed arena memory otherwise.
+constexpr size_t kTrimAfterBytes = 1u << 20;
+
+std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+}  // namespace
 
 Service::Service(ServiceOptions options, RequestHandler* handler)
     : options_(std::move(options)), handler_(handler), wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
@@ -25,7 +39,22 @@ Service::~Service() {
 
 Status Service::Listen() {
   if (!wake_fd_.valid()) return ErrnoStatus("creating the service's wake-up eventfd");
-  TC_ASSIGN_OR_RETURN(listen_fd_, wire::ListenUnix(options_.socket_path));
+  effective_max_connections_ = std::max<size_t>(1, options_.max_connections);
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    fd_limit_ = nofile.rlim_cur;
+    // Half the fds for connections; the rest for objects, stores and peers.
+    const size_t by_fds = std::max<size_t>(4, fd_limit_ / 2);
+    if (by_fds < effective_max_connections_) {
+      Log(LogLevel::kWarn, "service")
+          .Kv("max_connections", static_cast<uint64_t>(by_fds))
+          .Kv("fd_limit", static_cast<uint64_t>(fd_limit_))
+          .Kv("why", "lowered to half the open-file limit; raise `ulimit -n` (LimitNOFILE=) to serve more clients");
+      effective_max_connections_ = by_fds;
+    }
+  }
+  reserve_fd_.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  TC_ASSIGN_OR_RETURN(listen_fd_, wire::ListenUnix(options_.socket_path, options_.listen_backlog));
   return Status::Ok();
 }
 
@@ -37,7 +66,7 @@ void Service::Stop() {
 
 size_t Service::connections() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return conns_.size();
+  return conns_.size() - closing_;
 }
 
 void Service::Run(int extra_stop_fd, const std::function<void()>& on_stopping) {
@@ -82,6 +111,8 @@ void Service::Run(int extra_stop_fd, const std::function<void()>& on_stopping) {
   std::lock_guard<std::mutex> lock(mu_);
   conns_.clear();
   finished_.clear();
+  pending_ = 0;
+  closing_ = 0;
 }
 
 void Service::ReapFinished() {
@@ -93,6 +124,7 @@ void Service::ReapFinished() {
       if (it == conns_.end()) continue;
       done.push_back(std::move(it->second.thread));
       conns_.erase(it);
+      --closing_;
     }
     finished_.clear();
   }
@@ -101,12 +133,42 @@ void Service::ReapFinished() {
   }
 }
 
+void Service::Refuse(UniqueFd fd, const wire::PeerCred& peer, const Status& why) {
+  // A fresh connection's send buffer is empty: this never waits.
+  (void)wire::SendFrame(fd.get(), static_cast<uint16_t>(wire::MsgType::kHello) | wire::kResponseBit, 0,
+                        wire::EncodeResponse(why, ""), -1, /*timeout_ms=*/0);
+  Log(LogLevel::kWarn, "connection refused").Kv("pid", static_cast<int64_t>(peer.pid)).Err(why);
+}
+
+void Service::RefuseForFdLimit(int accept_errno) {
+  Status why = ResourceExhausted(
+      "tierckptd at " + options_.socket_path + " refused the connection: it is out of file descriptors (" +
+      std::strerror(accept_errno) + ", limit " + std::to_string(fd_limit_) + ") with " +
+      std::to_string(connections()) + " connections open; close idle clients, or restart the agent with a "
+      "higher `ulimit -n`");
+  if (!reserve_fd_.valid()) {
+    Log(LogLevel::kWarn, "accept").Err(why);
+    ::usleep(100 * 1000);  // nothing to answer with; let connections close
+    return;
+  }
+  reserve_fd_.Reset();
+  UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (fd.valid()) {
+    wire::PeerCred peer;
+    if (Result<wire::PeerCred> p = wire::GetPeerCred(fd.get()); p.ok()) peer = *p;
+    Refuse(std::move(fd), peer, why);
+  }
+  reserve_fd_.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+}
+
 void Service::Accept() {
   UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
   if (!fd.valid()) {
-    if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-      Log(LogLevel::kWarn, "accept").Err(ErrnoStatus("accept on " + options_.socket_path));
-      if (errno == EMFILE || errno == ENFILE) ::usleep(100 * 1000);  // let connections close
+    const int err = errno;
+    if (err == EMFILE || err == ENFILE) {
+      RefuseForFdLimit(err);
+    } else if (err != EAGAIN && err != EINTR && err != ECONNABORTED) {
+      Log(LogLevel::kWarn, "accept").Err(ErrnoStatus("accept on " + options_.socket_path, err));
     }
     return;
   }
@@ -115,26 +177,71 @@ void Service::Accept() {
     Log(LogLevel::kWarn, "connection rejected").Err(peer.status());
     return;
   }
-  if (peer->uid != ::getuid() && peer->uid != 0) {
+  if (peer->uid != ::geteuid() && peer->uid != 0) {
     Log(LogLevel::kWarn, "connection rejected")
         .Kv("pid", static_cast<int64_t>(peer->pid))
         .Kv("uid", static_cast<uint64_t>(peer->uid))
+        .Kv("agent_uid", static_cast<uint64_t>(::geteuid()))
         .Kv("why", "peer uid is neither the agent's uid nor root");
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (conns_.size() >= options_.max_connections) {
-    Status busy = Unavailable("tierckptd already serves " + std::to_string(conns_.size()) +
-                              " connections (the limit); close idle clients and retry");
-    (void)wire::SendFrame(fd.get(), static_cast<uint16_t>(wire::MsgType::kHello) | wire::kResponseBit, 0,
-                          wire::EncodeResponse(busy, ""));
-    Log(LogLevel::kWarn, "connection rejected").Kv("pid", static_cast<int64_t>(peer->pid)).Err(busy);
+  const size_t live = conns_.size() - closing_;
+  if (live >= effective_max_connections_) {
+    Refuse(std::move(fd), *peer,
+           ResourceExhausted("tierckptd at " + options_.socket_path + " refused the connection: it already "
+                             "serves " + std::to_string(live) + " connections, its limit; close idle "
+                             "clients and retry (see `tierckpt agent status`)"));
     return;
   }
+  if (pending_ >= std::max<size_t>(1, options_.max_pending_hello)) EvictOldestPendingLocked();
   uint64_t id = next_id_++;
   Conn& c = conns_[id];
   c.fd = fd.get();
+  ++pending_;
   c.thread = std::thread([this, id, f = std::move(fd), p = *peer]() mutable { Serve(id, std::move(f), p); });
+}
+
+void Service::EvictOldestPendingLocked() {
+  for (auto& [id, c] : conns_) {  // ids grow with time: the first is the oldest
+    if (!c.pending || c.evicted || c.fd < 0) continue;
+    c.evicted = true;
+    --pending_;
+    ++closing_;
+    // Its thread is inside RecvFrame: end-of-file wakes it, and it says why.
+    ::shutdown(c.fd, SHUT_RD);
+    return;
+  }
+}
+
+Result<wire::Frame> Service::ReadFrame(int fd, const ConnectionState& conn, uint64_t* admitted,
+                                       wire::FrameHeader* header) {
+  wire::RecvLimits limits;
+  limits.idle_timeout_ms = conn.hello_done ? -1 : options_.hello_timeout_ms;
+  limits.frame_timeout_ms = options_.frame_timeout_ms;
+  limits.admit = [&](const wire::FrameHeader& h) -> Status {
+    *header = h;
+    const uint32_t max = wire::MaxRequestPayload(h.type);
+    const std::string what = std::string(wire::MsgTypeName(h.type)) + " request";
+    if (h.payload_len > max) {
+      return InvalidArgument("a " + what + " of " + std::to_string(h.payload_len) + " payload bytes exceeds the " +
+                           std::to_string(max) + "-byte limit for that request (docs/protocol.md); nothing of "
+                           "it was read and the connection is closed");
+    }
+    const uint64_t limit = options_.max_buffered_request_bytes;
+    uint64_t cur = buffered_.load();
+    do {
+      if (cur + h.payload_len > limit) {
+        return ResourceExhausted("tierckptd is already receiving " + std::to_string(cur) +
+                                 " bytes of requests on other connections and cannot take this " + what +
+                                 " of " + std::to_string(h.payload_len) + " bytes (limit " + Mib(limit) +
+                                 " in all); retry shortly");
+      }
+    } while (!buffered_.compare_exchange_weak(cur, cur + h.payload_len));
+    *admitted = h.payload_len;
+    return Status::Ok();
+  };
+  return wire::RecvFrame(fd, limits);
 }
 
 void Service::Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer) {
@@ -143,27 +250,73 @@ void Service::Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer) {
   conn.peer = peer;
   Log(LogLevel::kDebug, "connection open").Kv("conn", id).Kv("pid", static_cast<int64_t>(peer.pid));
   for (;;) {
-    Result<wire::Frame> frame = wire::RecvFrame(fd.get(), -1);
-    if (!frame.ok()) {
-      const Status& st = frame.status();
-      if (st.code() == Code::kProtocolError && !stopping_) {
-        Log(LogLevel::kWarn, "bad frame").Kv("conn", id).Kv("pid", static_cast<int64_t>(peer.pid)).Err(st);
-        (void)wire::SendFrame(fd.get(), wire::kResponseBit, 0, wire::EncodeResponse(st, ""));
+    uint64_t admitted = 0;
+    wire::FrameHeader header;  // request_id 0 until a header is read
+    header.request_id = 0;
+    Result<wire::Frame> frame = ReadFrame(fd.get(), conn, &admitted, &header);
+    bool evicted = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = conns_.find(id);
+      if (it != conns_.end()) {
+        evicted = it->second.evicted;
+        if (it->second.pending && !evicted) {
+          it->second.pending = false;
+          --pending_;
+        }
       }
+    }
+    if (evicted) {
+      Status why = ResourceExhausted("tierckptd closed this connection: it sent no complete request while " +
+                                     std::to_string(options_.max_pending_hello) + " newer connections waited "
+                                     "for their Hello; send Hello as soon as you connect");
+      Log(LogLevel::kWarn, "connection closed").Kv("conn", id).Kv("pid", static_cast<int64_t>(peer.pid)).Err(why);
+      (void)wire::SendFrame(fd.get(), wire::kResponseBit, 0, wire::EncodeResponse(why, ""), -1, 0);
+      buffered_ -= admitted;
       break;
     }
-    Reply reply = handler_->Handle(conn, *frame);
-    uint16_t type = static_cast<uint16_t>(frame->header.type | wire::kResponseBit);
-    Status sent = wire::SendFrame(fd.get(), type, frame->header.request_id,
+    if (!frame.ok()) {
+      const Status& st = frame.status();
+      buffered_ -= admitted;
+      if (st.code() == Code::kUnavailable || stopping_) break;  // the client left, or we stop
+      Log(LogLevel::kWarn, st.code() == Code::kTimeout ? "connection timed out" : "bad frame")
+          .Kv("conn", id)
+          .Kv("pid", static_cast<int64_t>(peer.pid))
+          .Err(st);
+      // Answer the request whose header was read with its own id and type,
+      // so the client reports this error and not a mismatch.
+      const uint16_t type = header.request_id != 0 ? static_cast<uint16_t>(header.type | wire::kResponseBit)
+                                                   : wire::kResponseBit;
+      (void)wire::SendFrame(fd.get(), type, header.request_id, wire::EncodeResponse(st, ""), -1,
+                            /*timeout_ms=*/1000);
+      break;
+    }
+    Reply reply;
+    uint16_t type = 0;
+    uint32_t request_id = 0;
+    std::string_view request_name;
+    size_t payload_bytes = 0;
+    {
+      const wire::Frame request = std::move(frame).value();
+      reply = handler_->Handle(conn, request);
+      type = static_cast<uint16_t>(request.header.type | wire::kResponseBit);
+      request_id = request.header.request_id;
+      request_name = wire::MsgTypeName(request.header.type);
+      payload_bytes = request.payload.capacity();
+    }  // the payload is freed here, before the (maybe slow) send
+    buffered_ -= admitted;
+    if (payload_bytes >= kTrimAfterBytes) ::malloc_trim(0);
+    Status sent = wire::SendFrame(fd.get(), type, request_id,
                                   wire::EncodeResponse(reply.status, reply.status.ok() ? reply.body : ""),
-                                  reply.status.ok() && reply.fd.valid() ? reply.fd.get() : -1);
+                                  reply.status.ok() && reply.fd.valid() ? reply.fd.get() : -1,
+                                  options_.send_timeout_ms);
     if (reply.stop_after) Stop();
     if (!sent.ok()) {
       // The client sees only a closed connection: say here what happened.
       Log(LogLevel::kWarn, "reply not sent")
           .Kv("conn", id)
           .Kv("pid", static_cast<int64_t>(peer.pid))
-          .Kv("request", wire::MsgTypeName(frame->header.type))
+          .Kv("request", request_name)
           .Err(sent);
       break;
     }
@@ -174,7 +327,12 @@ void Service::Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer) {
   std::lock_guard<std::mutex> lock(mu_);
   fd.Reset();  // under mu_, so Run never shuts down a recycled fd number
   finished_.push_back(id);
-  if (auto it = conns_.find(id); it != conns_.end()) it->second.fd = -1;
+  if (auto it = conns_.find(id); it != conns_.end()) {
+    it->second.fd = -1;
+    if (it->second.pending && !it->second.evicted) --pending_;
+    if (!it->second.evicted) ++closing_;  // an evicted one was counted when evicted
+    it->second.pending = false;
+  }
 }
 
 }  // namespace tierckpt::agent

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/agent_test_util.h"
@@ -452,13 +453,178 @@ TEST(ServiceTest, ConnectionsAboveTheCapAreTurnedAway) {
   Result<wire::Frame> f = wire::RecvFrame(c3.fd(), 5000);
   ASSERT_TRUE(f.ok());
   Status st = wire::DecodeResponse(f->payload).status();
-  EXPECT_EQ(st.code(), Code::kUnavailable);
+  EXPECT_EQ(st.code(), Code::kResourceExhausted);
   EXPECT_NE(st.message().find("limit"), std::string::npos);
   EXPECT_TRUE(c3.Closed());
   EXPECT_EQ(service.connections(), 2u);
   service.Stop();
   runner.join();
   EXPECT_FALSE(StatPath(so.socket_path)->exists);
+}
+
+// ---- Limits and timeouts (issue 16, items 11 and 12) ----
+
+// Answers every request with an empty body; Hello marks the connection as
+// greeted, like the agent's handlers; a Stats request answers big_body.
+class HelloHandler : public RequestHandler {
+ public:
+  Reply Handle(ConnectionState& conn, const wire::Frame& f) override {
+    if (f.header.type == static_cast<uint16_t>(MsgType::kHello)) conn.hello_done = true;
+    Reply r;
+    if (f.header.type == static_cast<uint16_t>(MsgType::kStats)) r.body = big_body;
+    return r;
+  }
+  void OnClose(ConnectionState&) override {}
+  std::string big_body;
+};
+
+class ServiceRunner {
+ public:
+  explicit ServiceRunner(const std::function<void(ServiceOptions&)>& tweak) {
+    so.socket_path = dir.Sub("limits.sock");
+    if (tweak) tweak(so);
+    service = std::make_unique<Service>(so, &handler);
+    EXPECT_TRUE(service->Listen().ok());
+    runner = std::thread([this] { service->Run(); });
+  }
+  ~ServiceRunner() {
+    service->Stop();
+    runner.join();
+  }
+  TempDir dir;
+  ServiceOptions so;
+  HelloHandler handler;
+  std::unique_ptr<Service> service;
+  std::thread runner;
+};
+
+void SendRaw(int fd, uint16_t type, uint32_t id, uint32_t payload_len, size_t send_bytes) {
+  wire::FrameHeader h;
+  h.type = type;
+  h.request_id = id;
+  h.payload_len = payload_len;
+  uint8_t buf[wire::kFrameHeaderSize];
+  wire::EncodeHeader(h, buf);
+  std::string bytes(reinterpret_cast<char*>(buf), sizeof(buf));
+  bytes.append(send_bytes, 'p');
+  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// The error frame the service sent before closing: its header and status.
+struct Refusal {
+  wire::FrameHeader header;
+  Status status;
+};
+Refusal ReadRefusal(RawConn& c) {
+  Result<wire::Frame> f = wire::RecvFrame(c.fd(), 5000);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  if (!f.ok()) return {{}, f.status()};
+  return {f->header, wire::DecodeResponse(f->payload).status()};
+}
+
+// Regression (issue 16, item 11): 1,024 idle same-uid connections that never
+// sent Hello locked every client out; the oldest of them now make room.
+TEST(ServiceTest, IdleConnectionsWithoutHelloDoNotLockOutClients) {
+  ServiceRunner r([](ServiceOptions& so) {
+    so.max_connections = 32;
+    so.max_pending_hello = 8;
+  });
+  std::vector<std::unique_ptr<RawConn>> idle;
+  for (int i = 0; i < 48; ++i) idle.push_back(std::make_unique<RawConn>(r.so.socket_path));
+  RawConn real(r.so.socket_path);
+  Result<std::string> hello = real.Body(MsgType::kHello, "");
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  // The oldest idle connection was told why it was closed.
+  Refusal first = ReadRefusal(*idle[0]);
+  EXPECT_EQ(first.status.code(), Code::kResourceExhausted) << first.status.ToString();
+  EXPECT_NE(first.status.message().find("Hello"), std::string::npos) << first.status.ToString();
+  EXPECT_TRUE(idle[0]->Closed());
+  EXPECT_LE(r.service->connections(), 32u);
+}
+
+TEST(ServiceTest, ConnectionWithoutHelloIsClosedAfterTheHelloTimeout) {
+  ServiceRunner r([](ServiceOptions& so) { so.hello_timeout_ms = 100; });
+  RawConn idle(r.so.socket_path);
+  Refusal why = ReadRefusal(idle);
+  EXPECT_EQ(why.status.code(), Code::kTimeout) << why.status.ToString();
+  EXPECT_TRUE(idle.Closed());
+  // After Hello a connection may stay idle longer than that.
+  RawConn greeted(r.so.socket_path);
+  ASSERT_TRUE(greeted.Body(MsgType::kHello, "").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(greeted.Body(MsgType::kStats, "").ok());
+}
+
+// Regression (issue 16, item 11): a client that sent half a frame header and
+// waited held its connection open forever.
+TEST(ServiceTest, HalfAFrameHeaderIsDroppedAfterTheFrameTimeout) {
+  ServiceRunner r([](ServiceOptions& so) { so.frame_timeout_ms = 100; });
+  RawConn c(r.so.socket_path);
+  ASSERT_TRUE(c.Body(MsgType::kHello, "").ok());
+  ASSERT_EQ(::send(c.fd(), "TCKP\3\0\14\0", 8, MSG_NOSIGNAL), 8);
+  Refusal why = ReadRefusal(c);
+  EXPECT_EQ(why.status.code(), Code::kTimeout) << why.status.ToString();
+  EXPECT_NE(why.status.message().find("only 8 of"), std::string::npos) << why.status.ToString();
+  EXPECT_TRUE(c.Closed());
+}
+
+// Regression (issue 16, item 12): any request could announce 80 MiB and the
+// agent buffered it; each type now has its limit, checked from the header,
+// and the refusal carries the request's id so the client reports it.
+TEST(ServiceTest, OversizedRequestIsRefusedFromTheHeaderWithItsId) {
+  ServiceRunner r({});
+  RawConn c(r.so.socket_path);
+  ASSERT_TRUE(c.Body(MsgType::kHello, "").ok());
+  SendRaw(c.fd(), static_cast<uint16_t>(MsgType::kStats), 7, 1u << 20, 0);
+  Refusal why = ReadRefusal(c);
+  EXPECT_EQ(why.header.request_id, 7u);
+  EXPECT_EQ(why.header.type, static_cast<uint16_t>(MsgType::kStats) | wire::kResponseBit);
+  EXPECT_EQ(why.status.code(), Code::kInvalidArgument) << why.status.ToString();
+  EXPECT_NE(why.status.message().find(std::to_string(wire::kMaxSmallRequestPayload)), std::string::npos)
+      << why.status.ToString();
+  EXPECT_TRUE(c.Closed());
+}
+
+// Regression (issue 16, item 12): eight connections each sending most of an
+// announced 80 MiB grew the agent without bound; what all connections may
+// have in flight is capped, and released when a connection goes.
+TEST(ServiceTest, RequestBytesInFlightAreBoundedAndReleased) {
+  ServiceRunner r([](ServiceOptions& so) { so.max_buffered_request_bytes = 1u << 20; });
+  const uint16_t commit = static_cast<uint16_t>(MsgType::kCommitStep);
+  auto a = std::make_unique<RawConn>(r.so.socket_path);
+  ASSERT_TRUE(a->Body(MsgType::kHello, "").ok());
+  SendRaw(a->fd(), commit, 2, 900u << 10, 10);  // admitted, then stalls
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  RawConn b(r.so.socket_path);
+  ASSERT_TRUE(b.Body(MsgType::kHello, "").ok());
+  SendRaw(b.fd(), commit, 2, 900u << 10, 0);
+  Refusal why = ReadRefusal(b);
+  EXPECT_EQ(why.header.request_id, 2u);
+  EXPECT_EQ(why.status.code(), Code::kResourceExhausted) << why.status.ToString();
+  EXPECT_NE(why.status.message().find("already receiving"), std::string::npos) << why.status.ToString();
+  a.reset();  // its bytes are released when it goes
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    RawConn c(r.so.socket_path);
+    ASSERT_TRUE(c.Body(MsgType::kHello, "").ok());
+    served = c.Body(MsgType::kCommitStep, std::string(900u << 10, 'x')).ok();
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(served);
+}
+
+TEST(ServiceTest, ClientThatNeverReadsItsResponseIsDropped) {
+  ServiceRunner r([](ServiceOptions& so) { so.send_timeout_ms = 100; });
+  r.handler.big_body = std::string(16u << 20, 'b');
+  RawConn c(r.so.socket_path);
+  ASSERT_TRUE(c.Body(MsgType::kHello, "").ok());
+  SendRaw(c.fd(), static_cast<uint16_t>(MsgType::kStats), 2, 0, 0);
+  // Never read; the service gives up on it and serves others.
+  for (int i = 0; i < 100 && r.service->connections() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(r.service->connections(), 0u);
+  r.handler.big_body.clear();
 }
 
 }  // namespace

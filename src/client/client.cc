@@ -58,8 +58,28 @@ struct Client::Impl {
   std::shared_ptr<MappingCache> cache;
   std::unique_ptr<client::Sweeper> sweeper;  // declared last: stops first
 
-  Result<Connection::Reply> Call(MsgType type, std::string_view payload, int timeout_ms = -1) {
+  // With the timeout of the request's class (ClientOptions).
+  Result<Connection::Reply> Call(MsgType type, std::string_view payload) {
+    return conn->Call(type, payload, TimeoutFor(type));
+  }
+  Result<Connection::Reply> Call(MsgType type, std::string_view payload, int timeout_ms) {
     return conn->Call(type, payload, timeout_ms);
+  }
+  // The one place that says how long each request may take.
+  int TimeoutFor(MsgType type) const {
+    switch (type) {
+      case MsgType::kHello:
+        return options.connect_timeout_ms;
+      case MsgType::kBeginStep:
+      case MsgType::kCreateObject:
+      case MsgType::kSealObject:
+      case MsgType::kAbortStep:
+      case MsgType::kStats:
+      case MsgType::kShutdown:
+        return options.request_timeout_ms;
+      default:
+        return options.long_request_timeout_ms;
+    }
   }
   Status CallStatus(MsgType type, std::string_view payload) { return Call(type, payload).status(); }
   Result<std::string> CallJson(MsgType type, std::string_view payload) {
@@ -76,7 +96,10 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   impl->options = options;
   if (impl->options.socket_path.empty()) impl->options.socket_path = DefaultSocketPath();
   impl->options.copy_threads = std::max(1, impl->options.copy_threads);
-  TC_ASSIGN_OR_RETURN(impl->conn, Connection::Open(impl->options.socket_path));
+  client::ConnectOptions connect;
+  connect.timeout_ms = impl->options.connect_timeout_ms;
+  connect.agent_uid = impl->options.agent_uid;
+  TC_ASSIGN_OR_RETURN(impl->conn, Connection::Open(impl->options.socket_path, connect));
 
   wire::HelloRequest hello;
   hello.pid = static_cast<uint32_t>(::getpid());
@@ -213,6 +236,7 @@ Status Client::WaitDurable(std::string_view ns, uint64_t step, std::chrono::mill
   const auto max_ms = static_cast<int64_t>(std::numeric_limits<uint32_t>::max() - 1);
   const int64_t ms = std::clamp<int64_t>(timeout.count(), 0, max_ms);
   req.timeout_ms = static_cast<uint32_t>(ms);
+  // The caller's explicit timeout, not a request class's: zero waits forever.
   int recv_timeout = -1;
   if (ms > 0 && ms < std::numeric_limits<int>::max() - kWaitDurableGraceMs) {
     recv_timeout = static_cast<int>(ms) + kWaitDurableGraceMs;

@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -128,6 +132,101 @@ TEST(ConnectionTest, PeerCloseIsUnavailable) {
 TEST(ConnectionTest, NobodyListeningIsUnavailable) {
   auto conn = Connection::Open("/tmp/tc_conn_test_no_such_dir/agent.sock");
   EXPECT_EQ(conn.status().code(), Code::kUnavailable) << conn.status().ToString();
+}
+
+// ---- Refusals and timeouts (issue 16, item 11) ----
+
+// Regression: the agent's refusal (an error frame with request id 0, e.g. at
+// its connection limit) was reported as "response ... id 0; expected id 1".
+TEST(ConnectionTest, RefusalWithRequestIdZeroIsReportedNotAMismatch) {
+  FakeAgent agent([](int sock, const wire::Frame& req) {
+    (void)wire::SendFrame(sock, static_cast<uint16_t>(req.header.type | wire::kResponseBit), 0,
+                          wire::EncodeResponse(ResourceExhausted("it already serves 1024 connections, its limit"), ""));
+    return false;
+  });
+  auto conn = Connection::Open(agent.path());
+  ASSERT_TRUE(conn.ok());
+  auto r = (*conn)->Call(wire::MsgType::kHello, "");
+  EXPECT_EQ(r.status().code(), Code::kResourceExhausted) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("refused the Hello request"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("1024 connections"), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().message().find("expected"), std::string::npos) << r.status().message();
+}
+
+// Regression: a request to an agent that never answered waited forever.
+TEST(ConnectionTest, RequestTimesOutWhenTheAgentNeverAnswers) {
+  FakeAgent agent([](int, const wire::Frame&) { return true; });  // reads, never answers
+  auto conn = Connection::Open(agent.path());
+  ASSERT_TRUE(conn.ok());
+  auto start = std::chrono::steady_clock::now();
+  auto r = (*conn)->Call(wire::MsgType::kStats, "", 100);
+  EXPECT_EQ(r.status().code(), Code::kTimeout) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("100 ms"), std::string::npos) << r.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+}
+
+TEST(ConnectionTest, OversizedRequestIsRefusedBeforeSending) {
+  FakeAgent agent([](int sock, const wire::Frame& req) { return Answer(sock, req, Status::Ok(), "").ok(); });
+  auto conn = Connection::Open(agent.path());
+  ASSERT_TRUE(conn.ok());
+  auto r = (*conn)->Call(wire::MsgType::kShow, std::string(wire::kMaxSmallRequestPayload + 1, 'x'));
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().ToString();
+  EXPECT_TRUE((*conn)->Call(wire::MsgType::kShow, "").ok());  // nothing was sent: still in step
+}
+
+// ---- Whom the client trusts (issue 16, item 9) ----
+
+TEST(ConnectionTest, SocketDirectoryOthersMayWriteIsRefused) {
+  FakeAgent agent([](int sock, const wire::Frame& req) { return Answer(sock, req, Status::Ok(), "").ok(); });
+  const std::string dir = DirName(agent.path());
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  auto conn = Connection::Open(agent.path());
+  ::chmod(dir.c_str(), 0700);
+  EXPECT_EQ(conn.status().code(), Code::kPermissionDenied) << conn.status().ToString();
+  EXPECT_NE(conn.status().message().find("refusing to talk to tierckptd at " + agent.path()), std::string::npos)
+      << conn.status().message();
+}
+
+// Regression: the client talked to whatever listened on the socket path. A
+// listener running as another uid (here: bound by us, then listening after
+// dropping to uid 65534, which is what SO_PEERCRED reports) is refused, and
+// the message names both uids.
+TEST(ConnectionTest, AgentRunningAsAnotherUidIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a listener as another uid";
+  std::string tmpl = "/tmp/tc_conn_test_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const std::string path = tmpl + "/agent.sock";
+  UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  ASSERT_EQ(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  int ready[2];
+  int done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c = 0;
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(2);
+    if (::listen(sock.get(), 8) != 0) ::_exit(3);
+    if (::write(ready[1], &c, 1) != 1) ::_exit(4);
+    (void)!::read(done[0], &c, 1);  // until the parent is done
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  auto conn = Connection::Open(path);
+  ASSERT_EQ(::write(done[1], &c, 1), 1);
+  int wstatus = 0;
+  ::waitpid(child, &wstatus, 0);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) UniqueFd closer(fd);
+  RemoveTree(tmpl).IgnoreError();
+  EXPECT_EQ(conn.status().code(), Code::kPermissionDenied) << conn.status().ToString();
+  EXPECT_NE(conn.status().message().find("runs as uid 65534"), std::string::npos) << conn.status().message();
+  EXPECT_NE(conn.status().message().find("(uid 0)"), std::string::npos) << conn.status().message();
+  // Told to expect that uid, the client accepts it.
 }
 
 }  // namespace

@@ -60,6 +60,10 @@ std::string_view MsgTypeName(uint16_t type) {
 
 bool IsKnownRequestType(uint16_t type) { return MsgTypeName(type) != "unknown"; }
 
+uint32_t MaxRequestPayload(uint16_t type) {
+  return type == static_cast<uint16_t>(MsgType::kCommitStep) ? kMaxCommitRequestPayload : kMaxSmallRequestPayload;
+}
+
 void EncodeHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]) {
   StoreLe(out, h.magic, 4);
   StoreLe(out + 4, h.version, 2);

@@ -43,6 +43,13 @@ inline constexpr size_t kFrameHeaderSize = 16;
 // The header is checked before anything is allocated.
 inline constexpr uint32_t kMaxPayload = 80u << 20;
 inline constexpr uint16_t kResponseBit = 0x8000;
+// What a *request* may carry, checked by the agent from the header before it
+// reads or allocates anything (MaxRequestPayload). A CommitStep request may
+// name every object of a step, which cannot be more than a manifest
+// (kMaxManifestBytes, 64 MiB) holds; every other request carries a few names
+// (<= 1024 bytes each) and a checksum, far below 64 KiB.
+inline constexpr uint32_t kMaxCommitRequestPayload = 64u << 20;
+inline constexpr uint32_t kMaxSmallRequestPayload = 64u << 10;
 
 enum class MsgType : uint16_t {
   kHello = 1,
@@ -66,6 +73,9 @@ enum class MsgType : uint16_t {
 // Name for logs, "unknown" otherwise.
 std::string_view MsgTypeName(uint16_t type);
 bool IsKnownRequestType(uint16_t type);
+// The largest payload a request of this type may carry: kMaxCommitRequestPayload
+// for CommitStep, kMaxSmallRequestPayload for every other (and unknown) type.
+uint32_t MaxRequestPayload(uint16_t type);
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;

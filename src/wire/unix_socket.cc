@@ -1,14 +1,20 @@
 #include "wire/unix_socket.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <limits>
+#include <thread>
 #include <vector>
 
 namespace tierckpt::wire {
@@ -44,17 +50,67 @@ Result<UniqueFd> NewSocket(const std::string& path) {
   return fd;
 }
 
-// connect(2) that survives EINTR: an interrupted connect keeps going in the
-// kernel, so wait for it and read its outcome. Returns 0 or an errno value.
-int ConnectRetrying(int fd, const sockaddr_un& addr) {
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) return 0;
-  int err = errno;
-  if (err != EINTR && err != EINPROGRESS) return err;
+using Clock = std::chrono::steady_clock;
+
+// An absolute deadline, or none.
+class Deadline {
+ public:
+  static Deadline After(int timeout_ms) {
+    Deadline d;
+    if (timeout_ms >= 0) {
+      d.set_ = true;
+      d.at_ = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    }
+    return d;
+  }
+  bool set() const { return set_; }
+  // Milliseconds left for poll(2): -1 without a deadline, 0 once it passed.
+  int RemainingMs() const {
+    if (!set_) return -1;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now());
+    if (left.count() <= 0) return 0;
+    return left.count() > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
+                                                          : static_cast<int>(left.count());
+  }
+
+ private:
+  bool set_ = false;
+  Clock::time_point at_{};
+};
+
+// Waits until fd is ready for events or the deadline passes. Ok when ready
+// (or in error: the next syscall says which), kTimeout naming `what` when
+// the deadline passed.
+Status WaitFor(int fd, short events, const Deadline& deadline, std::string_view what) {
   while (true) {
-    pollfd p{fd, POLLOUT, 0};
-    int n = ::poll(&p, 1, -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, deadline.RemainingMs());
+    if (n > 0) return Status::Ok();
+    if (n == 0) return Timeout(std::string(what));
+    if (errno != EINTR) return ErrnoStatus("waiting on the socket for " + std::string(what));
+  }
+}
+
+// One connect(2) attempt loop on a non-blocking socket until the deadline.
+// Returns 0 or an errno value; ETIMEDOUT when the listener's accept queue
+// stayed full (EAGAIN) until the deadline.
+int ConnectUntil(int fd, const sockaddr_un& addr, const Deadline& deadline) {
+  auto backoff = std::chrono::milliseconds(1);
+  while (true) {
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) return 0;
+    int err = errno;
+    if (err == EINTR) continue;
+    if (err == EAGAIN) {  // AF_UNIX: the listener's accept queue is full
+      int left = deadline.RemainingMs();
+      if (left == 0) return ETIMEDOUT;
+      auto nap = left < 0 ? backoff : std::min(backoff, std::chrono::milliseconds(left));
+      std::this_thread::sleep_for(nap);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
+      continue;
+    }
+    if (err != EINPROGRESS) return err;
+    Status ready = WaitFor(fd, POLLOUT, deadline, "connect");
+    if (!ready.ok()) return ready.code() == Code::kTimeout ? ETIMEDOUT : EIO;
     int so_error = 0;
     socklen_t len = sizeof(so_error);
     if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) return errno;
@@ -62,29 +118,32 @@ int ConnectRetrying(int fd, const sockaddr_un& addr) {
   }
 }
 
-// Milliseconds left until deadline; -1 means no deadline.
-int RemainingMs(bool has_deadline, std::chrono::steady_clock::time_point deadline) {
-  if (!has_deadline) return -1;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  return left.count() < 0 ? 0 : static_cast<int>(left.count());
+// A connected (or failed) non-blocking socket to path; *err is 0 or errno.
+Result<UniqueFd> ConnectSocket(const std::string& path, const sockaddr_un& addr, const Deadline& deadline,
+                               int* err) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return ErrnoStatus("creating a Unix socket for " + path);
+  *err = ConnectUntil(fd.get(), addr, deadline);
+  return fd;
 }
 
 // Reads exactly size bytes into buf, collecting any fds that arrive as
 // SCM_RIGHTS into fds (owned at once, so none can leak). *got counts bytes
-// read so far. A clean EOF returns ok with *got < size.
+// read so far. A clean EOF returns ok with *got < size. Waits until the
+// first byte of the frame are bounded by first_deadline; once a byte has
+// arrived, by the frame deadline (frame_timeout_ms after that byte, or
+// first_deadline when frame_timeout_ms is kKeepDeadline).
 class FrameReader {
  public:
-  FrameReader(int sock, int timeout_ms) : sock_(sock), has_deadline_(timeout_ms >= 0) {
-    if (has_deadline_) {
-      deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    }
-  }
+  static constexpr int kKeepDeadline = -2;
 
-  Status Read(char* buf, size_t size, size_t* got, std::string_view what) {
+  FrameReader(int sock, Deadline first_deadline, int frame_timeout_ms)
+      : sock_(sock), deadline_(first_deadline), frame_timeout_ms_(frame_timeout_ms) {}
+
+  Status Read(char* buf, size_t size, size_t* got) {
     *got = 0;
     while (*got < size) {
-      TC_RETURN_IF_ERROR(WaitReadable(what));
+      TC_RETURN_IF_ERROR(WaitFor(sock_, POLLIN, deadline_, "frame"));
       iovec iov{buf + *got, size - *got};
       alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerRecv)];
       msghdr msg{};
@@ -92,10 +151,10 @@ class FrameReader {
       msg.msg_iovlen = 1;
       msg.msg_control = control;
       msg.msg_controllen = sizeof(control);
-      ssize_t n = ::recvmsg(sock_, &msg, MSG_CMSG_CLOEXEC);
+      ssize_t n = ::recvmsg(sock_, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
       if (n < 0) {
         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-        return ErrnoStatus("reading " + std::string(what) + " from the socket");
+        return ErrnoStatus("reading a frame from the socket");
       }
       TakeFds(msg);
       if (msg.msg_flags & MSG_CTRUNC) {
@@ -103,28 +162,17 @@ class FrameReader {
                              " file descriptors with one frame; at most one is allowed");
       }
       if (n == 0) return Status::Ok();  // EOF; the caller looks at *got
+      if (total_ == 0 && frame_timeout_ms_ != kKeepDeadline) deadline_ = Deadline::After(frame_timeout_ms_);
       *got += static_cast<size_t>(n);
+      total_ += static_cast<size_t>(n);
     }
     return Status::Ok();
   }
 
   std::vector<UniqueFd>& fds() { return fds_; }
+  size_t total() const { return total_; }
 
  private:
-  Status WaitReadable(std::string_view what) {
-    while (true) {
-      int wait_ms = RemainingMs(has_deadline_, deadline_);
-      pollfd p{sock_, POLLIN, 0};
-      int n = ::poll(&p, 1, wait_ms);
-      if (n > 0) return Status::Ok();
-      if (n == 0) {
-        return Timeout("no " + std::string(what) + " arrived on the socket within the timeout; " +
-                       "the peer is stuck or gone");
-      }
-      if (errno != EINTR) return ErrnoStatus("waiting for " + std::string(what) + " on the socket");
-    }
-  }
-
   void TakeFds(msghdr& msg) {
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -138,14 +186,36 @@ class FrameReader {
   }
 
   int sock_;
-  bool has_deadline_;
-  std::chrono::steady_clock::time_point deadline_{};
+  Deadline deadline_;
+  int frame_timeout_ms_;
+  size_t total_ = 0;
   std::vector<UniqueFd> fds_;
 };
 
+// Explains a kTimeout from FrameReader: nothing yet, or a partial frame.
+Status RecvTimeout(const FrameReader& reader, size_t expected, const RecvLimits& limits) {
+  if (reader.total() == 0) {
+    return Timeout("no frame arrived on the socket within " + std::to_string(limits.idle_timeout_ms) +
+                   " ms; the peer is idle, stuck or gone");
+  }
+  return Timeout("only " + std::to_string(reader.total()) + " of " +
+                 (expected == 0 ? std::string("the header's ") + std::to_string(kFrameHeaderSize)
+                                : std::to_string(expected)) +
+                 " bytes of a frame arrived within " +
+                 std::to_string(limits.frame_timeout_ms >= 0 ? limits.frame_timeout_ms : limits.idle_timeout_ms) +
+                 " ms; the peer is too slow or stuck mid-frame");
+}
+
+// Who owns path, in words for messages.
+std::string Describe(const struct stat& st) {
+  char mode[8];
+  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return "owned by uid " + std::to_string(st.st_uid) + ", mode " + mode;
+}
+
 }  // namespace
 
-Result<UniqueFd> ListenUnix(const std::string& path) {
+Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
   TC_ASSIGN_OR_RETURN(sockaddr_un addr, MakeAddress(path));
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
@@ -153,9 +223,9 @@ Result<UniqueFd> ListenUnix(const std::string& path) {
       return AlreadyExists("socket path " + path +
                            " exists and is not a socket; remove it or choose another socket path");
     }
-    TC_ASSIGN_OR_RETURN(UniqueFd probe, NewSocket(path));
-    int err = ConnectRetrying(probe.get(), addr);
-    if (err == 0) {
+    int err = 0;
+    TC_ASSIGN_OR_RETURN(UniqueFd probe, ConnectSocket(path, addr, Deadline::After(1000), &err));
+    if (err == 0 || err == ETIMEDOUT) {  // ETIMEDOUT: its accept queue is full, so it lives
       return AlreadyExists("an agent already listens on " + path +
                            "; stop it with `tierckpt agent stop` or choose another socket path");
     }
@@ -184,7 +254,7 @@ Result<UniqueFd> ListenUnix(const std::string& path) {
     ::unlink(path.c_str());
     return s;
   }
-  if (::listen(fd.get(), 128) != 0) {
+  if (::listen(fd.get(), backlog) != 0) {
     Status s = ErrnoStatus("listening on the Unix socket " + path);
     ::unlink(path.c_str());
     return s;
@@ -192,15 +262,29 @@ Result<UniqueFd> ListenUnix(const std::string& path) {
   return fd;
 }
 
-Result<UniqueFd> ConnectUnix(const std::string& path) {
+Result<UniqueFd> ConnectUnix(const std::string& path, int timeout_ms) {
   TC_ASSIGN_OR_RETURN(sockaddr_un addr, MakeAddress(path));
-  TC_ASSIGN_OR_RETURN(UniqueFd fd, NewSocket(path));
-  int err = ConnectRetrying(fd.get(), addr);
-  if (err == 0) return fd;
+  int err = 0;
+  TC_ASSIGN_OR_RETURN(UniqueFd fd, ConnectSocket(path, addr, Deadline::After(timeout_ms), &err));
+  if (err == 0) {
+    // Back to blocking mode for callers that read or write it directly; this
+    // module's own reads and writes never block past their deadline.
+    int flags = ::fcntl(fd.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      return ErrnoStatus("making the socket connected to " + path + " blocking");
+    }
+    return fd;
+  }
   if (err == ENOENT || err == ECONNREFUSED) {
     return Unavailable("cannot connect to tierckptd at " + path + ": " + std::strerror(err) +
                        "; is tierckptd running? start it with `tierckpt agent start`, or set "
                        "TIERCKPT_SOCKET to the socket of the agent you want");
+  }
+  if (err == ETIMEDOUT) {
+    return Timeout("cannot connect to tierckptd at " + path + " within " + std::to_string(timeout_ms) +
+                   " ms: its queue of connections waiting to be accepted stayed full; the agent is "
+                   "overloaded or stuck (see its log and `tierckpt agent status`), or something floods "
+                   "it with connections");
   }
   if (err == EACCES || err == EPERM) {
     return PermissionDenied("cannot connect to tierckptd at " + path + ": " + std::strerror(err) +
@@ -211,12 +295,13 @@ Result<UniqueFd> ConnectUnix(const std::string& path) {
 }
 
 Status SendFrame(int sock, uint16_t type, uint32_t request_id, std::string_view payload,
-                 int fd_to_pass) {
+                 int fd_to_pass, int timeout_ms) {
   if (payload.size() > kMaxPayload) {
     return InvalidArgument("cannot send a " + FrameName(type) + " frame of " +
                            std::to_string(payload.size()) + " payload bytes: the limit is " +
                            std::to_string(kMaxPayload) + " bytes");
   }
+  const Deadline deadline = Deadline::After(timeout_ms);
   FrameHeader h;
   h.type = type;
   h.request_id = request_id;
@@ -244,12 +329,18 @@ Status SendFrame(int sock, uint16_t type, uint32_t request_id, std::string_view 
       c->cmsg_len = CMSG_LEN(sizeof(int));
       std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
     }
-    ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    // MSG_DONTWAIT: a full socket buffer waits in poll below, under the deadline.
+    ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        pollfd p{sock, POLLOUT, 0};
-        if (::poll(&p, 1, -1) < 0 && errno != EINTR) return ErrnoStatus("waiting to send a frame");
+        Status ready = WaitFor(sock, POLLOUT, deadline, "room to send");
+        if (ready.code() == Code::kTimeout) {
+          return Timeout("sending a " + FrameName(type) + " frame: the peer read none of the last " +
+                         std::to_string(left) + " of " + std::to_string(kFrameHeaderSize + payload.size()) +
+                         " bytes within " + std::to_string(timeout_ms) + " ms; it is stuck or not reading");
+        }
+        TC_RETURN_IF_ERROR(ready);
         continue;
       }
       if (errno == EPIPE || errno == ECONNRESET) {
@@ -272,12 +363,15 @@ Status SendFrame(int sock, uint16_t type, uint32_t request_id, std::string_view 
   return Status::Ok();
 }
 
-Result<Frame> RecvFrame(int sock, int timeout_ms) {
-  FrameReader reader(sock, timeout_ms);
+namespace {
+
+Result<Frame> RecvFrameWith(int sock, const RecvLimits& limits, int frame_timeout_ms) {
+  FrameReader reader(sock, Deadline::After(limits.idle_timeout_ms), frame_timeout_ms);
   uint8_t header[kFrameHeaderSize];
   size_t got = 0;
-  TC_RETURN_IF_ERROR(reader.Read(reinterpret_cast<char*>(header), kFrameHeaderSize, &got,
-                                 "frame header"));
+  Status read = reader.Read(reinterpret_cast<char*>(header), kFrameHeaderSize, &got);
+  if (read.code() == Code::kTimeout) return RecvTimeout(reader, 0, limits);
+  TC_RETURN_IF_ERROR(read);
   if (got == 0) return Unavailable("peer closed the connection");
   if (got < kFrameHeaderSize) {
     return ProtocolError("truncated frame: the peer closed the connection after " +
@@ -286,13 +380,24 @@ Result<Frame> RecvFrame(int sock, int timeout_ms) {
   }
   Frame frame;
   TC_ASSIGN_OR_RETURN(frame.header, DecodeHeader(header));
-  frame.payload.resize(frame.header.payload_len);
-  TC_RETURN_IF_ERROR(reader.Read(frame.payload.data(), frame.payload.size(), &got,
-                                 "frame payload"));
-  if (got < frame.payload.size()) {
-    return ProtocolError("truncated frame: the peer closed the connection after " +
-                         std::to_string(got) + " of " + std::to_string(frame.payload.size()) +
-                         " payload bytes of a " + FrameName(frame.header.type) + " frame");
+  if (limits.admit) TC_RETURN_IF_ERROR(limits.admit(frame.header));
+  // The buffer grows with the bytes that arrive (doubling from 64 KiB), so a
+  // header announcing a large payload costs nothing until it is really sent.
+  constexpr size_t kFirstChunk = 64u << 10;
+  const size_t want = frame.header.payload_len;
+  size_t filled = 0;
+  while (filled < want) {
+    const size_t next = std::min(want, std::max(filled * 2, kFirstChunk));
+    frame.payload.resize(next);
+    read = reader.Read(frame.payload.data() + filled, next - filled, &got);
+    if (read.code() == Code::kTimeout) return RecvTimeout(reader, kFrameHeaderSize + want, limits);
+    TC_RETURN_IF_ERROR(read);
+    filled += got;
+    if (filled < next) {
+      return ProtocolError("truncated frame: the peer closed the connection after " +
+                           std::to_string(filled) + " of " + std::to_string(want) +
+                           " payload bytes of a " + FrameName(frame.header.type) + " frame");
+    }
   }
   std::vector<UniqueFd>& fds = reader.fds();
   if (fds.size() > 1) {
@@ -301,6 +406,18 @@ Result<Frame> RecvFrame(int sock, int timeout_ms) {
   }
   if (fds.size() == 1) frame.fd = std::move(fds[0]);
   return frame;
+}
+
+}  // namespace
+
+Result<Frame> RecvFrame(int sock, const RecvLimits& limits) {
+  return RecvFrameWith(sock, limits, limits.frame_timeout_ms);
+}
+
+Result<Frame> RecvFrame(int sock, int timeout_ms) {
+  RecvLimits limits;
+  limits.idle_timeout_ms = timeout_ms;
+  return RecvFrameWith(sock, limits, FrameReader::kKeepDeadline);
 }
 
 Result<PeerCred> GetPeerCred(int sock) {
@@ -314,6 +431,58 @@ Result<PeerCred> GetPeerCred(int sock) {
   out.uid = cred.uid;
   out.gid = cred.gid;
   return out;
+}
+
+}  // namespace tierckpt::wire
+
+namespace tierckpt::wire {
+
+Status CheckSocketDir(const std::string& dir, uid_t trusted_uid) {
+  if (dir.empty()) return InvalidArgument("the socket directory is empty; give the socket an absolute path");
+  std::string abs = dir;
+  if (abs[0] != '/') {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof(cwd)) == nullptr) return ErrnoStatus("resolving the socket directory " + dir);
+    abs = std::string(cwd) + "/" + abs;
+  }
+  auto trusted = [&](uid_t uid) { return uid == trusted_uid || uid == 0; };
+  const std::string whose = "uid " + std::to_string(trusted_uid) + (trusted_uid == 0 ? "" : " or root");
+  // Every prefix, from "/" down to dir itself.
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    size_t next = abs.find('/', pos + 1);
+    std::string prefix = abs.substr(0, next == std::string::npos ? abs.size() : next);
+    pos = next;
+    if (prefix.empty()) prefix = "/";
+    if (prefix.size() > 1 && prefix.back() == '/') continue;  // "a//b"
+    const bool leaf = next == std::string::npos || abs.find_first_not_of('/', next) == std::string::npos;
+    struct stat lst {};
+    if (::lstat(prefix.c_str(), &lst) != 0) return ErrnoStatus("checking the socket directory " + prefix);
+    if (S_ISLNK(lst.st_mode) && !trusted(lst.st_uid)) {
+      return PermissionDenied("socket directory " + dir + ": " + prefix + " is a symbolic link " +
+                              Describe(lst) + ", not by " + whose +
+                              "; another user could redirect the socket: use a path without it");
+    }
+    struct stat st {};
+    if (::stat(prefix.c_str(), &st) != 0) return ErrnoStatus("checking the socket directory " + prefix);
+    if (!S_ISDIR(st.st_mode)) {
+      return PermissionDenied("socket directory " + dir + ": " + prefix + " is not a directory");
+    }
+    if (!trusted(st.st_uid)) {
+      return PermissionDenied("socket directory " + prefix + " is " + Describe(st) + ", not by " + whose +
+                              " (this process expects the agent to run as uid " + std::to_string(trusted_uid) +
+                              "): another user could run an impostor agent there; remove it, or choose a "
+                              "directory you own with --socket / TIERCKPT_SOCKET (or set XDG_RUNTIME_DIR)");
+    }
+    const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    if (others_write && (leaf || (st.st_mode & S_ISVTX) == 0)) {
+      return PermissionDenied("socket directory " + prefix + " is " + Describe(st) +
+                              ": group or others may write it, so another user could replace the socket; "
+                              "`chmod go-w " + prefix + "` (0700 is best) or choose a private directory");
+    }
+    if (leaf) break;
+  }
+  return Status::Ok();
 }
 
 }  // namespace tierckpt::wire

@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "os/files.h"
 
@@ -52,6 +54,16 @@ int CountOpenFds() {
   while (::readdir(d) != nullptr) ++n;
   ::closedir(d);
   return n;
+}
+
+// This process's resident memory in bytes, from /proc/self/statm.
+long ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long pages_total = 0, pages_resident = 0;
+  if (std::fscanf(f, "%ld %ld", &pages_total, &pages_resident) != 2) pages_resident = 0;
+  std::fclose(f);
+  return pages_resident * ::sysconf(_SC_PAGESIZE);
 }
 
 void WriteRaw(int fd, const std::string& bytes) {
@@ -370,6 +382,180 @@ TEST(UnixSocketTest, ListenInMissingDirectoryFails) {
   auto l = ListenUnix(dir.File("no/such/dir.sock"));
   ASSERT_FALSE(l.ok());
   EXPECT_NE(l.status().message().find("no/such/dir.sock"), std::string::npos);
+}
+
+// ---- Limits and timeouts (issue 16, items 11 and 12) ----
+
+// Regression: a peer that sent half a frame header and waited held the
+// reader forever; the frame timeout starts at the first byte.
+TEST(UnixSocketTest, HalfAFrameHeaderTimesOutAfterTheFrameTimeout) {
+  Pair p = SocketPair();
+  WriteRaw(p.a.get(), RawHeader(1, 1, 0).substr(0, 8));
+  RecvLimits limits;
+  limits.idle_timeout_ms = -1;  // idle forever is fine, stalling mid-frame is not
+  limits.frame_timeout_ms = 100;
+  auto start = std::chrono::steady_clock::now();
+  auto f = RecvFrame(p.b.get(), limits);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Code::kTimeout) << f.status().ToString();
+  EXPECT_NE(f.status().message().find("only 8 of"), std::string::npos) << f.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(UnixSocketTest, IdleTimeoutAppliesOnlyBeforeTheFirstByte) {
+  Pair p = SocketPair();
+  RecvLimits limits;
+  limits.idle_timeout_ms = 50;
+  limits.frame_timeout_ms = 5000;
+  auto idle = RecvFrame(p.b.get(), limits);
+  ASSERT_FALSE(idle.ok());
+  EXPECT_EQ(idle.status().code(), Code::kTimeout);
+  EXPECT_NE(idle.status().message().find("no frame arrived"), std::string::npos) << idle.status().message();
+  // A frame that starts in time may take longer than the idle timeout.
+  std::string payload(1000, 'x');
+  std::string bytes = RawHeader(1, 1, static_cast<uint32_t>(payload.size())) + payload;
+  WriteRaw(p.a.get(), bytes.substr(0, 10));
+  std::thread rest([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    WriteRaw(p.a.get(), bytes.substr(10));
+  });
+  auto f = RecvFrame(p.b.get(), limits);
+  rest.join();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->payload, payload);
+}
+
+TEST(UnixSocketTest, AdmitRejectsFromTheHeaderAndReadsNoPayload) {
+  Pair p = SocketPair();
+  WriteRaw(p.a.get(), RawHeader(5, 9, 1u << 20) + "after");
+  RecvLimits limits;
+  limits.idle_timeout_ms = 1000;
+  FrameHeader seen;
+  limits.admit = [&](const FrameHeader& h) {
+    seen = h;
+    return InvalidArgument("too big for a CommitStep");
+  };
+  auto f = RecvFrame(p.b.get(), limits);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(seen.request_id, 9u);
+  EXPECT_EQ(seen.payload_len, 1u << 20);
+  char buf[16] = {};
+  ASSERT_EQ(::recv(p.b.get(), buf, sizeof(buf), MSG_DONTWAIT), 5);
+}
+
+// Regression: a header announcing 80 MiB made the reader allocate (and
+// zero) 80 MiB before a byte of payload arrived.
+TEST(UnixSocketTest, AnnouncedPayloadIsNotAllocatedBeforeItArrives) {
+  Pair p = SocketPair();
+  const long before = ResidentBytes();
+  WriteRaw(p.a.get(), RawHeader(5, 1, 64u << 20) + std::string(1000, 'x'));
+  long during = 0;
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the reader waits for the rest
+    during = ResidentBytes();
+    p.a.Reset();  // truncated: the reader fails after what arrived
+  });
+  auto f = RecvFrame(p.b.get(), 5000);
+  closer.join();
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Code::kProtocolError);
+  EXPECT_NE(f.status().message().find("after 1000 of"), std::string::npos) << f.status().message();
+  EXPECT_LT(during - before, 16l << 20) << "the reader holds memory for bytes that never came";
+  // A complete large frame still arrives whole.
+  Pair q = SocketPair();
+  std::string big(5u << 20, 'b');
+  big[12345] = 'c';
+  std::thread sender([&] { EXPECT_TRUE(SendFrame(q.a.get(), 5, 2, big, -1, 5000).ok()); });
+  auto g = RecvFrame(q.b.get(), 5000);
+  sender.join();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->payload, big);
+}
+
+// Regression: SendFrame waited forever for a peer that never reads.
+TEST(UnixSocketTest, SendTimesOutWhenThePeerDoesNotRead) {
+  Pair p = SocketPair();
+  std::string big(16u << 20, 'x');
+  auto start = std::chrono::steady_clock::now();
+  Status s = SendFrame(p.a.get(), 5, 1, big, -1, 100);
+  EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+  EXPECT_NE(s.message().find("not reading"), std::string::npos) << s.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// Regression: connect(2) to an agent whose accept queue is full blocked
+// forever; it now fails with kTimeout naming the socket.
+TEST(UnixSocketTest, ConnectTimesOutWhenTheAcceptQueueIsFull) {
+  TempDir dir;
+  const std::string path = dir.File("full.sock");
+  auto listener = ListenUnix(path, /*backlog=*/1);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  std::vector<UniqueFd> held;
+  Status last;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 16 && last.ok(); ++i) {
+    auto c = ConnectUnix(path, 100);
+    if (c.ok()) {
+      held.push_back(std::move(c).value());
+    } else {
+      last = c.status();
+    }
+  }
+  EXPECT_EQ(last.code(), Code::kTimeout) << last.ToString();
+  EXPECT_NE(last.message().find(path), std::string::npos) << last.message();
+  EXPECT_NE(last.message().find("accepted"), std::string::npos) << last.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// ---- Socket directories (issue 16, item 9) ----
+
+TEST(UnixSocketTest, PrivateSocketDirIsTrusted) {
+  TempDir dir;  // mkdtemp: 0700, ours, under the sticky /tmp
+  EXPECT_TRUE(CheckSocketDir(dir.File(""), ::geteuid()).ok()) << CheckSocketDir(dir.File(""), ::geteuid()).ToString();
+  ASSERT_EQ(::chmod(dir.File("").c_str(), 0755), 0);
+  EXPECT_TRUE(CheckSocketDir(dir.File(""), ::geteuid()).ok());
+  EXPECT_EQ(CheckSocketDir(dir.File("missing"), ::geteuid()).code(), Code::kNotFound);
+}
+
+TEST(UnixSocketTest, SocketDirOthersMayWriteIsRefused) {
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.File("").c_str(), 0777), 0);
+  Status s = CheckSocketDir(dir.File(""), ::geteuid());
+  EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.ToString();
+  EXPECT_NE(s.message().find("0777"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("chmod go-w"), std::string::npos) << s.message();
+  // Even sticky, like /tmp itself: the socket's own directory must be private.
+  ASSERT_EQ(::chmod(dir.File("").c_str(), 01777), 0);
+  EXPECT_EQ(CheckSocketDir(dir.File(""), ::geteuid()).code(), Code::kPermissionDenied);
+  ASSERT_EQ(::chmod(dir.File("").c_str(), 0700), 0);
+}
+
+TEST(UnixSocketTest, SocketDirUnderAnotherUsersDirectoryIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown a directory to another uid";
+  TempDir dir;
+  ASSERT_TRUE(MakeDirs(dir.File("foe/run"), 0700).ok());
+  // Another user owns the socket directory itself.
+  ASSERT_EQ(::chown(dir.File("foe/run").c_str(), 65534, 65534), 0);
+  Status s = CheckSocketDir(dir.File("foe/run"), 0);
+  EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.ToString();
+  EXPECT_NE(s.message().find("uid 65534"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("uid 0"), std::string::npos) << s.message();
+  // ... or an ancestor: it could rename the directory away.
+  ASSERT_EQ(::chown(dir.File("foe/run").c_str(), 0, 0), 0);
+  ASSERT_EQ(::chown(dir.File("foe").c_str(), 65534, 65534), 0);
+  EXPECT_EQ(CheckSocketDir(dir.File("foe/run"), 0).code(), Code::kPermissionDenied);
+  // ... or a symbolic link on the way.
+  ASSERT_EQ(::chown(dir.File("foe").c_str(), 0, 0), 0);
+  ASSERT_EQ(::symlink(dir.File("foe/run").c_str(), dir.File("link").c_str()), 0);
+  EXPECT_TRUE(CheckSocketDir(dir.File("link"), 0).ok());  // our own link
+  ASSERT_EQ(::lchown(dir.File("link").c_str(), 65534, 65534), 0);
+  Status l = CheckSocketDir(dir.File("link"), 0);
+  EXPECT_EQ(l.code(), Code::kPermissionDenied) << l.ToString();
+  EXPECT_NE(l.message().find("symbolic link"), std::string::npos) << l.message();
+  // A directory of the expected agent uid is fine for a client expecting it.
+  ASSERT_EQ(::chown(dir.File("foe/run").c_str(), 65534, 65534), 0);
+  EXPECT_TRUE(CheckSocketDir(dir.File("foe/run"), 65534).ok());
 }
 
 }  // namespace

@@ -77,7 +77,9 @@ int ExitCodeFor(const Status& s) {
 }
 
 Status Agent::PrepareRoot() {
-  const std::string& root = config_.root;
+  // "link/" would resolve the link: the root's last component is judged as named.
+  std::string root = config_.root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
   // The parents are the operator's choice and may be links (/dev/shm ->
   // /run/shm); the root itself must be a real directory of ours, looked at
   // without following a link (docs/agent.md, "Root directory safety").

@@ -19,12 +19,48 @@ struct Received {
   std::string payload;
 };
 
+Millis LeftUntil(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+  return std::max(left, Millis(0));
+}
+
+// A channel whose reads end at a deadline however the peer trickles its
+// bytes: a ByteChannel's own waits restart with every byte that arrives, so
+// it reads one byte per call, each call bounded by the time left. Handshake
+// frames are small (a few hundred bytes), so the extra calls cost nothing.
+class DeadlineChannel final : public ByteChannel {
+ public:
+  DeadlineChannel(ByteChannel& ch, Clock::time_point deadline) : ch_(ch), deadline_(deadline) {}
+
+  Status Write(std::span<const ConstBuffer> bufs, Millis stall) override { return ch_.Write(bufs, stall); }
+
+  Status Read(void* buf, size_t size, Millis first, Millis stall, size_t* got) override {
+    auto* dst = static_cast<char*>(buf);
+    *got = 0;
+    while (*got < size) {
+      Millis wait = std::min(*got == 0 ? first : stall, LeftUntil(deadline_));
+      size_t n = 0;
+      TC_RETURN_IF_ERROR(ch_.Read(dst + *got, 1, wait, wait, &n));
+      if (n == 0) return Status::Ok();  // end of stream
+      *got += n;
+    }
+    return Status::Ok();
+  }
+
+  void Shutdown() override { ch_.Shutdown(); }
+  const std::string& peer_address() const override { return ch_.peer_address(); }
+
+ private:
+  ByteChannel& ch_;
+  const Clock::time_point deadline_;
+};
+
 // Frame I/O bounded by one deadline for the whole handshake, with messages
 // that name the peer.
 class HandshakeIo {
  public:
   HandshakeIo(ByteChannel& ch, Millis timeout)
-      : ch_(ch), timeout_(timeout), deadline_(DeadlineAfter(timeout)), who_("peer " + ch.peer_address()) {}
+      : timeout_(timeout), deadline_(DeadlineAfter(timeout)), ch_(ch, deadline_), who_("peer " + ch.peer_address()) {}
 
   const std::string& who() const { return who_; }
   void SetPeerNode(std::string_view node) {
@@ -89,19 +125,16 @@ class HandshakeIo {
   }
 
  private:
-  Millis Left() const {
-    auto left = std::chrono::duration_cast<Millis>(deadline_ - Clock::now());
-    return std::max(left, Millis(0));
-  }
+  Millis Left() const { return LeftUntil(deadline_); }
 
   Status TimedOut(const std::string& doing) const {
     return Timeout(who_ + " did not complete the handshake within " + std::to_string(timeout_.count()) +
                    " ms (" + doing + "); is this a tierckpt agent's peer port, and is the peer alive?");
   }
 
-  ByteChannel& ch_;
   const Millis timeout_;
   const Clock::time_point deadline_;
+  DeadlineChannel ch_;  // reads end at deadline_
   std::string who_;
 };
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "peer/mem_channel.h"
@@ -117,6 +119,44 @@ TEST(HandshakeTest, TheWholeHandshakeSharesOneDeadline) {
   EXPECT_NE(server.status().message().find("slow"), std::string::npos) << server.status().message();
   EXPECT_NE(server.status().message().find("Proof"), std::string::npos) << server.status().message();
   EXPECT_LT(took, std::chrono::seconds(3));
+}
+
+// A peer trickling a frame byte by byte makes progress with every byte, so
+// a per-read timeout never fires; the handshake deadline must still hold on
+// both sides (issue 16, item 10).
+TEST(HandshakeTest, APeerTricklingBytesCannotStretchTheDeadline) {
+  auto net = InMemoryNetwork::Create();
+  ClusterSecret secret = Secret();
+  PeerFrameHeader h;
+  h.kind = FrameKind::kHello;
+  std::string hello = HelloPayload{Role::kServer, 1, 1, "slowloris", std::string(kNonceSize, 'n')}.Encode();
+  h.payload_len = static_cast<uint32_t>(hello.size());
+  uint8_t head[kPeerFrameHeaderSize];
+  EncodePeerHeader(h, head);
+  const std::string frame = std::string(reinterpret_cast<char*>(head), sizeof(head)) + hello;
+  for (bool trickler_is_server : {true, false}) {
+    ChannelPair p = MakePair(net);
+    std::unique_ptr<ByteChannel>& ours = trickler_is_server ? p.client : p.server;
+    RawPeer raw(std::move(trickler_is_server ? p.server : p.client));
+    std::atomic<bool> stop{false};
+    std::thread trickle([&] {
+      for (char c : frame) {
+        if (stop.load() || !raw.SendBytes(std::string_view(&c, 1)).ok()) return;
+        std::this_thread::sleep_for(Millis(50));
+      }
+    });
+    auto start = std::chrono::steady_clock::now();
+    HandshakeParams params{trickler_is_server ? "cli" : "srv", &secret, Millis(300), {}};
+    Result<PeerInfo> r = trickler_is_server ? ClientHandshake(*ours, params) : ServerHandshake(*ours, params);
+    auto took = std::chrono::steady_clock::now() - start;
+    stop = true;
+    ours->Shutdown();
+    trickle.join();
+    EXPECT_EQ(r.status().code(), Code::kTimeout) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("300 ms"), std::string::npos) << r.status().message();
+    EXPECT_LT(took, std::chrono::milliseconds(1500)) << (trickler_is_server ? "client" : "server")
+                                                      << " side; the frame takes 5 s to trickle";
+  }
 }
 
 }  // namespace

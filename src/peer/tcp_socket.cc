@@ -208,7 +208,10 @@ class TcpAcceptor final : public ChannelAcceptor {
         return ErrnoStatus("accepting a peer on " + address_);
       }
       std::string peer = FormatSockaddr(ss);
-      TC_RETURN_IF_ERROR(ApplyOptions(conn.get(), options_, true, "peer " + peer));
+      // A connection that cannot be set up (typically reset by the peer
+      // already) is dropped, not reported: a failure here would pause the
+      // listener, and anyone can reset connections.
+      if (!ApplyOptions(conn.get(), options_, true, "peer " + peer).ok()) continue;
       return std::unique_ptr<ByteChannel>(std::make_unique<TcpChannel>(std::move(conn), std::move(peer)));
     }
   }

@@ -54,7 +54,8 @@ std::string FormatHostPort(std::string_view host, uint16_t port);
 std::string PeerSource(std::string_view peer_address);
 
 // Binds and listens (SO_REUSEADDR, backlog 512). Errors name the address:
-// kAlreadyExists when the port is taken.
+// kAlreadyExists when the port is taken. The acceptor drops, without an
+// error, a connection whose socket options cannot be set (reset already).
 Result<std::unique_ptr<ChannelAcceptor>> TcpBind(const std::string& address, const SocketOptions& options);
 
 // Connects within timeout, trying each resolved address in order.

@@ -104,6 +104,8 @@ class Handlers final : public RequestHandler {
   static Status InNoTier(std::string_view ns, uint64_t step);
   // Whether the durable tier holds ns/step committed (false without one).
   Result<bool> DurableHas(std::string_view ns, uint64_t step);
+  // Whether the memory tier records ns/step as persisted (kDurable).
+  bool RecordedDurable(const std::string& ns, uint64_t step) const;
 
   // Const after construction.
   const HandlerDeps d_;

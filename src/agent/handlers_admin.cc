@@ -310,6 +310,17 @@ Reply Handlers::Verify(std::string_view p) {
   TierVerdict durable;
   if (d_.store != nullptr) {
     durable = VerifyDurable(*d_.store, req.ns, req.step, memory_manifest ? &*memory_manifest : nullptr);
+    if (!durable.present && memory.present && RecordedDurable(req.ns, req.step)) {
+      // The agent made it durable, and it is gone from there: say so (the
+      // memory copy may be the last one) rather than report a step that
+      // simply never was persisted.
+      durable.present = true;
+      durable.state = "missing";
+      durable.errors.push_back("the agent persisted " + StepLabel(req.ns, req.step) + " to " + d_.store->Describe() +
+                               " but its manifest is not there any more (deleted outside tierckpt?); `tierckpt "
+                               "persist " + req.ns + " " + std::to_string(req.step) +
+                               " --wait` writes it again from memory");
+    }
   }
   Log(LogLevel::kInfo, "verify")
       .Kv("ns", req.ns)
@@ -317,6 +328,13 @@ Reply Handlers::Verify(std::string_view p) {
       .Kv("memory", memory.present ? (memory.ok ? "ok" : "MISMATCH") : "absent")
       .Kv("durable", durable.present ? (durable.ok ? "ok" : "MISMATCH") : "absent");
   return JsonReply(VerifyJson(req.ns, req.step, memory, durable));
+}
+
+bool Handlers::RecordedDurable(const std::string& ns, uint64_t step) const {
+  for (const StepInfo& s : d_.tier->ListSteps(ns)) {
+    if (s.step == step && s.committed) return s.persist == PersistState::kDurable;
+  }
+  return false;
 }
 
 Reply Handlers::DeleteStep(std::string_view p) {
@@ -362,6 +380,19 @@ Reply Handlers::Prune(std::string_view p) {
   report.keep_memory = req.keep_memory == 0 ? d_.info.keep_last : req.keep_memory;
   report.keep_durable = req.keep_durable;
   PruneResult memory = d_.tier->Prune(req.ns, report.keep_memory);
+  if (!memory.rechecking.empty() && d_.store != nullptr) {
+    // Steps recorded durable go once their durable copy is seen: checked
+    // here (an admin request may wait for the store) rather than later by
+    // the persister, so that the prune's answer says what it deleted.
+    for (const auto& [ns, step] : memory.rechecking) {
+      Result<Manifest> there = d_.store->ReadManifest(ns, step);
+      Result<Manifest> here = d_.tier->GetManifest(ns, step);
+      if (there.ok() && here.ok() && SameObjects(*there, *here)) d_.tier->ConfirmDurable(ns, step);
+    }
+    PruneResult again = d_.tier->Prune(req.ns, report.keep_memory);
+    for (auto& e : again.evicted) memory.evicted.push_back(std::move(e));
+    memory.kept_pending = std::move(again.kept_pending);
+  }
   for (const auto& [ns, step] : memory.evicted) report.deleted.push_back({ns, step, "memory"});
   report.kept_pending = std::move(memory.kept_pending);
   if (req.keep_durable > 0) {
@@ -381,6 +412,7 @@ Reply Handlers::Prune(std::string_view p) {
       }
       for (size_t i = 0; i + req.keep_durable < steps->size(); ++i) {
         Status st = d_.store->DeleteStep(ns, (*steps)[i]);
+        if (st.ok()) d_.tier->MarkNotDurable(ns, (*steps)[i]);
         if (st.ok()) {
           report.deleted.push_back({ns, (*steps)[i], "durable"});
         } else {

@@ -50,6 +50,10 @@ void MemoryTier::CallPersistHook(const std::vector<StepRef>& refs) {
   for (const auto& [ns, step] : refs) hook(ns, step);
 }
 
+void MemoryTier::CallPersistHookLocked(const std::string& ns, uint64_t step) {
+  if (persist_hook_) persist_hook_(ns, step);
+}
+
 StepState* MemoryTier::FindLocked(std::string_view ns, uint64_t step) const {
   auto it = namespaces_.find(ns);
   if (it == namespaces_.end()) return nullptr;
@@ -89,7 +93,7 @@ void MemoryTier::UnpinLocked(StepFiles* files) {
 
 // ---- Budget ----
 
-Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what) {
+Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what, SpaceFor purpose) {
   if (size == 0) return Status::Ok();
   for (;;) {
     uint64_t reuse = PoolFitLocked(size).value_or(0);
@@ -98,15 +102,35 @@ Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what) {
     Result<uint64_t> freed = pool_.ReleaseOne(size);
     if (!freed.ok()) return freed.status().WithContext("shrinking the segment pool");
     if (*freed > 0) continue;
-    if (EvictOneLocked()) continue;
-    return ResourceExhausted("memory budget exhausted creating " + std::string(what) + " (" +
-                             std::to_string(size) + " bytes): used " + std::to_string(used) + " of " +
-                             std::to_string(options_.budget_bytes) + " (" + FormatBytes(used) + " of " +
-                             FormatBytes(options_.budget_bytes) +
-                             "), and no step can be evicted (newest steps, steps being persisted and "
-                             "steps being written are kept); raise --memory-budget, lower --keep-last, "
-                             "or persist and prune older steps");
+    if (EvictOneLocked(purpose)) continue;
+    const std::string kept = KeptStepsLocked();
+    const bool restore = purpose == SpaceFor::kRestore;
+    return ResourceExhausted(
+        "memory budget exhausted " + std::string(restore ? "restoring " : "creating ") + std::string(what) +
+        " (" + std::to_string(size) + " bytes): used " + std::to_string(used) + " of " +
+        std::to_string(options_.budget_bytes) + " (" + FormatBytes(used) + " of " +
+        FormatBytes(options_.budget_bytes) +
+        "), and no step can be evicted: the newest step of each namespace, steps being written, and "
+        "steps whose only copy is in memory (asked to be durable and not durable yet" +
+        std::string(restore ? ", or not durable at all: a restore never evicts those" : "") + ") are kept" +
+        (kept.empty() ? "" : " (" + kept + ")") +
+        "; raise --memory-budget, lower --keep-last, persist the failed steps again (`tierckpt persist "
+        "NS STEP`) or delete steps you no longer need (`tierckpt rm NS STEP`)");
   }
+}
+
+std::string MemoryTier::KeptStepsLocked() const {
+  std::string out;
+  size_t listed = 0;
+  for (const auto& [ns, nss] : namespaces_) {
+    for (const auto& [step, s] : nss.steps) {
+      if (!s->committed || !AwaitsDurable(*s)) continue;
+      if (++listed > 8) return out + ", ...";
+      out += (out.empty() ? "" : ", ") + StepLabel(ns, step) + " " + PersistStateName(s->persist);
+      if (s->persist == PersistState::kFailed) out += " to persist: " + s->persist_error.message();
+    }
+  }
+  return out;
 }
 
 std::optional<uint64_t> MemoryTier::PoolFitLocked(uint64_t size) const {
@@ -152,9 +176,23 @@ Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& step_dir, const
 
 // ---- Eviction and retention ----
 
-bool MemoryTier::EvictableLocked(const NamespaceState& nss, const StepState& s) const {
+bool MemoryTier::AwaitsDurable(const StepState& s) {
+  // A durable step queued only to have its durable copy checked is still
+  // recorded durable: the budget may evict it, as any durable step.
+  if (s.persist == PersistState::kQueued && s.durable_recheck) return false;
+  return s.persist == PersistState::kQueued || s.persist == PersistState::kRunning ||
+         s.persist == PersistState::kFailed;
+}
+
+bool MemoryTier::EvictableLocked(const NamespaceState& nss, const StepState& s, SpaceFor purpose) const {
   if (!s.committed || s.files->pins > 0) return false;
-  if (s.persist == PersistState::kQueued || s.persist == PersistState::kRunning) return false;
+  // Asked to be durable and not durable yet: memory holds the only copy.
+  if (AwaitsDurable(s)) return false;
+  // A read never destroys the only copy of another step.
+  if (purpose == SpaceFor::kRestore && options_.has_durable && s.persist != PersistState::kDurable &&
+      !s.durable_recheck) {
+    return false;
+  }
   // Never the newest committed step of the namespace.
   for (auto it = nss.steps.rbegin(); it != nss.steps.rend(); ++it) {
     if (it->second->committed) return it->second.get() != &s;
@@ -162,13 +200,13 @@ bool MemoryTier::EvictableLocked(const NamespaceState& nss, const StepState& s) 
   return false;
 }
 
-bool MemoryTier::EvictOneLocked() {
+bool MemoryTier::EvictOneLocked(SpaceFor purpose) {
   const std::string* best_ns = nullptr;
   uint64_t best_step = 0;
   uint64_t best_seq = 0;
   for (const auto& [ns, nss] : namespaces_) {
     for (const auto& [step, s] : nss.steps) {
-      if (!EvictableLocked(nss, *s)) continue;
+      if (!EvictableLocked(nss, *s, purpose)) continue;
       if (best_ns == nullptr || s->commit_seq < best_seq) {
         best_ns = &ns;
         best_step = step;
@@ -189,6 +227,7 @@ void MemoryTier::ApplyRetentionLocked(const std::string& ns, uint32_t keep, Prun
   auto it = namespaces_.find(ns);
   if (it == namespaces_.end()) return;
   std::vector<uint64_t> drop;
+  std::vector<uint64_t> recheck;
   uint32_t kept = 0;
   for (auto st = it->second.steps.rbegin(); st != it->second.steps.rend(); ++st) {
     const StepState& s = *st->second;
@@ -197,13 +236,29 @@ void MemoryTier::ApplyRetentionLocked(const std::string& ns, uint32_t keep, Prun
       ++kept;
       continue;
     }
-    if (s.persist == PersistState::kQueued || s.persist == PersistState::kRunning) {
+    if (AwaitsDurable(s) || s.durable_recheck) {  // memory may hold the only copy
       if (result != nullptr) result->kept_pending.emplace_back(ns, st->first);
+      if (result != nullptr && s.durable_recheck) result->rechecking.emplace_back(ns, st->first);
       continue;
     }
     if (s.files->pins > 0) continue;  // retried on unpin
     if (protect && *protect == st->first) continue;  // just committed out of order
+    if (s.persist == PersistState::kDurable && options_.has_durable && !s.durable_confirmed) {
+      // Recorded durable, but the durable copy may have been deleted since:
+      // the persister checks it (writing it again if it is gone) before
+      // this copy, perhaps the last one, goes (FinishPersist re-applies).
+      recheck.push_back(st->first);
+      if (result != nullptr) result->kept_pending.emplace_back(ns, st->first);
+      if (result != nullptr) result->rechecking.emplace_back(ns, st->first);
+      continue;
+    }
     drop.push_back(st->first);
+  }
+  for (uint64_t step : recheck) {
+    StepState* s = FindLocked(ns, step);
+    s->persist = PersistState::kQueued;
+    s->durable_recheck = true;
+    CallPersistHookLocked(ns, step);
   }
   for (uint64_t step : drop) {
     DropLocked(ns, step, "retention keeps the newest " + std::to_string(keep));

@@ -16,13 +16,20 @@
 // pool + trash). CreateObject needing more than the free budget releases pool
 // segments first, then evicts committed steps oldest-first (lowest step of a
 // namespace; across namespaces the oldest commit), never the newest
-// committed step of a namespace, never a step whose persistence is queued or
-// running, never a pinned step. If that is not enough it fails with
-// kResourceExhausted and nothing committed is touched.
+// committed step of a namespace, never a step asked to be durable that is
+// not durable yet (persist queued, running or failed: its memory copy is the
+// only one), never a pinned step. A restore (a read) evicts only durable
+// steps (in a tier with a durable tier): a read never destroys the only copy
+// of another step. If that is not enough it fails with kResourceExhausted
+// naming what is kept and why, and nothing committed is touched.
 //
 // Retention: after each commit (and when a persist finishes) only the newest
 // keep_last committed steps of the namespace stay; older ones go to the pool,
-// except steps with pending persistence (kept until durable).
+// except steps asked to be durable and not durable yet (queued, running or
+// failed: kept until durable or deleted), and durable steps whose durable
+// copy the persister has not confirmed since retention chose them: those
+// are queued for a persist, which finds the durable copy (or writes it again
+// if it was deleted) and then lets retention drop them.
 //
 // Recovery (Recover, once at start): *.partial and trash dirs are recycled;
 // each committed step's manifest is parsed and every object file must exist
@@ -162,6 +169,9 @@ struct RecoveryReport {
 struct PruneResult {
   std::vector<std::pair<std::string, uint64_t>> evicted;
   std::vector<std::pair<std::string, uint64_t>> kept_pending;  // persistence not done yet
+  // Recorded durable, kept until the durable copy is seen (also in
+  // kept_pending): ConfirmDurable after checking it, then Prune again.
+  std::vector<std::pair<std::string, uint64_t>> rechecking;
 };
 
 struct MemoryVerifyResult {
@@ -260,6 +270,14 @@ class MemoryTier {
   void FinishPersist(std::string_view ns, uint64_t step, const Status& result);
   // Marks a committed step durable (found committed in the durable tier).
   void MarkDurable(std::string_view ns, uint64_t step);
+  // The durable copy of a kDurable step was deleted on purpose (durable
+  // retention, prune --keep-durable): back to kNone, so memory retention
+  // treats it as a step never persisted instead of writing it again.
+  void MarkNotDurable(std::string_view ns, uint64_t step);
+  // The caller saw the durable copy of a step recorded durable (an explicit
+  // prune checks it itself instead of waiting for the persister): retention
+  // may drop its memory copy.
+  void ConfirmDurable(std::string_view ns, uint64_t step);
   // Waits while the step is queued/running, up to timeout (nullopt = forever).
   // kNotFound if the step is not committed in memory.
   Result<PersistStatus> WaitPersist(std::string_view ns, uint64_t step,
@@ -310,13 +328,20 @@ class MemoryTier {
   // fresh file: an empty pool, or an object under kPoolSmallObject whose best
   // fit is over 4x its size.
   std::optional<uint64_t> PoolFitLocked(uint64_t size) const;
+  // Who needs the room: a write may evict any evictable step; a restore (a
+  // read) only steps with a durable copy.
+  enum class SpaceFor { kWrite, kRestore };
   // Makes room for size more bytes (pool first, then eviction).
-  Status EnsureSpaceLocked(uint64_t size, std::string_view what);
+  Status EnsureSpaceLocked(uint64_t size, std::string_view what, SpaceFor purpose = SpaceFor::kWrite);
+  // Why nothing more can be evicted, for the kResourceExhausted message.
+  std::string KeptStepsLocked() const;
   // Creates object `name` in step_dir, exactly size bytes, mode 0600 (a
   // pool segment when there is one); the budget must already allow it.
   Result<UniqueFd> CreateFileLocked(const std::string& step_dir, const std::string& name, uint64_t size);
-  bool EvictOneLocked();
-  bool EvictableLocked(const NamespaceState& nss, const StepState& s) const;
+  bool EvictOneLocked(SpaceFor purpose = SpaceFor::kWrite);
+  bool EvictableLocked(const NamespaceState& nss, const StepState& s, SpaceFor purpose) const;
+  // Persist queued, running or failed: asked to be durable, not durable yet.
+  static bool AwaitsDurable(const StepState& s);
   // protect: a step kept this time even if retention would drop it.
   void ApplyRetentionLocked(const std::string& ns, uint32_t keep, PruneResult* result,
                             std::optional<uint64_t> protect = std::nullopt);
@@ -350,6 +375,9 @@ class MemoryTier {
   // it does not hold exactly size bytes.
   Result<std::string> HashObjectFile(const std::string& path, uint64_t size);
   void CallPersistHook(const std::vector<StepRef>& refs);
+  // The same under mu_: the hook only queues (Persister::Enqueue) and never
+  // calls back into the tier synchronously.
+  void CallPersistHookLocked(const std::string& ns, uint64_t step);
 
   // Const after construction.
   const MemoryTierOptions options_;

@@ -25,10 +25,11 @@ Status MemoryTier::RequestPersist(std::string_view ns, uint64_t step) {
     if (s == nullptr || !s->committed) {
       return NotFound("step " + label + " is not committed in the memory tier");
     }
-    if (s->persist == PersistState::kDurable || s->persist == PersistState::kQueued ||
-        s->persist == PersistState::kRunning) {
-      return Status::Ok();
-    }
+    if (s->persist == PersistState::kQueued || s->persist == PersistState::kRunning) return Status::Ok();
+    // A step recorded durable is persisted again too: its durable copy may
+    // have been deleted since, and the persister finds out (an identical
+    // durable step is success at the cost of one manifest read) and writes
+    // what is missing.
     Status st = WriteFileAtomic(Layout::MarkerPath(s->files->dir), "", false);
     if (!st.ok()) return st.WithContext("marking " + label + " for persistence");
     s->persist = PersistState::kQueued;
@@ -76,6 +77,9 @@ void MemoryTier::FinishPersist(std::string_view ns, uint64_t step, const Status&
   if (result.ok()) {
     s->persist = PersistState::kDurable;
     s->persist_error = Status::Ok();
+    // Retention may drop a durable step once its durable copy was seen.
+    if (s->durable_recheck) s->durable_confirmed = true;
+    s->durable_recheck = false;
     std::string marker = Layout::MarkerPath(s->files->dir);
     if (::unlink(marker.c_str()) != 0 && errno != ENOENT) {
       Log(LogLevel::kWarn, "persist").Kv("ns", ns).Kv("step", step).Err(ErrnoStatus("unlink " + marker));
@@ -85,6 +89,7 @@ void MemoryTier::FinishPersist(std::string_view ns, uint64_t step, const Status&
   } else {
     s->persist = PersistState::kFailed;  // marker kept: retried at the next start
     s->persist_error = result;
+    s->durable_recheck = false;  // the durable copy is not known good any more
   }
   cv_.notify_all();
   if (result.ok()) ApplyRetentionLocked(std::string(ns), options_.keep_last, nullptr);
@@ -97,6 +102,27 @@ void MemoryTier::MarkDurable(std::string_view ns, uint64_t step) {
   s->persist = PersistState::kDurable;
   s->persist_error = Status::Ok();
   ::unlink(Layout::MarkerPath(s->files->dir).c_str());
+  cv_.notify_all();
+}
+
+void MemoryTier::MarkNotDurable(std::string_view ns, uint64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepState* s = FindLocked(ns, step);
+  if (s == nullptr || !s->committed || s->persist != PersistState::kDurable) return;
+  s->persist = PersistState::kNone;
+  s->durable_confirmed = false;
+}
+
+void MemoryTier::ConfirmDurable(std::string_view ns, uint64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepState* s = FindLocked(ns, step);
+  if (s == nullptr || !s->committed) return;
+  const bool recorded = s->persist == PersistState::kDurable ||
+                        (s->persist == PersistState::kQueued && s->durable_recheck);
+  if (!recorded) return;
+  s->persist = PersistState::kDurable;  // a recheck still queued finds nothing to do
+  s->durable_recheck = false;
+  s->durable_confirmed = true;
   cv_.notify_all();
 }
 

@@ -139,7 +139,7 @@ Status MemoryTier::RestoreObject(ObjectStore& store, const StepRef& ref, uint64_
     StepState* s = FindLocked(ref.first, ref.second);
     if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");
     if (shutting_down_) return Unavailable("tierckptd is shutting down; restore of " + label + " stopped");
-    TC_RETURN_IF_ERROR(EnsureSpaceLocked(e.size, what));
+    TC_RETURN_IF_ERROR(EnsureSpaceLocked(e.size, what, SpaceFor::kRestore));
     path = Layout::ObjectPath(s->files->dir, e.name);
     Result<UniqueFd> created = CreateFileLocked(s->files->dir, e.name, e.size);
     if (!created.ok()) return created.status().WithContext("restoring object " + what);

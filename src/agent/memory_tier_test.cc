@@ -1,6 +1,7 @@
 #include "agent/memory_tier.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -302,8 +303,18 @@ TEST(MemoryTierTest, StepsWithPendingPersistenceAreNotEvicted) {
   // Budget pressure does not take it either.
   EXPECT_EQ(t.CreateObject("job", 4, "x", 500 << 10, 1).status().code(), Code::kResourceExhausted);
   EXPECT_TRUE(t.HasCommitted("job", 1));
-  // Once durable it goes, and the marker with it.
+  // Once durable, the persister is asked to check the durable copy before
+  // the memory copy goes (it may be deleted behind the agent's back).
   Result<PersistLease> lease = t.StartPersist("job", 1);
+  ASSERT_TRUE(lease.ok());
+  lease->pin.Reset();
+  t.FinishPersist("job", 1, Status::Ok());
+  EXPECT_FALSE(StatPath(Layout::MarkerPath(h.StepDir("job", 1)))->exists);
+  EXPECT_TRUE(t.HasCommitted("job", 1));
+  ASSERT_EQ(hooked.size(), 2u);
+  EXPECT_EQ(hooked[1], (std::pair<std::string, uint64_t>{"job", 1}));
+  // Checked: it goes.
+  lease = t.StartPersist("job", 1);
   ASSERT_TRUE(lease.ok());
   lease->pin.Reset();
   t.FinishPersist("job", 1, Status::Ok());
@@ -427,6 +438,45 @@ TEST(MemoryTierTest, ShutdownWakesWaiters) {
   h.tier->Shutdown();
   waiter.join();
   EXPECT_EQ(h.tier->BeginStep("job", 2, 1).code(), Code::kUnavailable);
+}
+
+// Issue 16 item 7: a tmpfs shared with other tenants that fills after the
+// agent started: CreateObject handed out a sparse file and the writer died of
+// SIGBUS copying into its mapping. The space is reserved at create now.
+TEST(MemoryTierTest, AFullSharedTmpfsFailsTheCreateInsteadOfKillingTheWriterWithSigbus) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a 4 MiB tmpfs needs root (CI runs as root)";
+  TierHarness h;
+  const std::string mnt = h.dir.Sub("small_shm");
+  ASSERT_TRUE(MakeDirs(mnt, 0700).ok());
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=4m") != 0) {
+    GTEST_SKIP() << "mount -t tmpfs refused here: " << ErrnoStatus("mount " + mnt).ToString();
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  h.options.root = mnt + "/root";
+  ASSERT_TRUE(MakeDirs(h.options.root, 0700).ok());
+  ASSERT_TRUE(h.Reopen().ok());
+  MemoryTier& t = *h.tier;
+  ASSERT_TRUE(testing::WriteStep(t, "job", 1, {{"a", Bytes(1u << 20, 'a')}}).ok());
+  {  // another tenant fills the mount
+    Result<UniqueFd> other = OpenFile(mnt + "/nccl-segment", O_RDWR | O_CREAT, 0600);
+    ASSERT_TRUE(other.ok());
+    const std::string junk(2u << 20, 'j');
+    ASSERT_TRUE(PwriteAll(other->get(), junk.data(), junk.size(), 0, "nccl-segment").ok());
+  }
+  const uint64_t before = t.Stats().object_bytes;
+  Result<CreatedObject> big = t.CreateObject("job", 2, "a", 3u << 20, 1);
+  ASSERT_FALSE(big.ok()) << "a sparse file was handed out on a full tmpfs";
+  EXPECT_EQ(big.status().code(), Code::kResourceExhausted) << big.status().ToString();
+  EXPECT_NE(big.status().message().find("no room left"), std::string::npos) << big.status().ToString();
+  EXPECT_NE(big.status().message().find("job/2/a"), std::string::npos) << big.status().ToString();
+  EXPECT_EQ(t.Stats().object_bytes, before);
+  // The committed step is untouched and the next step that fits works.
+  EXPECT_EQ(ReadObject(t, "job", 1, "a"), Bytes(1u << 20, 'a'));
+  ASSERT_TRUE(t.AbortStep("job", 2).ok());
+  ASSERT_TRUE(testing::WriteStep(t, "job", 3, {{"a", Bytes(4096, 'c')}}).ok());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <set>
 
 #include "agent/memory_tier.h"
@@ -52,6 +53,29 @@ Status CheckNameConflict(const std::map<std::string, ObjectState>& objects, cons
     }
   }
   return Status::Ok();
+}
+
+// Gives every page of the object's file its memory now. A tmpfs file sized
+// with ftruncate is a hole: when the mount fills later (a tmpfs shared with
+// DataLoader workers, NCCL or other jobs), a writer's store into its mapping
+// gets SIGBUS. Reserved, the full mount is an error here instead. Pages a
+// recycled segment already holds cost only a look-up. Filesystems without
+// fallocate (not tmpfs) are left as they are.
+Status ReserveFile(int fd, uint64_t size, const std::string& root, const std::string& what) {
+  if (size == 0) return Status::Ok();
+  int rc;
+  do {
+    rc = ::fallocate(fd, 0, 0, static_cast<off_t>(size));
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0 || errno == EOPNOTSUPP) return Status::Ok();
+  if (errno == ENOSPC) {
+    return ResourceExhausted("the filesystem of the memory tier (" + root + ") has no room left for object " + what +
+                             " (" + std::to_string(size) + " bytes), although the agent's budget does: other "
+                             "programs filled the mount after the agent started (DataLoader or NCCL segments in "
+                             "/dev/shm?); free space there, give the agent a mount of its own (--root), or lower "
+                             "--memory-budget to what the mount can hold");
+  }
+  return ErrnoStatus("reserving " + std::to_string(size) + " bytes for object " + what + " in " + root);
 }
 
 }  // namespace
@@ -118,7 +142,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
                              std::to_string(options_.budget_bytes) +
                              " bytes); raise --memory-budget or split the object");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, conn));
   std::string key(name);
   auto it = s->objects.find(key);
@@ -140,7 +164,25 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
   ObjectState o;
   o.id = next_id_++;
   o.size = size;
+  const uint64_t id = o.id;
+  const uint64_t instance = s->instance;
   s->objects[key] = std::move(o);
+  lock.unlock();
+  // Outside mu_: reserving a large fresh object takes as long as its page
+  // allocation, and other ranks create their objects meanwhile.
+  Status reserved = ReserveFile(fd->get(), size, options_.root, what);
+  if (!reserved.ok()) {
+    lock.lock();
+    StepState* cur = FindLocked(ns, step);
+    if (cur != nullptr && cur->instance == instance) {
+      auto obj = cur->objects.find(key);
+      if (obj != cur->objects.end() && obj->second.id == id && !obj->second.sealed) {
+        RecycleFileLocked(Layout::ObjectPath(cur->files->dir, key), obj->second.size);
+        cur->objects.erase(obj);
+      }
+    }
+    return reserved;
+  }
   return CreatedObject{std::move(fd).value(), path};
 }
 

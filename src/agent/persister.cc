@@ -10,7 +10,6 @@
 #include "common/log.h"
 
 namespace tierckpt::agent {
-namespace {
 
 bool SameObjects(const Manifest& a, const Manifest& b) {
   if (a.ns != b.ns || a.step != b.step || a.objects.size() != b.objects.size()) return false;
@@ -21,6 +20,8 @@ bool SameObjects(const Manifest& a, const Manifest& b) {
   }
   return true;
 }
+
+namespace {
 
 Status DifferentDurable(const ObjectStore& store, const Manifest& m) {
   return FailedPrecondition("the durable tier " + store.Describe() + " already holds step " +
@@ -322,6 +323,7 @@ void Persister::ApplyDurableRetention(const std::string& ns) {
       Log(LogLevel::kWarn, "durable retention").Kv("ns", ns).Kv("step", old).Err(st);
       continue;
     }
+    tier_->MarkNotDurable(ns, old);
     Log(LogLevel::kInfo, "durable prune").Kv("ns", ns).Kv("step", old).Kv("keep", keep);
   }
 }

@@ -67,6 +67,10 @@
 
 namespace tierckpt::agent {
 
+// Whether two manifests name the same step with the same objects (names,
+// sizes, checksums): a durable copy that counts as the memory copy's.
+bool SameObjects(const Manifest& a, const Manifest& b);
+
 struct PersisterOptions {
   int threads = 2;
   uint32_t durable_keep = 0;  // 0 = keep every durable step

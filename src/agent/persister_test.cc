@@ -279,5 +279,79 @@ TEST(PersisterTest, OnlyTransientCodesAreRetried) {
   EXPECT_FALSE(IsRetriable(InvalidArgument("x")));
 }
 
+// Issue 16 item 1: a step whose persistence failed (durable filesystem full)
+// was evicted by ordinary retention three saves later: its only copy, gone.
+TEST(PersisterTest, AStepWhosePersistFailedIsNeitherRetainedAwayNorEvicted) {
+  PersistHarness p(/*durable_keep=*/0, /*keep_last=*/1);
+  p.store->FailEveryCall(StoreOp::kPutObject, ResourceExhausted("No space left on device"));
+  const std::string data(20u << 20, 'f');
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", data}}, true).ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kFailed);
+  p.store->ClearFaults();
+  for (uint64_t s = 2; s <= 4; ++s) ASSERT_TRUE(WriteStep(*p.h.tier, "job", s, {{"a", "x"}}).ok());
+  EXPECT_TRUE(p.h.tier->HasCommitted("job", 1)) << "retention dropped the only copy of a step that failed to persist";
+  EXPECT_FALSE(p.h.tier->HasCommitted("job", 2));
+  // When the budget (64 MiB) forces it, the writer gets a clear error naming
+  // the step kept, and the step stays.
+  Result<CreatedObject> big = p.h.tier->CreateObject("job", 5, "a", 50u << 20, 1);
+  ASSERT_EQ(big.status().code(), Code::kResourceExhausted) << big.status().ToString();
+  EXPECT_NE(big.status().message().find("job/1 failed to persist"), std::string::npos) << big.status().ToString();
+  EXPECT_NE(big.status().message().find("No space left"), std::string::npos) << big.status().ToString();
+  EXPECT_TRUE(p.h.tier->HasCommitted("job", 1));
+  ASSERT_TRUE(p.h.tier->AbortStep("job", 5).ok());
+  // Persisted again once the medium has room, retention may then drop it.
+  ASSERT_TRUE(p.h.tier->RequestPersist("job", 1).ok());
+  for (int i = 0; i < 2000 && p.h.tier->HasCommitted("job", 1); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(p.h.tier->HasCommitted("job", 1));
+  EXPECT_TRUE(p.mem->ReadManifest("job", 1).ok());
+}
+
+// Issue 16 item 3: a durable step whose durable manifest was deleted: persist
+// answered "is durable" and wrote nothing, and retention then dropped the
+// memory copy, the last one left.
+TEST(PersisterTest, ADurableStepDeletedBehindTheAgentsBackIsWrittenAgainNotLost) {
+  PersistHarness p(/*durable_keep=*/0, /*keep_last=*/1);
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "one"}}, true).ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  ASSERT_TRUE(p.mem->DeleteStep("job", 1).ok());  // someone cleans the bucket
+  // Asking to persist it finds out and writes it again.
+  ASSERT_TRUE(p.h.tier->RequestPersist("job", 1).ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  ASSERT_TRUE(p.mem->ReadManifest("job", 1).ok()) << "persist answered durable and wrote nothing";
+  // Deleted again; retention is about to drop the memory copy: the persister
+  // checks the durable copy first and writes it again.
+  ASSERT_TRUE(p.mem->DeleteStep("job", 1).ok());
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 2, {{"a", "two"}}).ok());
+  for (int i = 0; i < 2000 && p.h.tier->HasCommitted("job", 1); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(p.h.tier->HasCommitted("job", 1));
+  Result<Manifest> back = p.mem->ReadManifest("job", 1);
+  ASSERT_TRUE(back.ok()) << "retention dropped the last copy: " << back.status().ToString();
+  std::string bytes(3, '\0');
+  ASSERT_TRUE(p.mem->ReadObject("job", 1, "a", 0, bytes.data(), bytes.size()).ok());
+  EXPECT_EQ(bytes, "one");
+}
+
+// A durable step deleted on purpose (durable retention) is not written again
+// when memory retention drops it.
+TEST(PersisterTest, DurableRetentionDeletionsAreNotWrittenBackByMemoryRetention) {
+  PersistHarness p(/*durable_keep=*/1, /*keep_last=*/2);
+  for (uint64_t s = 1; s <= 4; ++s) {
+    ASSERT_TRUE(WriteStep(*p.h.tier, "job", s, {{"a", std::to_string(s)}}, true).ok());
+    ASSERT_EQ(p.Wait("job", s).state, PersistState::kDurable);
+  }
+  for (int i = 0; i < 2000 && p.h.tier->ListSteps("job").size() > 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  p.persister->Stop(std::chrono::seconds(5));
+  Result<std::vector<uint64_t>> steps = p.mem->ListCommittedSteps("job");
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(*steps, (std::vector<uint64_t>{4}));
+  EXPECT_EQ(p.h.tier->ListSteps("job").size(), 2u);
+}
+
 }  // namespace
 }  // namespace tierckpt::agent

@@ -90,5 +90,29 @@ TEST(RestoreTest, ReadErrorsAreReportedWithTheStore) {
   EXPECT_TRUE(h.tier->Restore(store, "job", 1).ok());
 }
 
+// Issue 16 item 2: restoring an old step from the durable tier under a tight
+// budget evicted newer committed steps that were never persisted.
+TEST(RestoreTest, ARestoreUnderATightBudgetNeverEvictsAStepWhoseOnlyCopyIsInMemory) {
+  TierHarness h(/*budget=*/5u << 20, /*keep_last=*/5, /*has_durable=*/true);
+  MemObjectStore store("restore-budget");
+  PutDurableStep(store, "job", 1, {{"a", std::string(2u << 20, 'o')}});
+  for (uint64_t step : {5, 6}) {
+    ASSERT_TRUE(testing::WriteStep(*h.tier, "job", step, {{"a", std::string(2u << 20, 'n')}}).ok());
+  }
+  Status s = h.tier->Restore(store, "job", 1);
+  ASSERT_EQ(s.code(), Code::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("restoring"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("a restore never evicts"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(h.tier->HasCommitted("job", 5));
+  EXPECT_TRUE(h.tier->HasCommitted("job", 6));
+  EXPECT_FALSE(h.tier->HasCommitted("job", 1));
+  // A step that is durable has another copy: a restore may evict it.
+  h.tier->MarkDurable("job", 5);
+  ASSERT_TRUE(h.tier->Restore(store, "job", 1).ok());
+  EXPECT_FALSE(h.tier->HasCommitted("job", 5));
+  EXPECT_TRUE(h.tier->HasCommitted("job", 6));
+  EXPECT_TRUE(h.tier->HasCommitted("job", 1));
+}
+
 }  // namespace
 }  // namespace tierckpt::agent

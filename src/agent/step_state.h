@@ -74,6 +74,13 @@ struct StepState {
   uint64_t commit_seq = 0;  // global commit order (recovered steps: by created time)
   PersistState persist = PersistState::kNone;
   Status persist_error;
+  // The agent recorded the step durable, but a durable copy can be deleted
+  // behind its back: before retention drops the memory copy of a kDurable
+  // step, the persister checks (and if need be rewrites) the durable copy
+  // (durable_recheck: retention asked; durable_confirmed: the check retention
+  // asked for succeeded, so retention may drop it now).
+  bool durable_recheck = false;
+  bool durable_confirmed = false;
 
   uint64_t Bytes() const;  // object bytes (manifest if committed, created sizes if not)
 };

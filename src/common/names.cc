@@ -73,6 +73,24 @@ Status ValidateStep(uint64_t step) {
   return Status::Ok();
 }
 
+Result<uint64_t> ParseStep(std::string_view text) {
+  const std::string range = "steps are decimal integers from 0 to " + std::to_string(kMaxStep) +
+                            " (leading zeros are allowed: 0000000100 is step 100)";
+  if (text.empty()) return InvalidArgument("step is empty; " + range);
+  uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      return InvalidArgument("step " + QuoteForMessage(text) + " is not a decimal number; " + range);
+    }
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+    if (value > kMaxStep) {
+      return InvalidArgument("step " + QuoteForMessage(text) + " is above the limit " + std::to_string(kMaxStep) +
+                             "; " + range);
+    }
+  }
+  return value;
+}
+
 Status ValidateObjectName(std::string_view name, bool allow_reserved) {
   if (name.empty()) return InvalidArgument("object name is empty");
   if (name.size() > kMaxObjectNameLength) {

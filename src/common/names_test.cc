@@ -28,6 +28,14 @@ TEST(NamesTest, ObjectNameRules) {
   EXPECT_FALSE(ValidateObjectName(std::string("a\0b", 3)).ok());
   EXPECT_FALSE(ValidateObjectName(std::string(1025, 'a')).ok());
   EXPECT_FALSE(ValidateObjectName(std::string(256, 'a')).ok());
+  // Issue 16 item 6: a 255-byte part was accepted but no tier could write it.
+  EXPECT_TRUE(ValidateObjectName(std::string(200, 'a')).ok());
+  EXPECT_FALSE(ValidateObjectName(std::string(201, 'a')).ok());
+  std::string longest = std::string(200, 'a') + "/" + std::string(200, 'b') + "/" + std::string(200, 'c') + "/" +
+                        std::string(165, 'd');
+  ASSERT_EQ(longest.size(), 768u);
+  EXPECT_TRUE(ValidateObjectName(longest).ok());
+  EXPECT_FALSE(ValidateObjectName(longest + "d").ok());
   EXPECT_FALSE(ValidateObjectName("_tierckpt_manifest.json").ok());
   EXPECT_TRUE(ValidateObjectName("_tierckpt_manifest.json", /*allow_reserved=*/true).ok());
 }
@@ -63,6 +71,23 @@ TEST(NamesTest, StepDirNamesSortNumerically) {
   EXPECT_FALSE(ParseStepDirName("step_00000001x3", &step));
   EXPECT_TRUE(ValidateStep(kMaxStep).ok());
   EXPECT_FALSE(ValidateStep(kMaxStep + 1).ok());
+}
+
+// Issue 16 item 5: `tierckpt rm j 0100` deleted step 64 (CLI11 read octal).
+TEST(NamesTest, StepsTypedWithLeadingZerosOrHexAreDecimalOrRefused) {
+  EXPECT_EQ(*ParseStep("010"), 10u);
+  EXPECT_EQ(*ParseStep("0100"), 100u);
+  EXPECT_EQ(*ParseStep("0000000100"), 100u);
+  EXPECT_EQ(*ParseStep("0"), 0u);
+  EXPECT_EQ(*ParseStep("9999999999"), kMaxStep);
+  for (const char* bad : {"0x10", "0X10", "0b1", "0o7", "-1", "+1", "1e3", " 7", "7 ", "", "1.0", "10000000000",
+                          "18446744073709551616", "99999999999999999999999999"}) {
+    Result<uint64_t> r = ParseStep(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("0 to 9999999999"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(bad), std::string::npos) << r.status().message();
+  }
 }
 
 }  // namespace

@@ -40,6 +40,20 @@ bool ParseStepPrefix(std::string_view rest, uint64_t* step) {
 }  // namespace
 
 Result<std::unique_ptr<S3ObjectStore>> S3ObjectStore::Open(const s3::S3Config& config) {
+  // Every name tierckpt accepts must fit in an S3 key (at most 1024 bytes):
+  // "<prefix>/<namespace>/step_<10 digits>/<object name>" at their limits.
+  constexpr size_t kS3MaxKeyBytes = 1024;
+  const size_t fixed = kMaxNamespaceLength + 1 + StepDirName(0).size() + 1 + kMaxObjectNameLength;
+  const size_t with_prefix = (config.prefix.empty() ? 0 : config.prefix.size() + 1) + fixed;
+  if (with_prefix > kS3MaxKeyBytes) {
+    return InvalidArgument("the S3 prefix " + QuoteForMessage(config.prefix) + " of s3://" + config.bucket + " is " +
+                           std::to_string(config.prefix.size()) + " bytes: with the longest namespace (" +
+                           std::to_string(kMaxNamespaceLength) + " bytes) and object name (" +
+                           std::to_string(kMaxObjectNameLength) + " bytes) tierckpt accepts, keys would be " +
+                           std::to_string(with_prefix) + " bytes, past S3's limit of " +
+                           std::to_string(kS3MaxKeyBytes) + "; use a prefix of at most " +
+                           std::to_string(kS3MaxKeyBytes - fixed - 1) + " bytes");
+  }
   TC_ASSIGN_OR_RETURN(s3::S3ClientParts parts, s3::MakeS3ClientParts(config));
   return std::make_unique<S3ObjectStore>(config, std::move(parts.transport), std::move(parts.signer));
 }

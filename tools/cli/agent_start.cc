@@ -231,9 +231,12 @@ void AddAgentStartCommand(CLI::App& agent, Cli& cli) {
   sub->add_option("--root", o->root, "tmpfs directory of the memory tier (agent default /dev/shm/tierckpt-<uid>)");
   sub->add_option("--memory-budget", o->memory_budget, "memory tier budget: bytes, 512MiB, 8GiB or 25%");
   sub->add_option("--durable", o->durable, "durable tier: a directory, file:///path or mem://name");
-  sub->add_option("--keep-last", o->keep_last, "committed steps kept in memory per namespace");
-  sub->add_option("--persist-every", o->persist_every, "persist steps whose number is a multiple of N");
-  sub->add_option("--durable-keep", o->durable_keep, "durable steps kept per namespace (0 = all)");
+  sub->add_option("--keep-last", o->keep_last, "committed steps kept in memory per namespace")
+      ->transform(DecimalOnly());
+  sub->add_option("--persist-every", o->persist_every, "persist steps whose number is a multiple of N")
+      ->transform(DecimalOnly());
+  sub->add_option("--durable-keep", o->durable_keep, "durable steps kept per namespace (0 = all)")
+      ->transform(DecimalOnly());
   sub->add_option("--log-file", o->log_file,
                   "agent log (default <root>/agent.log with --root, else /tmp/tierckpt-<uid>/agent.log)");
   sub->add_option("--config", o->config, "agent config file (INI/TOML keys named like the flags)");

@@ -58,6 +58,14 @@ void AddStepCommands(CLI::App& app, Cli& cli);    // step_cmd.cc: persist, rm
 void AddPruneCommand(CLI::App& app, Cli& cli);    // prune_cmd.cc
 void AddSyncCommand(CLI::App& app, Cli& cli);     // sync_cmd.cc
 
+// Adds the required positional "step" argument: decimal only, leading zeros
+// allowed, at most kMaxStep (common/names.h ParseStep); anything else is a
+// usage error quoting what was typed (step_arg.cc).
+CLI::Option* AddStepArgument(CLI::App* command, uint64_t* step);
+// A transform for every other integer option: digits only, leading zeros
+// stripped, so that no option reads "010" as octal or "0x10" as hex.
+CLI::Validator DecimalOnly();
+
 // Registered by agent_start.cc, used by AddAgentCommands.
 void AddAgentStartCommand(CLI::App& agent, Cli& cli);
 

@@ -85,8 +85,10 @@ void AddPruneCommand(CLI::App& app, Cli& cli) {
       "prune", "delete old committed steps now (the newest committed step of a namespace is always kept)");
   sub->add_option("namespace", o->ns, "only this namespace (default: all)");
   sub->add_option("--keep-memory", o->keep_memory,
-                  "committed steps to keep in memory per namespace (0 = the agent's --keep-last)");
-  sub->add_option("--keep-durable", o->keep_durable, "steps to keep in the durable tier per namespace (0 = leave it alone)");
+                  "committed steps to keep in memory per namespace (0 = the agent's --keep-last)")
+      ->transform(DecimalOnly());
+  sub->add_option("--keep-durable", o->keep_durable, "steps to keep in the durable tier per namespace (0 = leave it alone)")
+      ->transform(DecimalOnly());
   sub->callback([&cli, o] { cli.exit_code = RunPrune(cli.global, *o); });
 }
 

@@ -145,10 +145,11 @@ void AddRestoreCommand(CLI::App& app, Cli& cli) {
   CLI::App* sub = app.add_subcommand(
       "restore", "write a step's objects as plain files into a directory (from memory, or durable when memory lacks it)");
   sub->add_option("namespace", o->ns, "namespace")->required();
-  sub->add_option("step", o->step, "step number")->required()->check(CLI::NonNegativeNumber);
+  AddStepArgument(sub, &o->step);
   sub->add_option("--to", o->to, "target directory (created if missing; must be empty unless --force)")->required();
   sub->add_flag("--force", o->force, "restore into a non-empty directory, overwriting the step's files");
-  sub->add_option("--threads", o->threads, "objects copied in parallel")->check(CLI::Range(1, 64));
+  sub->add_option("--threads", o->threads, "objects copied in parallel")
+      ->transform(DecimalOnly())->check(CLI::Range(1, 64));
   sub->callback([&cli, o] { cli.exit_code = RunRestore(cli.global, *o); });
 }
 

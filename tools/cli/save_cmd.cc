@@ -162,7 +162,7 @@ void AddSaveCommand(CLI::App& app, Cli& cli) {
   auto o = std::make_shared<SaveOptions>();
   CLI::App* sub = app.add_subcommand("save", "save the files of a directory as a step in the memory tier");
   sub->add_option("namespace", o->ns, "namespace")->required();
-  sub->add_option("step", o->step, "step number")->required()->check(CLI::NonNegativeNumber);
+  AddStepArgument(sub, &o->step);
   sub->add_option("--from", o->from, "directory whose regular files (recursively) become the step's objects")
       ->required();
   sub->add_flag("--persist", o->persist, "also persist the step to the durable tier (in the background)");
@@ -170,8 +170,10 @@ void AddSaveCommand(CLI::App& app, Cli& cli) {
   sub->add_option("--timeout", o->timeout_s, "with --wait-durable: give up waiting after this many seconds (0 = never)")
       ->needs(wait)
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--world-size", o->world_size, "number of ranks that wrote this step, recorded in the manifest");
-  sub->add_option("--threads", o->threads, "files copied in parallel")->check(CLI::Range(1, 64));
+  sub->add_option("--world-size", o->world_size, "number of ranks that wrote this step, recorded in the manifest")
+      ->transform(DecimalOnly());
+  sub->add_option("--threads", o->threads, "files copied in parallel")
+      ->transform(DecimalOnly())->check(CLI::Range(1, 64));
   sub->callback([&cli, o] { cli.exit_code = RunSave(cli.global, *o); });
 }
 

@@ -57,7 +57,7 @@ void AddShowCommand(CLI::App& app, Cli& cli) {
   auto o = std::make_shared<ShowOptions>();
   CLI::App* sub = app.add_subcommand("show", "print a step's manifest: its objects, sizes and checksums");
   sub->add_option("namespace", o->ns, "namespace")->required();
-  sub->add_option("step", o->step, "step number")->required()->check(CLI::NonNegativeNumber);
+  AddStepArgument(sub, &o->step);
   sub->callback([&cli, o] { cli.exit_code = RunShow(cli.global, *o); });
 }
 

@@ -72,7 +72,7 @@ void AddStepCommands(CLI::App& app, Cli& cli) {
   auto p = std::make_shared<StepOptions>();
   CLI::App* persist = app.add_subcommand("persist", "copy a committed step to the durable tier");
   persist->add_option("namespace", p->ns, "namespace")->required();
-  persist->add_option("step", p->step, "step number")->required()->check(CLI::NonNegativeNumber);
+  AddStepArgument(persist, &p->step);
   persist->add_flag("--wait", p->wait, "wait until the step is committed in the durable tier");
   persist->add_option("--timeout", p->timeout_s, "with --wait: give up after this many seconds (0 = never)")
       ->check(CLI::NonNegativeNumber);
@@ -81,7 +81,7 @@ void AddStepCommands(CLI::App& app, Cli& cli) {
   auto r = std::make_shared<StepOptions>();
   CLI::App* rm = app.add_subcommand("rm", "delete a step from the memory tier and its replicas on peers (and the durable tier with --durable)");
   rm->add_option("namespace", r->ns, "namespace")->required();
-  rm->add_option("step", r->step, "step number")->required()->check(CLI::NonNegativeNumber);
+  AddStepArgument(rm, &r->step);
   rm->add_flag("--durable", r->durable, "delete the durable copy too");
   rm->callback([&cli, r] { cli.exit_code = RunRm(cli.global, *r); });
 }

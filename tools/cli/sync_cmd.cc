@@ -206,8 +206,10 @@ void AddSyncCommand(CLI::App& app, Cli& cli) {
   sub->add_option("--grace", o->grace_s, "seconds to finish uploads after SIGTERM/SIGINT or the command's exit "
                                         "(default 60)")->check(CLI::Range(0, 86400));
   sub->add_option("--concurrency", o->concurrency, "files moved at once by a pass (default 8)")
+      ->transform(DecimalOnly())
       ->check(CLI::Range(1, 256));
   sub->add_option("--settle-ms", o->settle_ms, "quiet time before a finished file is uploaded (default 1000)")
+      ->transform(DecimalOnly())
       ->check(CLI::Range(0, 600000));
   sub->add_option("command", o->command, "after --: the training command to run while syncing; sync exits with "
                                          "its status after a final flush");

@@ -129,7 +129,7 @@ void AddVerifyCommand(CLI::App& app, Cli& cli) {
   auto o = std::make_shared<VerifyOptions>();
   CLI::App* sub = app.add_subcommand("verify", "re-check every object's checksum in every tier holding a step");
   sub->add_option("namespace", o->ns, "namespace")->required();
-  sub->add_option("step", o->step, "step number")->required()->check(CLI::NonNegativeNumber);
+  AddStepArgument(sub, &o->step);
   sub->callback([&cli, o] { cli.exit_code = RunVerify(cli.global, *o); });
 }
 

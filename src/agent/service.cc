@@ -53,6 +53,9 @@ Status Service::Listen() {
       effective_max_connections_ = by_fds;
     }
   }
+  // Pending connections never fill more than half the table, so greeted
+  // clients always find room.
+  max_pending_ = std::clamp<size_t>(options_.max_pending_hello, 1, std::max<size_t>(1, effective_max_connections_ / 2));
   reserve_fd_.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   TC_ASSIGN_OR_RETURN(listen_fd_, wire::ListenUnix(options_.socket_path, options_.listen_backlog));
   return Status::Ok();
@@ -142,7 +145,7 @@ void Service::Refuse(UniqueFd fd, const wire::PeerCred& peer, const Status& why)
 
 void Service::RefuseForFdLimit(int accept_errno) {
   Status why = ResourceExhausted(
-      "tierckptd at " + options_.socket_path + " refused the connection: it is out of file descriptors (" +
+      std::string("connection refused: tierckptd is out of file descriptors (") +
       std::strerror(accept_errno) + ", limit " + std::to_string(fd_limit_) + ") with " +
       std::to_string(connections()) + " connections open; close idle clients, or restart the agent with a "
       "higher `ulimit -n`");
@@ -189,12 +192,12 @@ void Service::Accept() {
   const size_t live = conns_.size() - closing_;
   if (live >= effective_max_connections_) {
     Refuse(std::move(fd), *peer,
-           ResourceExhausted("tierckptd at " + options_.socket_path + " refused the connection: it already "
-                             "serves " + std::to_string(live) + " connections, its limit; close idle "
+           ResourceExhausted("connection refused: tierckptd already serves " + std::to_string(live) +
+                             " connections, its limit; close idle "
                              "clients and retry (see `tierckpt agent status`)"));
     return;
   }
-  if (pending_ >= std::max<size_t>(1, options_.max_pending_hello)) EvictOldestPendingLocked();
+  if (pending_ >= max_pending_) EvictOldestPendingLocked();
   uint64_t id = next_id_++;
   Conn& c = conns_[id];
   c.fd = fd.get();
@@ -248,12 +251,14 @@ void Service::Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer) {
   ConnectionState conn;
   conn.id = id;
   conn.peer = peer;
+  bool had_large_frame = false;  // then trim the heap when the connection ends
   Log(LogLevel::kDebug, "connection open").Kv("conn", id).Kv("pid", static_cast<int64_t>(peer.pid));
   for (;;) {
     uint64_t admitted = 0;
     wire::FrameHeader header;  // request_id 0 until a header is read
     header.request_id = 0;
     Result<wire::Frame> frame = ReadFrame(fd.get(), conn, &admitted, &header);
+    if (admitted >= kTrimAfterBytes) had_large_frame = true;
     bool evicted = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -267,8 +272,8 @@ void Service::Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer) {
       }
     }
     if (evicted) {
-      Status why = ResourceExhausted("tierckptd closed this connection: it sent no complete request while " +
-                                     std::to_string(options_.max_pending_hello) + " newer connections waited "
+      Status why = ResourceExhausted("connection closed by tierckptd: it sent no complete request while " +
+                                     std::to_string(max_pending_) + " newer connections waited "
                                      "for their Hello; send Hello as soon as you connect");
       Log(LogLevel::kWarn, "connection closed").Kv("conn", id).Kv("pid", static_cast<int64_t>(peer.pid)).Err(why);
       (void)wire::SendFrame(fd.get(), wire::kResponseBit, 0, wire::EncodeResponse(why, ""), -1, 0);
@@ -323,6 +328,7 @@ void Service::Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer) {
     if (reply.close_after) break;
   }
   handler_->OnClose(conn);
+  if (had_large_frame) ::malloc_trim(0);  // a partial large payload was freed on the way out
   Log(LogLevel::kDebug, "connection closed").Kv("conn", id);
   std::lock_guard<std::mutex> lock(mu_);
   fd.Reset();  // under mu_, so Run never shuts down a recycled fd number

@@ -12,7 +12,8 @@
 //     (request id 0) saying so and is closed; out of fds (EMFILE), the same
 //     with the fd limit, through a reserved fd;
 //   - connections that have not sent a complete first frame: at most
-//     max_pending_hello (a real client sends Hello at once); a new one beyond
+//     max_pending_hello, and at most half the connection limit (a real client
+//     sends Hello at once); a new one beyond
 //     that closes the oldest, and each must send Hello within
 //     hello_timeout_ms; after Hello a connection may idle as long as it likes;
 //   - a frame must arrive whole within frame_timeout_ms of its first byte;
@@ -83,8 +84,9 @@ struct ServiceOptions {
   std::string socket_path;
   // Live connections at most (further lowered to half of RLIMIT_NOFILE).
   size_t max_connections = 1024;
-  // Connections still waiting for their first complete frame at most; a new
-  // one beyond this closes the oldest of them.
+  // Connections still waiting for their first complete frame at most (and
+  // at most half of the connection limit); a new one beyond this closes the
+  // oldest of them.
   size_t max_pending_hello = 64;
   // A new connection must send Hello within this; a started frame must be
   // complete within frame_timeout_ms; a response must leave within
@@ -139,6 +141,7 @@ class Service {
   const ServiceOptions options_;
   RequestHandler* const handler_;
   size_t effective_max_connections_ = 0;
+  size_t max_pending_ = 1;  // max_pending_hello, at most half of effective_max_connections_
   size_t fd_limit_ = 0;
 
   UniqueFd reserve_fd_;  // Run thread only: released to accept at EMFILE

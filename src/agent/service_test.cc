@@ -446,8 +446,9 @@ TEST(ServiceTest, ConnectionsAboveTheCapAreTurnedAway) {
   Service service(so, &handler);
   ASSERT_TRUE(service.Listen().ok());
   std::thread runner([&] { service.Run(); });
-  RawConn c1(so.socket_path), c2(so.socket_path);
+  RawConn c1(so.socket_path);
   ASSERT_TRUE(c1.Body(MsgType::kHello, "").ok());
+  RawConn c2(so.socket_path);
   ASSERT_TRUE(c2.Body(MsgType::kHello, "").ok());
   RawConn c3(so.socket_path);
   Result<wire::Frame> f = wire::RecvFrame(c3.fd(), 5000);

@@ -116,8 +116,8 @@ Result<Connection::Reply> Connection::Call(wire::MsgType type, std::string_view 
     // The agent refused before reading the request (a limit): say why.
     Status answer = wire::DecodeResponse(frame->payload).status();
     if (!answer.ok()) {
-      return MarkBroken(
-          Status(answer.code(), "tierckptd at " + socket_path_ + " refused the " + request + ": " + answer.message()));
+      return MarkBroken(Status(answer.code(), "tierckptd at " + socket_path_ + " (before the " + request +
+                                                  " was read): " + answer.message()));
     }
   }
   const uint16_t want_type = static_cast<uint16_t>(type_number | wire::kResponseBit);

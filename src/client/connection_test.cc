@@ -148,7 +148,7 @@ TEST(ConnectionTest, RefusalWithRequestIdZeroIsReportedNotAMismatch) {
   ASSERT_TRUE(conn.ok());
   auto r = (*conn)->Call(wire::MsgType::kHello, "");
   EXPECT_EQ(r.status().code(), Code::kResourceExhausted) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("refused the Hello request"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("tierckptd at " + agent.path()), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("1024 connections"), std::string::npos) << r.status().message();
   EXPECT_EQ(r.status().message().find("expected"), std::string::npos) << r.status().message();
 }

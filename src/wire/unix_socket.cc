@@ -381,14 +381,16 @@ Result<Frame> RecvFrameWith(int sock, const RecvLimits& limits, int frame_timeou
   Frame frame;
   TC_ASSIGN_OR_RETURN(frame.header, DecodeHeader(header));
   if (limits.admit) TC_RETURN_IF_ERROR(limits.admit(frame.header));
-  // The buffer grows with the bytes that arrive (doubling from 64 KiB), so a
-  // header announcing a large payload costs nothing until it is really sent.
-  constexpr size_t kFirstChunk = 64u << 10;
+  // Only address space is reserved for the announced payload; pages are
+  // touched (and become resident) chunk by chunk as bytes really arrive, so
+  // a header announcing a large payload costs no memory until it is sent.
+  constexpr size_t kChunk = 1u << 20;
   const size_t want = frame.header.payload_len;
+  frame.payload.reserve(want);
   size_t filled = 0;
   while (filled < want) {
-    const size_t next = std::min(want, std::max(filled * 2, kFirstChunk));
-    frame.payload.resize(next);
+    const size_t next = std::min(want, filled + kChunk);
+    frame.payload.resize(next);  // within the reserved capacity: no copy
     read = reader.Read(frame.payload.data() + filled, next - filled, &got);
     if (read.code() == Code::kTimeout) return RecvTimeout(reader, kFrameHeaderSize + want, limits);
     TC_RETURN_IF_ERROR(read);

@@ -41,7 +41,12 @@ int RunStop(const GlobalOptions& g) {
   if (!s.ok() && s.code() != Code::kUnavailable) return Fail(s.WithContext("asking tierckptd to shut down"));
   c->reset();
   const auto start = std::chrono::steady_clock::now();
-  while (wire::ConnectUnix(socket).ok()) {
+  // Bounded connects: an agent whose accept queue is full still answers.
+  auto still_answers = [&socket] {
+    Result<UniqueFd> probe = wire::ConnectUnix(socket, 1000);
+    return probe.ok() || probe.status().code() == Code::kTimeout;
+  };
+  while (still_answers()) {
     if (std::chrono::steady_clock::now() - start > kStopTimeout) {
       return Fail("tierckptd (pid " + std::to_string(facts.pid) + ") still answers on " + socket + " " +
                   std::to_string(kStopTimeout.count()) +

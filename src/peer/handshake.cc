@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <utility>
 
 #include "peer/frame_io.h"
@@ -59,8 +60,12 @@ class DeadlineChannel final : public ByteChannel {
 // that name the peer.
 class HandshakeIo {
  public:
-  HandshakeIo(ByteChannel& ch, Millis timeout)
-      : timeout_(timeout), deadline_(DeadlineAfter(timeout)), ch_(ch, deadline_), who_("peer " + ch.peer_address()) {}
+  HandshakeIo(ByteChannel& ch, const HandshakeParams& params)
+      : timeout_(params.timeout),
+        deadline_(DeadlineAfter(params.timeout)),
+        on_refuse_(params.on_refuse),
+        ch_(ch, deadline_),
+        who_("peer " + ch.peer_address()) {}
 
   const std::string& who() const { return who_; }
   void SetPeerNode(std::string_view node) {
@@ -77,8 +82,9 @@ class HandshakeIo {
     return s;
   }
 
-  // Best effort: tells the peer why it is turned away.
+  // Best effort: tells the peer why it is turned away (after on_refuse).
   void SendReject(const Status& why, std::string_view message) {
+    if (on_refuse_) on_refuse_(why);
     RejectPayload r{static_cast<uint32_t>(why.code()), std::string(message)};
     PeerFrameHeader h;
     h.version = kHandshakeFrameVersion;
@@ -134,6 +140,7 @@ class HandshakeIo {
 
   const Millis timeout_;
   const Clock::time_point deadline_;
+  const std::function<void(const Status&)>& on_refuse_;  // params.on_refuse (outlives this)
   DeadlineChannel ch_;  // reads end at deadline_
   std::string who_;
 };
@@ -184,7 +191,7 @@ Result<uint16_t> NegotiateVersion(uint16_t our_min, uint16_t our_max, uint16_t t
 
 Result<PeerInfo> ClientHandshake(ByteChannel& ch, const HandshakeParams& params) {
   TC_RETURN_IF_ERROR(CheckParams(params));
-  HandshakeIo io(ch, params.timeout);
+  HandshakeIo io(ch, params);
   TC_ASSIGN_OR_RETURN(std::string nonce_c, MakeNonce());
   HelloPayload ours{Role::kClient, kMinPeerProtocolVersion, kMaxPeerProtocolVersion,
                     std::string(params.node_id), nonce_c};
@@ -235,7 +242,7 @@ Result<PeerInfo> ClientHandshake(ByteChannel& ch, const HandshakeParams& params)
 
 Result<PeerInfo> ServerHandshake(ByteChannel& ch, const HandshakeParams& params) {
   TC_RETURN_IF_ERROR(CheckParams(params));
-  HandshakeIo io(ch, params.timeout);
+  HandshakeIo io(ch, params);
   Result<Received> first = io.Expect(FrameKind::kHello);
   if (!first.ok()) {
     Code c = first.status().code();

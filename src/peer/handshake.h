@@ -16,7 +16,7 @@
 // Hello gives [min, max]; both pick the highest common one (kProtocolError
 // when there is none). Handshake frames carry version 1 in their header.
 //
-// Errors (returned; logging is the caller's): kPermissionDenied "peer X
+// Errors (returned; logging is the caller's, e.g. from on_refuse): kPermissionDenied "peer X
 // (claims node N) presented no proof / a wrong proof of the cluster
 // secret..." or "... rejected our proof ...", kProtocolError for malformed
 // frames, kTimeout when the whole handshake does not finish within timeout,
@@ -25,6 +25,7 @@
 // Thread safety: each call uses its channel exclusively.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,9 @@ struct HandshakeParams {
   const ClusterSecret* secret = nullptr;
   Millis timeout{10000};              // for the whole handshake
   std::string_view expected_node_id;  // client only; empty = any
+  // Called with the error just before a Reject leaves for the peer, so the
+  // caller can log the refusal before the peer can observe it. Optional.
+  std::function<void(const Status& why)> on_refuse;
 };
 
 // Returns the authenticated peer (address, node id, version).

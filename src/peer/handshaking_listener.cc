@@ -139,18 +139,25 @@ void HandshakingListener::RunHandshake(Pending* pending) {
     std::lock_guard<std::mutex> lock(mu_);
     ch = pending->channel.get();
   }
+  const std::string peer = pending->peer;
+  bool reported = false;
   HandshakeParams params;
   params.node_id = options_.node_id;
   params.secret = &options_.secret;
   params.timeout = options_.handshake_timeout;
+  // Logged before the peer is told: whoever sees the refusal finds it in the
+  // log already.
+  params.on_refuse = [&](const Status& why) {
+    Reject(peer, why);
+    reported = true;
+  };
   Result<PeerInfo> info = ServerHandshake(*ch, params);
-  const std::string peer = pending->peer;
   Status why = info.ok() ? Status::Ok() : info.status();
   std::unique_ptr<ByteChannel> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (pending->dropped.has_value()) {
-      why = *pending->dropped;  // the listener cut it off; its own error is a consequence
+      if (!reported) why = *pending->dropped;  // the listener cut it off; its own error is a consequence
     } else {
       --live_;
       auto it = live_by_source_.find(pending->source);
@@ -171,7 +178,7 @@ void HandshakingListener::RunHandshake(Pending* pending) {
     watch_cv_.notify_all();
   }
   dropped.reset();
-  if (!why.ok()) Reject(peer, why);
+  if (!why.ok() && !reported) Reject(peer, why);
 }
 
 void HandshakingListener::WatchLoop() {

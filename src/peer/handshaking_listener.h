@@ -22,7 +22,8 @@
 //
 // Every turned-away peer is passed to options.on_handshake_failed and
 // logged (event peer_rejected for kPermissionDenied, peer_handshake_failed
-// otherwise, with the peer's address and the reason) within a budget of
+// otherwise, with the peer's address and the reason; a peer the handshake
+// refuses is logged before its Reject leaves) within a budget of
 // kRejectLogBurst lines per kRejectLogWindow; beyond it one line,
 // event peer_rejections_suppressed, counts the rest when the window ends
 // (or at Close). Failures caused by Close() are not reported.

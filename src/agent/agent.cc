@@ -15,9 +15,9 @@
 #include "agent/commit.h"
 #include "agent/layout.h"
 #include "cluster/hostfile.h"
-#include "peer/channel_transport.h"
 #include "common/log.h"
 #include "os/files.h"
+#include "peer/channel_transport.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -47,8 +47,9 @@ void WarnIfParentIsShared(const std::string& root) {
       .Kv("root", root)
       .Kv("parent", parent)
       .Kv("parent_owner", UidLabel(st.st_uid))
-      .Kv("why", "other users can rename or replace --root in its parent while tierckptd runs; choose a --root in a "
-                 "directory only root and this user can write, or one with the sticky bit (like /dev/shm)");
+      .Kv("why",
+          "other users can rename or replace --root in its parent while tierckptd runs; choose a --root in a "
+          "directory only root and this user can write, or one with the sticky bit (like /dev/shm)");
 }
 
 }  // namespace
@@ -83,7 +84,8 @@ Status Agent::PrepareRoot() {
   // The parents are the operator's choice and may be links (/dev/shm ->
   // /run/shm); the root itself must be a real directory of ours, looked at
   // without following a link (docs/agent.md, "Root directory safety").
-  TC_RETURN_IF_ERROR(MakeDirs(DirName(root), 0700).WithContext("creating the parent directory of --root " + root));
+  TC_RETURN_IF_ERROR(
+      MakeDirs(DirName(root), 0700).WithContext("creating the parent directory of --root " + root));
   if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("creating --root " + root);
   struct stat lst;
   if (::lstat(root.c_str(), &lst) != 0) return ErrnoStatus("stat --root " + root);
@@ -98,18 +100,19 @@ Status Agent::PrepareRoot() {
                             root + ") or choose another --root");
   }
   if (!S_ISDIR(lst.st_mode)) {
-    return AlreadyExists("--root " + root + " exists and is not a directory; remove it or choose another --root");
+    return AlreadyExists("--root " + root +
+                         " exists and is not a directory; remove it or choose another --root");
   }
   Result<UniqueFd> fd = OpenDirNoFollow(root);
   if (!fd.ok()) return fd.status().WithContext("opening --root " + root);
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return ErrnoStatus("stat --root " + root);
   if (st.st_uid != ::geteuid()) {
-    return PermissionDenied("--root " + root + " belongs to " + UidLabel(st.st_uid) + ", not to " +
-                            UidLabel(::geteuid()) +
-                            " running tierckptd; tierckptd never adopts another user's directory (whoever made "
-                            "it could read, replace or plant links in the checkpoints). Remove it (as root or "
-                            "its owner) or choose another --root");
+    return PermissionDenied(
+        "--root " + root + " belongs to " + UidLabel(st.st_uid) + ", not to " + UidLabel(::geteuid()) +
+        " running tierckptd; tierckptd never adopts another user's directory (whoever made "
+        "it could read, replace or plant links in the checkpoints). Remove it (as root or "
+        "its owner) or choose another --root");
   }
   // fchmod on the fd just checked: never the target of a link put in its place.
   if ((st.st_mode & 07777) != 0700 && ::fchmod(fd->get(), 0700) != 0) {
@@ -128,7 +131,8 @@ Status Agent::TakeLock() {
   for (int attempt = 0; !fd.valid(); ++attempt) {
     // O_NOFOLLOW: a link planted as the lock file is never truncated through.
     // O_NONBLOCK: nor does a FIFO there hang the start.
-    int raw = ::openat(root->get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    int raw =
+        ::openat(root->get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (raw >= 0) {
       fd.Reset(raw);
       struct stat st;
@@ -145,7 +149,8 @@ Status Agent::TakeLock() {
     if (errno != EWOULDBLOCK) return ErrnoStatus("locking " + path);
     std::string owner = "unknown";
     char buf[32] = {};
-    if (::pread(fd.get(), buf, sizeof(buf) - 1, 0) > 0) owner = std::to_string(std::strtoll(buf, nullptr, 10));
+    if (::pread(fd.get(), buf, sizeof(buf) - 1, 0) > 0)
+      owner = std::to_string(std::strtoll(buf, nullptr, 10));
     return AlreadyExists("another tierckptd (pid " + owner + ") owns " + config_.root +
                          "; stop it (`tierckpt agent stop`) or give this one another --root");
   }

@@ -32,16 +32,22 @@ std::string Layout::ManifestPath(std::string_view step_dir) { return JoinPath(st
 
 std::string Layout::MarkerPath(std::string_view step_dir) { return JoinPath(step_dir, kPersistMarkerName); }
 
-Status RemovePlantedEntry(int dir_fd, const std::string& name, const std::string& path, std::string_view expected) {
+Status RemovePlantedEntry(int dir_fd, const std::string& name, const std::string& path,
+                          std::string_view expected) {
   Result<DirEntry> e = StatAt(dir_fd, name, path);
   std::string what = e.ok() ? std::string(EntryTypeName(e->type)) : "entry";
   if (e.ok() && e->type == EntryType::kSymlink) what += " (to " + LinkTargetAt(dir_fd, name) + ")";
   Status removed = RemoveTreeAt(dir_fd, name, path);
   std::string done = removed.ok() ? "removed it" : "could not remove it: " + removed.ToString();
   if (e.ok() && e->type == EntryType::kSymlink) done += " as a link, its target untouched";
-  Status warning = FailedPrecondition(path + " is a " + what + " where " + std::string(expected) +
-                                      " was expected; tierckptd never follows links under its root and " + done);
-  Log(LogLevel::kWarn, "root_safety").Kv("path", path).Kv("found", what).Kv("expected", expected).Kv("action", done);
+  Status warning =
+      FailedPrecondition(path + " is a " + what + " where " + std::string(expected) +
+                         " was expected; tierckptd never follows links under its root and " + done);
+  Log(LogLevel::kWarn, "root_safety")
+      .Kv("path", path)
+      .Kv("found", what)
+      .Kv("expected", expected)
+      .Kv("action", done);
   return warning;
 }
 

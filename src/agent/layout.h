@@ -66,7 +66,8 @@ class Layout {
 // a link, never followed; anything else with RemoveTreeAt. Logs what was
 // found (a link with its target) and returns the warning as a
 // kFailedPrecondition Status for the recovery report (ok-coded never).
-Status RemovePlantedEntry(int dir_fd, const std::string& name, const std::string& path, std::string_view expected);
+Status RemovePlantedEntry(int dir_fd, const std::string& name, const std::string& path,
+                          std::string_view expected);
 
 // Opens the layout directory `name` inside parent_fd (the root, or the
 // replicas dir), creating it with mode 0700 when absent. An entry there that

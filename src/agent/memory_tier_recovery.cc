@@ -74,7 +74,8 @@ Result<RecoveryReport> MemoryTier::Recover() {
   if (trash.type == EntryType::kDirectory) {
     RecycleTreeAtLocked(root->get(), trash_name, layout_.TrashDir());
   } else if (trash.type != EntryType::kMissing) {
-    report.errors.push_back(RemovePlantedEntry(root->get(), trash_name, layout_.TrashDir(), "the trash directory"));
+    report.errors.push_back(
+        RemovePlantedEntry(root->get(), trash_name, layout_.TrashDir(), "the trash directory"));
   }
   TC_ASSIGN_OR_RETURN(DirEntry ns_dir_entry,
                       StatAt(root->get(), std::string(kNamespacesDirName), layout_.NamespacesDir()));
@@ -173,8 +174,8 @@ void MemoryTier::RecoverNamespaceLocked(int namespaces_fd, const std::string& ns
       .Kv("partial_dropped", partial);
 }
 
-void MemoryTier::RecoverStepDirLocked(int ns_fd, const std::string& ns, const std::string& entry, uint64_t step,
-                                      RecoveryReport* report) {
+void MemoryTier::RecoverStepDirLocked(int ns_fd, const std::string& ns, const std::string& entry,
+                                      uint64_t step, RecoveryReport* report) {
   const std::string label = StepLabel(ns, step);
   const std::string dir = JoinPath(layout_.NamespaceDir(ns), entry);
   auto drop = [&](const Status& why) {
@@ -187,8 +188,7 @@ void MemoryTier::RecoverStepDirLocked(int ns_fd, const std::string& ns, const st
   Result<UniqueFd> step_fd = OpenDirAt(ns_fd, entry, dir);
   if (!step_fd.ok()) return drop(step_fd.status());
   const std::string manifest_path = Layout::ManifestPath(dir);
-  Result<std::string> text =
-      ReadFileBeneath(step_fd->get(), kManifestName, kMaxManifestBytes, manifest_path);
+  Result<std::string> text = ReadFileBeneath(step_fd->get(), kManifestName, kMaxManifestBytes, manifest_path);
   if (!text.ok()) return drop(text.status());
   Result<Manifest> m = Manifest::Parse(*text, manifest_path);
   if (!m.ok()) return drop(m.status());
@@ -208,8 +208,9 @@ void MemoryTier::RecoverStepDirLocked(int ns_fd, const std::string& ns, const st
     }
     if (info->type != EntryType::kRegular) {
       return drop(Corruption("object file " + path + " is missing" +
-                             (info->type == EntryType::kMissing ? "" : " (a " + std::string(EntryTypeName(info->type)) +
-                                                                           " is in its place)")));
+                             (info->type == EntryType::kMissing
+                                  ? ""
+                                  : " (a " + std::string(EntryTypeName(info->type)) + " is in its place)")));
     }
     if (info->size != e.size) {
       return drop(Corruption("object file " + path + " holds " + std::to_string(info->size) +
@@ -260,7 +261,9 @@ void MemoryTier::RecycleTreeAtLocked(int parent_fd, const std::string& name, con
       }
     }
   } else if (entries.status().code() == Code::kFailedPrecondition) {
-    Log(LogLevel::kWarn, "recycle").Kv("dir", path).Err(entries.status());  // a link: removed below, as a link
+    Log(LogLevel::kWarn, "recycle")
+        .Kv("dir", path)
+        .Err(entries.status());  // a link: removed below, as a link
   }
   Status s = RemoveTreeAt(parent_fd, name, path);
   if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", path).Err(s);

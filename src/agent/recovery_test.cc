@@ -139,7 +139,6 @@ TEST(RecoveryTest, LoweredBudgetEvictsByPolicy) {
   EXPECT_LE(h.tier->Stats().used_bytes, 1u << 20);
 }
 
-
 // ---- Issue 16 (8): links planted under the root are never followed ----
 //
 // Each test plants a symbolic link where the layout expects a directory or a
@@ -183,12 +182,13 @@ class PlantedLinkTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(WriteStep(*h_.tier, "job", 1, {{"a", std::string(4096, 'a')}}).ok());
     outside_ = h_.dir.Sub("outside");
-    for (const char* d : {"sub", "job/step_0000000001", "ns/job/step_0000000002.partial", "pool", "trash/3"}) {
+    for (const char* d :
+         {"sub", "job/step_0000000001", "ns/job/step_0000000002.partial", "pool", "trash/3"}) {
       ASSERT_TRUE(MakeDirs(JoinPath(outside_, d)).ok());
     }
-    for (const char* f : {"victim", "sub/victim", "seg_1", "job/victim", "job/step_0000000001/a",
-                          "ns/job/victim", "ns/job/step_0000000002.partial/a", "pool/victim", "pool/seg_9",
-                          "trash/3/a"}) {
+    for (const char* f :
+         {"victim", "sub/victim", "seg_1", "job/victim", "job/step_0000000001/a", "ns/job/victim",
+          "ns/job/step_0000000002.partial/a", "pool/victim", "pool/seg_9", "trash/3/a"}) {
       ASSERT_TRUE(WriteFileAtomic(JoinPath(outside_, f), std::string(4096, 'v'), false).ok());
     }
     before_ = Snapshot(outside_);
@@ -207,7 +207,8 @@ class PlantedLinkTest : public ::testing::Test {
     EXPECT_FALSE(IsLink(h_.dir.Sub("root/" + rel))) << rel << " is still a link";
     EXPECT_TRUE(h_.tier->HasCommitted("job", 1)) << "the rest of recovery went on";
     EXPECT_EQ(ReadFd(h_.tier->OpenObject("job", 1, "a")->fd.get()), std::string(4096, 'a'));
-    for (const StepInfo& s : h_.tier->ListSteps("")) EXPECT_EQ(s.ns, "job") << "adopted " << s.ns << "/" << s.step;
+    for (const StepInfo& s : h_.tier->ListSteps(""))
+      EXPECT_EQ(s.ns, "job") << "adopted " << s.ns << "/" << s.step;
     // Nothing from outside was adopted into the pool either.
     EXPECT_EQ(h_.tier->Stats().pool_bytes, 0u);
   }

@@ -58,7 +58,8 @@ Status ReplicaTiers::RecoverAll() {
   std::vector<std::string> origins;
   for (const DirEntry& e : entries) {
     if (e.type == EntryType::kSymlink) {
-      RemovePlantedEntry(dir.get(), e.name, JoinPath(dir_, e.name), "the replica root of a node").IgnoreError();
+      RemovePlantedEntry(dir.get(), e.name, JoinPath(dir_, e.name), "the replica root of a node")
+          .IgnoreError();
     } else if (e.type == EntryType::kDirectory) {
       origins.push_back(e.name);
     }

@@ -235,7 +235,8 @@ Result<UniqueFd> OpenDirNoFollow(const std::string& path) {
     std::string target = n < 0 ? "?" : std::string(buf, static_cast<size_t>(n));
     return FailedPrecondition(path + " is a symbolic link (to " + target + "); it is not followed");
   }
-  return FailedPrecondition(path + " is a " + std::string(EntryTypeName(e.type)) + " where a directory is expected");
+  return FailedPrecondition(path + " is a " + std::string(EntryTypeName(e.type)) +
+                            " where a directory is expected");
 }
 
 Result<UniqueFd> OpenDirAt(int dir_fd, const std::string& name, const std::string& path) {
@@ -307,13 +308,15 @@ Result<DirEntry> StatBeneath(int dir_fd, std::string_view rel, const std::string
   return e;
 }
 
-Result<std::string> ReadFileBeneath(int dir_fd, std::string_view rel, size_t max_size, const std::string& path) {
+Result<std::string> ReadFileBeneath(int dir_fd, std::string_view rel, size_t max_size,
+                                    const std::string& path) {
   // O_NONBLOCK: a FIFO planted in place of the file must not hang the reader.
   TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneath(dir_fd, rel, O_RDONLY | O_NONBLOCK, path));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path);
   if (!S_ISREG(st.st_mode)) {
-    return FailedPrecondition(path + " is a " + std::string(EntryTypeName(TypeOf(st))) + ", not a regular file");
+    return FailedPrecondition(path + " is a " + std::string(EntryTypeName(TypeOf(st))) +
+                              ", not a regular file");
   }
   if (static_cast<uint64_t>(st.st_size) > max_size) {
     return ResourceExhausted(path + " is " + std::to_string(st.st_size) + " bytes, above the limit of " +
@@ -386,8 +389,10 @@ Status RemoveTreeAt(int dir_fd, const std::string& name, const std::string& path
     if (fd >= 0) {
       UniqueFd dir(fd);
       TC_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirAt(dir.get(), path));
-      for (const DirEntry& e : entries) TC_RETURN_IF_ERROR(RemoveTreeAt(dir.get(), e.name, JoinPath(path, e.name)));
-      if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) return ErrnoStatus("rmdir " + path);
+      for (const DirEntry& e : entries)
+        TC_RETURN_IF_ERROR(RemoveTreeAt(dir.get(), e.name, JoinPath(path, e.name)));
+      if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+        return ErrnoStatus("rmdir " + path);
       return Status::Ok();
     }
     if (errno == ENOENT) return Status::Ok();

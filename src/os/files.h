@@ -97,7 +97,8 @@ Result<DirEntry> StatBeneath(int dir_fd, std::string_view rel, const std::string
 // Reads the regular file rel (as for OpenBeneath) below dir_fd. Anything
 // but a regular file fails with kFailedPrecondition (a FIFO does not block);
 // kResourceExhausted when it is larger than max_size.
-Result<std::string> ReadFileBeneath(int dir_fd, std::string_view rel, size_t max_size, const std::string& path);
+Result<std::string> ReadFileBeneath(int dir_fd, std::string_view rel, size_t max_size,
+                                    const std::string& path);
 // What `name` inside dir_fd is (fstatat AT_SYMLINK_NOFOLLOW); type kMissing
 // (and ok) when it does not exist.
 Result<DirEntry> StatAt(int dir_fd, const std::string& name, const std::string& path);

@@ -2,9 +2,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "os/mapping.h"
 
@@ -75,7 +74,6 @@ TEST_F(FilesTest, PathHelpers) {
   EXPECT_EQ(DirName("/c"), "/");
   EXPECT_TRUE(RemoveTree(JoinPath(dir_, "absent")).ok());
 }
-
 
 // ---- Trees that are not trusted: links are never followed ----
 
@@ -178,7 +176,8 @@ TEST_F(NoFollowTest, WriteFileAtomicReplacesALinkInsteadOfWritingThroughIt) {
   EXPECT_EQ(StatNoFollow(JoinPath(tree_, "file"))->type, EntryType::kRegular);
   EXPECT_EQ(*ReadFileToString(JoinPath(tree_, "file"), 100), "new");
   Link(JoinPath(outside_, "victim"), "excl");
-  EXPECT_EQ(WriteFileAtomic(JoinPath(tree_, "excl"), "new", false, /*exclusive=*/true).code(), Code::kAlreadyExists);
+  EXPECT_EQ(WriteFileAtomic(JoinPath(tree_, "excl"), "new", false, /*exclusive=*/true).code(),
+            Code::kAlreadyExists);
   ExpectOutsideIntact();
 }
 

@@ -4,6 +4,7 @@ agent, and what the CLI says when the agent refuses. Real agents, the real
 CLI, and real second users (created here; root only) via setpriv."""
 import os
 import pwd
+import re
 import resource
 import shutil
 import socket
@@ -19,17 +20,14 @@ import pytest
 from conftest import AGENT_BIN, CLI_BIN, SHM
 
 MAGIC = 0x504B4354
-VERSION = 3  # kProtocolVersion (src/wire/protocol.h)
-HELLO, COMMIT = 1, 5
+# kProtocolVersion, read from src/wire/protocol.h so a version bump needs no edit here.
+VERSION = int(re.search(r"kProtocolVersion = (\d+);",
+                        (Path(__file__).resolve().parents[2] / "src/wire/protocol.h").read_text()).group(1))
+COMMIT = 5
 
 
 def header(msg_type, length, request_id=1):
     return struct.pack("<IHHII", MAGIC, VERSION, msg_type, request_id, length)
-
-
-def hello_frame():
-    payload = struct.pack("<I", os.getpid()) + struct.pack("<I", 6) + b"pytest"
-    return header(HELLO, len(payload)) + payload
 
 
 def recv_frame(s):
@@ -217,12 +215,12 @@ def test_ls_answers_with_a_low_fd_limit_and_idle_connections(agents):
 
 
 def send_partial(sock_path, announced, sent):
-    """Hello, then a CommitStep header announcing `announced` bytes and `sent` of them."""
+    """A CommitStep header announcing `announced` bytes, and `sent` of them.
+    (No Hello: the limits are checked from the header, before the request is
+    looked at, so the frame costs the agent the same without one.)"""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(20)
     s.connect(sock_path)
-    s.sendall(hello_frame())
-    assert recv_frame(s) is not None
     try:
         s.sendall(header(COMMIT, announced, request_id=2) + b"\0" * sent)
     except (BrokenPipeError, ConnectionResetError):
@@ -255,3 +253,30 @@ def test_partial_large_requests_do_not_grow_the_agent(agent):
         time.sleep(0.1)
     assert rss_bytes(pid) - base < 64 << 20, f"kept {(rss_bytes(pid) - base) >> 20} MiB after the clients left"
     agent.cli("ls")
+
+
+def test_agent_start_does_not_log_into_another_users_tmp_directory():
+    """`tierckpt agent start` logs by default to /tmp/tierckpt-<uid>/agent.log:
+    in a directory another user created first, with agent.log a link to one of
+    the victim's files, it must refuse instead of appending to that file."""
+    foe, victim = user("tcfoe"), user("tcvictim")
+    victim_dir = Path(f"/tmp/tierckpt-{victim.pw_uid}")
+    target = Path(tempfile.mkdtemp(prefix="tc-victim-")) / "precious"
+    shutil.rmtree(victim_dir, ignore_errors=True)
+    try:
+        os.chown(target.parent, victim.pw_uid, victim.pw_gid)
+        target.write_text("keep me\n")
+        os.chown(target, victim.pw_uid, victim.pw_gid)
+        victim_dir.mkdir(mode=0o777)
+        os.chmod(victim_dir, 0o777)
+        os.chown(victim_dir, foe.pw_uid, foe.pw_gid)
+        (victim_dir / "agent.log").symlink_to(target)
+        os.lchown(victim_dir / "agent.log", foe.pw_uid, foe.pw_gid)
+        r = subprocess.run([*as_user(victim), str(CLI_BIN), "agent", "start", "--agent-bin", str(AGENT_BIN)],
+                           env=clean_env(), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert r.returncode != 0, r.stdout
+        assert f"uid {foe.pw_uid}" in r.stderr, r.stderr
+        assert target.read_text() == "keep me\n"
+    finally:
+        shutil.rmtree(victim_dir, ignore_errors=True)
+        shutil.rmtree(target.parent, ignore_errors=True)

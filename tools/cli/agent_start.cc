@@ -20,6 +20,7 @@
 #include "os/fd.h"
 #include "os/files.h"
 #include "output.h"
+#include "wire/unix_socket.h"
 
 namespace tierckpt::cli {
 namespace {
@@ -169,7 +170,13 @@ int RunStart(const GlobalOptions& g, const StartOptions& o) {
   const std::string log = DefaultLogPath(o);
   Status dirs = MakeDirs(DirName(log), 0700);
   if (!dirs.ok()) return Fail(dirs.WithContext("creating the log directory (choose another with --log-file)"));
-  Result<UniqueFd> log_fd = OpenFile(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (o.log_file.empty() && o.root.empty()) {
+    // The default /tmp/tierckpt-<uid>: another user may have created it
+    // first, with a link to a file of ours as agent.log.
+    Status mine = wire::CheckSocketDir(DirName(log), ::geteuid());
+    if (!mine.ok()) return Fail(mine.WithContext("the default agent log " + log + " (choose another with --log-file)"));
+  }
+  Result<UniqueFd> log_fd = OpenFile(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (!log_fd.ok()) return Fail(log_fd.status().WithContext("opening the agent log (choose another with --log-file)"));
   Result<UniqueFd> null_fd = OpenFile("/dev/null", O_RDONLY | O_CLOEXEC);
   if (!null_fd.ok()) return Fail(null_fd.status());

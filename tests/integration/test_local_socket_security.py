@@ -123,6 +123,7 @@ def test_client_refuses_an_impostor_agent_in_the_default_tmp_directory(foe_agent
     os.chown(victim_dir, foe.pw_uid, foe.pw_gid)
     try:
         foe_agent(foe, victim_dir / "agent.sock")
+        os.chmod(victim_dir / "agent.sock", 0o666)  # an impostor lets the victim in
         r = subprocess.run([*as_user(victim), str(CLI_BIN), "ls"], env=clean_env(), capture_output=True, text=True,
                            timeout=30, stdin=subprocess.DEVNULL)
         assert r.returncode != 0, r.stdout

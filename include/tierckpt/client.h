@@ -47,6 +47,20 @@ std::string DefaultSocketPath();
 struct ClientOptions {
   std::string socket_path;        // "" = DefaultSocketPath()
   std::string client_name = "cpp";  // shown in the agent's log
+  // Who writes the steps this client writes: one writer per step. The agent
+  // lets only the writer that began a step add to, seal, commit or abort it;
+  // any other gets kAlreadyExists naming the owner, and nothing of it lands.
+  // Give every process of one job (all its ranks, on every node) the same
+  // id, and different jobs, or incarnations of a job, different ids: the
+  // tierckpt CLI uses a fresh random id per command, the Python front the
+  // job's identity (TIERCKPT_WRITER_ID, else torchrun's run id and restart
+  // count, else MASTER_ADDR:MASTER_PORT). "" = anonymous: shares steps with
+  // other anonymous clients only, as every client did before writer ids.
+  // At most 128 bytes of [A-Za-z0-9_.:@/+=-].
+  std::string writer_id;
+  // A fresh random writer id ("w-" and 32 hex digits) for a process that is
+  // a whole job on its own (the CLI, a test writer).
+  static std::string RandomWriterId();
   int copy_threads = 2;           // parallel copies across objects in WriteObjects/ReadObjects
   // Who checksums an object that WriteObject saves. true (default): the
   // client hashes each 512 KiB piece of shared memory right after copying it

@@ -199,10 +199,11 @@ std::chrono::milliseconds SecondsToMs(double seconds) {
 // ---- The Client ----
 
 std::unique_ptr<Client> Connect(const std::string& socket_path, const std::string& client_name, int copy_threads,
-                                uint64_t mapping_cache_bytes) {
+                                uint64_t mapping_cache_bytes, const std::string& writer_id) {
   ClientOptions options;
   options.socket_path = socket_path;
   options.client_name = client_name;
+  options.writer_id = writer_id;
   options.copy_threads = copy_threads;
   options.mapping_cache_bytes = mapping_cache_bytes;
   return Unwrap(Released([&] { return Client::Connect(options); }));
@@ -350,7 +351,8 @@ NB_MODULE(_tierckpt, m) {
 
   nb::class_<Client>(m, "Client", "One connection to the local agent (thread-safe).")
       .def_static("connect", &Connect, nb::arg("socket_path") = "", nb::arg("client_name") = "python",
-                  nb::arg("copy_threads") = 2, nb::arg("mapping_cache_bytes") = 16ull << 30)
+                  nb::arg("copy_threads") = 2, nb::arg("mapping_cache_bytes") = 16ull << 30,
+                  nb::arg("writer_id") = "")
       .def_prop_ro("node_id", &Client::node_id)
       .def_prop_ro("socket_path", &Client::socket_path)
       .def_prop_ro("durable_base", &Client::durable_base)

@@ -129,8 +129,37 @@ def start_agent(config: CheckpointConfig) -> dict:
     return report
 
 
+_WRITER_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:@/+=-")
+
+
+def writer_id() -> str:
+    """This job's writer id (docs/python.md, "One writer per step").
+
+    The agent lets only the writer that began a step write, seal, commit or
+    abort it, so every rank of one job must present the same id and another
+    job, or a new incarnation of this one, another. Without any communication
+    between ranks it comes from the launch: TIERCKPT_WRITER_ID if set, else
+    torchrun's run id and restart count, else Slurm's job id and restart
+    count, else MASTER_ADDR:MASTER_PORT; "" (anonymous: shares steps with
+    other anonymous writers, as before writer ids) when none is set.
+    """
+    explicit = os.environ.get("TIERCKPT_WRITER_ID")
+    if explicit is not None:
+        return explicit  # the agent checks it and says what is wrong
+    env = os.environ
+    if env.get("TORCHELASTIC_RUN_ID"):
+        raw = f"torchelastic:{env['TORCHELASTIC_RUN_ID']}:{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    elif env.get("SLURM_JOB_ID"):
+        raw = f"slurm:{env['SLURM_JOB_ID']}:{env.get('SLURM_RESTART_COUNT', '0')}"
+    elif env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        raw = f"job:{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+    else:
+        return ""
+    return "".join(c if c in _WRITER_ID_CHARS else "_" for c in raw)[:128]
+
+
 def _connect(socket: str) -> _tierckpt.Client:
-    return _tierckpt.Client.connect(socket, client_name=f"python:{os.getpid()}")
+    return _tierckpt.Client.connect(socket, client_name=f"python:{os.getpid()}", writer_id=writer_id())
 
 
 def _start_and_connect(config: CheckpointConfig, socket: str) -> _tierckpt.Client:

@@ -10,13 +10,13 @@
 
 namespace tierckpt::agent {
 
-Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest& req) {
+Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest& req, std::string_view writer) {
   StepSpan span;
   span.members = req.members;
   const bool replicated = d.replicator != nullptr && !d.replicator->holders().empty();
   if (replicated) span.placement = cluster::PlacementToJsonText(d.replicator->placement());
   Result<Manifest> committed =
-      d.tier->CommitStep(req.ns, req.step, req.world_size, req.persist, req.expected_objects, span);
+      d.tier->CommitStep(req.ns, req.step, req.world_size, req.persist, req.expected_objects, span, writer);
   if (!committed.ok()) {
     Metrics::Get().commit.Failed();
     return committed.status();

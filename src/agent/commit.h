@@ -34,7 +34,10 @@ struct CommitDeps {
   WorkQueue* replication_queue = nullptr;  // runs kNone replications
 };
 
-Result<Manifest> CommitOnNode(const CommitDeps& deps, const wire::CommitStepRequest& req);
+// writer: the committing client's writer id (MemoryTier, "one writer per
+// step"); kAnyWriter for a part committed on a peer's behalf.
+Result<Manifest> CommitOnNode(const CommitDeps& deps, const wire::CommitStepRequest& req,
+                              std::string_view writer = kAnyWriter);
 
 // node: the node id the merged manifest names as its writer.
 Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view node);

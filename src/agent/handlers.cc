@@ -87,11 +87,11 @@ Reply Handlers::Dispatch(ConnectionState& conn, MsgType type, std::string_view p
     case MsgType::kCreateObject:
       return CreateObject(conn, p);
     case MsgType::kSealObject:
-      return SealObject(p);
+      return SealObject(conn, p);
     case MsgType::kCommitStep:
-      return CommitStep(p);
+      return CommitStep(conn, p);
     case MsgType::kAbortStep:
-      return AbortStep(p);
+      return AbortStep(conn, p);
     case MsgType::kOpenObject:
       return OpenObject(p);
     case MsgType::kList:
@@ -121,11 +121,14 @@ Reply Handlers::Dispatch(ConnectionState& conn, MsgType type, std::string_view p
 Reply Handlers::Hello(ConnectionState& conn, std::string_view p) {
   wire::HelloRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
+  if (Status st = wire::ValidateWriterId(req.writer); !st.ok()) return StatusReply(st.WithContext("Hello"));
   conn.hello_done = true;
   conn.client = req.client.substr(0, 128);
+  conn.writer = req.writer;
   Log(LogLevel::kInfo, "hello")
       .Kv("conn", conn.id)
       .Kv("client", conn.client)
+      .Kv("writer", conn.writer)
       .Kv("pid", static_cast<uint64_t>(req.pid))
       .Kv("peer_pid", static_cast<int64_t>(conn.peer.pid));
   wire::HelloResponse resp;
@@ -141,26 +144,26 @@ Reply Handlers::Hello(ConnectionState& conn, std::string_view p) {
 Reply Handlers::BeginStep(ConnectionState& conn, std::string_view p) {
   wire::StepRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
-  return StatusReply(d_.tier->BeginStep(req.ns, req.step, conn.id));
+  return StatusReply(d_.tier->BeginStep(req.ns, req.step, conn.id, conn.writer));
 }
 
 Reply Handlers::CreateObject(ConnectionState& conn, std::string_view p) {
   wire::CreateObjectRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
-  Result<CreatedObject> created = d_.tier->CreateObject(req.ns, req.step, req.name, req.size, conn.id);
+  Result<CreatedObject> created = d_.tier->CreateObject(req.ns, req.step, req.name, req.size, conn.id, conn.writer);
   if (!created.ok()) return StatusReply(created.status());
   Reply r;
   r.fd = std::move(created->fd);
   return r;
 }
 
-Reply Handlers::SealObject(std::string_view p) {
+Reply Handlers::SealObject(const ConnectionState& conn, std::string_view p) {
   wire::SealObjectRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
-  return StatusReply(d_.tier->SealObject(req.ns, req.step, req.name, req.size, req.checksum));
+  return StatusReply(d_.tier->SealObject(req.ns, req.step, req.name, req.size, req.checksum, conn.writer));
 }
 
-Reply Handlers::CommitStep(std::string_view p) {
+Reply Handlers::CommitStep(const ConnectionState& conn, std::string_view p) {
   wire::CommitStepRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
   std::sort(req.members.begin(), req.members.end());
@@ -172,7 +175,7 @@ Reply Handlers::CommitStep(std::string_view p) {
                                          " as its only member, but this agent is node " + d_.info.node_id));
     }
     req.members.clear();
-    Result<Manifest> m = CommitOnNode(commit, req);
+    Result<Manifest> m = CommitOnNode(commit, req, conn.writer);
     if (!m.ok()) return StatusReply(m.status());
     return JsonReply(m->ToJson());
   }
@@ -191,7 +194,7 @@ Reply Handlers::CommitStep(std::string_view p) {
   }
   Result<std::vector<Manifest>> parts = d_.replicator->CommitParts(req);
   if (!parts.ok()) return StatusReply(parts.status());
-  Result<Manifest> own = CommitOnNode(commit, req);
+  Result<Manifest> own = CommitOnNode(commit, req, conn.writer);
   if (!own.ok()) return StatusReply(own.status());
   parts->push_back(std::move(own).value());
   Result<Manifest> whole = MergeParts(*parts, d_.info.node_id);
@@ -204,10 +207,10 @@ Reply Handlers::CommitStep(std::string_view p) {
   return JsonReply(whole->ToJson());
 }
 
-Reply Handlers::AbortStep(std::string_view p) {
+Reply Handlers::AbortStep(const ConnectionState& conn, std::string_view p) {
   wire::StepRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
-  return StatusReply(d_.tier->AbortStep(req.ns, req.step));
+  return StatusReply(d_.tier->AbortStep(req.ns, req.step, conn.writer));
 }
 
 Reply Handlers::OpenObject(std::string_view p) {

@@ -77,9 +77,9 @@ class Handlers final : public RequestHandler {
   Reply Hello(ConnectionState& conn, std::string_view payload);
   Reply BeginStep(ConnectionState& conn, std::string_view payload);
   Reply CreateObject(ConnectionState& conn, std::string_view payload);
-  Reply SealObject(std::string_view payload);
-  Reply CommitStep(std::string_view payload);
-  Reply AbortStep(std::string_view payload);
+  Reply SealObject(const ConnectionState& conn, std::string_view payload);
+  Reply CommitStep(const ConnectionState& conn, std::string_view payload);
+  Reply AbortStep(const ConnectionState& conn, std::string_view payload);
   Reply OpenObject(std::string_view payload);
   // A step missing from memory: from the replica holders, then the durable
   // tier (a log line when the peers had nothing); the error names both.

@@ -335,24 +335,6 @@ void MemoryTier::RecycleLocked(StepFiles* files) {
   if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", files->dir).Err(s);
 }
 
-void MemoryTier::RecycleTreeLocked(const std::string& dir) {
-  Result<std::vector<std::string>> names = ListDir(dir);
-  if (names.ok()) {
-    for (const auto& n : *names) {
-      std::string path = JoinPath(dir, n);
-      struct stat st;
-      if (::lstat(path.c_str(), &st) != 0) continue;
-      if (S_ISDIR(st.st_mode)) {
-        RecycleTreeLocked(path);
-      } else {
-        RecycleFileLocked(path, 0);
-      }
-    }
-  }
-  Status s = RemoveTree(dir);
-  if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", dir).Err(s);
-}
-
 // ---- Listings ----
 
 std::vector<StepInfo> MemoryTier::ListSteps(std::string_view ns) const {

@@ -12,6 +12,16 @@
 // CreateObject begins the step implicitly if no connection has (documented
 // in docs/agent.md). A reader never sees a step without its manifest.
 //
+// One writer per step: the first to begin a step owns it, by its writer id
+// (a job's identity, the same on all its ranks: docs/agent.md "One writer
+// per step"). Another writer id beginning, creating in, sealing, committing
+// or aborting the step while it is being written gets kAlreadyExists naming
+// the owner, and nothing of it lands; the owner's step is untouched. The id
+// "" is the anonymous writer (clients that send none: they share steps with
+// each other, as before ids existed, and with no one else). kAnyWriter is for
+// the agent's own calls (a peer committing this node's part) and skips the
+// check.
+//
 // Budget: used = bytes of every object file we hold (partial + committed +
 // pool + trash). CreateObject needing more than the free budget releases pool
 // segments first, then evicts committed steps oldest-first (lowest step of a
@@ -89,6 +99,10 @@ struct MemoryTierOptions {
 };
 
 class MemoryTier;
+
+// The writer id of the agent's internal calls: never a client's (client ids
+// are [A-Za-z0-9_.:@/+=-]{0,128}, wire/protocol.h).
+inline constexpr std::string_view kAnyWriter = "*";
 
 // Keeps a step's files from being recycled while an agent thread reads them.
 // Move-only; releases on destruction (never destroy one while holding mu_).
@@ -217,18 +231,21 @@ class MemoryTier {
   Result<RecoveryReport> Recover();
 
   // ---- Write path (conn: the caller's connection id, 0 = internal) ----
-  Status BeginStep(std::string_view ns, uint64_t step, uint64_t conn);
+  // writer: the caller's writer id (see "One writer per step" above).
+  Status BeginStep(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer = kAnyWriter);
   Result<CreatedObject> CreateObject(std::string_view ns, uint64_t step, std::string_view name,
-                                     uint64_t size, uint64_t conn);
+                                     uint64_t size, uint64_t conn, std::string_view writer = kAnyWriter);
   Status SealObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
-                    std::string_view checksum);
+                    std::string_view checksum, std::string_view writer = kAnyWriter);
   // expected empty: every created object. persist: also persist to durable.
   // span: the nodes the step spans and its replica placement, recorded in
   // the manifest (StepSpan).
   Result<Manifest> CommitStep(std::string_view ns, uint64_t step, uint32_t world_size, bool persist,
-                              const std::vector<std::string>& expected, const StepSpan& span = {});
-  // Drops an uncommitted step (ok if absent).
-  Status AbortStep(std::string_view ns, uint64_t step);
+                              const std::vector<std::string>& expected, const StepSpan& span = {},
+                              std::string_view writer = kAnyWriter);
+  // Drops an uncommitted step (ok if absent); kAlreadyExists, dropping
+  // nothing, if another writer owns it.
+  Status AbortStep(std::string_view ns, uint64_t step, std::string_view writer = kAnyWriter);
   // The connection closed: drop the uncommitted steps it wrote that have no
   // other live writer.
   void ReleaseWriter(uint64_t conn);
@@ -322,7 +339,9 @@ class MemoryTier {
   StepPin PinLocked(StepState* s);
   void Unpin(const std::shared_ptr<StepFiles>& files);
   void UnpinLocked(StepFiles* files);
-  Result<StepState*> BeginLocked(std::string_view ns, uint64_t step, uint64_t conn);
+  Result<StepState*> BeginLocked(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer);
+  // kAlreadyExists naming the owner when writer may not write s.
+  static Status CheckWriterLocked(const StepState& s, std::string_view label, std::string_view writer);
   // The size of the pool segment CreateFileLocked would take for an object
   // of size bytes (SegmentPool::BestFit), nullopt when it would create a
   // fresh file: an empty pool, or an object under kPoolSmallObject whose best
@@ -359,7 +378,6 @@ class MemoryTier {
   // Recycles the files of the tree `name` in parent_fd into the pool and
   // removes it; links in it are removed as links.
   void RecycleTreeAtLocked(int parent_fd, const std::string& name, const std::string& path);
-  void RecycleTreeLocked(const std::string& dir);
   void OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
                  StepFiles* files, const Result<std::string>& actual);
   void SubmitCheckLocked(const std::string& ns, uint64_t step, StepState* s, const std::string& name,

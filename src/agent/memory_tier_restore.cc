@@ -67,7 +67,7 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
                                " bytes); raise --memory-budget or read it from " + store.Describe() +
                                " directly (`tierckpt restore --to DIR`)");
     }
-    TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, 0));
+    TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, 0, kAnyWriter));
     s->restoring = true;
     instance = s->instance;
   }

@@ -479,5 +479,43 @@ TEST(MemoryTierTest, AFullSharedTmpfsFailsTheCreateInsteadOfKillingTheWriterWith
   ASSERT_TRUE(testing::WriteStep(t, "job", 3, {{"a", Bytes(4096, 'c')}}).ok());
 }
 
+// Issue 16 item 4: two writers saving one namespace and step at once (two
+// jobs, or a job restarted while its old incarnation still runs) committed a
+// step mixing both writers' objects. The first to begin owns the step.
+TEST(MemoryTierTest, ASecondWriterOfAStepGetsAConflictAndNothingOfItLands) {
+  TierHarness h;
+  MemoryTier& t = *h.tier;
+  ASSERT_TRUE(t.BeginStep("job", 5, /*conn=*/1, "job-a").ok());
+  ASSERT_TRUE(WriteObject(t, "job", 5, "__0_0.distcp", Bytes(4096, 'a'), /*conn=*/1, "auto").ok());
+  // Another rank of the same job joins on its own connection.
+  ASSERT_TRUE(t.BeginStep("job", 5, /*conn=*/2, "job-a").ok());
+  // The other job: every write request is refused, naming the owner.
+  Status begin = t.BeginStep("job", 5, /*conn=*/3, "job-b");
+  ASSERT_EQ(begin.code(), Code::kAlreadyExists) << begin.ToString();
+  EXPECT_NE(begin.message().find("\"job-a\""), std::string::npos) << begin.ToString();
+  EXPECT_NE(begin.message().find("nothing of yours was written"), std::string::npos) << begin.ToString();
+  EXPECT_EQ(t.CreateObject("job", 5, "__1_0.distcp", 4096, 3, "job-b").status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(t.CreateObject("job", 5, "__0_0.distcp", 4096, 3, "job-b").status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(t.SealObject("job", 5, "__0_0.distcp", 4096, "", "job-b").code(), Code::kAlreadyExists);
+  EXPECT_EQ(t.CommitStep("job", 5, 2, false, {}, {}, "job-b").status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(t.AbortStep("job", 5, "job-b").code(), Code::kAlreadyExists);
+  // An anonymous writer is another writer too.
+  EXPECT_EQ(t.BeginStep("job", 5, /*conn=*/4, "").code(), Code::kAlreadyExists);
+  // The owner's step is whole: its object, its commit.
+  ASSERT_TRUE(WriteObject(t, "job", 5, "__1_0.distcp", Bytes(4096, 'b'), /*conn=*/2, "auto").ok());
+  Result<Manifest> m = t.CommitStep("job", 5, 2, false, {}, {}, "job-a");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->objects.size(), 2u);
+  EXPECT_EQ(ReadObject(t, "job", 5, "__0_0.distcp"), Bytes(4096, 'a'));
+  // Once the owner is gone (its connections closed), another writer may write the step number.
+  ASSERT_TRUE(t.BeginStep("job", 6, /*conn=*/1, "job-a").ok());
+  t.ReleaseWriter(1);
+  t.ReleaseWriter(2);
+  ASSERT_TRUE(t.BeginStep("job", 6, /*conn=*/3, "job-b").ok());
+  // Anonymous writers share steps with each other, as before writer ids.
+  ASSERT_TRUE(t.BeginStep("job", 7, /*conn=*/4, "").ok());
+  ASSERT_TRUE(t.BeginStep("job", 7, /*conn=*/5, "").ok());
+}
+
 }  // namespace
 }  // namespace tierckpt::agent

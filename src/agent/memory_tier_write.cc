@@ -89,7 +89,23 @@ Result<std::string> MemoryTier::HashObjectFile(const std::string& path, uint64_t
   return ComputeChecksum(view.data(), view.size()).ToString();
 }
 
-Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, uint64_t conn) {
+Status MemoryTier::CheckWriterLocked(const StepState& s, std::string_view label, std::string_view writer) {
+  if (writer == kAnyWriter || s.owner == kAnyWriter || writer == s.owner) return Status::Ok();
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - s.begun);
+  auto name = [](std::string_view id) {
+    return id.empty() ? std::string("an anonymous writer") : "writer " + QuoteForMessage(id);
+  };
+  return AlreadyExists("step " + std::string(label) + " is being written by " + name(s.owner) + " (begun " +
+                       std::to_string(age.count()) + " s ago, " + std::to_string(s.writers.size()) +
+                       " connection(s)), not by this " + name(writer) +
+                       "; nothing of yours was written to it. Two jobs, or two incarnations of one job, are "
+                       "saving the same namespace and step: give each job its own namespace, or stop the "
+                       "other writer (its unfinished step is dropped when its connections close) and save "
+                       "again");
+}
+
+Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, uint64_t conn,
+                                           std::string_view writer) {
   std::string label = StepLabel(ns, step);
   if (StepState* s = FindLocked(ns, step)) {
     if (s->committed) {
@@ -102,6 +118,7 @@ Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, u
                                 " is being restored from the durable tier; read it once restored, "
                                 "or write a new step number");
     }
+    TC_RETURN_IF_ERROR(CheckWriterLocked(*s, label, writer));
     if (s->committing) {
       return FailedPrecondition("step " + label +
                                 " is being committed by another connection; write a new step number");
@@ -118,20 +135,21 @@ Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, u
   state->files = std::make_shared<StepFiles>();
   state->files->dir = dir;
   state->begun = std::chrono::steady_clock::now();
+  state->owner = std::string(writer);
   if (conn != 0) state->writers.insert(conn);
   StepState* raw = state.get();
   namespaces_.try_emplace(std::string(ns)).first->second.steps[step] = std::move(state);
   return raw;
 }
 
-Status MemoryTier::BeginStep(std::string_view ns, uint64_t step, uint64_t conn) {
+Status MemoryTier::BeginStep(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   std::lock_guard<std::mutex> lock(mu_);
-  return BeginLocked(ns, step, conn).status();
+  return BeginLocked(ns, step, conn, writer).status();
 }
 
 Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t step, std::string_view name,
-                                               uint64_t size, uint64_t conn) {
+                                               uint64_t size, uint64_t conn, std::string_view writer) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   TC_RETURN_IF_ERROR(ValidateObjectName(name));
   std::string label = StepLabel(ns, step);
@@ -143,7 +161,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
                              " bytes); raise --memory-budget or split the object");
   }
   std::unique_lock<std::mutex> lock(mu_);
-  TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, conn));
+  TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, conn, writer));
   std::string key(name);
   auto it = s->objects.find(key);
   if (it != s->objects.end()) {
@@ -187,7 +205,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
 }
 
 Status MemoryTier::SealObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
-                              std::string_view checksum) {
+                              std::string_view checksum, std::string_view writer) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   TC_RETURN_IF_ERROR(ValidateObjectName(name));
   std::string what = StepLabel(ns, step) + "/" + std::string(name);
@@ -202,6 +220,7 @@ Status MemoryTier::SealObject(std::string_view ns, uint64_t step, std::string_vi
                     "writers disconnected); BeginStep and CreateObject first");
   }
   if (s->committed) return AlreadyExists("step " + StepLabel(ns, step) + " is already committed");
+  TC_RETURN_IF_ERROR(CheckWriterLocked(*s, StepLabel(ns, step), writer));
   if (s->committing) {
     return FailedPrecondition("step " + StepLabel(ns, step) + " is being committed; seal objects before committing");
   }
@@ -279,7 +298,7 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
 
 Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint32_t world_size,
                                         bool persist, const std::vector<std::string>& expected,
-                                        const StepSpan& step_span) {
+                                        const StepSpan& step_span, std::string_view writer) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   std::vector<std::string> span = step_span.members;
   std::sort(span.begin(), span.end());
@@ -304,6 +323,7 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
                     "writers disconnected); write its objects, then commit");
   }
   if (s->committed) return AlreadyExists("step " + label + " is already committed in memory");
+  if (!s->restoring) TC_RETURN_IF_ERROR(CheckWriterLocked(*s, label, writer));
   if (s->committing || s->restoring) {
     return FailedPrecondition("step " + label + " is already being committed or restored");
   }
@@ -417,7 +437,7 @@ Status MemoryTier::PublishLocked(const std::string& ns, uint64_t step, StepState
   return Status::Ok();
 }
 
-Status MemoryTier::AbortStep(std::string_view ns, uint64_t step) {
+Status MemoryTier::AbortStep(std::string_view ns, uint64_t step, std::string_view writer) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   std::lock_guard<std::mutex> lock(mu_);
   StepState* s = FindLocked(ns, step);
@@ -429,6 +449,7 @@ Status MemoryTier::AbortStep(std::string_view ns, uint64_t step) {
   if (s->committing || s->restoring) {
     return FailedPrecondition("step " + label + " is being committed or restored right now; retry later");
   }
+  TC_RETURN_IF_ERROR(CheckWriterLocked(*s, label, writer));
   DropLocked(std::string(ns), step, "aborted by a client");
   return Status::Ok();
 }

@@ -62,6 +62,7 @@ struct ConnectionState {
   wire::PeerCred peer;
   bool hello_done = false;
   std::string client;  // from Hello
+  std::string writer;  // from Hello: the writer id of the steps it writes ("" = anonymous)
 };
 
 struct Reply {

@@ -64,6 +64,7 @@ struct StepState {
   // While being written.
   std::map<std::string, ObjectState> objects;
   std::set<uint64_t> writers;  // connection ids that began or created in it
+  std::string owner;           // the writer id that began it (MemoryTier: one writer per step)
   bool committing = false;
   bool restoring = false;      // filled from the durable tier, no writers
   int pending_checks = 0;

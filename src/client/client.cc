@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <random>
 #include <string>
 #include <utility>
 
@@ -104,6 +105,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   wire::HelloRequest hello;
   hello.pid = static_cast<uint32_t>(::getpid());
   hello.client = impl->options.client_name;
+  hello.writer = impl->options.writer_id;
   TC_ASSIGN_OR_RETURN(Connection::Reply reply, impl->Call(MsgType::kHello, hello.Encode()));
   Result<wire::HelloResponse> h = wire::HelloResponse::Decode(reply.body);
   if (!h.ok()) return h.status().WithContext("tierckptd at " + impl->options.socket_path + " answered Hello");
@@ -117,6 +119,17 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     impl->sweeper = std::make_unique<client::Sweeper>(impl->cache, kIdleSweepInterval);
   }
   return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+std::string ClientOptions::RandomWriterId() {
+  std::random_device rd;
+  std::string id = "w-";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 8; ++i) {
+    uint32_t v = rd();
+    for (int k = 0; k < 4; ++k) id += kHex[(v >> (4 * k)) & 0xf];
+  }
+  return id;
 }
 
 const std::string& Client::node_id() const { return impl_->node_id; }

@@ -213,6 +213,7 @@ std::string HelloRequest::Encode() const {
   Encoder e;
   e.U32(pid);
   e.Str(client);
+  e.Str(writer);
   return e.Take();
 }
 
@@ -221,8 +222,26 @@ Result<HelloRequest> HelloRequest::Decode(std::string_view p) {
   HelloRequest r;
   TC_RETURN_IF_ERROR(d.U32(&r.pid, "Hello.pid"));
   TC_RETURN_IF_ERROR(d.Str(&r.client, "Hello.client"));
+  TC_RETURN_IF_ERROR(d.Str(&r.writer, "Hello.writer"));
   TC_RETURN_IF_ERROR(d.Finish());
   return r;
+}
+
+Status ValidateWriterId(std::string_view id) {
+  if (id.size() > kMaxWriterIdLength) {
+    return InvalidArgument("writer id is " + std::to_string(id.size()) + " bytes; the limit is " +
+                           std::to_string(kMaxWriterIdLength) + " (set a shorter TIERCKPT_WRITER_ID)");
+  }
+  for (char c : id) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    std::string_view("_.:@/+=-").find(c) != std::string_view::npos;
+    if (!ok) {
+      return InvalidArgument("writer id holds a character outside [A-Za-z0-9_.:@/+=-] (byte " +
+                             std::to_string(static_cast<unsigned char>(c)) +
+                             "); set TIERCKPT_WRITER_ID (or ClientOptions::writer_id) to one that does not");
+    }
+  }
+  return Status::Ok();
 }
 
 std::string HelloResponse::Encode() const {

@@ -36,7 +36,7 @@
 namespace tierckpt::wire {
 
 inline constexpr uint32_t kFrameMagic = 0x504B4354;
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr size_t kFrameHeaderSize = 16;
 // Large enough for the biggest manifest (kMaxManifestBytes, 64 MiB) in a
 // CommitStep or Show response, or a CommitStep request naming ~1M objects.
@@ -70,6 +70,10 @@ enum class MsgType : uint16_t {
   kShutdown = 16,
   kPersist = 17,
 };
+// Writer ids (HelloRequest::writer): at most 128 bytes of [A-Za-z0-9_.:@/+=-].
+inline constexpr size_t kMaxWriterIdLength = 128;
+Status ValidateWriterId(std::string_view id);
+
 // Name for logs, "unknown" otherwise.
 std::string_view MsgTypeName(uint16_t type);
 bool IsKnownRequestType(uint16_t type);
@@ -135,6 +139,10 @@ class Decoder {
 struct HelloRequest {
   uint32_t pid = 0;
   std::string client;  // e.g. "tierckpt-cli 0.1", "python"
+  // Who writes the steps this connection writes: a job's identity, the same
+  // on every rank of the job (one writer per step, agent/memory_tier.h);
+  // "" = anonymous. ValidateWriterId's rule.
+  std::string writer;
   std::string Encode() const;
   static Result<HelloRequest> Decode(std::string_view p);
 };

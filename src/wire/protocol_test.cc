@@ -36,7 +36,7 @@ TEST(ProtocolTest, HeaderRoundTripIsLittleEndian) {
   h.payload_len = 0x00000a0b;
   uint8_t buf[kFrameHeaderSize];
   EncodeHeader(h, buf);
-  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 3, 0, 5, 0x80,
+  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 4, 0, 5, 0x80,
                                               4,   3,   2,   1,   0x0b, 0x0a, 0, 0};
   EXPECT_EQ(std::memcmp(buf, expected, kFrameHeaderSize), 0);
   auto d = DecodeHeader(buf);
@@ -108,12 +108,24 @@ TEST(ProtocolTest, EncoderIsLittleEndian) {
 }
 
 TEST(ProtocolTest, HelloRoundTrip) {
-  HelloRequest req{1234, "tierckpt-cli 0.1"};
+  HelloRequest req{1234, "tierckpt-cli 0.1", "torchelastic:run-7:0"};
   auto r = HelloRequest::Decode(req.Encode());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->pid, 1234u);
   EXPECT_EQ(r->client, "tierckpt-cli 0.1");
+  EXPECT_EQ(r->writer, "torchelastic:run-7:0");
   ExpectStrict(req);
+}
+
+TEST(ProtocolTest, WriterIds) {
+  EXPECT_TRUE(ValidateWriterId("").ok());
+  EXPECT_TRUE(ValidateWriterId("slurm:4242:0").ok());
+  EXPECT_TRUE(ValidateWriterId("job:10.0.0.1:29500/a+b=c@d_e-f.g").ok());
+  EXPECT_TRUE(ValidateWriterId(std::string(kMaxWriterIdLength, 'w')).ok());
+  EXPECT_EQ(ValidateWriterId(std::string(kMaxWriterIdLength + 1, 'w')).code(), Code::kInvalidArgument);
+  for (const char* bad : {"*", "a b", "a\nb", "caf\xc3\xa9"}) {
+    EXPECT_EQ(ValidateWriterId(bad).code(), Code::kInvalidArgument) << bad;
+  }
 
   HelloResponse resp{"node-a", "0.1.0", "/dev/shm/tierckpt", "file:///mnt/ckpt"};
   auto r2 = HelloResponse::Decode(resp.Encode());

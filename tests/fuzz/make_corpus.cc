@@ -88,7 +88,7 @@ Status WriteCorpus(const std::string& root) {
 
   std::vector<std::pair<std::string, std::string>> f = {
       {"req_hello",
-       Request(MsgType::kHello, wire::HelloRequest{4242, "tierckpt-cli 0.1"}.Encode())},
+       Request(MsgType::kHello, wire::HelloRequest{4242, "tierckpt-cli 0.1", "torchelastic:run-7:0"}.Encode())},
       {"req_begin_step", Request(MsgType::kBeginStep, step(1200))},
       {"req_create_object",
        Request(MsgType::kCreateObject, CreateObjectRequest{ns, 1200, object, 1 << 20}.Encode())},

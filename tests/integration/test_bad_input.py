@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 MAGIC = 0x504B4354
-VERSION = 3  # kProtocolVersion (src/wire/protocol.h)
+VERSION = 4  # kProtocolVersion (src/wire/protocol.h)
 
 
 def frame(msg_type, payload=b"", request_id=1, magic=MAGIC, version=VERSION, length=None):
@@ -23,7 +23,7 @@ def wire_str(s: bytes):
 
 
 def hello():
-    return frame(1, struct.pack("<I", os.getpid()) + wire_str(b"pytest"))
+    return frame(1, struct.pack("<I", os.getpid()) + wire_str(b"pytest") + wire_str(b""))
 
 
 def connect(agent):
@@ -151,7 +151,7 @@ def test_foreign_user_is_rejected(agents):
 
     code = ("import socket,struct,sys\n"
             "s=socket.socket(socket.AF_UNIX);s.settimeout(10);s.connect(sys.argv[1])\n"
-            "p=struct.pack('<I',1)+struct.pack('<I',1)+b'x'\n"
+            "p=struct.pack('<I',1)+struct.pack('<I',1)+b'x'+struct.pack('<I',0)\n"
             "try:\n"
             f"    s.sendall(struct.pack('<IHHII',0x504B4354,{VERSION},1,1,len(p))+p)\n"
             "    d=s.recv(64)\n"

@@ -201,3 +201,36 @@ def test_a_shared_tmpfs_filled_by_another_tenant_fails_the_save_cleanly(agents, 
         assert (out / "a.bin").read_bytes() == (src / "a.bin").read_bytes()
     finally:
         subprocess.run(["umount", "-l", str(shm)], check=False)
+
+
+# ---- item 4: one writer per step -----------------------------------------------------------
+
+def test_two_writers_of_one_step_never_mix_their_objects(agent, tmp_path):
+    """Two `tierckpt save` of one namespace and step at once (two jobs): before
+    the fix 14 of 40 tries committed a step mixing both writers' files."""
+    import subprocess  # noqa: PLC0415
+    from conftest import CLI_BIN  # noqa: PLC0415
+    names = [f"shard_{i:02d}.bin" for i in range(12)]
+    srcs = []
+    for w in "AB":
+        srcs.append(make_dir(tmp_path / f"src{w}", {n: w.encode() * (256 << 10) for n in names}))
+    conflicts = 0
+    for attempt in range(20):
+        procs = [subprocess.Popen([str(CLI_BIN), "save", "j", str(attempt), "--from", str(src), "--threads", "4"],
+                                  env=agent.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  stdin=subprocess.DEVNULL) for src in srcs]
+        results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+        for p in procs:
+            p.stdout.close()
+            p.stderr.close()
+        ok = [i for i, (rc, _) in enumerate(results) if rc == 0]
+        assert len(ok) == 1, (attempt, results)
+        loser_err = results[1 - ok[0]][1]
+        assert "being written by" in loser_err or "already committed" in loser_err, loser_err
+        conflicts += "being written by" in loser_err
+        out = tmp_path / f"out{attempt}"
+        agent.cli("restore", "j", attempt, "--to", out)
+        winner = "AB"[ok[0]]
+        for n in names:
+            assert (out / n).read_bytes() == winner.encode() * (256 << 10), (attempt, n)
+    assert conflicts > 0, "the two writers never overlapped; the test did not exercise the conflict"

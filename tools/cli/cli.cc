@@ -17,6 +17,7 @@ std::unique_ptr<Client> ConnectOrReport(const GlobalOptions& g, int* exit_code) 
   ClientOptions options;
   options.socket_path = SocketPath(g);
   options.client_name = ClientName();
+  options.writer_id = ClientOptions::RandomWriterId();  // each command is a writer of its own
   Result<std::unique_ptr<Client>> c = Client::Connect(options);
   if (c.ok()) return std::move(c).value();
   if (c.status().code() == Code::kUnavailable || c.status().code() == Code::kNotFound) {

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   tierckpt::ClientOptions opts;
   opts.socket_path = socket;
   opts.client_name = "tc_test_writer";
+  opts.writer_id = tierckpt::ClientOptions::RandomWriterId();
   auto client = tierckpt::Client::Connect(opts);
   if (!client.ok()) return Fail(client.status());
   auto& c = **client;

@@ -291,7 +291,8 @@ NB_MODULE(_tierckpt, m) {
   nb::set_leak_warnings(false);
 
   m.def("default_socket_path", &DefaultSocketPath,
-        "$TIERCKPT_SOCKET, else $XDG_RUNTIME_DIR/tierckpt/agent.sock, else /tmp/tierckpt-<uid>/agent.sock.");
+        "$TIERCKPT_SOCKET, else $XDG_RUNTIME_DIR/tierckpt/agent.sock, else /run/tierckpt/agent.sock for root, "
+        "else /tmp/tierckpt-<uid>/agent.sock.");
 
   nb::class_<ObjectEntry>(m, "ObjectEntry")
       .def_ro("name", &ObjectEntry::name)

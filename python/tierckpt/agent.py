@@ -138,15 +138,24 @@ def writer_id() -> str:
     The agent lets only the writer that began a step write, seal, commit or
     abort it, so every rank of one job must present the same id and another
     job, or a new incarnation of this one, another. Without any communication
-    between ranks it comes from the launch: TIERCKPT_WRITER_ID if set, else
-    torchrun's run id and restart count, else Slurm's job id and restart
-    count, else MASTER_ADDR:MASTER_PORT; "" (anonymous: shares steps with
-    other anonymous writers, as before writer ids) when none is set.
+    between ranks it comes from the launch (derive_writer_id). It is derived
+    once per process and pinned in TIERCKPT_WRITER_ID, so that processes this
+    one starts afterwards (DCP's async PROCESS executor, which sets its own
+    MASTER_PORT) write as the same writer.
     """
     explicit = os.environ.get("TIERCKPT_WRITER_ID")
     if explicit is not None:
         return explicit  # the agent checks it and says what is wrong
-    env = os.environ
+    derived = derive_writer_id(os.environ)
+    os.environ["TIERCKPT_WRITER_ID"] = derived
+    return derived
+
+
+def derive_writer_id(env) -> str:
+    """The writer id the launch environment `env` names: torchrun's run id and
+    restart count, else Slurm's job id and restart count, else
+    MASTER_ADDR:MASTER_PORT; "" (anonymous: shares steps with other anonymous
+    writers, as before writer ids) when none is set."""
     if env.get("TORCHELASTIC_RUN_ID"):
         raw = f"torchelastic:{env['TORCHELASTIC_RUN_ID']}:{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     elif env.get("SLURM_JOB_ID"):

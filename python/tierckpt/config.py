@@ -156,7 +156,8 @@ class CheckpointConfig:
         persist_every: also persist steps whose number is a multiple of N (0 = only when a writer is
             built with ``persist=True``). Env ``TIERCKPT_PERSIST_EVERY``.
         socket: the agent's Unix socket; ``None`` = ``$TIERCKPT_SOCKET``, else
-            ``$XDG_RUNTIME_DIR/tierckpt/agent.sock``, else ``/tmp/tierckpt-<uid>/agent.sock``.
+            ``$XDG_RUNTIME_DIR/tierckpt/agent.sock``, else ``/run/tierckpt/agent.sock`` for root,
+            else ``/tmp/tierckpt-<uid>/agent.sock``.
         root: tmpfs root for an embedded agent (agent default ``/dev/shm/tierckpt-<uid>``).
             Env ``TIERCKPT_ROOT``.
         memory_budget: memory budget of an embedded agent: bytes, ``8GiB`` or ``25%`` of RAM

@@ -379,17 +379,23 @@ Reply Handlers::Prune(std::string_view p) {
   PruneReport report;
   report.keep_memory = req.keep_memory == 0 ? d_.info.keep_last : req.keep_memory;
   report.keep_durable = req.keep_durable;
-  PruneResult memory = d_.tier->Prune(req.ns, report.keep_memory);
-  if (!memory.rechecking.empty() && d_.store != nullptr) {
+  const bool check_here = d_.store != nullptr;
+  PruneResult memory = d_.tier->Prune(req.ns, report.keep_memory, check_here);
+  if (!memory.rechecking.empty() && check_here) {
     // Steps recorded durable go once their durable copy is seen: checked
-    // here (an admin request may wait for the store) rather than later by
-    // the persister, so that the prune's answer says what it deleted.
+    // here (an admin request may wait for the store) rather than by the
+    // persister, so that the prune's answer says what it deleted. A durable
+    // copy that is gone is written again first (kept until it is).
     for (const auto& [ns, step] : memory.rechecking) {
       Result<Manifest> there = d_.store->ReadManifest(ns, step);
       Result<Manifest> here = d_.tier->GetManifest(ns, step);
-      if (there.ok() && here.ok() && SameObjects(*there, *here)) d_.tier->ConfirmDurable(ns, step);
+      if (there.ok() && here.ok() && SameObjects(*there, *here)) {
+        d_.tier->ConfirmDurable(ns, step);
+      } else if (here.ok()) {
+        (void)d_.tier->RequestPersist(ns, step);
+      }
     }
-    PruneResult again = d_.tier->Prune(req.ns, report.keep_memory);
+    PruneResult again = d_.tier->Prune(req.ns, report.keep_memory, check_here);
     for (auto& e : again.evicted) memory.evicted.push_back(std::move(e));
     memory.kept_pending = std::move(again.kept_pending);
   }

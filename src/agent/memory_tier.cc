@@ -222,7 +222,7 @@ bool MemoryTier::EvictOneLocked(SpaceFor purpose) {
 }
 
 void MemoryTier::ApplyRetentionLocked(const std::string& ns, uint32_t keep, PruneResult* result,
-                                      std::optional<uint64_t> protect) {
+                                      std::optional<uint64_t> protect, bool caller_checks_durable) {
   if (keep < 1) keep = 1;
   auto it = namespaces_.find(ns);
   if (it == namespaces_.end()) return;
@@ -247,7 +247,7 @@ void MemoryTier::ApplyRetentionLocked(const std::string& ns, uint32_t keep, Prun
       // Recorded durable, but the durable copy may have been deleted since:
       // the persister checks it (writing it again if it is gone) before
       // this copy, perhaps the last one, goes (FinishPersist re-applies).
-      recheck.push_back(st->first);
+      if (!caller_checks_durable) recheck.push_back(st->first);
       if (result != nullptr) result->kept_pending.emplace_back(ns, st->first);
       if (result != nullptr) result->rechecking.emplace_back(ns, st->first);
       continue;

@@ -269,7 +269,11 @@ class MemoryTier {
   // kFailedPrecondition if it is being written or persisted right now.
   Result<bool> DeleteStep(std::string_view ns, uint64_t step);
   // Retention with keep (0 = keep_last) over ns ("" = all namespaces).
-  PruneResult Prune(std::string_view ns, uint32_t keep);
+  // caller_checks_durable: durable steps not confirmed since retention chose
+  // them are only listed in `rechecking` (not queued for the persister): the
+  // caller checks their durable copy, ConfirmDurable()s or RequestPersist()s
+  // them, and prunes again.
+  PruneResult Prune(std::string_view ns, uint32_t keep, bool caller_checks_durable = false);
 
   // ---- Persistence bookkeeping ----
   // Marks a committed step for persistence (marker + kQueued + hook). Ok if
@@ -363,7 +367,7 @@ class MemoryTier {
   static bool AwaitsDurable(const StepState& s);
   // protect: a step kept this time even if retention would drop it.
   void ApplyRetentionLocked(const std::string& ns, uint32_t keep, PruneResult* result,
-                            std::optional<uint64_t> protect = std::nullopt);
+                            std::optional<uint64_t> protect = std::nullopt, bool caller_checks_durable = false);
   // Removes the step from the index and recycles (or trashes) its files.
   void DropLocked(const std::string& ns, uint64_t step, std::string_view why);
   void RecycleLocked(StepFiles* files);

@@ -140,7 +140,7 @@ Result<bool> MemoryTier::DeleteStep(std::string_view ns, uint64_t step) {
   return true;
 }
 
-PruneResult MemoryTier::Prune(std::string_view ns, uint32_t keep) {
+PruneResult MemoryTier::Prune(std::string_view ns, uint32_t keep, bool caller_checks_durable) {
   if (keep == 0) keep = options_.keep_last;
   PruneResult result;
   std::lock_guard<std::mutex> lock(mu_);
@@ -148,7 +148,7 @@ PruneResult MemoryTier::Prune(std::string_view ns, uint32_t keep) {
   for (const auto& [name, nss] : namespaces_) {
     if (ns.empty() || name == ns) names.push_back(name);
   }
-  for (const auto& name : names) ApplyRetentionLocked(name, keep, &result);
+  for (const auto& name : names) ApplyRetentionLocked(name, keep, &result, std::nullopt, caller_checks_durable);
   return result;
 }
 

@@ -4,13 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "os/fd.h"
+#include "os/parallel.h"
 
 namespace tierckpt::bench {
 
@@ -93,17 +92,10 @@ void FillNonZero(uint8_t* dst, size_t size, uint64_t seed) {
 }
 
 void ParallelOver(size_t n, int threads, const std::function<void(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
-  };
-  const size_t extra = std::min<size_t>(threads > 1 ? static_cast<size_t>(threads - 1) : 0,
-                                        n > 0 ? n - 1 : 0);
-  std::vector<std::thread> pool;
-  pool.reserve(extra);
-  for (size_t t = 0; t < extra; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  (void)ParallelFor(n, threads, [&](size_t i) {
+    fn(i);
+    return Status::Ok();
+  });
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {

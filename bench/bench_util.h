@@ -65,7 +65,8 @@ struct Layout {
 void FillNonZero(uint8_t* dst, size_t size, uint64_t seed);
 
 // Calls fn(i) for every i in [0, n) on `threads` threads (the caller's
-// included), taking indices from a shared counter — as the client does.
+// included), taking indices from a shared counter: os/parallel.h's
+// ParallelFor, the one the client uses.
 void ParallelOver(size_t n, int threads, const std::function<void(size_t)>& fn);
 
 // Seconds since `start` on the steady clock.

@@ -142,10 +142,10 @@ Result<tierckpt::UniqueFd> ScratchFile(const std::string& dir, uint64_t size, in
   const std::string path =
       tierckpt::JoinPath(dir, "tc_s3_bench-" + std::to_string(::getpid()) + "-" + std::to_string(rep));
   TC_ASSIGN_OR_RETURN(tierckpt::UniqueFd fd, tierckpt::OpenFile(path, O_RDWR | O_CREAT | O_EXCL, 0600));
-  ::unlink(path.c_str());
-  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
-    return tierckpt::ErrnoStatus("sizing the download file " + path + " (free space in --scratch?)");
-  }
+  // Unlinked while open, so it is gone when the fd closes; a failure only leaves it behind.
+  tierckpt::RemoveFile(path, tierckpt::IfMissing::kOk).IgnoreError();
+  TC_RETURN_IF_ERROR(tierckpt::TruncateFd(
+      fd.get(), size, "sizing the download file " + path + " (free space in --scratch?)"));
   return fd;
 }
 

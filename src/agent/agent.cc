@@ -155,7 +155,7 @@ Status Agent::TakeLock() {
                          "; stop it (`tierckpt agent stop`) or give this one another --root");
   }
   std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd.get(), 0) != 0) return ErrnoStatus("truncating " + path);
+  TC_RETURN_IF_ERROR(TruncateFd(fd.get(), 0, "truncating " + path));
   TC_RETURN_IF_ERROR(PwriteAll(fd.get(), pid.data(), pid.size(), 0, path));
   lock_fd_ = std::move(fd);
   return Status::Ok();
@@ -303,7 +303,8 @@ void Agent::Run() {
   Log(LogLevel::kInfo, "stopping").Kv("grace_s", config_.shutdown_grace_s);
   if (persister_ != nullptr) persister_->Stop(std::chrono::seconds(config_.shutdown_grace_s));
   verifier_->Stop();
-  if (!config_.pid_file.empty()) ::unlink(config_.pid_file.c_str());
+  // Best effort: a stale pid file names no live process, and the next start rewrites it.
+  if (!config_.pid_file.empty()) RemoveFile(config_.pid_file, IfMissing::kOk).IgnoreError();
   Log(LogLevel::kInfo, "stopped").Kv("pid", static_cast<int64_t>(::getpid()));
 }
 

@@ -10,6 +10,7 @@
 #include "agent/budget.h"
 #include "cluster/address.h"
 #include "os/files.h"
+#include "wire/socket_path.h"
 #include "wire/unix_socket.h"
 
 namespace tierckpt::agent {
@@ -21,11 +22,6 @@ std::string HostName() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
   return buf;
-}
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
 }
 
 Status RangeError(const char* flag, int64_t value, int64_t lo, int64_t hi) {
@@ -94,16 +90,6 @@ int DefaultVerifyThreads(unsigned cores) {
   return static_cast<int>(std::clamp(cores / 4, 1u, 8u));
 }
 
-std::string DefaultAgentSocket() {
-  std::string env = Env("TIERCKPT_SOCKET");
-  if (!env.empty()) return env;
-  std::string xdg = Env("XDG_RUNTIME_DIR");
-  if (!xdg.empty()) return JoinPath(JoinPath(xdg, "tierckpt"), "agent.sock");
-  const uid_t uid = ::geteuid();
-  if (uid == 0) return "/run/tierckpt/agent.sock";
-  return "/tmp/tierckpt-" + std::to_string(uid) + "/agent.sock";
-}
-
 std::string DefaultAgentRoot() { return "/dev/shm/tierckpt-" + std::to_string(::getuid()); }
 
 Status PrepareSocketDir(const std::string& socket_path) {
@@ -145,7 +131,7 @@ Status ResolvePreallocate(AgentConfig* c) {
 }  // namespace
 
 Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
-  if (c->socket_path.empty()) c->socket_path = DefaultAgentSocket();
+  if (c->socket_path.empty()) c->socket_path = wire::DefaultSocketPath();
   if (c->root.empty()) c->root = DefaultAgentRoot();
   if (c->node_id.empty()) c->node_id = HostName();
   if (c->socket_path.size() >= 108) {

@@ -6,7 +6,7 @@
 // (`keep-last = 5`); flags win over the file. docs/agent.md lists them all.
 //
 //   field            flag               default
-//   socket_path      --socket           DefaultAgentSocket()
+//   socket_path      --socket           wire::DefaultSocketPath()
 //   root             --root             /dev/shm/tierckpt-<uid>
 //   memory_budget    --memory-budget    "25%" (bytes, "512MiB", "8GiB" or % of RAM)
 //   keep_last        --keep-last        3 (committed steps kept in memory per namespace, >= 1)
@@ -62,7 +62,7 @@ namespace tierckpt::agent {
 int DefaultVerifyThreads(unsigned cores = 0);
 
 struct AgentConfig {
-  std::string socket_path;             // "" = DefaultAgentSocket()
+  std::string socket_path;             // "" = wire::DefaultSocketPath()
   std::string root;                    // "" = DefaultAgentRoot()
   std::string memory_budget = "25%";   // the spec as given
   uint64_t budget_bytes = 0;           // resolved by FinalizeAgentConfig
@@ -95,10 +95,6 @@ struct AgentConfig {
   std::string config_file;             // the --config file read, "" if none
 };
 
-// $TIERCKPT_SOCKET, else $XDG_RUNTIME_DIR/tierckpt/agent.sock, else
-// /run/tierckpt/agent.sock for root, else /tmp/tierckpt-<uid>/agent.sock.
-// The same rule as tierckpt::DefaultSocketPath().
-std::string DefaultAgentSocket();
 // /dev/shm/tierckpt-<uid>
 std::string DefaultAgentRoot();
 // Creates the socket's parent directory with mode 0700 if missing, then

@@ -6,6 +6,7 @@
 
 #include "agent/agent_test_util.h"
 #include "os/files.h"
+#include "wire/socket_path.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -23,7 +24,7 @@ TEST(ConfigTest, DefaultsAreDocumented) {
   const AgentConfig& cfg = c->config;
   EXPECT_FALSE(c->exit_now);
   EXPECT_EQ(cfg.root, "/dev/shm/tierckpt-" + std::to_string(::getuid()));
-  EXPECT_EQ(cfg.socket_path, DefaultAgentSocket());
+  EXPECT_EQ(cfg.socket_path, wire::DefaultSocketPath());
   EXPECT_EQ(cfg.budget_bytes, 64u << 20);
   EXPECT_EQ(cfg.keep_last, 3u);
   EXPECT_EQ(cfg.durable_url, "");
@@ -175,14 +176,15 @@ TEST(ConfigTest, DefaultSocketFollowsTheEnvironment) {
   std::string saved_sock = old_sock ? old_sock : "";
   std::string saved_xdg = old_xdg ? old_xdg : "";
   ::setenv("TIERCKPT_SOCKET", "/tmp/explicit.sock", 1);
-  EXPECT_EQ(DefaultAgentSocket(), "/tmp/explicit.sock");
+  EXPECT_EQ(wire::DefaultSocketPath(), "/tmp/explicit.sock");
   ::unsetenv("TIERCKPT_SOCKET");
   ::setenv("XDG_RUNTIME_DIR", "/run/user/42", 1);
-  EXPECT_EQ(DefaultAgentSocket(), "/run/user/42/tierckpt/agent.sock");
+  EXPECT_EQ(wire::DefaultSocketPath(), "/run/user/42/tierckpt/agent.sock");
   ::unsetenv("XDG_RUNTIME_DIR");
   // Root's default is under /run, which no other user can claim first.
-  EXPECT_EQ(DefaultAgentSocket(), ::geteuid() == 0 ? std::string("/run/tierckpt/agent.sock")
-                                                   : "/tmp/tierckpt-" + std::to_string(::geteuid()) + "/agent.sock");
+  EXPECT_EQ(wire::DefaultSocketPath(), ::geteuid() == 0
+                                           ? std::string("/run/tierckpt/agent.sock")
+                                           : "/tmp/tierckpt-" + std::to_string(::geteuid()) + "/agent.sock");
   if (old_sock) ::setenv("TIERCKPT_SOCKET", saved_sock.c_str(), 1);
   if (old_xdg) ::setenv("XDG_RUNTIME_DIR", saved_xdg.c_str(), 1);
 }

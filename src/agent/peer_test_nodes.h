@@ -19,9 +19,9 @@
 #include "agent/replica_tiers.h"
 #include "agent/replicator.h"
 #include "peer/channel_transport.h"
-#include "peer/fault_transport.h"
 #include "peer/peer_test_util.h"
 #include "store/object_store.h"
+#include "testing/fault_transport.h"
 
 namespace tierckpt::agent::testing {
 

@@ -2,13 +2,13 @@
 #include "agent/replicator.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
+#include <limits>
 #include <optional>
-#include <thread>
 
 #include "agent/peer_messages.h"
 #include "common/log.h"
+#include "os/parallel.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {
@@ -19,9 +19,11 @@ template <typename Ask>
 auto AskEach(const std::vector<std::string>& nodes, Ask ask) {
   using R = decltype(ask(std::string()));
   std::vector<std::optional<R>> slots(nodes.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < nodes.size(); ++i) threads.emplace_back([&, i] { slots[i].emplace(ask(nodes[i])); });
-  for (std::thread& t : threads) t.join();
+  const int threads = static_cast<int>(std::min<size_t>(nodes.size(), std::numeric_limits<int>::max()));
+  (void)ParallelFor(nodes.size(), threads, [&](size_t i) {
+    slots[i].emplace(ask(nodes[i]));
+    return Status::Ok();  // each answer, failed or not, is in its slot
+  });
   std::vector<R> out;
   for (auto& r : slots) out.push_back(std::move(*r));
   return out;
@@ -240,17 +242,12 @@ Result<std::vector<Manifest>> Replicator::CommitParts(const wire::CommitStepRequ
   const std::string payload = req.Encode();
   // At most kMaxParallelCalls members at once; a part commit replicates the
   // part first (--replica-ack all): as long a wait as Replicate.
-  constexpr size_t kMaxParallelCalls = 32;
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> threads;
-  for (size_t w = 0; w < std::min(others.size(), kMaxParallelCalls); ++w) {
-    threads.emplace_back([&] {
-      for (size_t i = next++; i < others.size(); i = next++) {
-        replies[i] = Call(others[i], PeerMsg::kCommitPart, payload, PeerMsg::kManifest, peer::Millis(3600 * 1000));
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  constexpr int kMaxParallelCalls = 32;
+  (void)ParallelFor(others.size(), kMaxParallelCalls, [&](size_t i) {
+    replies[i] =
+        Call(others[i], PeerMsg::kCommitPart, payload, PeerMsg::kManifest, peer::Millis(3600 * 1000));
+    return Status::Ok();  // every member is asked; the replies are judged below
+  });
   std::vector<Manifest> parts;
   std::string failed;
   Code code = Code::kOk;

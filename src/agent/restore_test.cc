@@ -3,8 +3,8 @@
 
 #include "agent/agent_test_util.h"
 #include "agent/memory_tier.h"
-#include "store/fault_store.h"
 #include "store/mem_store.h"
+#include "testing/fault_store.h"
 
 namespace tierckpt::agent {
 namespace {

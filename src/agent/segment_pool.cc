@@ -55,15 +55,17 @@ Status SegmentPool::Load() {
 }
 
 Result<uint64_t> SegmentPool::Put(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + path + " to recycle it");
-  if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+  Result<DirEntry> entry = StatNoFollow(path);
+  if (!entry.ok()) return entry.status().WithContext("recycling into the segment pool");
+  // Nothing there is an error: the caller hands in a file it made.
+  if (entry->type == EntryType::kMissing) return ErrnoStatus("stat " + path + " to recycle it", ENOENT);
+  if (entry->type != EntryType::kRegular || entry->size == 0) {
     TC_RETURN_IF_ERROR(RemoveTree(path));
     return uint64_t{0};
   }
   uint64_t id = next_id_++;
   TC_RETURN_IF_ERROR(RenamePath(path, SegPath(id)));
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint64_t size = entry->size;
   segs_.insert({size, id});
   bytes_ += size;
   return size;
@@ -90,9 +92,8 @@ Result<uint64_t> SegmentPool::Take(uint64_t size, const std::string& dest) {
     // O_NOFOLLOW: resize the segment, never what a link in its place names.
     Result<UniqueFd> fd = OpenFile(src, O_WRONLY | O_NOFOLLOW);
     if (!fd.ok()) return fd.status().WithContext("resize pool segment " + src);
-    if (::ftruncate(fd->get(), static_cast<off_t>(size)) != 0) {
-      return ErrnoStatus("resize pool segment " + src + " to " + std::to_string(size) + " bytes");
-    }
+    TC_RETURN_IF_ERROR(
+        TruncateFd(fd->get(), size, "resize pool segment " + src + " to " + std::to_string(size) + " bytes"));
   }
   Status moved = RenamePath(src, dest);
   if (!moved.ok()) {
@@ -121,7 +122,7 @@ Result<uint64_t> SegmentPool::ReleaseOne(std::optional<uint64_t> keep_for) {
   Seg seg = *it;
   std::string path = SegPath(seg.second);
   if (mappings_ != nullptr) mappings_->ForgetPath(path);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink pool segment " + path);
+  TC_RETURN_IF_ERROR(RemoveFile(path, IfMissing::kOk, "unlink pool segment"));
   segs_.erase(seg);
   bytes_ -= seg.first;
   return seg.first;

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +12,8 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "os/descriptors.h"
+#include "os/files.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {
@@ -24,10 +25,25 @@ constexpr size_t kTrimAfterBytes = 1u << 20;
 
 std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
+// A descriptor held in reserve, released to accept (and refuse) a client at
+// EMFILE; invalid when even that cannot be opened (RefuseForFdLimit copes).
+UniqueFd SpareFd() {
+  Result<UniqueFd> fd = OpenFile("/dev/null", O_RDONLY | O_CLOEXEC);
+  return fd.ok() ? std::move(fd).value() : UniqueFd();
+}
+
 }  // namespace
 
 Service::Service(ServiceOptions options, RequestHandler* handler)
-    : options_(std::move(options)), handler_(handler), wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+    : options_(std::move(options)), handler_(handler) {
+  // Set once here (Stop reads it from any thread); Listen fails without it.
+  Result<UniqueFd> wake = OpenEventFd("the service's wake-up eventfd");
+  if (wake.ok()) {
+    wake_fd_ = std::move(wake).value();
+  } else {
+    Log(LogLevel::kError, "service").Err(wake.status());
+  }
+}
 
 Service::~Service() {
   Stop();
@@ -56,15 +72,14 @@ Status Service::Listen() {
   // Pending connections never fill more than half the table, so greeted
   // clients always find room.
   max_pending_ = std::clamp<size_t>(options_.max_pending_hello, 1, std::max<size_t>(1, effective_max_connections_ / 2));
-  reserve_fd_.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  reserve_fd_ = SpareFd();
   TC_ASSIGN_OR_RETURN(listen_fd_, wire::ListenUnix(options_.socket_path, options_.listen_backlog));
   return Status::Ok();
 }
 
 void Service::Stop() {
   stopping_ = true;
-  uint64_t one = 1;
-  if (wake_fd_.valid()) (void)!::write(wake_fd_.get(), &one, sizeof(one));
+  if (wake_fd_.valid()) SignalEventFd(wake_fd_.get());
 }
 
 size_t Service::connections() const {
@@ -89,7 +104,8 @@ void Service::Run(int extra_stop_fd, const std::function<void()>& on_stopping) {
   stopping_ = true;
   if (on_stopping) on_stopping();
   listen_fd_.Reset();
-  ::unlink(options_.socket_path.c_str());
+  // Best effort: a socket left behind is replaced by the next agent's Listen.
+  RemoveFile(options_.socket_path, IfMissing::kOk).IgnoreError();
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, c] : conns_) {
@@ -155,19 +171,20 @@ void Service::RefuseForFdLimit(int accept_errno) {
     return;
   }
   reserve_fd_.Reset();
-  UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  UniqueFd fd = AcceptConnection(listen_fd_.get()).fd;  // a failure: nothing to refuse
   if (fd.valid()) {
     wire::PeerCred peer;
     if (Result<wire::PeerCred> p = wire::GetPeerCred(fd.get()); p.ok()) peer = *p;
     Refuse(std::move(fd), peer, why);
   }
-  reserve_fd_.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  reserve_fd_ = SpareFd();
 }
 
 void Service::Accept() {
-  UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  Accepted accepted = AcceptConnection(listen_fd_.get());
+  UniqueFd fd = std::move(accepted.fd);
   if (!fd.valid()) {
-    const int err = errno;
+    const int err = accepted.err;
     if (err == EMFILE || err == ENFILE) {
       RefuseForFdLimit(err);
     } else if (err != EAGAIN && err != EINTR && err != ECONNABORTED) {

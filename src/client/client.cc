@@ -2,11 +2,10 @@
 // memory (which run outside the connection's lock).
 #include "tierckpt/client.h"
 
-#include <cstring>
-
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -15,10 +14,10 @@
 #include "client/client_internal.h"
 #include "client/connection.h"
 #include "client/mapping_cache.h"
-#include "client/parallel.h"
 #include "client/responses.h"
 #include "client/sweeper.h"
 #include "common/checksum.h"
+#include "os/parallel.h"
 #include "wire/protocol.h"
 
 namespace tierckpt {
@@ -213,7 +212,7 @@ Status Client::WriteObject(std::string_view ns, uint64_t step, std::string_view 
 }
 
 Status Client::WriteObjects(std::string_view ns, uint64_t step, const std::vector<ObjectSource>& objects) {
-  return client::ParallelFor(objects.size(), impl_->options.copy_threads, [&](size_t i) {
+  return ParallelFor(objects.size(), impl_->options.copy_threads, [&](size_t i) {
     const ObjectSource& o = objects[i];
     return WriteObject(ns, step, o.name, o.data, o.size).WithContext("writing object " + o.name);
   });
@@ -320,7 +319,7 @@ Result<ObjectView> Client::Open(std::string_view ns, uint64_t step, std::string_
 }
 
 Status Client::ReadObjects(std::string_view ns, uint64_t step, const std::vector<ObjectDest>& objects) {
-  return client::ParallelFor(objects.size(), impl_->options.copy_threads, [&](size_t i) -> Status {
+  return ParallelFor(objects.size(), impl_->options.copy_threads, [&](size_t i) -> Status {
     const ObjectDest& d = objects[i];
     const std::string context = "reading object " + d.name;
     Result<ObjectView> view = Open(ns, step, d.name);

@@ -137,6 +137,33 @@ Status RenamePath(const std::string& from, const std::string& to) {
   return Status::Ok();
 }
 
+Status RemoveFile(const std::string& path, IfMissing if_missing, std::string_view what) {
+  if (::unlink(path.c_str()) == 0) return Status::Ok();
+  if (errno == ENOENT && if_missing == IfMissing::kOk) return Status::Ok();
+  return ErrnoStatus(std::string(what) + " " + path);
+}
+
+Status WriteFileVia(const std::string& tmp, const std::string& path, mode_t mode, bool sync_data,
+                    const std::function<Status(int fd)>& fill) {
+  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tmp, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, mode));
+  Status st = fill(fd.get());
+  if (st.ok() && sync_data) st = FsyncFd(fd.get(), "syncing " + tmp);
+  fd.Reset();
+  if (st.ok()) st = RenamePath(tmp, path);
+  if (!st.ok()) RemoveFile(tmp, IfMissing::kOk).IgnoreError();  // the first failure is the one to report
+  return st;
+}
+
+Status TruncateFd(int fd, uint64_t size, std::string_view what) {
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return ErrnoStatus(what);
+  return Status::Ok();
+}
+
+Status FsyncFd(int fd, std::string_view what) {
+  if (::fsync(fd) != 0) return ErrnoStatus(what);
+  return Status::Ok();
+}
+
 Result<std::vector<std::string>> ListDir(const std::string& path) {
   DIR* d = ::opendir(path.c_str());
   if (d == nullptr) return ErrnoStatus("list " + path);
@@ -154,18 +181,32 @@ Result<std::vector<std::string>> ListDir(const std::string& path) {
   return out;
 }
 
-Result<FileInfo> StatPath(const std::string& path) {
-  struct stat st;
+namespace {
+
+FileInfo InfoOf(const struct stat& st) {
   FileInfo info;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return info;
-    return ErrnoStatus("stat " + path);
-  }
   info.exists = true;
   info.is_dir = S_ISDIR(st.st_mode);
   info.is_regular = S_ISREG(st.st_mode);
   info.size = static_cast<uint64_t>(st.st_size);
   return info;
+}
+
+}  // namespace
+
+Result<FileInfo> StatPath(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return FileInfo{};
+    return ErrnoStatus("stat " + path);
+  }
+  return InfoOf(st);
+}
+
+Result<FileInfo> StatFd(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("stat " + path);
+  return InfoOf(st);
 }
 
 // ---- Trees that are not trusted ----

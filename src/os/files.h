@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,34 @@ Status RemoveTree(const std::string& path);
 Status FsyncPath(const std::string& path);  // opens with O_RDONLY and fsyncs
 Status RenamePath(const std::string& from, const std::string& to);
 
+// What RemoveFile does when there is nothing at the path.
+enum class IfMissing {
+  kOk,    // already gone is what the caller wanted: Ok
+  kFail,  // the caller expected a file: kNotFound
+};
+// Removes the file at path with unlink(2); a symbolic link is removed as a
+// link, never followed. A missing path follows `if_missing`. Any other
+// failure (a directory: EISDIR/EPERM; EACCES, EBUSY, EROFS, ...) is
+// ErrnoStatus("<what> <path>"). Callers that ignore a failure say so
+// (IgnoreError) at the call.
+Status RemoveFile(const std::string& path, IfMissing if_missing, std::string_view what = "removing");
+
+// Writes path through the temporary file tmp (the caller names it, so that
+// readers of the directory can recognise a partial file): creates tmp with
+// O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC and mode (before umask), calls
+// fill(fd) to write it, fsyncs it when sync_data is true (the directory is
+// not synced), closes it and renames it over path. Readers see the old file
+// or the whole new one. On any failure tmp is removed (that removal's own
+// failure is dropped: the first failure is the one returned) and path is
+// untouched; fill's failure is returned as is.
+Status WriteFileVia(const std::string& tmp, const std::string& path, mode_t mode, bool sync_data,
+                    const std::function<Status(int fd)>& fill);
+
+// ftruncate(2) and fsync(2) on an open descriptor; a failure is
+// ErrnoStatus(what) ("what" names the file and the purpose).
+Status TruncateFd(int fd, uint64_t size, std::string_view what);
+Status FsyncFd(int fd, std::string_view what);
+
 // Entry names of a directory, without "." and "..", sorted.
 Result<std::vector<std::string>> ListDir(const std::string& path);
 
@@ -57,6 +86,8 @@ struct FileInfo {
 };
 // exists=false (and ok) when the path does not exist.
 Result<FileInfo> StatPath(const std::string& path);
+// What the open descriptor is (fstat); `path` names it in the error.
+Result<FileInfo> StatFd(int fd, const std::string& path);
 
 // ---- Trees that are not trusted: never follow a symbolic link ----
 //

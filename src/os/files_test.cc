@@ -36,6 +36,51 @@ TEST_F(FilesTest, AtomicWriteReadAndExclusive) {
   EXPECT_EQ(*names, std::vector<std::string>{"file"});  // no tmp files left behind
 }
 
+TEST_F(FilesTest, RemoveFileStatesWhatAMissingFileMeans) {
+  const std::string p = JoinPath(dir_, "f");
+  ASSERT_TRUE(WriteFileAtomic(p, "x", false).ok());
+  ASSERT_TRUE(RemoveFile(p, IfMissing::kFail).ok());
+  EXPECT_FALSE(StatPath(p)->exists);
+  EXPECT_TRUE(RemoveFile(p, IfMissing::kOk).ok());
+  Status missing = RemoveFile(p, IfMissing::kFail, "removing the old");
+  EXPECT_EQ(missing.code(), Code::kNotFound);
+  EXPECT_EQ(missing.message().rfind("removing the old " + p + ": ", 0), 0u) << missing.message();
+  // A directory is not a file: reported, never removed.
+  const std::string d = JoinPath(dir_, "d");
+  ASSERT_TRUE(MakeDirs(d).ok());
+  EXPECT_FALSE(RemoveFile(d, IfMissing::kOk).ok());
+  EXPECT_TRUE(StatPath(d)->is_dir);
+  // A link goes, its target stays.
+  const std::string link = JoinPath(dir_, "link");
+  ASSERT_EQ(::symlink(d.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(RemoveFile(link, IfMissing::kFail).ok());
+  EXPECT_EQ(StatNoFollow(link)->type, EntryType::kMissing);
+  EXPECT_TRUE(StatPath(d)->is_dir);
+}
+
+TEST_F(FilesTest, WriteFileViaRenamesOnSuccessAndRemovesTheTemporaryOnFailure) {
+  const std::string p = JoinPath(dir_, "out");
+  const std::string tmp = p + ".partial";
+  ASSERT_TRUE(WriteFileAtomic(p, "old", false).ok());
+  Status failed = WriteFileVia(tmp, p, 0644, /*sync_data=*/true, [&](int fd) -> Status {
+    TC_RETURN_IF_ERROR(PwriteAll(fd, "half", 4, 0, tmp));
+    return Corruption("the source ended early");
+  });
+  EXPECT_EQ(failed.code(), Code::kCorruption);
+  EXPECT_EQ(*ReadFileToString(p, 100), "old");
+  EXPECT_FALSE(StatPath(tmp)->exists);
+  Status ok = WriteFileVia(tmp, p, 0644, /*sync_data=*/true, [&](int fd) -> Status {
+    TC_RETURN_IF_ERROR(TruncateFd(fd, 8, "sizing " + tmp));
+    Result<FileInfo> info = StatFd(fd, tmp);
+    if (!info.ok() || info->size != 8 || !info->is_regular) return Internal("StatFd after TruncateFd");
+    return PwriteAll(fd, "new", 3, 0, tmp);
+  });
+  ASSERT_TRUE(ok.ok()) << ok.ToString();
+  EXPECT_EQ(*ReadFileToString(p, 100), std::string("new\0\0\0\0\0", 8));
+  EXPECT_FALSE(StatPath(tmp)->exists);
+  EXPECT_EQ(StatFd(-1, "nothing").status().code(), Code::kIoError);
+}
+
 TEST_F(FilesTest, ErrorsNameThePath) {
   auto r = ReadFileToString(JoinPath(dir_, "nope"), 10);
   EXPECT_EQ(r.status().code(), Code::kNotFound);

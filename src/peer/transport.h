@@ -6,7 +6,7 @@
 // a connection are authenticated with the cluster secret before any message
 // (peer/auth.h), and each knows the other's node id and the protocol version.
 // Implementations: TcpTransport and InMemoryTransport (peer/channel_transport.h)
-// and FaultInjectingTransport (peer/fault_transport.h), which wraps another.
+// and FaultInjectingTransport (testing/fault_transport.h, tests only), which wraps another.
 // An RDMA or UCX transport implements these interfaces directly. The wire
 // format is in peer/peer_frame.h and docs/peer-protocol.md.
 //

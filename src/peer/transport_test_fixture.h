@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "peer/channel_transport.h"
-#include "peer/fault_transport.h"
 #include "peer/peer_test_util.h"
+#include "testing/fault_transport.h"
 
 namespace tierckpt::peer::testing_util {
 

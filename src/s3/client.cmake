@@ -1,16 +1,14 @@
 # The libcurl transport, the S3 URL/config parser and the S3 client (REST
-# operations, retries, multipart, listing, deletion), plus FakeS3, the
-# in-memory bucket the client and store tests run against.
+# operations, retries, multipart, listing, deletion). The tests run against
+# FakeS3 and FakeTransport (src/testing/, tc_testing_s3).
 target_sources(tc_s3 PRIVATE
   curl_transport.cc
-  fake_s3.cc
   s3_client.cc
   s3_config.cc
   s3_errors.cc
   s3_listing.cc
   s3_multipart.cc
   s3_open.cc
-  s3_parallel.cc
   s3_retry.cc
   s3_upload_many.cc
   s3_xml.cc
@@ -25,4 +23,4 @@ tierckpt_add_test(tc_s3_client_test
     s3_multipart_test.cc
     s3_xml_test.cc
     upload_plan_test.cc
-  LIBS tc_s3)
+  LIBS tc_s3 tc_testing_s3)

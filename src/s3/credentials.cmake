@@ -21,4 +21,4 @@ tierckpt_add_test(tc_s3_credentials_test
     credentials_parse_test.cc
     credentials_profile_test.cc
     credentials_web_identity_test.cc
-  LIBS tc_s3 tc_os)
+  LIBS tc_s3 tc_os tc_testing_s3)

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "os/files.h"
-#include "s3/fake_transport.h"
+#include "testing/fake_transport.h"
 #include "testing/temp_dir.h"
 
 namespace tierckpt::s3 {

@@ -4,7 +4,7 @@
 
 #include "os/files.h"
 #include "s3/credentials_providers.h"
-#include "s3/fake_transport.h"
+#include "testing/fake_transport.h"
 #include "testing/temp_dir.h"
 
 namespace tierckpt::s3 {

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "s3/credentials_providers.h"
-#include "s3/fake_transport.h"
+#include "testing/fake_transport.h"
 
 namespace tierckpt::s3 {
 namespace {

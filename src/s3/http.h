@@ -3,7 +3,7 @@
 // The S3 client, the credential providers and S3 Express sessions all speak
 // HTTP through HttpTransport, so each has three implementations to run
 // against (style.md): CurlTransport (libcurl, the real one), FakeTransport
-// (scripted responses, unit tests) and the fault-injecting proxy the
+// (testing/fake_transport.h: scripted responses, unit tests) and the fault-injecting proxy the
 // integration tests put in front of a real S3 server.
 //
 // Bodies are borrowed, never copied: a request's body points at the caller's

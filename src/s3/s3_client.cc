@@ -10,8 +10,8 @@
 #include <random>
 
 #include "common/log.h"
+#include "os/parallel.h"
 #include "s3/crc32c.h"
-#include "s3/s3_parallel.h"
 #include "s3/sigv4.h"
 
 namespace tierckpt::s3 {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "s3/fake_s3.h"
-#include "s3/fake_transport.h"
 #include "s3/s3_client.h"
+#include "testing/fake_s3.h"
+#include "testing/fake_transport.h"
 
 namespace tierckpt::s3::testing_util {
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "s3/fake_transport.h"
+#include "testing/fake_transport.h"
 
 namespace tierckpt::s3 {
 namespace {

@@ -1,13 +1,12 @@
 // s3_listing.cc — ListObjectsV2 with pagination, DeleteObject, batched
 // DeleteObjects.
-#include "s3/s3_client.h"
-
 #include <openssl/evp.h>
 
 #include <algorithm>
 
 #include "common/log.h"
-#include "s3/s3_parallel.h"
+#include "os/parallel.h"
+#include "s3/s3_client.h"
 
 namespace tierckpt::s3 {
 namespace {

@@ -1,13 +1,12 @@
 // s3_multipart.cc — multipart uploads: the plan, the four calls, the parallel
 // upload, and sweeping abandoned uploads.
-#include "s3/s3_client.h"
-
 #include <algorithm>
 #include <atomic>
 
 #include "common/log.h"
+#include "os/parallel.h"
 #include "s3/crc32c.h"
-#include "s3/s3_parallel.h"
+#include "s3/s3_client.h"
 #include "s3/upload_plan.h"
 
 namespace tierckpt::s3 {

@@ -4,8 +4,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "os/parallel.h"
 #include "s3/s3_client.h"
-#include "s3/s3_parallel.h"
 #include "s3/upload_plan.h"
 
 namespace tierckpt::s3 {

@@ -9,7 +9,7 @@ target_sources(tc_s3 PRIVATE
 
 tierckpt_add_test(tc_s3_sigv4_test
   SOURCES crc32c_test.cc s3_express_test.cc sigv4_test.cc
-  LIBS tc_s3)
+  LIBS tc_s3 tc_testing_s3)
 if(TARGET tc_s3_sigv4_test)
   # The AWS SigV4 test suite and its provenance: tests/data/sigv4/README.md.
   target_compile_definitions(tc_s3_sigv4_test PRIVATE

@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "common/names.h"
-#include "s3/fake_s3.h"
 #include "s3/s3_client_test_util.h"
-#include "store/fault_store.h"
 #include "store/fs_store.h"
 #include "store/mem_store.h"
 #include "store/s3_store.h"
 #include "store/store_test_util.h"
+#include "testing/fake_s3.h"
+#include "testing/fault_store.h"
 
 namespace tierckpt {
 namespace {

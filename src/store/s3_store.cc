@@ -7,8 +7,8 @@
 
 #include "common/log.h"
 #include "common/names.h"
+#include "os/parallel.h"
 #include "s3/s3_open.h"
-#include "s3/s3_parallel.h"
 #include "store/store_common.h"
 
 namespace tierckpt {
@@ -169,9 +169,8 @@ Status S3ObjectStore::PutManyImpl(std::string_view ns, uint64_t step, const std:
     TC_RETURN_IF_ERROR(CheckNotCommitted(ns, step));
     std::set<std::string> names;  // the batch's names must not clash among themselves either
     for (const ObjectBytes& o : objects) TC_RETURN_IF_ERROR(AddName(names, o.name));
-    TC_RETURN_IF_ERROR(s3::ParallelFor(objects.size(), client_.config().concurrency, [&](size_t i) {
-      return CheckNameRemotely(ns, step, objects[i].name);
-    }));
+    TC_RETURN_IF_ERROR(ParallelFor(objects.size(), client_.config().concurrency,
+                                   [&](size_t i) { return CheckNameRemotely(ns, step, objects[i].name); }));
   }
   std::vector<s3::UploadItem> items;
   items.reserve(objects.size());
@@ -344,7 +343,7 @@ Result<std::vector<uint64_t>> S3ObjectStore::ListCommittedSteps(std::string_view
   const std::string label = describe_ + " namespace " + QuoteForMessage(ns);
   TC_ASSIGN_OR_RETURN(std::vector<uint64_t> steps, Ctx(StepsOf(ns), "ListCommittedSteps", label));
   std::vector<char> committed(steps.size(), 0);
-  Status s = s3::ParallelFor(steps.size(), client_.config().concurrency, [&](size_t i) -> Status {
+  Status s = ParallelFor(steps.size(), client_.config().concurrency, [&](size_t i) -> Status {
     TC_ASSIGN_OR_RETURN(bool exists, Exists(ManifestKey(ns, steps[i])));
     committed[i] = exists ? 1 : 0;
     return Status::Ok();

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "s3/fake_s3.h"
 #include "s3/s3_client_test_util.h"
 #include "store/store_test_util.h"
+#include "testing/fake_s3.h"
 
 namespace tierckpt {
 namespace {

@@ -28,23 +28,23 @@ std::string Temporary(const std::string& local) {
   return local + std::string(kPartialSuffix) + "." + std::to_string(::getpid());
 }
 
-// Copies size bytes from src_fd to a new file at dest (temp + rename).
+// Copies size bytes from src_fd to a new file at dest (temp + fsync + rename).
 Status CopyInto(int src_fd, uint64_t size, const std::string& dest, const std::string& what) {
   TC_RETURN_IF_ERROR(MakeDirs(DirName(dest), 0755));
   const std::string tmp = Temporary(dest);
-  TC_ASSIGN_OR_RETURN(UniqueFd out, OpenFile(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644));
-  off_t in = 0;
-  Status st = Status::Ok();
-  while (st.ok() && static_cast<uint64_t>(in) < size) {
-    const ssize_t n = ::sendfile(out.get(), src_fd, &in, std::min<uint64_t>(size - in, 1u << 30));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) st = ErrnoStatus("copying " + what + " to " + tmp);
-    if (n == 0) st = Corruption(what + " ended at " + std::to_string(in) + " bytes, short of " + std::to_string(size));
-  }
-  if (st.ok() && ::fsync(out.get()) != 0) st = ErrnoStatus("syncing " + tmp);
-  if (st.ok()) st = RenamePath(tmp, dest);
-  if (!st.ok()) ::unlink(tmp.c_str());
-  return st;
+  return WriteFileVia(tmp, dest, 0644, /*sync_data=*/true, [&](int out) -> Status {
+    off_t in = 0;
+    while (static_cast<uint64_t>(in) < size) {
+      const ssize_t n = ::sendfile(out, src_fd, &in, std::min<uint64_t>(size - in, 1u << 30));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoStatus("copying " + what + " to " + tmp);
+      if (n == 0) {
+        return Corruption(what + " ended at " + std::to_string(in) + " bytes, short of " +
+                          std::to_string(size));
+      }
+    }
+    return Status::Ok();
+  });
 }
 
 class FsBlobStore final : public BlobStore {
@@ -58,9 +58,8 @@ class FsBlobStore final : public BlobStore {
   Status PutFile(std::string_view path, const std::string& local) override {
     TC_RETURN_IF_ERROR(ValidateRelativePath(path));
     TC_ASSIGN_OR_RETURN(UniqueFd in, OpenFile(local, O_RDONLY | O_CLOEXEC));
-    struct stat st;
-    if (::fstat(in.get(), &st) != 0) return ErrnoStatus("stat " + local);
-    return CopyInto(in.get(), static_cast<uint64_t>(st.st_size), JoinPath(root_, path), local)
+    TC_ASSIGN_OR_RETURN(FileInfo info, StatFd(in.get(), local));
+    return CopyInto(in.get(), info.size, JoinPath(root_, path), local)
         .WithContext("uploading " + local + " to " + Describe() + std::string(path));
   }
 
@@ -75,7 +74,7 @@ class FsBlobStore final : public BlobStore {
     for (const std::string& p : paths) {
       TC_RETURN_IF_ERROR(ValidateRelativePath(p));
       const std::string full = JoinPath(root_, p);
-      if (::unlink(full.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("deleting " + full);
+      TC_RETURN_IF_ERROR(RemoveFile(full, IfMissing::kOk, "deleting"));  // already gone counts as deleted
     }
     return Status::Ok();
   }
@@ -111,11 +110,10 @@ class S3BlobStore final : public BlobStore {
   Status PutFile(std::string_view path, const std::string& local) override {
     TC_RETURN_IF_ERROR(ValidateRelativePath(path));
     TC_ASSIGN_OR_RETURN(UniqueFd in, OpenFile(local, O_RDONLY | O_CLOEXEC));
-    struct stat st;
-    if (::fstat(in.get(), &st) != 0) return ErrnoStatus("stat " + local);
+    TC_ASSIGN_OR_RETURN(FileInfo info, StatFd(in.get(), local));
     const std::string key = base_ + std::string(path);
-    if (st.st_size == 0) return client_.Upload(key, "", 0);
-    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(in.get(), static_cast<size_t>(st.st_size),
+    if (info.size == 0) return client_.Upload(key, "", 0);
+    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(in.get(), static_cast<size_t>(info.size),
                                                   Mapping::Access::kReadOnly, /*populate=*/false, local));
     return client_.Upload(key, map.data(), map.size());
   }
@@ -124,16 +122,12 @@ class S3BlobStore final : public BlobStore {
     TC_RETURN_IF_ERROR(ValidateRelativePath(path));
     TC_RETURN_IF_ERROR(MakeDirs(DirName(local), 0755));
     const std::string tmp = Temporary(local);
-    TC_ASSIGN_OR_RETURN(UniqueFd out, OpenFile(tmp, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644));
-    Status st = Status::Ok();
-    if (::ftruncate(out.get(), static_cast<off_t>(size)) != 0) st = ErrnoStatus("sizing " + tmp);
-    if (st.ok() && size > 0) {
-      st = client_.Download(base_ + std::string(path), 0, s3::ByteSink::File(out.get(), 0), static_cast<size_t>(size));
-    }
-    if (st.ok() && ::fsync(out.get()) != 0) st = ErrnoStatus("syncing " + tmp);
-    if (st.ok()) st = RenamePath(tmp, local);
-    if (!st.ok()) ::unlink(tmp.c_str());
-    return st;
+    return WriteFileVia(tmp, local, 0644, /*sync_data=*/true, [&](int out) -> Status {
+      TC_RETURN_IF_ERROR(TruncateFd(out, size, "sizing " + tmp));
+      if (size == 0) return Status::Ok();
+      return client_.Download(base_ + std::string(path), 0, s3::ByteSink::File(out, 0),
+                              static_cast<size_t>(size));
+    });
   }
 
   Status Delete(const std::vector<std::string>& paths) override {

@@ -2,14 +2,13 @@
 #include "sync/sync.h"
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "common/names.h"
 #include "os/files.h"
+#include "os/parallel.h"
 #include "sync/journal.h"
 
 namespace tierckpt::sync {
@@ -81,68 +80,51 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
       }
     }
   }
-  std::mutex mu;  // guards report, first and progress calls
-  Status first = Status::Ok();
+  std::mutex mu;  // guards report, the journal and progress calls
+  // After the first failure no new move starts (ParallelFor).
   auto run = [&](const std::vector<Move>& moves, bool pull) {
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i = next++; i < moves.size(); i = next++) {
-        {
-          std::lock_guard lock(mu);
-          if (!first.ok()) return;
-        }
-        const Move& m = moves[i];
-        const std::string local = JoinPath(o.local, m.path);
-        Result<FileVersion> before = pull ? Result<FileVersion>(FileVersion{}) : VersionOf(local);
-        Status st = Status::Ok();
-        if (pull) {
-          st = remote.GetFile(scope + m.path, m.size, local).WithContext("pulling " + m.path + " into " + o.local);
-        } else {
-          // A file that changes while it is uploaded may have gone up half
-          // written: upload it again until it holds still (a few tries).
-          for (int attempt = 1;; ++attempt) {
-            st = remote.PutFile(scope + m.path, local).WithContext("pushing " + local + " to " + remote.Describe());
-            Result<FileVersion> after = VersionOf(local);
-            if (!st.ok() || !before.ok() || !after.ok() || *after == *before) break;
-            before = after;
-            if (attempt == kStableTries) {
-              st = Unavailable(local + " kept changing while it was uploaded (" + std::to_string(kStableTries) +
-                               " tries); its remote copy may be partial: run sync again once the writer is done");
-              break;
-            }
+    return ParallelFor(moves.size(), o.concurrency, [&](size_t i) -> Status {
+      const Move& m = moves[i];
+      const std::string local = JoinPath(o.local, m.path);
+      Result<FileVersion> before = pull ? Result<FileVersion>(FileVersion{}) : VersionOf(local);
+      Status st = Status::Ok();
+      if (pull) {
+        st = remote.GetFile(scope + m.path, m.size, local)
+                 .WithContext("pulling " + m.path + " into " + o.local);
+      } else {
+        // A file that changes while it is uploaded may have gone up half
+        // written: upload it again until it holds still (a few tries).
+        for (int attempt = 1;; ++attempt) {
+          st = remote.PutFile(scope + m.path, local)
+                   .WithContext("pushing " + local + " to " + remote.Describe());
+          Result<FileVersion> after = VersionOf(local);
+          if (!st.ok() || !before.ok() || !after.ok() || *after == *before) break;
+          before = after;
+          if (attempt == kStableTries) {
+            st = Unavailable(
+                local + " kept changing while it was uploaded (" + std::to_string(kStableTries) +
+                " tries); its remote copy may be partial: run sync again once the writer is done");
+            break;
           }
         }
-        std::lock_guard lock(mu);
-        if (!st.ok()) {
-          if (first.ok()) first = st;
-          return;
-        }
-        Result<FileVersion> version = pull ? VersionOf(local) : before;
-        if (version.ok()) st = journal.Record(m.path, *version);
-        if (!st.ok()) {
-          if (first.ok()) first = st;
-          return;
-        }
-        if (pull) {
-          ++report.pulled;
-          report.pulled_bytes += m.size;
-        } else {
-          ++report.pushed;
-          report.pushed_bytes += m.size;
-        }
-        if (progress) progress(pull ? "pull" : "push", m.path, m.size);
       }
-    };
-    const size_t threads = std::min<size_t>(moves.size(), static_cast<size_t>(std::max(1, o.concurrency)));
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-    if (threads > 0) work();
-    for (std::thread& t : pool) t.join();
+      TC_RETURN_IF_ERROR(st);
+      std::lock_guard lock(mu);
+      Result<FileVersion> version = pull ? VersionOf(local) : before;
+      if (version.ok()) TC_RETURN_IF_ERROR(journal.Record(m.path, *version));
+      if (pull) {
+        ++report.pulled;
+        report.pulled_bytes += m.size;
+      } else {
+        ++report.pushed;
+        report.pushed_bytes += m.size;
+      }
+      if (progress) progress(pull ? "pull" : "push", m.path, m.size);
+      return Status::Ok();
+    });
   };
-  run(pulls, true);
-  TC_RETURN_IF_ERROR(first);
-  run(pushes, false);
-  TC_RETURN_IF_ERROR(first);
+  TC_RETURN_IF_ERROR(run(pulls, true));
+  TC_RETURN_IF_ERROR(run(pushes, false));
   TC_RETURN_IF_ERROR(journal.Sync());
   return report;
 }

@@ -133,9 +133,9 @@ void SyncLoop::Work(bool force) {
   }
   for (const std::string& p : due) {
     const std::string local = JoinPath(o_.sync.local, p);
-    struct stat st;
-    if (::stat(local.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      uploads_.erase(p);  // gone again; its deletion event follows
+    Result<FileInfo> info = StatPath(local);
+    if (!info.ok() || !info->is_regular) {
+      uploads_.erase(p);  // gone again (or unreadable); its deletion event follows
       continue;
     }
     Result<FileVersion> version = VersionOf(local);
@@ -151,10 +151,10 @@ void SyncLoop::Work(bool force) {
     }
     if (s.ok()) {
       uploads_.erase(p);
-      remote_files_[p] = static_cast<uint64_t>(st.st_size);
+      remote_files_[p] = info->size;
       ++stats_.uploaded;
-      stats_.uploaded_bytes += static_cast<uint64_t>(st.st_size);
-      Log(LogLevel::kInfo, "sync_uploaded").Kv("path", p).Kv("bytes", static_cast<uint64_t>(st.st_size));
+      stats_.uploaded_bytes += info->size;
+      Log(LogLevel::kInfo, "sync_uploaded").Kv("path", p).Kv("bytes", info->size);
     } else {
       Pending& w = uploads_[p];
       w.due = Clock::now() + Backoff(++w.failures);
@@ -208,8 +208,8 @@ SyncStatus SyncLoop::status() const {
   s.pending = uploads_.size();
   s.pending_bytes = 0;
   for (const auto& [p, w] : uploads_) {
-    struct stat st;
-    if (::stat(JoinPath(o_.sync.local, p).c_str(), &st) == 0) s.pending_bytes += static_cast<uint64_t>(st.st_size);
+    Result<FileInfo> info = StatPath(JoinPath(o_.sync.local, p));
+    if (info.ok()) s.pending_bytes += info->size;  // 0 when gone; an error counts nothing
   }
   return s;
 }

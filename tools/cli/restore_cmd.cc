@@ -9,10 +9,10 @@
 #include <string>
 
 #include "cli.h"
-#include "client/parallel.h"
 #include "common/checksum.h"
 #include "os/fd.h"
 #include "os/files.h"
+#include "os/parallel.h"
 #include "output.h"
 #include "tierckpt/manifest.h"
 
@@ -37,39 +37,31 @@ Status WriteVerified(const std::string& ns, uint64_t step, const std::string& ob
   TC_ASSIGN_OR_RETURN(Checksum expected, Checksum::Parse(view.checksum()));
   TC_RETURN_IF_ERROR(MakeDirs(DirName(dest), 0755));
   const std::string tmp = dest + ".tierckpt-tmp." + std::to_string(::getpid());
-  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644));
-  Hasher hasher;
-  Status s;
-  for (size_t off = 0; off < view.size() && s.ok(); off += kChunk) {
-    const size_t n = std::min(kChunk, view.size() - off);
-    hasher.Update(view.data() + off, n);
-    s = PwriteAll(fd.get(), view.data() + off, n, off, tmp);
-    progress.Add(n);
-  }
-  fd.Reset();
-  if (s.ok()) {
+  return WriteFileVia(tmp, dest, 0644, /*sync_data=*/false, [&](int fd) -> Status {
+    Hasher hasher;
+    for (size_t off = 0; off < view.size(); off += kChunk) {
+      const size_t n = std::min(kChunk, view.size() - off);
+      hasher.Update(view.data() + off, n);
+      Status s = PwriteAll(fd, view.data() + off, n, off, tmp);
+      progress.Add(n);
+      TC_RETURN_IF_ERROR(s);
+    }
     Checksum got = hasher.Finish();
     if (!(got == expected)) {
-      s = Corruption("object " + object_path + " in the memory tier is corrupt: expected " + expected.ToString() +
-                     ", got " + got.ToString() + "; nothing was written to " + dest +
-                     ". Drop the memory copy with `tierckpt rm " + ns + " " + std::to_string(step) +
-                     "` and restore again from the durable tier");
+      return Corruption("object " + object_path + " in the memory tier is corrupt: expected " +
+                        expected.ToString() + ", got " + got.ToString() + "; nothing was written to " + dest +
+                        ". Drop the memory copy with `tierckpt rm " + ns + " " + std::to_string(step) +
+                        "` and restore again from the durable tier");
     }
-  }
-  if (s.ok()) s = RenamePath(tmp, dest);
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+    return Status::Ok();
+  });
 }
 
 // Like the objects: 0644 (before umask), via a temporary file and a rename.
 Status WriteManifest(const std::string& path, const std::string& json) {
   const std::string tmp = path + ".tierckpt-tmp." + std::to_string(::getpid());
-  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644));
-  Status s = PwriteAll(fd.get(), json.data(), json.size(), 0, tmp);
-  fd.Reset();
-  if (s.ok()) s = RenamePath(tmp, path);
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+  return WriteFileVia(tmp, path, 0644, /*sync_data=*/false,
+                      [&](int fd) { return PwriteAll(fd, json.data(), json.size(), 0, tmp); });
 }
 
 int RunRestore(const GlobalOptions& g, const RestoreOptions& o) {
@@ -95,12 +87,12 @@ int RunRestore(const GlobalOptions& g, const RestoreOptions& o) {
   if (!made.ok()) return Fail(made.WithContext("creating --to"));
   // An older manifest would claim the directory is complete while it is not.
   const std::string manifest_path = JoinPath(o.to, kManifestName);
-  if (::unlink(manifest_path.c_str()) != 0 && errno != ENOENT) {
-    return Fail(ErrnoStatus("removing the old " + manifest_path));
-  }
+  // None there (a fresh --to) is what we want.
+  Status removed = RemoveFile(manifest_path, IfMissing::kOk, "removing the old");
+  if (!removed.ok()) return Fail(removed);
 
   Progress progress("restoring", m->TotalBytes(), Progress::ShouldShow(g.progress));
-  Status copied = client::ParallelFor(m->objects.size(), o.threads, [&](size_t i) -> Status {
+  Status copied = ParallelFor(m->objects.size(), o.threads, [&](size_t i) -> Status {
     const ObjectEntry& e = m->objects[i];
     const std::string object_path = step_name + "/" + e.name;
     Result<ObjectView> view = client->Open(o.ns, o.step, e.name);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -10,10 +11,10 @@
 #include <vector>
 
 #include "cli.h"
-#include "client/parallel.h"
 #include "common/names.h"
 #include "os/fd.h"
 #include "os/files.h"
+#include "os/parallel.h"
 #include "output.h"
 #include "tierckpt/manifest.h"
 
@@ -47,13 +48,14 @@ Status Walk(const std::string& dir, const std::string& rel, std::vector<SourceFi
   for (const std::string& n : names) {
     const std::string name = rel.empty() ? n : rel + "/" + n;
     const std::string path = JoinPath(dir, name);
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("lstat " + path);
-    if (S_ISDIR(st.st_mode)) {
+    TC_ASSIGN_OR_RETURN(DirEntry e, StatNoFollow(path));  // a link is skipped, never followed
+    // Listed a moment ago and gone now: the directory is changing under the save.
+    if (e.type == EntryType::kMissing) return ErrnoStatus("lstat " + path, ENOENT);
+    if (e.type == EntryType::kDirectory) {
       TC_RETURN_IF_ERROR(Walk(dir, name, files, skipped));
-    } else if (S_ISREG(st.st_mode)) {
+    } else if (e.type == EntryType::kRegular) {
       if (rel.empty() && n == kManifestName) continue;  // a restored step's manifest
-      files->push_back({name, path, static_cast<uint64_t>(st.st_size)});
+      files->push_back({name, path, e.size});
     } else {
       skipped->push_back(path);
     }
@@ -110,7 +112,7 @@ int RunSave(const GlobalOptions& g, const SaveOptions& o) {
   if (!begun.ok()) return Fail(begun.WithContext("starting step " + step_name));
 
   Progress progress("saving", total, Progress::ShouldShow(g.progress));
-  Status copied = client::ParallelFor(files.size(), o.threads, [&](size_t i) {
+  Status copied = ParallelFor(files.size(), o.threads, [&](size_t i) {
     return SaveFile(*client, o, files[i], progress).WithContext("saving file " + files[i].path);
   });
   if (!copied.ok()) {

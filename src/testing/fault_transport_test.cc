@@ -1,7 +1,7 @@
 // The fault plan itself (stream corruption, stalls and truncation are
 // exercised against every transport in transport_conformance_test.cc).
 
-#include "peer/fault_transport.h"
+#include "testing/fault_transport.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // fake_transport.cc — see fake_transport.h.
-#include "s3/fake_transport.h"
+#include "testing/fake_transport.h"
 
 #include <cstring>
 

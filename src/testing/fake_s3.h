@@ -1,5 +1,7 @@
 // fake_s3.h — an in-memory S3 bucket behind the HttpTransport interface, for
 // unit tests of the S3 client and the S3 ObjectStore (no server, no network).
+// Test-only: library tc_testing_s3, linked by tests, never by tierckptd, the CLI or
+// the Python extension.
 //
 // It implements the subset tierckpt uses, with S3's observable behaviour:
 // PutObject (If-None-Match: *, x-amz-checksum-crc32c verified: BadDigest),

@@ -1,14 +1,17 @@
-#include "client/parallel.h"
+// ParallelFor (parallel.h): every index once, several threads, the failure
+// contract (new work stops, the lowest failing index is reported).
+#include "os/parallel.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
-namespace tierckpt::client {
+namespace tierckpt {
 namespace {
 
 TEST(ParallelForTest, RunsEveryIndexExactlyOnce) {
@@ -55,9 +58,37 @@ TEST(ParallelForTest, FirstErrorWinsAndStopsNewWork) {
   EXPECT_LT(calls.load(), 10000);
 }
 
+TEST(ParallelForTest, TheLowestFailingIndexIsReported) {
+  // Index 7 fails at once; index 2 fails later, while 7's failure is already
+  // recorded. The result is index 2's, whatever the timing.
+  Status s = ParallelFor(8, 8, [&](size_t i) -> Status {
+    if (i == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return Aborted("index 2");
+    }
+    if (i == 7) return NotFound("index 7");
+    return Status::Ok();
+  });
+  EXPECT_EQ(s.code(), Code::kAborted) << s.ToString();
+}
+
+TEST(ParallelForTest, OneThreadRunsInOrderOnTheCallerAndStopsAtTheFirstFailure) {
+  std::vector<size_t> order;
+  const std::thread::id caller = std::this_thread::get_id();
+  bool elsewhere = false;
+  Status s = ParallelFor(10, 1, [&](size_t i) -> Status {
+    elsewhere |= std::this_thread::get_id() != caller;
+    order.push_back(i);
+    return i == 4 ? Internal("index 4") : Status::Ok();
+  });
+  EXPECT_EQ(s.code(), Code::kInternal);
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2, 3, 4}));
+  EXPECT_FALSE(elsewhere);
+}
+
 TEST(ParallelForTest, ZeroItemsIsOk) {
   EXPECT_TRUE(ParallelFor(0, 4, [](size_t) { return Internal("never called"); }).ok());
 }
 
 }  // namespace
-}  // namespace tierckpt::client
+}  // namespace tierckpt

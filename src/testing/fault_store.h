@@ -1,4 +1,6 @@
 // fault_store.h — an ObjectStore wrapper that injects scripted faults.
+// Test-only: library tc_testing_store, linked by tests, never by tierckptd, the CLI or
+// the Python extension.
 //
 // FaultInjectingStore forwards every call to a base store and, following a
 // small fault plan, makes some of them fail or misbehave, so tests can drive

@@ -1,6 +1,6 @@
 // Each fault of FaultInjectingStore does what fault_store.h documents.
 
-#include "store/fault_store.h"
+#include "testing/fault_store.h"
 
 #include <gtest/gtest.h>
 

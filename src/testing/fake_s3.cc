@@ -1,5 +1,5 @@
 // fake_s3.cc — see fake_s3.h.
-#include "s3/fake_s3.h"
+#include "testing/fake_s3.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,6 @@
 // fake_transport.h — a scripted HttpTransport for unit tests.
+// Test-only: library tc_testing_s3, linked by tests, never by tierckptd, the CLI or
+// the Python extension.
 //
 // Each Send is matched against the handlers in order of registration; the
 // first whose predicate accepts the request answers it. Every request is

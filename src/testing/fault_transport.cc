@@ -1,4 +1,4 @@
-#include "peer/fault_transport.h"
+#include "testing/fault_transport.h"
 
 #include <algorithm>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "store/fault_store.h"
+#include "testing/fault_store.h"
 
 #include <utility>
 

@@ -1,4 +1,6 @@
 // fault_transport.h — a Transport wrapper that injects scripted faults.
+// Test-only: library tc_testing_peer, linked by tests, never by tierckptd, the CLI or
+// the Python extension.
 //
 // FaultInjectingTransport forwards to a base transport and, following a small
 // fault plan, makes some connects fail and some messages get lost, damaged,

@@ -14,8 +14,12 @@
 //   12     4    request_id   chosen by the application; echoed by replies
 //   16     4    payload_len  <= MaxPayloadFor(kind)
 //
-// All integers are little-endian. Payload fields use wire::Encoder (u8..u64
-// fixed width, strings as u32 length + bytes). The header is checked before
+// All integers are little-endian. Payloads are messages declared once
+// (wire/message.h): each frame kind below is one line of
+// TIERCKPT_PEER_FRAME_KINDS (number, name, payload message, size limit) and
+// each payload one field list, from which the encoders, decoders, names,
+// limits, the golden test (peer_frame_golden_test.cc) and the fuzz seeds
+// (tests/fuzz/make_corpus.cc) follow. The header is checked before
 // any payload byte is read or allocated, with a per-kind size limit, so an
 // oversized or malformed frame costs nothing and is answered with
 // kProtocolError naming the peer and the field.
@@ -43,6 +47,7 @@
 
 #include "cluster/address.h"
 #include "tierckpt/status.h"
+#include "wire/message.h"
 
 namespace tierckpt::peer {
 
@@ -68,16 +73,23 @@ inline constexpr uint32_t kStreamEndPayload = 24;  // object_id, size, checksum
 // other than '"' and '\\', like the agent's --node-id.
 inline constexpr size_t kMaxNodeIdLength = cluster::kMaxNodeIdLength;
 
+// X(kind, number, name, payload message (void: application bytes), payload
+// limit). Numbers are part of the protocol: never renumber, only append.
+#define TIERCKPT_PEER_FRAME_KINDS(X)                                                                        \
+  X(kHello, 1, "Hello", HelloPayload, kMaxHandshakePayload)                                                 \
+  X(kProof, 2, "Proof", ProofPayload, kMaxHandshakePayload)                                                 \
+  X(kReady, 3, "Ready", wire::Empty, kMaxHandshakePayload)                                                  \
+  X(kReject, 4, "Reject", RejectPayload, kMaxHandshakePayload)                                              \
+  X(kControl, 5, "Control", void, kMaxControlPayload)                                                       \
+  X(kStreamBegin, 6, "StreamBegin", StreamBeginPayload, kMaxStreamMetadata + StreamBeginPayload::kMinBytes) \
+  X(kStreamData, 7, "StreamData", StreamDataPrefix, kStreamDataPrefix + kMaxChunkBytes)                     \
+  X(kStreamEnd, 8, "StreamEnd", StreamEndPayload, kStreamEndPayload)                                        \
+  X(kStreamAbort, 9, "StreamAbort", StreamAbortPayload, kMaxHandshakePayload)
+
 enum class FrameKind : uint8_t {
-  kHello = 1,
-  kProof = 2,
-  kReady = 3,
-  kReject = 4,
-  kControl = 5,
-  kStreamBegin = 6,
-  kStreamData = 7,
-  kStreamEnd = 8,
-  kStreamAbort = 9,
+#define TIERCKPT_PEER_KIND_ENUM(name, number, text, Payload, limit) name = number,
+  TIERCKPT_PEER_FRAME_KINDS(TIERCKPT_PEER_KIND_ENUM)
+#undef TIERCKPT_PEER_KIND_ENUM
 };
 // "Hello", "StreamData", ...; "unknown" otherwise.
 std::string_view FrameKindName(FrameKind kind);
@@ -109,63 +121,67 @@ Result<PeerFrameHeader> DecodePeerHeader(const uint8_t in[kPeerFrameHeaderSize],
 // Node ids follow cluster::ValidateNodeId (src/cluster/address.h):
 // [A-Za-z0-9_.-]{1,128}, the rule placements and hostfiles use.
 
-// ---- payloads; Decode fails with kProtocolError naming the field ----
+// ---- payloads, declared once; Decode fails with kProtocolError naming the
+// field ---- F(type, member, default, codec); wire/message.h.
 
-struct HelloPayload {
-  Role role = Role::kClient;
-  uint16_t min_version = kMinPeerProtocolVersion;
-  uint16_t max_version = kMaxPeerProtocolVersion;
-  std::string node_id;  // validated by Decode
-  std::string nonce;    // kNonceSize bytes
-  std::string Encode() const;
-  static Result<HelloPayload> Decode(std::string_view p);
+// A node id: a string of at most kMaxNodeIdLength bytes that
+// cluster::ValidateNodeId accepts.
+struct NodeIdStr {
+  static constexpr size_t kMinBytes = 4;
 };
+void Put(wire::Encoder& e, NodeIdStr, const std::string& v);
+Status Get(wire::Decoder& d, NodeIdStr, std::string* v, std::string_view field);
 
-struct ProofPayload {
-  std::string mac;  // kMacSize bytes, or empty: the peer has no secret
-  std::string Encode() const;
-  static Result<ProofPayload> Decode(std::string_view p);
-};
+// role: who speaks; min_version..max_version: the versions it speaks
+// (min <= max, checked); nonce: kNonceSize random bytes.
+#define TIERCKPT_PEER_HELLO_PAYLOAD(F)                                           \
+  F(Role, role, Role::kClient, wire::EnumU8<Role>(Role::kClient, Role::kServer)) \
+  F(uint16_t, min_version, kMinPeerProtocolVersion, wire::U16())                 \
+  F(uint16_t, max_version, kMaxPeerProtocolVersion, wire::U16())                 \
+  F(std::string, node_id, {}, NodeIdStr())                                       \
+  F(std::string, nonce, {}, wire::FixedStr(kNonceSize))
+TIERCKPT_WIRE_MESSAGE(HelloPayload, "Hello", TIERCKPT_PEER_HELLO_PAYLOAD, Status CheckDecoded() const;);
+
+// mac: kMacSize bytes of HMAC-SHA256, or empty: the peer has no secret.
+#define TIERCKPT_PEER_PROOF_PAYLOAD(F) F(std::string, mac, {}, wire::FixedStr(kMacSize, /*allow_empty=*/true))
+TIERCKPT_WIRE_MESSAGE(ProofPayload, "Proof", TIERCKPT_PEER_PROOF_PAYLOAD);
 
 // Reject and StreamAbort both carry a Status; messages are cut to
-// kMaxRejectMessage bytes by Encode.
-struct RejectPayload {
-  uint32_t code = 0;
-  std::string message;
-  std::string Encode() const;
-  static Result<RejectPayload> Decode(std::string_view p);
-};
+// kMaxRejectMessage bytes by Encode, and longer ones are refused by Decode.
+#define TIERCKPT_PEER_REJECT_PAYLOAD(F) \
+  F(uint32_t, code, 0, wire::U32())     \
+  F(std::string, message, {}, wire::Str(kMaxRejectMessage, /*cut=*/kMaxRejectMessage))
+TIERCKPT_WIRE_MESSAGE(RejectPayload, "Reject", TIERCKPT_PEER_REJECT_PAYLOAD);
 
-struct StreamBeginPayload {
-  uint64_t object_id = 0;
-  uint64_t size = 0;
-  std::string metadata;
-  std::string Encode() const;
-  static Result<StreamBeginPayload> Decode(std::string_view p);
-};
+#define TIERCKPT_PEER_STREAM_BEGIN_PAYLOAD(F) \
+  F(uint64_t, object_id, 0, wire::U64())      \
+  F(uint64_t, size, 0, wire::U64())           \
+  F(std::string, metadata, {}, wire::Str(kMaxStreamMetadata))
+TIERCKPT_WIRE_MESSAGE(StreamBeginPayload, "StreamBegin", TIERCKPT_PEER_STREAM_BEGIN_PAYLOAD);
 
-// Only the fixed prefix; the data follows it in the same frame.
+// Only the fixed prefix; the data follows it in the same frame, so it is
+// encoded into a fixed buffer rather than a string.
+#define TIERCKPT_PEER_STREAM_DATA_PREFIX(F) \
+  F(uint64_t, object_id, 0, wire::U64())    \
+  F(uint64_t, offset, 0, wire::U64())       \
+  F(uint32_t, length, 0, wire::U32())
 struct StreamDataPrefix {
-  uint64_t object_id = 0;
-  uint64_t offset = 0;
-  uint32_t length = 0;
+  TIERCKPT_WIRE_FIELDS(StreamDataPrefix, "StreamData", TIERCKPT_PEER_STREAM_DATA_PREFIX)
   void Encode(uint8_t out[kStreamDataPrefix]) const;
   static StreamDataPrefix Decode(const uint8_t in[kStreamDataPrefix]);
 };
+static_assert(StreamDataPrefix::kMinBytes == kStreamDataPrefix);
 
-struct StreamEndPayload {
-  uint64_t object_id = 0;
-  uint64_t size = 0;
-  uint64_t checksum = 0;
-  std::string Encode() const;
-  static Result<StreamEndPayload> Decode(std::string_view p);
-};
+#define TIERCKPT_PEER_STREAM_END_PAYLOAD(F) \
+  F(uint64_t, object_id, 0, wire::U64())    \
+  F(uint64_t, size, 0, wire::U64())         \
+  F(uint64_t, checksum, 0, wire::U64())
+TIERCKPT_WIRE_MESSAGE(StreamEndPayload, "StreamEnd", TIERCKPT_PEER_STREAM_END_PAYLOAD);
+static_assert(StreamEndPayload::kMinBytes == kStreamEndPayload);
 
-struct StreamAbortPayload {
-  uint64_t object_id = 0;
-  std::string reason;
-  std::string Encode() const;
-  static Result<StreamAbortPayload> Decode(std::string_view p);
-};
+#define TIERCKPT_PEER_STREAM_ABORT_PAYLOAD(F) \
+  F(uint64_t, object_id, 0, wire::U64())      \
+  F(std::string, reason, {}, wire::Str(kMaxRejectMessage, /*cut=*/kMaxRejectMessage))
+TIERCKPT_WIRE_MESSAGE(StreamAbortPayload, "StreamAbort", TIERCKPT_PEER_STREAM_ABORT_PAYLOAD);
 
 }  // namespace tierckpt::peer

@@ -10,12 +10,22 @@
 //   12     4    payload_len  <= kMaxPayload
 //   16     ...  payload
 //
-// All integers are little-endian. Payload fields are encoded by Encoder:
-// u8/u16/u32/u64 fixed width, bool as u8 (0|1, anything else is an error),
-// string as u32 length + bytes (length <= kMaxPayload), string lists as u32
-// count + strings. A decoder must consume the payload exactly; trailing
-// bytes are a protocol error. A response payload starts with u32 status code
-// and a string message; the body follows only when the code is 0.
+// All integers are little-endian. Every message is declared once, below
+// (wire/message.h says how): its fields, its name and its request size limit;
+// the encoder, the decoder, MsgTypeName, MaxRequestPayload, the golden test
+// (protocol_golden_test.cc) and the fuzzers' seeds (tests/fuzz/make_corpus.cc)
+// follow from the declarations. Fields: u8/u16/u32/u64 fixed width, bool as u8
+// (0|1, anything else is an error), string as u32 length + bytes (length <=
+// kMaxPayload), string lists as u32 count + strings. A decoder must consume
+// the payload exactly; trailing bytes are a protocol error. A response
+// payload starts with u32 status code and a string message; the body follows
+// only when the code is 0.
+//
+// Adding a field: one F(...) line in the message's field list (at the end:
+// the layout is a format; bump kProtocolVersion). Adding a request: a field
+// list, one TIERCKPT_WIRE_MESSAGE line, one X(...) line in
+// TIERCKPT_WIRE_MSG_TYPES, and the agent's handler (docs/protocol.md, "How
+// to add a request").
 //
 // File descriptors travel as SCM_RIGHTS ancillary data on the frame that
 // carries them (CreateObject and OpenObject responses): bulk bytes never go
@@ -32,6 +42,7 @@
 #include <vector>
 
 #include "tierckpt/status.h"
+#include "wire/message.h"
 
 namespace tierckpt::wire {
 
@@ -42,6 +53,7 @@ inline constexpr size_t kFrameHeaderSize = 16;
 // CommitStep or Show response, or a CommitStep request naming ~1M objects.
 // The header is checked before anything is allocated.
 inline constexpr uint32_t kMaxPayload = 80u << 20;
+static_assert(kMaxPayload == kMaxFieldBytes);
 inline constexpr uint16_t kResponseBit = 0x8000;
 // What a *request* may carry, checked by the agent from the header before it
 // reads or allocates anything (MaxRequestPayload). A CommitStep request may
@@ -51,25 +63,6 @@ inline constexpr uint16_t kResponseBit = 0x8000;
 inline constexpr uint32_t kMaxCommitRequestPayload = 64u << 20;
 inline constexpr uint32_t kMaxSmallRequestPayload = 64u << 10;
 
-enum class MsgType : uint16_t {
-  kHello = 1,
-  kBeginStep = 2,
-  kCreateObject = 3,
-  kSealObject = 4,
-  kCommitStep = 5,
-  kAbortStep = 6,
-  kList = 7,
-  kShow = 8,
-  kOpenObject = 9,
-  kDeleteStep = 10,
-  kPrune = 11,
-  kStats = 12,
-  kWaitDurable = 13,
-  kRestore = 14,
-  kVerify = 15,
-  kShutdown = 16,
-  kPersist = 17,
-};
 // Writer ids (HelloRequest::writer): at most 128 bytes of [A-Za-z0-9_.:@/+=-].
 inline constexpr size_t kMaxWriterIdLength = 128;
 Status ValidateWriterId(std::string_view id);
@@ -77,8 +70,8 @@ Status ValidateWriterId(std::string_view id);
 // Name for logs, "unknown" otherwise.
 std::string_view MsgTypeName(uint16_t type);
 bool IsKnownRequestType(uint16_t type);
-// The largest payload a request of this type may carry: kMaxCommitRequestPayload
-// for CommitStep, kMaxSmallRequestPayload for every other (and unknown) type.
+// The largest payload a request of this type may carry (the limit column of
+// TIERCKPT_WIRE_MSG_TYPES); kMaxSmallRequestPayload for unknown types.
 uint32_t MaxRequestPayload(uint16_t type);
 
 struct FrameHeader {
@@ -94,165 +87,145 @@ void EncodeHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]);
 // message naming the bad field otherwise (the connection must then close).
 Result<FrameHeader> DecodeHeader(const uint8_t in[kFrameHeaderSize]);
 
-class Encoder {
- public:
-  void U8(uint8_t v);
-  void U16(uint16_t v);
-  void U32(uint32_t v);
-  void U64(uint64_t v);
-  void Bool(bool v) { U8(v ? 1 : 0); }
-  void Str(std::string_view s);
-  void StrList(const std::vector<std::string>& v);
-  const std::string& bytes() const { return out_; }
-  std::string Take() { return std::move(out_); }
+// ---- Requests and response bodies, declared once ----
+// F(type, member, default, codec); wire/message.h. Decode validates field
+// syntax only (lengths, bools); names and steps are validated by the agent
+// with common/names.h so errors stay uniform.
 
- private:
-  std::string out_;
-};
+// Hello: the first request on a connection. client: e.g. "tierckpt-cli 0.1",
+// "python". writer: who writes the steps this connection writes, a job's
+// identity, the same on every rank of the job (one writer per step,
+// agent/memory_tier.h); "" = anonymous; ValidateWriterId's rule.
+#define TIERCKPT_WIRE_HELLO_REQUEST(F)    \
+  F(uint32_t, pid, 0, wire::U32())        \
+  F(std::string, client, {}, wire::Str()) \
+  F(std::string, writer, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(HelloRequest, "Hello", TIERCKPT_WIRE_HELLO_REQUEST);
 
-// Reads fields in order; each getter fails with kProtocolError naming the
-// field when the payload is too short or the value is malformed.
-class Decoder {
- public:
-  explicit Decoder(std::string_view in) : in_(in) {}
-  Status U8(uint8_t* v, std::string_view field);
-  Status U16(uint16_t* v, std::string_view field);
-  Status U32(uint32_t* v, std::string_view field);
-  Status U64(uint64_t* v, std::string_view field);
-  Status Bool(bool* v, std::string_view field);
-  Status Str(std::string* v, std::string_view field);
-  // At most max_count entries.
-  Status StrList(std::vector<std::string>* v, std::string_view field, uint32_t max_count);
-  // kProtocolError if bytes remain.
-  Status Finish();
-
- private:
-  Status Need(size_t n, std::string_view field);
-  std::string_view in_;
-  size_t pos_ = 0;
-};
-
-// ---- Requests. Each has Encode() and a static Decode(payload). ----
-// Decode validates field syntax only (lengths, bools); names and steps are
-// validated by the agent with common/names.h so errors stay uniform.
-
-struct HelloRequest {
-  uint32_t pid = 0;
-  std::string client;  // e.g. "tierckpt-cli 0.1", "python"
-  // Who writes the steps this connection writes: a job's identity, the same
-  // on every rank of the job (one writer per step, agent/memory_tier.h);
-  // "" = anonymous. ValidateWriterId's rule.
-  std::string writer;
-  std::string Encode() const;
-  static Result<HelloRequest> Decode(std::string_view p);
-};
-struct HelloResponse {
-  std::string node_id;
-  std::string agent_version;
-  std::string root;  // tmpfs root of the memory tier
-  std::string durable;  // durable base URL, "" if none
-  std::string Encode() const;
-  static Result<HelloResponse> Decode(std::string_view p);
-};
+// root: the tmpfs root of the memory tier; durable: its base URL, "" if none.
+#define TIERCKPT_WIRE_HELLO_RESPONSE(F)          \
+  F(std::string, node_id, {}, wire::Str())       \
+  F(std::string, agent_version, {}, wire::Str()) \
+  F(std::string, root, {}, wire::Str())          \
+  F(std::string, durable, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(HelloResponse, "HelloResponse", TIERCKPT_WIRE_HELLO_RESPONSE);
 
 // Names a step; used by BeginStep, AbortStep, Show, Restore, Verify, Persist.
-struct StepRequest {
-  std::string ns;
-  uint64_t step = 0;
-  std::string Encode() const;
-  static Result<StepRequest> Decode(std::string_view p);
-};
+#define TIERCKPT_WIRE_STEP_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str()) \
+  F(uint64_t, step, 0, wire::U64())
+TIERCKPT_WIRE_MESSAGE(StepRequest, "Step", TIERCKPT_WIRE_STEP_REQUEST);
 
-// Response carries the object's writable fd (a tmpfs file already sized to
-// `size`).
-struct CreateObjectRequest {
-  std::string ns;
-  uint64_t step = 0;
-  std::string name;
-  uint64_t size = 0;
-  std::string Encode() const;
-  static Result<CreateObjectRequest> Decode(std::string_view p);
-};
+// The response carries the object's writable fd (a tmpfs file already sized
+// to `size`).
+#define TIERCKPT_WIRE_CREATE_OBJECT_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str())          \
+  F(uint64_t, step, 0, wire::U64())            \
+  F(std::string, name, {}, wire::Str())        \
+  F(uint64_t, size, 0, wire::U64())
+TIERCKPT_WIRE_MESSAGE(CreateObjectRequest, "CreateObject", TIERCKPT_WIRE_CREATE_OBJECT_REQUEST);
 
 // checksum "" asks the agent to compute it; otherwise the agent verifies it.
-struct SealObjectRequest {
-  std::string ns;
-  uint64_t step = 0;
-  std::string name;
-  uint64_t size = 0;
-  std::string checksum;
-  std::string Encode() const;
-  static Result<SealObjectRequest> Decode(std::string_view p);
-};
+#define TIERCKPT_WIRE_SEAL_OBJECT_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str())        \
+  F(uint64_t, step, 0, wire::U64())          \
+  F(std::string, name, {}, wire::Str())      \
+  F(uint64_t, size, 0, wire::U64())          \
+  F(std::string, checksum, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(SealObjectRequest, "SealObject", TIERCKPT_WIRE_SEAL_OBJECT_REQUEST);
 
-struct CommitStepRequest {
-  std::string ns;
-  uint64_t step = 0;
-  uint32_t world_size = 0;
-  bool persist = false;                       // persist this step to durable
-  std::vector<std::string> expected_objects;  // empty: every sealed object
-  // The nodes the step spans (docs/multinode.md): empty or this node alone
-  // for a step written on one node. With several, the agent commits each
-  // other member's part through the peers first and its own last.
-  std::vector<std::string> members;
-  std::string Encode() const;
-  static Result<CommitStepRequest> Decode(std::string_view p);
-};
+// persist: persist this step to durable. expected_objects: empty = every
+// sealed object. members: the nodes the step spans (docs/multinode.md), empty
+// or this node alone for a step written on one node; with several, the agent
+// commits each other member's part through the peers first and its own last.
+#define TIERCKPT_WIRE_COMMIT_STEP_REQUEST(F)                                          \
+  F(std::string, ns, {}, wire::Str())                                                 \
+  F(uint64_t, step, 0, wire::U64())                                                   \
+  F(uint32_t, world_size, 0, wire::U32())                                             \
+  F(bool, persist, false, wire::Bool())                                               \
+  F(std::vector<std::string>, expected_objects, {}, wire::StrList(kMaxCommitObjects)) \
+  F(std::vector<std::string>, members, {}, wire::StrList(kMaxCommitMembers))
+inline constexpr uint32_t kMaxCommitObjects = 1'000'000;
+inline constexpr uint32_t kMaxCommitMembers = 100'000;
+TIERCKPT_WIRE_MESSAGE(CommitStepRequest, "CommitStep", TIERCKPT_WIRE_COMMIT_STEP_REQUEST);
 
-struct OpenObjectRequest {
-  std::string ns;
-  uint64_t step = 0;
-  std::string name;
-  std::string Encode() const;
-  static Result<OpenObjectRequest> Decode(std::string_view p);
-};
+#define TIERCKPT_WIRE_OPEN_OBJECT_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str())        \
+  F(uint64_t, step, 0, wire::U64())          \
+  F(std::string, name, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(OpenObjectRequest, "OpenObject", TIERCKPT_WIRE_OPEN_OBJECT_REQUEST);
+
 // The response carries a read-only fd.
-struct OpenObjectResponse {
-  uint64_t size = 0;
-  std::string checksum;
-  std::string Encode() const;
-  static Result<OpenObjectResponse> Decode(std::string_view p);
-};
+#define TIERCKPT_WIRE_OPEN_OBJECT_RESPONSE(F) \
+  F(uint64_t, size, 0, wire::U64())           \
+  F(std::string, checksum, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(OpenObjectResponse, "OpenObjectResponse", TIERCKPT_WIRE_OPEN_OBJECT_RESPONSE);
 
-struct ListRequest {
-  std::string ns;  // "" = all namespaces
-  bool include_durable = true;
-  std::string Encode() const;
-  static Result<ListRequest> Decode(std::string_view p);
-};
+// ns "" = all namespaces.
+#define TIERCKPT_WIRE_LIST_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str()) \
+  F(bool, include_durable, true, wire::Bool())
+TIERCKPT_WIRE_MESSAGE(ListRequest, "List", TIERCKPT_WIRE_LIST_REQUEST);
 
-struct DeleteStepRequest {
-  std::string ns;
-  uint64_t step = 0;
-  bool durable_too = false;
-  bool keep_replicas = false;  // true: this node's memory copy only (a reader dropping a corrupt copy)
-  std::string Encode() const;
-  static Result<DeleteStepRequest> Decode(std::string_view p);
-};
+// keep_replicas: this node's memory copy only (a reader dropping a corrupt
+// copy).
+#define TIERCKPT_WIRE_DELETE_STEP_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str())        \
+  F(uint64_t, step, 0, wire::U64())          \
+  F(bool, durable_too, false, wire::Bool())  \
+  F(bool, keep_replicas, false, wire::Bool())
+TIERCKPT_WIRE_MESSAGE(DeleteStepRequest, "DeleteStep", TIERCKPT_WIRE_DELETE_STEP_REQUEST);
 
-struct PruneRequest {
-  std::string ns;           // "" = all namespaces
-  uint32_t keep_memory = 0;  // 0 = the agent's retention setting
-  uint32_t keep_durable = 0;  // 0 = leave durable alone
-  std::string Encode() const;
-  static Result<PruneRequest> Decode(std::string_view p);
-};
+// ns "" = all namespaces; keep_memory 0 = the agent's retention setting;
+// keep_durable 0 = leave durable alone.
+#define TIERCKPT_WIRE_PRUNE_REQUEST(F)     \
+  F(std::string, ns, {}, wire::Str())      \
+  F(uint32_t, keep_memory, 0, wire::U32()) \
+  F(uint32_t, keep_durable, 0, wire::U32())
+TIERCKPT_WIRE_MESSAGE(PruneRequest, "Prune", TIERCKPT_WIRE_PRUNE_REQUEST);
 
-struct WaitDurableRequest {
-  std::string ns;
-  uint64_t step = 0;
-  uint32_t timeout_ms = 0;  // 0 = wait forever
-  std::string Encode() const;
-  static Result<WaitDurableRequest> Decode(std::string_view p);
-};
+// timeout_ms 0 = wait forever.
+#define TIERCKPT_WIRE_WAIT_DURABLE_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str())         \
+  F(uint64_t, step, 0, wire::U64())           \
+  F(uint32_t, timeout_ms, 0, wire::U32())
+TIERCKPT_WIRE_MESSAGE(WaitDurableRequest, "WaitDurable", TIERCKPT_WIRE_WAIT_DURABLE_REQUEST);
 
 // Responses whose body is one JSON document (List, Show, Stats, Verify,
-// Prune, CommitStep — the committed manifest). The JSON shapes are in
-// docs/protocol.md.
-struct JsonBody {
-  std::string json;
-  std::string Encode() const;
-  static Result<JsonBody> Decode(std::string_view p);
+// Prune, DeleteStep, CommitStep — the committed manifest). The JSON shapes
+// are in docs/protocol.md.
+#define TIERCKPT_WIRE_JSON_BODY(F) F(std::string, json, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(JsonBody, "JsonBody", TIERCKPT_WIRE_JSON_BODY);
+
+// Empty (wire/message.h): the Stats and Shutdown requests, and the bodies of
+// replies that carry only a status.
+
+// ---- Message types, declared once ----
+// X(enum, number, name, request message, response body, request size limit).
+// Numbers are part of the protocol: never renumber, only append.
+#define TIERCKPT_WIRE_MSG_TYPES(X)                                                                \
+  X(kHello, 1, "Hello", HelloRequest, HelloResponse, kMaxSmallRequestPayload)                     \
+  X(kBeginStep, 2, "BeginStep", StepRequest, Empty, kMaxSmallRequestPayload)                      \
+  X(kCreateObject, 3, "CreateObject", CreateObjectRequest, Empty, kMaxSmallRequestPayload)        \
+  X(kSealObject, 4, "SealObject", SealObjectRequest, Empty, kMaxSmallRequestPayload)              \
+  X(kCommitStep, 5, "CommitStep", CommitStepRequest, JsonBody, kMaxCommitRequestPayload)          \
+  X(kAbortStep, 6, "AbortStep", StepRequest, Empty, kMaxSmallRequestPayload)                      \
+  X(kList, 7, "List", ListRequest, JsonBody, kMaxSmallRequestPayload)                             \
+  X(kShow, 8, "Show", StepRequest, JsonBody, kMaxSmallRequestPayload)                             \
+  X(kOpenObject, 9, "OpenObject", OpenObjectRequest, OpenObjectResponse, kMaxSmallRequestPayload) \
+  X(kDeleteStep, 10, "DeleteStep", DeleteStepRequest, JsonBody, kMaxSmallRequestPayload)          \
+  X(kPrune, 11, "Prune", PruneRequest, JsonBody, kMaxSmallRequestPayload)                         \
+  X(kStats, 12, "Stats", Empty, JsonBody, kMaxSmallRequestPayload)                                \
+  X(kWaitDurable, 13, "WaitDurable", WaitDurableRequest, Empty, kMaxSmallRequestPayload)          \
+  X(kRestore, 14, "Restore", StepRequest, Empty, kMaxSmallRequestPayload)                         \
+  X(kVerify, 15, "Verify", StepRequest, JsonBody, kMaxSmallRequestPayload)                        \
+  X(kShutdown, 16, "Shutdown", Empty, Empty, kMaxSmallRequestPayload)                             \
+  X(kPersist, 17, "Persist", StepRequest, Empty, kMaxSmallRequestPayload)
+
+enum class MsgType : uint16_t {
+#define TIERCKPT_WIRE_MSG_ENUM(name, number, text, Request, Response, limit) name = number,
+  TIERCKPT_WIRE_MSG_TYPES(TIERCKPT_WIRE_MSG_ENUM)
+#undef TIERCKPT_WIRE_MSG_ENUM
 };
 
 // ---- Response envelope ----

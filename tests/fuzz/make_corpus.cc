@@ -3,10 +3,15 @@
 //   make_corpus <corpus_dir>
 //
 // writes <corpus_dir>/frame/*.bin (one valid frame of every request type and
-// of each response shape: header + payload, as they travel on the socket) and
-// <corpus_dir>/manifest/*.json (valid manifests). The output is deterministic,
+// of every response, header + payload as they travel on the socket, plus an
+// error response), <corpus_dir>/peer_messages/* (a selector byte and a valid
+// payload for every peer message and frame kind fuzz_peer_messages decodes)
+// and <corpus_dir>/manifest/*.json (valid manifests). The frames and peer
+// payloads are built from the message declarations alone (samples.h over
+// TIERCKPT_WIRE_MSG_TYPES, TIERCKPT_PEER_MSGS and TIERCKPT_PEER_FRAME_KINDS),
+// so a message added there gets its seed here. The output is deterministic,
 // so regenerating the checked-in tests/fuzz/corpus/ leaves it unchanged
-// unless the protocol or the manifest format changed.
+// unless the protocols or the manifest format changed.
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -16,6 +21,7 @@
 
 #include "common/checksum.h"
 #include "os/files.h"
+#include "samples.h"
 #include "tierckpt/manifest.h"
 #include "wire/protocol.h"
 
@@ -34,13 +40,12 @@ std::string Frame(uint16_t type, uint32_t request_id, const std::string& payload
   return std::string(reinterpret_cast<char*>(header), wire::kFrameHeaderSize) + payload;
 }
 
-std::string Request(MsgType type, const std::string& payload) {
+std::string RequestFrame(MsgType type, const std::string& payload) {
   return Frame(static_cast<uint16_t>(type), 1, payload);
 }
 
-std::string Response(MsgType type, const Status& status, const std::string& body) {
-  return Frame(static_cast<uint16_t>(type) | wire::kResponseBit, 1,
-               wire::EncodeResponse(status, body));
+std::string ResponseFrame(MsgType type, const Status& status, const std::string& body) {
+  return Frame(static_cast<uint16_t>(type) | wire::kResponseBit, 1, wire::EncodeResponse(status, body));
 }
 
 Status Write(const std::string& dir, const std::string& name, const std::string& bytes) {
@@ -67,67 +72,52 @@ Manifest SampleManifest(int objects) {
   return m;
 }
 
+// "CommitStep" -> "commit_step".
+std::string SnakeCase(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    if (c >= 'A' && c <= 'Z') {
+      if (!out.empty() && out.back() != '_') out += '_';
+      out += static_cast<char>(c - 'A' + 'a');
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 Status WriteCorpus(const std::string& root) {
   std::string frames = JoinPath(root, "frame");
+  std::string peer = JoinPath(root, "peer_messages");
   std::string manifests = JoinPath(root, "manifest");
   TC_RETURN_IF_ERROR(MakeDirs(frames, 0755));
+  TC_RETURN_IF_ERROR(MakeDirs(peer, 0755));
   TC_RETURN_IF_ERROR(MakeDirs(manifests, 0755));
 
-  using wire::CommitStepRequest;
-  using wire::CreateObjectRequest;
-  using wire::JsonBody;
-  using wire::SealObjectRequest;
-  const std::string ns = "job-1";
-  const std::string object = "model/__0_0.distcp";
-  const std::string checksum = "xxh3-64:0123456789abcdef";
-  auto step = [&](uint64_t s) { return wire::StepRequest{ns, s}.Encode(); };
-  const std::string list_json =
-      "{\"steps\":[{\"namespace\":\"job-1\",\"step\":1200,\"bytes\":10,"
-      "\"objects\":1,\"memory\":\"committed\",\"durable\":\"pending\"}]}";
-  const wire::HelloResponse hello{"node-a", "0.1.0", "/dev/shm/tierckpt", "file:///mnt/ckpt"};
-
+  // Every request and every response of the local protocol, from the table.
   std::vector<std::pair<std::string, std::string>> f = {
-      {"req_hello",
-       Request(MsgType::kHello, wire::HelloRequest{4242, "tierckpt-cli 0.1", "torchelastic:run-7:0"}.Encode())},
-      {"req_begin_step", Request(MsgType::kBeginStep, step(1200))},
-      {"req_create_object",
-       Request(MsgType::kCreateObject, CreateObjectRequest{ns, 1200, object, 1 << 20}.Encode())},
-      {"req_seal_object",
-       Request(MsgType::kSealObject,
-               SealObjectRequest{ns, 1200, object, 1 << 20, checksum}.Encode())},
-      {"req_commit_step",
-       Request(MsgType::kCommitStep,
-               CommitStepRequest{ns, 1200, 4, true, {".metadata", object}}.Encode())},
-      {"req_commit_step_across_nodes",
-       Request(MsgType::kCommitStep, CommitStepRequest{ns, 1200, 4, false, {}, {"node-a", "node-b"}}.Encode())},
-      {"req_abort_step", Request(MsgType::kAbortStep, step(1201))},
-      {"req_list", Request(MsgType::kList, wire::ListRequest{"", true}.Encode())},
-      {"req_show", Request(MsgType::kShow, step(1200))},
-      {"req_open_object",
-       Request(MsgType::kOpenObject, wire::OpenObjectRequest{ns, 1200, ".metadata"}.Encode())},
-      {"req_delete_step",
-       Request(MsgType::kDeleteStep, wire::DeleteStepRequest{ns, 1100, true}.Encode())},
-      {"req_prune", Request(MsgType::kPrune, wire::PruneRequest{ns, 2, 5}.Encode())},
-      {"req_stats", Request(MsgType::kStats, "")},
-      {"req_wait_durable",
-       Request(MsgType::kWaitDurable, wire::WaitDurableRequest{ns, 1200, 60000}.Encode())},
-      {"req_restore", Request(MsgType::kRestore, step(1000))},
-      {"req_verify", Request(MsgType::kVerify, step(1200))},
-      {"req_shutdown", Request(MsgType::kShutdown, "")},
-      {"req_persist", Request(MsgType::kPersist, step(1200))},
-      {"resp_hello", Response(MsgType::kHello, Status::Ok(), hello.Encode())},
-      {"resp_open_object",
-       Response(MsgType::kOpenObject, Status::Ok(),
-                wire::OpenObjectResponse{10, checksum}.Encode())},
-      {"resp_list", Response(MsgType::kList, Status::Ok(), JsonBody{list_json}.Encode())},
-      {"resp_commit_step",
-       Response(MsgType::kCommitStep, Status::Ok(), JsonBody{SampleManifest(1).ToJson()}.Encode())},
-      {"resp_begin_step", Response(MsgType::kBeginStep, Status::Ok(), "")},
-      {"resp_error",
-       Response(MsgType::kOpenObject, NotFound("step 1200 of namespace \"job-1\" is in no tier"),
-                "")},
+#define TIERCKPT_CORPUS_FRAMES(name, number, text, Request, Response, limit)                       \
+  {"req_" + SnakeCase(text), RequestFrame(MsgType::name, fuzz::Sample<wire::Request>().Encode())}, \
+      {"resp_" + SnakeCase(text),                                                                  \
+       ResponseFrame(MsgType::name, Status::Ok(), fuzz::Sample<wire::Response>().Encode())},
+      TIERCKPT_WIRE_MSG_TYPES(TIERCKPT_CORPUS_FRAMES)
+#undef TIERCKPT_CORPUS_FRAMES
   };
+  f.emplace_back(
+      "resp_commit_step_manifest",
+      ResponseFrame(MsgType::kCommitStep, Status::Ok(), wire::JsonBody{SampleManifest(1).ToJson()}.Encode()));
+  f.emplace_back("resp_error", ResponseFrame(MsgType::kOpenObject,
+                                             NotFound("step 1200 of namespace \"job-1\" is in no tier"), ""));
   for (const auto& [name, bytes] : f) TC_RETURN_IF_ERROR(Write(frames, name + ".bin", bytes));
+
+  // Every peer message and frame payload fuzz_peer_messages decodes: the
+  // selector byte, then the payload.
+  for (size_t i = 0; i < fuzz::kPeerDecoderCount; ++i) {
+    std::optional<std::string> seed = fuzz::kPeerDecoders[i].seed();
+    if (!seed) continue;
+    const std::string bytes = std::string(1, static_cast<char>(i)) + *seed;
+    TC_RETURN_IF_ERROR(Write(peer, SnakeCase(fuzz::kPeerDecoders[i].name), bytes));
+  }
 
   TC_RETURN_IF_ERROR(Write(manifests, "small.json", SampleManifest(1).ToJson()));
   TC_RETURN_IF_ERROR(Write(manifests, "several.json", SampleManifest(6).ToJson()));
@@ -156,8 +146,7 @@ Status WriteCorpus(const std::string& root) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr,
-                 "usage: make_corpus <corpus_dir>  (writes <corpus_dir>/frame and /manifest)\n");
+    std::fprintf(stderr, "usage: make_corpus <corpus_dir>  (writes <corpus_dir>/frame and /manifest)\n");
     return 2;
   }
   tierckpt::Status s = tierckpt::WriteCorpus(argv[1]);

@@ -1,0 +1,136 @@
+// peer_messages.h — what node agents say to each other over the peer
+// transport (peer/transport.h): the control messages and their payloads,
+// declared once. docs/replication.md describes the exchanges; the frames are
+// docs/peer-protocol.md's (peer_frame.h).
+//
+// Every request is one Control frame whose type is a PeerMsg and whose
+// request id the reply echoes. A reply is a Control frame (kManifest, kSteps,
+// kDone, kError) or, for kGetObject, a stream of type kObject.
+//
+//   kGetManifest  {origin, ns, step}        → kManifest {json} | kError
+//   kListSteps    {origin, ns}              → kSteps {u32 n, u64 × n} | kError
+//   kGetObject    {origin, ns, step, name}  → stream kObject (metadata: name) | kError
+//   kReplicate    {ns, step}                → kDone | kError
+//   kCommitPart   wire::CommitStepRequest   → kManifest {json} | kError
+//   kPersistPart  {origin, ns, step}        → kDone | kError
+//   kDropReplica  {ns, step}                → kDone {u32 1 = dropped, 0 = held none} | kError
+//
+// `origin` is the node whose data is asked for: the serving agent's own node
+// id means its own memory tier; another node id means the replicas it holds
+// for that node. kReplicate asks the receiver to hold a replica of the
+// sender's committed step (the sender is the origin: its authenticated node
+// id); kDropReplica asks it to delete its replica of the sender's step (a
+// `tierckpt rm` on the origin). kError carries a Status code and message, so
+// errors cross the network unchanged.
+//
+// Steps spanning nodes (docs/multinode.md): kCommitPart asks the receiver to
+// commit its own part of a step (the objects its local ranks sealed) with the
+// step's members, replicate it as any commit, and answer its part manifest.
+// kPersistPart asks the receiver to upload origin's part of a step to the
+// durable tier and write origin's part record: from its own memory (origin =
+// its node id) or from the replica it holds (a holder taking over for an
+// origin that cannot).
+//
+// Declared once: the fields a request may carry are TIERCKPT_PEER_REQUEST
+// (one line each, wire/message.h); each message is one line of
+// TIERCKPT_PEER_MSGS, which names it, numbers it and says what its payload is
+// (for a request: which of those fields it carries, always in declaration
+// order). Encoders, decoders, PeerMsgName, the golden test
+// (peer_messages_golden_test.cc) and the fuzz seeds follow from them.
+//
+// Decoders check field syntax and lengths only (kProtocolError); names are
+// validated by whoever builds a path. Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tierckpt/status.h"
+#include "wire/message.h"
+#include "wire/protocol.h"
+
+namespace tierckpt::peer {
+
+// What a request is about: every field any request carries. Unused fields
+// stay empty/0. F(type, member, default, codec).
+#define TIERCKPT_PEER_REQUEST(F)          \
+  F(std::string, origin, {}, wire::Str()) \
+  F(std::string, ns, {}, wire::Str())     \
+  F(uint64_t, step, 0, wire::U64())       \
+  F(std::string, name, {}, wire::Str())
+struct PeerRequest {
+  TIERCKPT_WIRE_FIELDS(PeerRequest, "PeerRequest", TIERCKPT_PEER_REQUEST)
+};
+
+// One bit per field of PeerRequest, in declaration order.
+enum class PeerField : uint8_t {
+#define TIERCKPT_PEER_FIELD_ENUM(type, member, init, codec) member,
+  TIERCKPT_PEER_REQUEST(TIERCKPT_PEER_FIELD_ENUM)
+#undef TIERCKPT_PEER_FIELD_ENUM
+};
+// The set of fields a request carries.
+template <typename... Fields>
+constexpr uint32_t Carries(Fields... fields) {
+  return ((1u << static_cast<unsigned>(fields)) | ... | 0u);
+}
+
+// kError's payload: a Status (code never 0), its message cut to 4096 bytes.
+inline constexpr uint32_t kMaxPeerErrorMessage = 4096;
+#define TIERCKPT_PEER_ERROR_PAYLOAD(F) \
+  F(uint32_t, code, 0, wire::U32())    \
+  F(std::string, message, {}, wire::Str(wire::kMaxFieldBytes, /*cut=*/kMaxPeerErrorMessage))
+TIERCKPT_WIRE_MESSAGE(PeerErrorPayload, "Error", TIERCKPT_PEER_ERROR_PAYLOAD);
+
+// kSteps' payload: the committed steps of a namespace.
+inline constexpr uint32_t kMaxSteps = 1u << 20;
+#define TIERCKPT_PEER_STEPS_PAYLOAD(F) F(std::vector<uint64_t>, steps, {}, wire::U64List(kMaxSteps))
+TIERCKPT_WIRE_MESSAGE(StepsPayload, "Steps", TIERCKPT_PEER_STEPS_PAYLOAD);
+
+// What a payload without a declared message holds (the Payload column).
+struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's stream
+
+// X(enum, number, name, payload message, fields): a request's payload is
+// PeerRequest and `fields` says which of its fields it carries; any other
+// message has fields 0. Numbers are part of the protocol: never renumber.
+#define TIERCKPT_PEER_MSGS(X)                                                                                \
+  X(kError, 1, "Error", PeerErrorPayload, 0)                                                                 \
+  X(kGetManifest, 2, "GetManifest", PeerRequest, Carries(PeerField::origin, PeerField::ns, PeerField::step)) \
+  X(kManifest, 3, "Manifest", RawBytes, 0)                                                                   \
+  X(kListSteps, 4, "ListSteps", PeerRequest, Carries(PeerField::origin, PeerField::ns))                      \
+  X(kSteps, 5, "Steps", StepsPayload, 0)                                                                     \
+  X(kGetObject, 6, "GetObject", PeerRequest,                                                                 \
+    Carries(PeerField::origin, PeerField::ns, PeerField::step, PeerField::name))                             \
+  X(kObject, 7, "Object", RawBytes, 0)                                                                       \
+  X(kReplicate, 8, "Replicate", PeerRequest, Carries(PeerField::ns, PeerField::step))                        \
+  X(kDone, 9, "Done", RawBytes, 0)                                                                           \
+  X(kCommitPart, 10, "CommitPart", wire::CommitStepRequest, 0)                                               \
+  X(kPersistPart, 11, "PersistPart", PeerRequest,                                                            \
+    Carries(PeerField::origin, PeerField::ns, PeerField::step))                                              \
+  X(kDropReplica, 12, "DropReplica", PeerRequest, Carries(PeerField::ns, PeerField::step))
+
+enum class PeerMsg : uint16_t {
+#define TIERCKPT_PEER_MSG_ENUM(name, number, text, Payload, fields) name = number,
+  TIERCKPT_PEER_MSGS(TIERCKPT_PEER_MSG_ENUM)
+#undef TIERCKPT_PEER_MSG_ENUM
+};
+
+// "GetManifest", for logs; "unknown" otherwise.
+std::string_view PeerMsgName(uint16_t type);
+// The fields of PeerRequest a message of this type carries (Carries(...));
+// 0 for a type that is not a PeerRequest.
+uint32_t PeerRequestFields(PeerMsg type);
+
+// Encodes the fields `type` carries, in declaration order.
+std::string EncodePeerRequest(PeerMsg type, const PeerRequest& r);
+Result<PeerRequest> DecodePeerRequest(PeerMsg type, std::string_view payload);
+
+std::string EncodePeerError(const Status& s);
+// The Status the payload carries (never Ok: a code of 0 becomes kProtocolError).
+Status DecodePeerError(std::string_view payload);
+
+std::string EncodeSteps(const std::vector<uint64_t>& steps);
+Result<std::vector<uint64_t>> DecodeSteps(std::string_view payload);
+
+}  // namespace tierckpt::peer

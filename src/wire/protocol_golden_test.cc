@@ -1,0 +1,92 @@
+// protocol_golden_test.cc — pins the bytes of the local protocol (version 4).
+//
+// One populated instance of every message, encoded, against hex captured from
+// the hand-written encoders before the messages were declared once
+// (wire/messages.h). A change to a declaration that moves a byte fails here:
+// the wire format is a format (docs/protocol.md), so such a change needs a new
+// kProtocolVersion, the docs and the corpora updated, and new constants here.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "wire/protocol.h"
+
+namespace tierckpt::wire {
+namespace {
+
+std::string Hex(std::string_view bytes) {
+  std::string out;
+  char b[3];
+  for (unsigned char c : bytes) {
+    std::snprintf(b, sizeof(b), "%02x", c);
+    out += b;
+  }
+  return out;
+}
+
+// The encoding must match, and decoding it must give back the same bytes.
+template <typename T>
+void ExpectGolden(const T& value, std::string_view hex) {
+  const std::string bytes = value.Encode();
+  EXPECT_EQ(Hex(bytes), hex);
+  Result<T> back = T::Decode(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->Encode(), bytes);
+}
+
+TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion4Bytes) {
+  ExpectGolden(HelloRequest{4242, "tierckpt-cli 0.1", "job:run-7"},
+               "921000001000000074696572636b70742d636c6920302e31090000006a6f623a72756e2d37");
+  ExpectGolden(StepRequest{"job-1", 1200}, "050000006a6f622d31b004000000000000");
+  ExpectGolden(CreateObjectRequest{"job-1", 1200, "m/__0_0.distcp", 1u << 20},
+               "050000006a6f622d31b0040000000000000e0000006d2f5f5f305f302e6469737463700000100000000000");
+  ExpectGolden(SealObjectRequest{"job-1", 1201, "obj", 4096, "xxh3-64:0123456789abcdef"},
+               "050000006a6f622d31b104000000000000030000006f626a00100000000000001800000078786833"
+               "2d36343a30313233343536373839616263646566");
+  ExpectGolden(CommitStepRequest{"job-1", 1202, 4, true, {".metadata", "obj"}, {"node-a", "node-b"}},
+               "050000006a6f622d31b204000000000000040000000102000000090000002e6d6574616461746103"
+               "0000006f626a02000000060000006e6f64652d61060000006e6f64652d62");
+  ExpectGolden(OpenObjectRequest{"job-1", 1203, ".metadata"},
+               "050000006a6f622d31b304000000000000090000002e6d65746164617461");
+  ExpectGolden(ListRequest{"job-1", false}, "050000006a6f622d3100");
+  ExpectGolden(DeleteStepRequest{"job-1", 1100, true, false}, "050000006a6f622d314c040000000000000100");
+  ExpectGolden(PruneRequest{"job-1", 2, 5}, "050000006a6f622d310200000005000000");
+  ExpectGolden(WaitDurableRequest{"job-1", 1204, 60000}, "050000006a6f622d31b40400000000000060ea0000");
+}
+
+TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersion4Bytes) {
+  ExpectGolden(HelloResponse{"node-a", "0.1.0", "/dev/shm/tc", "file:///d"},
+               "060000006e6f64652d6105000000302e312e300b0000002f6465762f73686d2f74630900000066696c"
+               "653a2f2f2f64");
+  ExpectGolden(OpenObjectResponse{10, "xxh3-64:00000000000000ff"},
+               "0a0000000000000018000000787868332d36343a30303030303030303030303030306666");
+  ExpectGolden(JsonBody{"{\"a\":1}"}, "070000007b2261223a317d");
+  EXPECT_EQ(Hex(EncodeResponse(Status::Ok(), "body")), "0000000000000000626f6479");
+  EXPECT_EQ(Hex(EncodeResponse(NotFound("gone"), "ignored")), "0200000004000000676f6e65");
+  FrameHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kOpenObject) | kResponseBit;
+  h.request_id = 7;
+  h.payload_len = 300;
+  uint8_t header[kFrameHeaderSize];
+  EncodeHeader(h, header);
+  EXPECT_EQ(Hex(std::string_view(reinterpret_cast<const char*>(header), kFrameHeaderSize)),
+            "54434b5004000980070000002c010000");
+}
+
+TEST(LocalWireFormatGoldenTest, TypeNumbersNamesAndRequestLimitsAreThoseOfVersion4) {
+  const char* const names[] = {"unknown",    "Hello",     "BeginStep", "CreateObject", "SealObject",
+                               "CommitStep", "AbortStep", "List",      "Show",         "OpenObject",
+                               "DeleteStep", "Prune",     "Stats",     "WaitDurable",  "Restore",
+                               "Verify",     "Shutdown",  "Persist",   "unknown"};
+  for (uint16_t t = 0; t <= 18; ++t) {
+    EXPECT_EQ(MsgTypeName(t), names[t]) << t;
+    EXPECT_EQ(IsKnownRequestType(t), t >= 1 && t <= 17) << t;
+    EXPECT_EQ(MaxRequestPayload(t), t == 5 ? 64u << 20 : 64u << 10) << t;
+  }
+  EXPECT_EQ(static_cast<uint16_t>(MsgType::kPersist), 17);
+  EXPECT_EQ(MaxRequestPayload(0xffff), 64u << 10);
+}
+
+}  // namespace
+}  // namespace tierckpt::wire

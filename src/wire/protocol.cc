@@ -354,6 +354,7 @@ std::string OpenObjectRequest::Encode() const {
   e.Str(ns);
   e.U64(step);
   e.Str(name);
+  e.Bool(repair);
   return e.Take();
 }
 
@@ -363,6 +364,7 @@ Result<OpenObjectRequest> OpenObjectRequest::Decode(std::string_view p) {
   TC_RETURN_IF_ERROR(d.Str(&r.ns, "OpenObject.namespace"));
   TC_RETURN_IF_ERROR(d.U64(&r.step, "OpenObject.step"));
   TC_RETURN_IF_ERROR(d.Str(&r.name, "OpenObject.name"));
+  TC_RETURN_IF_ERROR(d.Bool(&r.repair, "OpenObject.repair"));
   TC_RETURN_IF_ERROR(d.Finish());
   return r;
 }
@@ -371,6 +373,7 @@ std::string OpenObjectResponse::Encode() const {
   Encoder e;
   e.U64(size);
   e.Str(checksum);
+  e.Str(repaired);
   return e.Take();
 }
 
@@ -379,6 +382,7 @@ Result<OpenObjectResponse> OpenObjectResponse::Decode(std::string_view p) {
   OpenObjectResponse r;
   TC_RETURN_IF_ERROR(d.U64(&r.size, "OpenObjectResponse.size"));
   TC_RETURN_IF_ERROR(d.Str(&r.checksum, "OpenObjectResponse.checksum"));
+  TC_RETURN_IF_ERROR(d.Str(&r.repaired, "OpenObjectResponse.repaired"));
   TC_RETURN_IF_ERROR(d.Finish());
   return r;
 }

@@ -36,7 +36,7 @@
 namespace tierckpt::wire {
 
 inline constexpr uint32_t kFrameMagic = 0x504B4354;
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr size_t kFrameHeaderSize = 16;
 // Large enough for the biggest manifest (kMaxManifestBytes, 64 MiB) in a
 // CommitStep or Show response, or a CommitStep request naming ~1M objects.
@@ -203,6 +203,10 @@ struct OpenObjectRequest {
   std::string ns;
   uint64_t step = 0;
   std::string name;
+  // The copy handed out before failed the client's checksum: the agent
+  // re-hashes its memory copy, replaces it from the next tier if it is
+  // corrupt, and hands out the copy it then holds (agent/read_path.h).
+  bool repair = false;
   std::string Encode() const;
   static Result<OpenObjectRequest> Decode(std::string_view p);
 };
@@ -210,6 +214,9 @@ struct OpenObjectRequest {
 struct OpenObjectResponse {
   uint64_t size = 0;
   std::string checksum;
+  // What a repair found and did ("" = the copy was not replaced), for the
+  // client's log: which copy was corrupt and where the step came from instead.
+  std::string repaired;
   std::string Encode() const;
   static Result<OpenObjectResponse> Decode(std::string_view p);
 };

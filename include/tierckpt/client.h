@@ -129,6 +129,10 @@ class ObjectView {
   const uint8_t* data() const;
   size_t size() const;
   const std::string& checksum() const;  // from the manifest
+  // "" unless the agent replaced a corrupt copy before handing out this one
+  // (Client::OpenVerified): which copy was corrupt and where it read the
+  // step from instead.
+  const std::string& repaired() const;
   // Recomputes the checksum; kCorruption naming the object on mismatch.
   Status Verify() const;
   // Copies into dst (capacity >= size()) and verifies in the same pass.
@@ -235,7 +239,15 @@ class Client {
   // Maps a committed object from memory, restoring the step from durable
   // first when memory lacks it.
   Result<ObjectView> Open(std::string_view ns, uint64_t step, std::string_view name);
-  // Open + CopyTo, for many objects, copy_threads at a time.
+  // Open + Verify. On a checksum mismatch asks the agent, once, to check and
+  // repair its copy (it re-hashes it, drops it if corrupt and restores the
+  // step from the replica holders or the durable tier: docs/agent.md, "The
+  // read path"), then verifies the copy it hands out instead; repaired() on
+  // the view says what the agent did. kCorruption naming the object when no
+  // tier holds a sound copy.
+  Result<ObjectView> OpenVerified(std::string_view ns, uint64_t step, std::string_view name);
+  // Open + CopyTo, for many objects, copy_threads at a time; a copy that
+  // fails its checksum is repaired once as OpenVerified does.
   Status ReadObjects(std::string_view ns, uint64_t step, const std::vector<ObjectDest>& objects);
 
   // ---- Administration (JSON bodies are documented in docs/protocol.md) ----
@@ -251,6 +263,8 @@ class Client {
  private:
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  // OpenObject: repair asks the agent to check and replace a corrupt copy.
+  Result<ObjectView> OpenObject(std::string_view ns, uint64_t step, std::string_view name, bool repair);
   std::unique_ptr<Impl> impl_;
 };
 

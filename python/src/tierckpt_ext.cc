@@ -273,6 +273,13 @@ std::unique_ptr<PyView> Open(Client& c, const std::string& ns, uint64_t step, co
   return v;
 }
 
+std::unique_ptr<PyView> OpenVerified(Client& c, const std::string& ns, uint64_t step,
+                                     const std::string& name) {
+  auto v = std::make_unique<PyView>();
+  v->view = Unwrap(Released([&] { return c.OpenVerified(ns, step, name); }));
+  return v;
+}
+
 void CopyTo(const PyView& v, nb::handle destination) {
   HeldBuffer buffer(destination, /*writable=*/true);
   Check(Released([&] { return v.view.CopyTo(buffer.data(), buffer.size()); }));
@@ -344,6 +351,9 @@ NB_MODULE(_tierckpt, m) {
                      "A committed object mapped read-only from the memory tier.")
       .def_prop_ro("size", [](const PyView& v) { return v.view.size(); })
       .def_prop_ro("checksum", [](const PyView& v) { return v.view.checksum(); })
+      .def_prop_ro("repaired", [](const PyView& v) { return v.view.repaired(); },
+                   "\"\" unless the agent replaced a corrupt copy before handing out this one: what it found "
+                   "and where it read the step from instead (Client.open_verified).")
       .def_prop_ro("data", &MemoryViewOf, "A read-only memoryview over the object's shared memory.")
       .def("verify", [](const PyView& v) { Check(Released([&] { return v.view.Verify(); })); },
            "Recomputes the checksum; CorruptionError naming the object on mismatch.")
@@ -391,6 +401,11 @@ NB_MODULE(_tierckpt, m) {
            [](Client& c, const std::string& ns, uint64_t step) { return Unwrap(Released([&] { return c.Show(ns, step); })); },
            nb::arg("ns"), nb::arg("step"))
       .def("open", &Open, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::keep_alive<0, 1>())
+      .def("open_verified", &OpenVerified, nb::arg("ns"), nb::arg("step"), nb::arg("name"),
+           nb::keep_alive<0, 1>(),
+           "open + verify; on a mismatch the agent checks and repairs its copy once (docs/agent.md, "
+           "\"The read path\") and the copy it hands out instead is verified. CorruptionError when no tier "
+           "holds a sound copy.")
       .def("read_objects", &ReadObjects, nb::arg("ns"), nb::arg("step"), nb::arg("objects"))
       .def("verify",
            [](Client& c, const std::string& ns, uint64_t step) { return Unwrap(Released([&] { return c.Verify(ns, step); })); },

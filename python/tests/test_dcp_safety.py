@@ -7,6 +7,7 @@ import logging
 import os
 import pickle
 import signal
+import threading
 import time
 
 import pytest
@@ -17,8 +18,7 @@ from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
 import states
-from tierckpt import agent as tc_agent
-from tierckpt.errors import Code
+from tierckpt import _tierckpt, agent as tc_agent
 from conftest import run_ranks
 from tierckpt.torch import CorruptionError, SaveInFlightError, TieredReader, TieredWriter, TierckptError, latest_step
 
@@ -168,32 +168,37 @@ def test_corrupt_memory_copy_falls_back_to_durable(agent, caplog):
     assert agent.steps("corrupt")[3]["memory"] == "committed"
 
 
-class _LostTheDropRace:
-    """A client whose delete_step drops the step, then answers as the agent answers a second
-    reader while the first one's restore of that step runs (ranks of one node both found the
-    corrupt copy)."""
-
-    def __init__(self, client):
-        self._client = client
-
-    def __getattr__(self, name):
-        return getattr(self._client, name)
-
-    def delete_step(self, *args, **kwargs):
-        self._client.delete_step(*args, **kwargs)
-        e = TierckptError("failed precondition: step is being written or restored; abort it instead (AbortStep)")
-        e.code = int(Code.FAILED_PRECONDITION)
-        raise e
-
-
-def test_a_reader_that_loses_the_race_to_drop_a_corrupt_copy_waits_for_the_restore(agent, monkeypatch):
+def test_readers_racing_to_repair_a_corrupt_copy_all_read_the_restored_step(agent):
     # Flaky in CI before the fix: two ranks of one node read the corrupt copy; the second's drop
-    # met the first's restore and the load failed.
+    # met the first's restore and the load failed. Now the agent serializes the repair of a step:
+    # one reader drops and restores it, the others wait for that and read the restored copy.
     cfg = _durable_step_with_a_corrupt_memory_copy(agent, "corrupt-race", 5)
-    real_call = tc_agent.call
-    monkeypatch.setattr(tc_agent, "call", lambda config, fn: real_call(config, lambda c: fn(_LostTheDropRace(c))))
-    assert torch.equal(_load_tensor(cfg), _tensor(5))
+    socket = tc_agent.socket_path(cfg.resolve())
+    readers = 4
+    clients = [_tierckpt.Client.connect(socket) for _ in range(readers)]  # one connection each
+    barrier = threading.Barrier(readers)
+    results: list = [None] * readers
+
+    def read(i):
+        barrier.wait()
+        try:
+            view = clients[i].open_verified("corrupt-race", 5, "__0_0.distcp")
+            results[i] = (view.repaired, bytes(view.data))
+        except Exception as e:  # noqa: BLE001 - reported below
+            results[i] = e
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(readers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    failed = [r for r in results if not isinstance(r, tuple)]
+    assert not failed, failed
+    assert len({data for _, data in results}) == 1
+    assert sum(1 for repaired, _ in results if repaired) >= 1  # someone saw the corrupt copy replaced
+    assert agent.log_text().count("event=corrupt_copy_dropped") == 1, agent.log_text()[-3000:]
     tc_agent.client(cfg).open("corrupt-race", 5, "__0_0.distcp").verify()
+    assert torch.equal(_load_tensor(cfg), _tensor(5))
 
 
 def test_corrupt_memory_copy_without_durable_copy_is_an_error(agent):

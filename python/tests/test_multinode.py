@@ -247,8 +247,8 @@ def test_a_corrupt_memory_copy_is_dropped_on_its_node_only_and_comes_back_from_i
         b = f.read(1)
         f.seek(size - 16)
         f.write(bytes([b[0] ^ 0xFF]))
-    # The reader sees the damage, drops n2's memory copy only (keep_replicas), and the
-    # agent restores it from n3's verified replica before the durable tier.
+    # The reader sees the damage and asks n2's agent to repair its copy: the agent re-hashes it,
+    # drops n2's memory copy only, and restores it from n3's verified replica before the durable tier.
     run_ranks(tmp_path, 4, _load_and_check, cfgs, 10)
     log = c.nodes["n2"].log_text()
     assert "event=restored_from_peer ns=heal step=10 peer=n3" in log, log[-3000:]

@@ -1,4 +1,4 @@
-// Handlers: dispatch, Hello, the write path, OpenObject, Shutdown.
+// Handlers: dispatch, Hello, the write path, OpenObject (read_path.h decides), Shutdown.
 // Listings and administration are in handlers_admin.cc.
 #include "agent/handlers.h"
 
@@ -32,10 +32,7 @@ Reply ProtocolReply(const Status& st) {
   return r;
 }
 
-Status Handlers::InNoTier(std::string_view ns, uint64_t step) {
-  return NotFound("step " + StepLabel(ns, step) + " is in no tier; `tierckpt ls " + std::string(ns) +
-                  "` lists what exists");
-}
+Status Handlers::InNoTier(std::string_view ns, uint64_t step) { return StepInNoTier(ns, step); }
 
 Result<bool> Handlers::DurableHas(std::string_view ns, uint64_t step) {
   if (d_.store == nullptr) return false;
@@ -216,74 +213,16 @@ Reply Handlers::AbortStep(const ConnectionState& conn, std::string_view p) {
 Reply Handlers::OpenObject(std::string_view p) {
   wire::OpenObjectRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
-  Result<OpenedObject> opened = d_.tier->OpenObject(req.ns, req.step, req.name);
-  if (!opened.ok() && opened.status().code() == Code::kNotFound && !d_.tier->HasCommitted(req.ns, req.step)) {
-    Status restored = RestoreFromOtherTiers(req.ns, req.step);
-    if (!restored.ok()) return StatusReply(restored);
-    opened = d_.tier->OpenObject(req.ns, req.step, req.name);
-  }
-  if (!opened.ok() && opened.status().code() == Code::kNotFound) {
-    Result<OpenedObject> there = OpenFromOtherParts(req.ns, req.step, req.name);
-    if (there.ok() || there.status().code() != Code::kNotFound) opened = std::move(there);
-  }
-  if (!opened.ok()) return StatusReply(opened.status());
+  Result<ServedObject> served = read_path_.Open(req.ns, req.step, req.name, req.repair);
+  if (!served.ok()) return StatusReply(served.status());
   wire::OpenObjectResponse resp;
-  resp.size = opened->size;
-  resp.checksum = opened->checksum;
+  resp.size = served->object.size;
+  resp.checksum = served->object.checksum;
+  resp.repaired = std::move(served->repaired);
   Reply r;
   r.body = resp.Encode();
-  r.fd = std::move(opened->fd);
+  r.fd = std::move(served->object.fd);
   return r;
-}
-
-Result<OpenedObject> Handlers::OpenFromOtherParts(const std::string& ns, uint64_t step, const std::string& name) {
-  const Status absent = NotFound("object " + name + " is not in " + StepLabel(ns, step));
-  if (d_.replicator == nullptr || d_.replicas == nullptr) return absent;
-  Result<Manifest> own = d_.tier->GetManifest(ns, step);
-  if (!own.ok() || !own->SpansNodes()) return absent;
-  for (const std::string& member : own->members) {
-    if (member == d_.info.node_id) continue;
-    Result<MemoryTier*> copy = d_.replicas->Get(member, /*create=*/false);
-    if (!copy.ok() || !(*copy)->HasCommitted(ns, step)) {
-      // Only fetch a part that has the object: ask for its manifest first.
-      Result<Manifest> part = d_.replicator->PartManifest(member, ns, step);
-      if (!part.ok()) {
-        Log(LogLevel::kWarn, "part_unreachable").Kv("ns", ns).Kv("step", step).Kv("origin", member).Err(part.status());
-        continue;
-      }
-      if (part->Find(name) == nullptr) continue;
-      copy = d_.replicas->Get(member, /*create=*/true);
-      if (!copy.ok()) return copy.status();
-      TC_RETURN_IF_ERROR(d_.replicator->FetchPart(*copy, member, ns, step));
-    }
-    Result<OpenedObject> opened = (*copy)->OpenObject(ns, step, name);
-    if (opened.ok() || opened.status().code() != Code::kNotFound) return opened;
-  }
-  return NotFound("object " + name + " is in no part of " + StepLabel(ns, step) + " that nodes " +
-                  JoinIds(own->members) + " (or the holders of their replicas) could serve; `tierckpt ls " + ns +
-                  "` shows what exists");
-}
-
-Status Handlers::RestoreFromOtherTiers(const std::string& ns, uint64_t step) {
-  Status from_peers = NotFound("no peers");
-  if (d_.replicator != nullptr && !d_.replicator->holders().empty()) {
-    from_peers = d_.replicator->RestoreFromPeers(d_.tier, ns, step);
-    if (from_peers.ok()) return from_peers;
-    if (from_peers.code() == Code::kUnavailable) return from_peers;  // shutting down
-    Log(LogLevel::kWarn, "peer_restore_failed")
-        .Kv("ns", ns)
-        .Kv("step", step)
-        .Kv("next", d_.store != nullptr ? "durable" : "none")
-        .Err(from_peers);
-  }
-  if (d_.store == nullptr) {
-    Status none = InNoTier(ns, step);
-    if (d_.replicator != nullptr && !d_.replicator->holders().empty()) {
-      return Status(none.code(), none.message() + "; no replica holder has it either (" + from_peers.message() + ")");
-    }
-    return none;
-  }
-  return d_.tier->Restore(*d_.store, ns, step);
 }
 
 Reply Handlers::Shutdown(std::string_view p) {

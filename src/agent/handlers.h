@@ -7,13 +7,16 @@
 //     kProtocolError and the connection is closed;
 //   * every namespace, step and object name is validated (common/names.h)
 //     before it reaches a path (the memory tier validates again);
+//   * reads: OpenObject only decodes, calls ReadPath::Open (read_path.h: the
+//     one place that picks the tier and repairs a corrupt copy) and encodes;
 //   * bodies: CommitStep returns the manifest, List/Show/Stats/Verify/Prune a
 //     JSON document (JsonBody; shapes in docs/agent.md and reports.h), Hello a
 //     HelloResponse, OpenObject an OpenObjectResponse + read-only fd,
 //     CreateObject an empty body + read-write fd; the rest an empty body.
 //
 // Thread safety: Handle/OnClose are called concurrently from connection
-// threads; Handlers holds no mutable state of its own.
+// threads; Handlers holds no mutable state of its own (its ReadPath is
+// thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include "agent/replicator.h"
 #include "agent/work_queue.h"
 #include "agent/persister.h"
+#include "agent/read_path.h"
 #include "agent/recent_errors.h"
 #include "agent/service.h"
 #include "store/object_store.h"
@@ -66,7 +70,9 @@ struct HandlerDeps {
 
 class Handlers final : public RequestHandler {
  public:
-  explicit Handlers(HandlerDeps deps) : d_(std::move(deps)) {}
+  explicit Handlers(HandlerDeps deps)
+      : d_(std::move(deps)),
+        read_path_(ReadPathDeps{d_.info.node_id, d_.tier, d_.store, d_.replicator, d_.replicas}) {}
 
   Reply Handle(ConnectionState& conn, const wire::Frame& frame) override;
   void OnClose(ConnectionState& conn) override;
@@ -81,13 +87,10 @@ class Handlers final : public RequestHandler {
   Reply CommitStep(const ConnectionState& conn, std::string_view payload);
   Reply AbortStep(const ConnectionState& conn, std::string_view payload);
   Reply OpenObject(std::string_view payload);
-  // A step missing from memory: from the replica holders, then the durable
-  // tier (a log line when the peers had nothing); the error names both.
-  Status RestoreFromOtherTiers(const std::string& ns, uint64_t step);
-  // An object of a step spanning nodes that this node's part lacks: from the
-  // copy of the member's part this node keeps (replicas/<member>), fetched
-  // first from the member or its holders when absent (docs/multinode.md).
-  Result<OpenedObject> OpenFromOtherParts(const std::string& ns, uint64_t step, const std::string& name);
+  // A step missing from memory, for Restore: ReadPath::RestoreStep.
+  Status RestoreFromOtherTiers(const std::string& ns, uint64_t step) {
+    return read_path_.RestoreStep(ns, step);
+  }
   // Listings and administration (handlers_admin.cc).
   Reply List(std::string_view payload);
   Reply Show(std::string_view payload);
@@ -109,6 +112,7 @@ class Handlers final : public RequestHandler {
 
   // Const after construction.
   const HandlerDeps d_;
+  ReadPath read_path_;
 };
 
 // A Reply carrying st (and no body).

@@ -68,7 +68,9 @@ TEST_F(ReplicationTest, TheRingSuccessorHoldsAVerifiedReplicaAndAReplacementRest
 
   // A replacement for n1: an empty tier.
   TierHarness fresh;
-  ASSERT_TRUE(n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 4).ok());
+  Result<std::string> holder = n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 4);
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  EXPECT_EQ(*holder, "n2");
   for (const auto& [name, data] : objects) {
     Result<OpenedObject> o = fresh.tier->OpenObject("job", 4, name);
     ASSERT_TRUE(o.ok()) << name;
@@ -128,7 +130,7 @@ TEST_F(ReplicationTest, ADeleteReachesEveryHolderAndAnUnreachableOneIsNamed) {
   EXPECT_FALSE(held("n2", 1) || held("n3", 1));
   EXPECT_TRUE(held("n2", 2) && held("n3", 2));  // only that step
   TierHarness fresh;  // a replacement node finds it nowhere now
-  EXPECT_EQ(n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 1).code(), Code::kNotFound);
+  EXPECT_EQ(n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 1).status().code(), Code::kNotFound);
   dropped = n1.replicator->DropReplicas("job", 1);  // again: nothing held, still fine
   ASSERT_TRUE(dropped.ok());
   EXPECT_TRUE(dropped->empty());
@@ -153,7 +155,7 @@ TEST_F(ReplicationTest, AnUnreachableHolderFailsTheReplicationNamingIt) {
   EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("n2: "), std::string::npos) << s.message();
   TierHarness fresh;
-  Status r = n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 3);
+  Status r = n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 3).status();
   EXPECT_EQ(r.code(), Code::kNotFound) << r.ToString();
   EXPECT_NE(r.message().find("no replica holder of node n1 has job step 3 (n2:"), std::string::npos)
       << r.message();
@@ -167,7 +169,7 @@ TEST_F(ReplicationTest, WithOneReplicaThereAreNoHolders) {
   EXPECT_TRUE(n1.replicator->Replicate("job", 1).ok());
   EXPECT_FALSE(nodes["n2"]->replica_tiers->Get("n1", false).ok());
   TierHarness fresh;
-  EXPECT_EQ(n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 1).code(), Code::kNotFound);
+  EXPECT_EQ(n1.replicator->RestoreFromPeers(fresh.tier.get(), "job", 1).status().code(), Code::kNotFound);
 }
 
 TEST_F(ReplicationTest, BytesDamagedAtRestOnTheSenderFailTheReadWithCorruption) {

@@ -161,7 +161,7 @@ Result<std::vector<std::string>> Replicator::DropReplicas(std::string_view ns, u
   return dropped;
 }
 
-Status Replicator::RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint64_t step) {
+Result<std::string> Replicator::RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint64_t step) {
   std::string tried;
   for (const std::string& holder : holders_) {
     std::unique_ptr<PeerObjectStore> from = HolderStore(holder);
@@ -169,7 +169,7 @@ Status Replicator::RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint6
     Status s = tier->Restore(*from, ns, step);
     if (s.ok()) {
       Log(LogLevel::kInfo, "restored_from_peer").Kv("ns", ns).Kv("step", step).Kv("peer", holder);
-      return s;
+      return holder;
     }
     Log(LogLevel::kInfo, "peer_restore_skipped").Kv("ns", ns).Kv("step", step).Kv("peer", holder).Err(s);
     tried += (tried.empty() ? "" : "; ") + holder + ": " + s.ToString();

@@ -67,8 +67,9 @@ class Replicator {
   // that could not be asked or failed (its copy stays; ask again).
   Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step);
   // Restores this node's (ns, step) into tier from the first holder that
-  // has it; kNotFound naming every holder tried (and why) when none does.
-  Status RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint64_t step);
+  // has it and returns that holder; kNotFound naming every holder tried (and
+  // why) when none does. Which tier a read uses is agent/read_path.h's call.
+  Result<std::string> RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint64_t step);
   // This node's steps of ns that some holder keeps (step → the first holder
   // listing it); holders that do not answer are skipped (logged at debug).
   std::map<uint64_t, std::string> StepsOnPeers(std::string_view ns);

@@ -286,10 +286,27 @@ Result<Manifest> Client::Show(std::string_view ns, uint64_t step) {
 }
 
 Result<ObjectView> Client::Open(std::string_view ns, uint64_t step, std::string_view name) {
+  return OpenObject(ns, step, name, /*repair=*/false);
+}
+
+Result<ObjectView> Client::OpenVerified(std::string_view ns, uint64_t step, std::string_view name) {
+  TC_ASSIGN_OR_RETURN(ObjectView view, OpenObject(ns, step, name, /*repair=*/false));
+  Status st = view.Verify();
+  if (st.ok()) return view;
+  if (st.code() != Code::kCorruption) return st;
+  view = ObjectView();  // unmaps the bad copy before the agent replaces it
+  TC_ASSIGN_OR_RETURN(ObjectView fresh, OpenObject(ns, step, name, /*repair=*/true));
+  TC_RETURN_IF_ERROR(fresh.Verify());
+  return fresh;
+}
+
+Result<ObjectView> Client::OpenObject(std::string_view ns, uint64_t step, std::string_view name,
+                                      bool repair) {
   wire::OpenObjectRequest req;
   req.ns = std::string(ns);
   req.step = step;
   req.name = std::string(name);
+  req.repair = repair;
   TC_ASSIGN_OR_RETURN(Connection::Reply reply, impl_->Call(MsgType::kOpenObject, req.Encode()));
   impl_->cache->MaybeSweep();
   const std::string what = "object " + ObjectPath(ns, step, name);
@@ -314,6 +331,7 @@ Result<ObjectView> Client::Open(std::string_view ns, uint64_t step, std::string_
   view.impl_->name = std::string(name);
   view.impl_->checksum = std::move(resp->checksum);
   view.impl_->expected = *expected;
+  view.impl_->repaired = std::move(resp->repaired);
   view.impl_->lease = std::move(lease);
   return view;
 }
@@ -328,6 +346,11 @@ Status Client::ReadObjects(std::string_view ns, uint64_t step, const std::vector
       return InvalidArgument(context + ": the destination holds " + std::to_string(d.size) +
                              " bytes but the object has " + std::to_string(view->size()));
     }
+    Status copied = view->CopyTo(d.data, d.size);
+    if (copied.code() != Code::kCorruption) return copied.WithContext(context);
+    *view = ObjectView();  // unmaps the bad copy before the agent replaces it
+    view = OpenObject(ns, step, d.name, /*repair=*/true);
+    if (!view.ok()) return view.status().WithContext(context);
     return view->CopyTo(d.data, d.size).WithContext(context);
   });
 }

@@ -222,6 +222,40 @@ TEST_F(ClientAgentTest, CorruptedObjectIsCorruptionNamingIt) {
   }
   std::vector<uint8_t> out(a.size());
   EXPECT_EQ(c->ReadObjects("job", 1, {{"a.bin", out.data(), out.size()}}).code(), Code::kCorruption);
+  // The agent re-hashes its copy, finds it corrupt, and has nothing to replace it with.
+  Result<ObjectView> verified = c->OpenVerified("job", 1, "a.bin");
+  ASSERT_EQ(verified.status().code(), Code::kCorruption) << verified.status().ToString();
+  EXPECT_NE(verified.status().message().find("no other tier holds job/1"), std::string::npos)
+      << verified.status().message();
+}
+
+TEST_F(ClientAgentTest, OpenVerifiedHasTheAgentReplaceACorruptCopyFromTheDurableTier) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  const std::vector<uint8_t> a = Pattern(1 << 20, 5);
+  ASSERT_TRUE(c->BeginStep("job", 2).ok());
+  ASSERT_TRUE(c->WriteObject("job", 2, "a.bin", a.data(), a.size()).ok());
+  CommitOptions options;
+  options.persist = true;
+  ASSERT_TRUE(c->Commit("job", 2, options).ok());
+  ASSERT_TRUE(c->WaitDurable("job", 2, std::chrono::seconds(60)).ok());
+  const std::string path = root_ + "/ns/job/step_0000000002/a.bin";
+  auto fd = OpenFile(path, O_RDWR);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  uint8_t byte = static_cast<uint8_t>(a[777] ^ 0xff);
+  ASSERT_TRUE(PwriteAll(fd->get(), &byte, 1, 777, path).ok());
+
+  Result<ObjectView> view = c->OpenVerified("job", 2, "a.bin");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_NE(view->repaired().find("memory copy of object job/2/a.bin is corrupt"), std::string::npos)
+      << view->repaired();
+  EXPECT_NE(view->repaired().find("durable tier"), std::string::npos) << view->repaired();
+  std::vector<uint8_t> out(a.size());
+  ASSERT_TRUE(view->CopyTo(out.data(), out.size()).ok());
+  EXPECT_EQ(out, a);
+  view = c->OpenVerified("job", 2, "a.bin");  // sound now: nothing replaced
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_TRUE(view->repaired().empty()) << view->repaired();
 }
 
 TEST_F(ClientAgentTest, SteadyStateSavesReuseMappedSegments) {

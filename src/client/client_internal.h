@@ -26,6 +26,7 @@ struct ObjectView::Impl {
   std::string name;
   std::string checksum;  // as sent by the agent (from the manifest)
   Checksum expected;     // checksum, parsed
+  std::string repaired;  // the agent's note when it replaced a corrupt copy
   client::MappingCache::Lease lease;
 };
 

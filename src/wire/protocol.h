@@ -47,7 +47,7 @@
 namespace tierckpt::wire {
 
 inline constexpr uint32_t kFrameMagic = 0x504B4354;
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr size_t kFrameHeaderSize = 16;
 // Large enough for the biggest manifest (kMaxManifestBytes, 64 MiB) in a
 // CommitStep or Show response, or a CommitStep request naming ~1M objects.
@@ -149,16 +149,23 @@ inline constexpr uint32_t kMaxCommitObjects = 1'000'000;
 inline constexpr uint32_t kMaxCommitMembers = 100'000;
 TIERCKPT_WIRE_MESSAGE(CommitStepRequest, "CommitStep", TIERCKPT_WIRE_COMMIT_STEP_REQUEST);
 
+// repair: the copy handed out before failed the client's checksum; the agent
+// re-hashes its memory copy, replaces it from the next tier if it is corrupt,
+// and hands out the copy it then holds (agent/read_path.h).
 #define TIERCKPT_WIRE_OPEN_OBJECT_REQUEST(F) \
   F(std::string, ns, {}, wire::Str())        \
   F(uint64_t, step, 0, wire::U64())          \
-  F(std::string, name, {}, wire::Str())
+  F(std::string, name, {}, wire::Str())      \
+  F(bool, repair, false, wire::Bool())
 TIERCKPT_WIRE_MESSAGE(OpenObjectRequest, "OpenObject", TIERCKPT_WIRE_OPEN_OBJECT_REQUEST);
 
 // The response carries a read-only fd.
+// repaired: what a repair found and did ("" = the copy was not replaced),
+// for the client's log: which copy was corrupt and where the step came from.
 #define TIERCKPT_WIRE_OPEN_OBJECT_RESPONSE(F) \
   F(uint64_t, size, 0, wire::U64())           \
-  F(std::string, checksum, {}, wire::Str())
+  F(std::string, checksum, {}, wire::Str())   \
+  F(std::string, repaired, {}, wire::Str())
 TIERCKPT_WIRE_MESSAGE(OpenObjectResponse, "OpenObjectResponse", TIERCKPT_WIRE_OPEN_OBJECT_RESPONSE);
 
 // ns "" = all namespaces.

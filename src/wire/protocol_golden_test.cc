@@ -1,4 +1,4 @@
-// protocol_golden_test.cc — pins the bytes of the local protocol (version 4).
+// protocol_golden_test.cc — pins the bytes of the local protocol (version 5).
 //
 // One populated instance of every message, encoded, against hex captured from
 // the hand-written encoders before the messages were declared once
@@ -35,7 +35,7 @@ void ExpectGolden(const T& value, std::string_view hex) {
   EXPECT_EQ(back->Encode(), bytes);
 }
 
-TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion4Bytes) {
+TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion5Bytes) {
   ExpectGolden(HelloRequest{4242, "tierckpt-cli 0.1", "job:run-7"},
                "921000001000000074696572636b70742d636c6920302e31090000006a6f623a72756e2d37");
   ExpectGolden(StepRequest{"job-1", 1200}, "050000006a6f622d31b004000000000000");
@@ -48,19 +48,23 @@ TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion4Bytes) {
                "050000006a6f622d31b204000000000000040000000102000000090000002e6d6574616461746103"
                "0000006f626a02000000060000006e6f64652d61060000006e6f64652d62");
   ExpectGolden(OpenObjectRequest{"job-1", 1203, ".metadata"},
-               "050000006a6f622d31b304000000000000090000002e6d65746164617461");
+               "050000006a6f622d31b304000000000000090000002e6d6574616461746100");
+  ExpectGolden(OpenObjectRequest{"job-1", 1203, ".metadata", true},
+               "050000006a6f622d31b304000000000000090000002e6d6574616461746101");
   ExpectGolden(ListRequest{"job-1", false}, "050000006a6f622d3100");
   ExpectGolden(DeleteStepRequest{"job-1", 1100, true, false}, "050000006a6f622d314c040000000000000100");
   ExpectGolden(PruneRequest{"job-1", 2, 5}, "050000006a6f622d310200000005000000");
   ExpectGolden(WaitDurableRequest{"job-1", 1204, 60000}, "050000006a6f622d31b40400000000000060ea0000");
 }
 
-TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersion4Bytes) {
+TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersion5Bytes) {
   ExpectGolden(HelloResponse{"node-a", "0.1.0", "/dev/shm/tc", "file:///d"},
                "060000006e6f64652d6105000000302e312e300b0000002f6465762f73686d2f74630900000066696c"
                "653a2f2f2f64");
   ExpectGolden(OpenObjectResponse{10, "xxh3-64:00000000000000ff"},
-               "0a0000000000000018000000787868332d36343a30303030303030303030303030306666");
+               "0a0000000000000018000000787868332d36343a3030303030303030303030303030666600000000");
+  ExpectGolden(OpenObjectResponse{10, "xxh3-64:00000000000000ff", "n2"},
+               "0a0000000000000018000000787868332d36343a30303030303030303030303030306666020000006e32");
   ExpectGolden(JsonBody{"{\"a\":1}"}, "070000007b2261223a317d");
   EXPECT_EQ(Hex(EncodeResponse(Status::Ok(), "body")), "0000000000000000626f6479");
   EXPECT_EQ(Hex(EncodeResponse(NotFound("gone"), "ignored")), "0200000004000000676f6e65");
@@ -71,10 +75,10 @@ TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersio
   uint8_t header[kFrameHeaderSize];
   EncodeHeader(h, header);
   EXPECT_EQ(Hex(std::string_view(reinterpret_cast<const char*>(header), kFrameHeaderSize)),
-            "54434b5004000980070000002c010000");
+            "54434b5005000980070000002c010000");
 }
 
-TEST(LocalWireFormatGoldenTest, TypeNumbersNamesAndRequestLimitsAreThoseOfVersion4) {
+TEST(LocalWireFormatGoldenTest, TypeNumbersNamesAndRequestLimitsAreThoseOfVersion5) {
   const char* const names[] = {"unknown",    "Hello",     "BeginStep", "CreateObject", "SealObject",
                                "CommitStep", "AbortStep", "List",      "Show",         "OpenObject",
                                "DeleteStep", "Prune",     "Stats",     "WaitDurable",  "Restore",

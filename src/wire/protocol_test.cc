@@ -36,7 +36,7 @@ TEST(ProtocolTest, HeaderRoundTripIsLittleEndian) {
   h.payload_len = 0x00000a0b;
   uint8_t buf[kFrameHeaderSize];
   EncodeHeader(h, buf);
-  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 4, 0, 5, 0x80,
+  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 5, 0, 5, 0x80,
                                               4,   3,   2,   1,   0x0b, 0x0a, 0, 0};
   EXPECT_EQ(std::memcmp(buf, expected, kFrameHeaderSize), 0);
   auto d = DecodeHeader(buf);
@@ -222,14 +222,26 @@ TEST(ProtocolTest, OpenObjectRoundTrip) {
   EXPECT_EQ(r->ns, "job1");
   EXPECT_EQ(r->step, 3u);
   EXPECT_EQ(r->name, ".metadata");
+  EXPECT_FALSE(r->repair);
   ExpectStrict(o);
+  OpenObjectRequest repair{"job1", 3, ".metadata", true};
+  r = OpenObjectRequest::Decode(repair.Encode());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->repair);
+  ExpectStrict(repair);
 
   OpenObjectResponse resp{4096, "xxh3-64:00000000000000ff"};
   auto r2 = OpenObjectResponse::Decode(resp.Encode());
   ASSERT_TRUE(r2.ok()) << r2.status().ToString();
   EXPECT_EQ(r2->size, 4096u);
   EXPECT_EQ(r2->checksum, "xxh3-64:00000000000000ff");
+  EXPECT_EQ(r2->repaired, "");
   ExpectStrict(resp);
+  OpenObjectResponse replaced{4096, "xxh3-64:00000000000000ff", "the memory copy was corrupt; read from n3"};
+  r2 = OpenObjectResponse::Decode(replaced.Encode());
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->repaired, replaced.repaired);
+  ExpectStrict(replaced);
 }
 
 TEST(ProtocolTest, ListDeletePruneWaitRoundTrip) {

@@ -7,9 +7,11 @@ the memory tier, and restores the step from the durable tier first when
 memory lacks it.
 
 Each object is checked against its checksum before use (``verify_reads``).
-On a mismatch in the memory copy the reader logs a warning, drops that
-memory copy and reads the step again from the durable tier (which the agent
-verifies while restoring); with no durable copy it raises CorruptionError.
+Which tier serves it is the agent's decision alone (docs/agent.md, "The read
+path"): on a mismatch the client asks the agent once to check its memory
+copy, and the agent re-hashes it, drops it if corrupt and restores the step
+from a replica holder or the durable tier; the reader logs the agent's
+account as a warning. With no other copy it raises CorruptionError.
 
 Tensors are read in place: the archive's data record is viewed in the
 read-only mapping and copied once, into the destination the load planner
@@ -35,7 +37,7 @@ from torch.futures import Future
 
 from .. import agent
 from ..config import CheckpointConfig
-from ..errors import Code, CorruptionError, code_of
+from ..errors import CorruptionError
 from . import _format
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 
@@ -114,41 +116,11 @@ class TieredReader(StorageReader):
 
     def _open_verified(self, name: str):
         step = self._resolve_step()
-        view = self._call(lambda c: c.open(self.namespace, step, name))
         if not self.config.verify_reads:
-            return view
-        try:
-            view.verify()
-            return view
-        except CorruptionError as e:
-            del view
-            return self._from_durable(name, e)
-
-    def _from_durable(self, name: str, error: CorruptionError):
-        step = self.step
-        label = checkpoint_id(self.namespace, step)
-        summaries = self._call(lambda c: c.list(self.namespace))
-        if not any(s.ns == self.namespace and s.step == step and s.durable == "committed" for s in summaries):
-            raise CorruptionError(f"{error}; step {label} has no durable copy to fall back to") from error
-        log.warning("tierckpt: %s; dropping the memory copy of %s and reading it from the durable tier",
-                    error, label)
-        try:
-            # Only this node's copy: the holders' replicas are verified copies to restore from.
-            self._call(lambda c: c.delete_step(self.namespace, step, durable_too=False, keep_replicas=True))
-        except FileNotFoundError:
-            pass  # another rank dropped it first
-        except Exception as e:
-            # Another rank on this node dropped it first and its restore is running now (the agent
-            # refuses to delete a step being restored): the open below waits for that restore.
-            if code_of(e) != Code.FAILED_PRECONDITION:
-                raise CorruptionError(f"{error}; dropping the corrupt memory copy of {label} to restore it "
-                                      f"from the durable tier failed: {e}") from error
-            log.info("tierckpt: %s is being restored by another reader on this node; waiting for it", label)
-        # Objects mapped before the drop stay valid (their files live while mapped), but they came
-        # from the corrupt copy's generation: reopen everything from the restored step.
-        self._views.clear()
-        view = self._call(lambda c: c.open(self.namespace, step, name))  # the agent restores, verifying
-        view.verify()
+            return self._call(lambda c: c.open(self.namespace, step, name))
+        view = self._call(lambda c: c.open_verified(self.namespace, step, name))
+        if view.repaired:
+            log.warning("tierckpt: %s", view.repaired)
         return view
 
     # ---- StorageReader ----

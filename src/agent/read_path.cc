@@ -1,0 +1,223 @@
+// ReadPath: memory → replica holders → other members' parts → durable, and
+// the repair of a corrupt memory copy.
+#include "agent/read_path.h"
+
+#include "agent/step_state.h"
+#include "common/checksum.h"
+#include "common/log.h"
+#include "common/names.h"
+
+namespace tierckpt::agent {
+
+Status StepInNoTier(std::string_view ns, uint64_t step) {
+  return NotFound("step " + StepLabel(ns, step) + " is in no tier; `tierckpt ls " + std::string(ns) +
+                  "` lists what exists");
+}
+
+namespace {
+
+std::string ObjectLabel(std::string_view ns, uint64_t step, std::string_view name) {
+  return StepLabel(ns, step) + "/" + std::string(name);
+}
+
+// Re-hashes the committed object in tier; "" when it matches its manifest,
+// else how it differs.
+Result<std::string> Rehash(MemoryTier* tier, const std::string& ns, uint64_t step, const std::string& name) {
+  TC_ASSIGN_OR_RETURN(PinnedObject pinned, tier->ReadCommittedObject(ns, step, name));
+  const std::string actual = ComputeChecksum(pinned.view.data(), pinned.view.size()).ToString();
+  if (actual == pinned.checksum) return std::string();
+  return "hashes to " + actual + " but its manifest says " + pinned.checksum;
+}
+
+}  // namespace
+
+// Holds the repair turn of one step: waits while another repair of it runs.
+class ReadPath::RepairTurn {
+ public:
+  RepairTurn(ReadPath* path, std::string ns, uint64_t step) : path_(path), key_(std::move(ns), step) {
+    std::unique_lock lock(path_->mu_);
+    path_->cv_.wait(lock, [&] { return !path_->repairing_.contains(key_); });
+    path_->repairing_.insert(key_);
+  }
+  ~RepairTurn() {
+    {
+      std::lock_guard lock(path_->mu_);
+      path_->repairing_.erase(key_);
+    }
+    path_->cv_.notify_all();
+  }
+  RepairTurn(const RepairTurn&) = delete;
+  RepairTurn& operator=(const RepairTurn&) = delete;
+
+ private:
+  ReadPath* const path_;
+  const std::pair<std::string, uint64_t> key_;
+};
+
+Result<ServedObject> ReadPath::Open(const std::string& ns, uint64_t step, const std::string& name,
+                                    bool repair) {
+  if (repair) return Repair(ns, step, name);
+  TC_ASSIGN_OR_RETURN(Found found, OpenAnyTier(ns, step, name));
+  return ServedObject{std::move(found.object), ""};
+}
+
+Result<ReadPath::Found> ReadPath::OpenAnyTier(const std::string& ns, uint64_t step, const std::string& name) {
+  Found found;
+  found.tier = d_.tier;
+  Result<OpenedObject> opened = d_.tier->OpenObject(ns, step, name);
+  if (!opened.ok() && opened.status().code() == Code::kNotFound && !d_.tier->HasCommitted(ns, step)) {
+    TC_RETURN_IF_ERROR(RestoreStep(ns, step));
+    found.restored = true;
+    opened = d_.tier->OpenObject(ns, step, name);
+  }
+  if (!opened.ok() && opened.status().code() == Code::kNotFound) {
+    Result<Found> there = OpenFromOtherParts(ns, step, name);
+    if (there.ok() || there.status().code() != Code::kNotFound) return there;
+  }
+  if (!opened.ok()) return opened.status();
+  found.object = std::move(opened).value();
+  return found;
+}
+
+Result<ReadPath::Found> ReadPath::OpenFromOtherParts(const std::string& ns, uint64_t step,
+                                                     const std::string& name) {
+  const Status absent = NotFound("object " + name + " is not in " + StepLabel(ns, step));
+  if (d_.replicator == nullptr || d_.replicas == nullptr) return absent;
+  Result<Manifest> own = d_.tier->GetManifest(ns, step);
+  if (!own.ok() || !own->SpansNodes()) return absent;
+  for (const std::string& member : own->members) {
+    if (member == d_.node_id) continue;
+    Result<MemoryTier*> copy = d_.replicas->Get(member, /*create=*/false);
+    bool fetched = false;
+    if (!copy.ok() || !(*copy)->HasCommitted(ns, step)) {
+      // Only fetch a part that has the object: ask for its manifest first.
+      Result<Manifest> part = d_.replicator->PartManifest(member, ns, step);
+      if (!part.ok()) {
+        Log(LogLevel::kWarn, "part_unreachable")
+            .Kv("ns", ns)
+            .Kv("step", step)
+            .Kv("origin", member)
+            .Err(part.status());
+        continue;
+      }
+      if (part->Find(name) == nullptr) continue;
+      copy = d_.replicas->Get(member, /*create=*/true);
+      if (!copy.ok()) return copy.status();
+      TC_RETURN_IF_ERROR(d_.replicator->FetchPart(*copy, member, ns, step));
+      fetched = true;
+    }
+    Result<OpenedObject> opened = (*copy)->OpenObject(ns, step, name);
+    if (opened.ok()) return Found{std::move(opened).value(), *copy, member, fetched};
+    if (opened.status().code() != Code::kNotFound) return opened.status();
+  }
+  return NotFound("object " + name + " is in no part of " + StepLabel(ns, step) + " that nodes " +
+                  JoinIds(own->members) + " (or the holders of their replicas) could serve; `tierckpt ls " +
+                  ns + "` shows what exists");
+}
+
+Status ReadPath::RestoreStep(const std::string& ns, uint64_t step, std::string* from) {
+  const bool has_holders = d_.replicator != nullptr && !d_.replicator->holders().empty();
+  Status from_peers = NotFound("no peers");
+  if (has_holders) {
+    Result<std::string> holder = d_.replicator->RestoreFromPeers(d_.tier, ns, step);
+    if (holder.ok()) {
+      if (from != nullptr) *from = "replica holder " + *holder;
+      return Status::Ok();
+    }
+    from_peers = holder.status();
+    if (from_peers.code() == Code::kUnavailable) return from_peers;  // shutting down
+    Log(LogLevel::kWarn, "peer_restore_failed")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("next", d_.store != nullptr ? "durable" : "none")
+        .Err(from_peers);
+  }
+  if (d_.store == nullptr) {
+    Status none = StepInNoTier(ns, step);
+    if (!has_holders) return none;
+    return Status(none.code(),
+                  none.message() + "; no replica holder has it either (" + from_peers.message() + ")");
+  }
+  TC_RETURN_IF_ERROR(d_.tier->Restore(*d_.store, ns, step));
+  if (from != nullptr) *from = "the durable tier (" + d_.store->Describe() + ")";
+  return Status::Ok();
+}
+
+Result<ServedObject> ReadPath::Repair(const std::string& ns, uint64_t step, const std::string& name) {
+  RepairTurn turn(this, ns, step);
+  TC_ASSIGN_OR_RETURN(Found found, OpenAnyTier(ns, step, name));
+  if (found.restored) return ServedObject{std::move(found.object), ""};  // verified on the way in
+  Result<std::string> damage = Rehash(found.tier, ns, step, name);
+  if (!damage.ok()) return damage.status().WithContext("re-hashing " + ObjectLabel(ns, step, name));
+  if (damage->empty()) {
+    // The copy is sound (a previous repair replaced it, or the client's
+    // check was wrong): hand it out again; the client checks it once more.
+    Log(LogLevel::kInfo, "repair_not_needed").Kv("ns", ns).Kv("step", step).Kv("object", name);
+    return ServedObject{std::move(found.object), ""};
+  }
+  return Replace(ns, step, name, found, *damage);
+}
+
+std::string ReadPath::WhyNoOtherCopy(const std::string& ns, uint64_t step) {
+  std::string why;
+  if (d_.replicator != nullptr && !d_.replicator->holders().empty()) {
+    Result<Manifest> m = d_.replicator->ManifestFromPeers(ns, step);
+    if (m.ok()) return "";
+    why = m.status().message();
+  } else {
+    why = "no replica holders (--replicas 1)";
+  }
+  if (d_.store == nullptr) return why + "; no durable copy (this agent has no durable tier)";
+  Result<Manifest> m = d_.store->ReadManifest(ns, step);
+  if (m.ok()) return "";
+  if (m.status().code() == Code::kNotFound) return why + "; no durable copy in " + d_.store->Describe();
+  return why + "; no durable copy could be read (" + m.status().ToString() + ")";
+}
+
+Result<ServedObject> ReadPath::Replace(const std::string& ns, uint64_t step, const std::string& name,
+                                       const Found& found, const std::string& damage) {
+  const std::string label = StepLabel(ns, step);
+  const bool own = found.member.empty();
+  const std::string copy = own ? "the memory copy" : "this node's copy of node " + found.member + "'s part";
+  const std::string corrupt =
+      copy + " of object " + ObjectLabel(ns, step, name) + " is corrupt (it " + damage + ")";
+  if (own) {
+    if (std::string why = WhyNoOtherCopy(ns, step); !why.empty()) {
+      return Corruption(corrupt + ", and no other tier holds " + label + " to restore it from: " + why +
+                        "; rewrite the step, or delete it (`tierckpt rm " + ns + " " + std::to_string(step) +
+                        "`)");
+    }
+  }
+  Log(LogLevel::kWarn, "corrupt_copy_dropped")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("object", name)
+      .Kv("part", own ? std::string("own") : found.member)
+      .Kv("damage", damage);
+  // This node's copy only: the holders' replicas are what it comes back from.
+  Result<bool> dropped = found.tier->DeleteStep(ns, step);
+  if (!dropped.ok()) return Corruption(corrupt + "; dropping it failed: " + dropped.status().ToString());
+  std::string from;
+  if (own) {
+    Status st = RestoreStep(ns, step, &from);
+    if (!st.ok())
+      return Corruption(corrupt + "; it was dropped, but restoring " + label + " failed: " + st.ToString());
+  } else {
+    Status st = d_.replicator->FetchPart(found.tier, found.member, ns, step);
+    if (!st.ok())
+      return Corruption(corrupt + "; it was dropped, but fetching the part again failed: " + st.ToString());
+    from = "node " + found.member + " or a holder of its replicas";
+  }
+  Result<OpenedObject> opened = found.tier->OpenObject(ns, step, name);
+  if (!opened.ok())
+    return opened.status().WithContext("opening " + ObjectLabel(ns, step, name) + " after its repair");
+  Log(LogLevel::kInfo, "corrupt_copy_replaced")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("object", name)
+      .Kv("from", from);
+  return ServedObject{std::move(opened).value(),
+                      corrupt + "; dropped it and read " + label + " from " + from};
+}
+
+}  // namespace tierckpt::agent

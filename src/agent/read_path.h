@@ -1,0 +1,116 @@
+// read_path.h — the one place that decides which tier serves a read: "open
+// object X of committed step S, verified". Handlers decode the request and
+// call Open; no caller chooses a tier (leveldb's DBImpl::Get).
+//
+// Open(ns, step, name) tries, in this fixed order:
+//   1. this node's memory tier;
+//   2. when memory lacks the step: the holders of this node's replicas, then
+//      the durable tier, restoring the step into memory (every object
+//      verified on the way in) and serving it from there;
+//   3. when the step spans nodes and this node's part lacks the object: the
+//      copy of the member's part this node keeps (replicas/<member>), fetched
+//      first from the member or its holders when absent (docs/multinode.md).
+//
+// Open with repair = true is what a client asks when the copy it was handed
+// failed its checksum. The client's word alone is never trusted: the copy
+// Open would hand out is re-hashed here. One that matches its manifest is
+// handed out again (repaired stays ""). A corrupt one is dropped, this
+// node's copy only (the holders' replicas are verified copies to restore
+// from), and the step is brought back from the next tier as in 2 (another
+// member's part: fetched again as in 3); `repaired` then says which copy was
+// corrupt and where the step was read from instead. When no other tier holds
+// the step the answer is kCorruption naming the object and saying so, and
+// the corrupt copy stays (Verify and `tierckpt rm` still see it).
+//
+// Concurrent repairs of one step are serialized: the first re-hashes, drops
+// and restores; the others wait for it, then re-hash the fresh copy (which
+// matches) and read it, so no reader fails because another was repairing.
+// Plain readers meanwhile get the old copy (its files live while mapped) or
+// wait in MemoryTier::Restore for the restore under way.
+//
+// Thread safety: thread-safe. The collaborators are shared with the rest of
+// the agent and must outlive the ReadPath.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "agent/memory_tier.h"
+#include "agent/replica_tiers.h"
+#include "agent/replicator.h"
+#include "store/object_store.h"
+
+namespace tierckpt::agent {
+
+struct ReadPathDeps {
+  std::string node_id;
+  MemoryTier* tier = nullptr;        // this node's memory tier (required)
+  ObjectStore* store = nullptr;      // the durable tier; nullptr without one
+  Replicator* replicator = nullptr;  // nullptr on a single node
+  ReplicaTiers* replicas = nullptr;  // the other parts this node keeps; nullptr on a single node
+};
+
+// An object handed out by ReadPath::Open.
+struct ServedObject {
+  OpenedObject object;
+  // "" unless a repair replaced a corrupt copy: what was found and where the
+  // step was read from instead (for the client's log).
+  std::string repaired;
+};
+
+// kNotFound "step ns/step is in no tier; `tierckpt ls ns` lists what exists".
+Status StepInNoTier(std::string_view ns, uint64_t step);
+
+class ReadPath {
+ public:
+  explicit ReadPath(ReadPathDeps deps) : d_(std::move(deps)) {}
+  ReadPath(const ReadPath&) = delete;
+  ReadPath& operator=(const ReadPath&) = delete;
+
+  // The object, from the first tier in the order above that holds it; with
+  // repair, re-hashed and replaced first if corrupt. Errors: kNotFound when
+  // no tier holds the step or the object (the message names what was tried);
+  // kCorruption for a corrupt copy no other tier can replace, or a step whose
+  // other copies failed verification too; kUnavailable while shutting down.
+  Result<ServedObject> Open(const std::string& ns, uint64_t step, const std::string& name, bool repair);
+
+  // Brings a step missing from memory back from the replica holders, then the
+  // durable tier (logging when the holders had nothing). On success *from (if
+  // not null) names where it came from; the error names every tier tried.
+  Status RestoreStep(const std::string& ns, uint64_t step, std::string* from = nullptr);
+
+ private:
+  // A copy found by OpenAnyTier: from this node's tier (member "") or the
+  // copy of member's part.
+  struct Found {
+    OpenedObject object;
+    MemoryTier* tier = nullptr;
+    std::string member;
+    bool restored = false;  // brought in (and verified) by this call
+  };
+  Result<Found> OpenAnyTier(const std::string& ns, uint64_t step, const std::string& name);
+  Result<Found> OpenFromOtherParts(const std::string& ns, uint64_t step, const std::string& name);
+  Result<ServedObject> Repair(const std::string& ns, uint64_t step, const std::string& name);
+  // Replaces the corrupt copy `found` ("damage" says how it is corrupt).
+  Result<ServedObject> Replace(const std::string& ns, uint64_t step, const std::string& name,
+                               const Found& found, const std::string& damage);
+  // "" when another tier holds this node's (ns, step); else why none does.
+  std::string WhyNoOtherCopy(const std::string& ns, uint64_t step);
+
+  // Serializes repairs of one step (RAII turn).
+  class RepairTurn;
+
+  // Const after construction.
+  const ReadPathDeps d_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::pair<std::string, uint64_t>> repairing_;  // guarded by mu_
+};
+
+}  // namespace tierckpt::agent

@@ -30,7 +30,9 @@ constexpr size_t kMaxResponseMessage = 64u << 10;
   X(kRestore, "Restore")      \
   X(kVerify, "Verify")        \
   X(kShutdown, "Shutdown")    \
-  X(kPersist, "Persist")
+  X(kPersist, "Persist")      \
+  X(kCreateNextObject, "CreateNextObject") \
+  X(kBeginSave, "BeginSave")
 
 void PutLe(std::string* out, uint64_t v, size_t width) {
   uint8_t bytes[8];
@@ -296,6 +298,46 @@ Result<CreateObjectRequest> CreateObjectRequest::Decode(std::string_view p) {
   TC_RETURN_IF_ERROR(d.U64(&r.step, "CreateObject.step"));
   TC_RETURN_IF_ERROR(d.Str(&r.name, "CreateObject.name"));
   TC_RETURN_IF_ERROR(d.U64(&r.size, "CreateObject.size"));
+  TC_RETURN_IF_ERROR(d.Finish());
+  return r;
+}
+
+std::string CreateNextObjectRequest::Encode() const {
+  Encoder e;
+  e.Str(ns);
+  e.U64(step);
+  e.Str(prefix);
+  e.U64(first);
+  e.Str(suffix);
+  e.U64(size);
+  return e.Take();
+}
+
+Result<CreateNextObjectRequest> CreateNextObjectRequest::Decode(std::string_view p) {
+  Decoder d(p);
+  CreateNextObjectRequest r;
+  TC_RETURN_IF_ERROR(d.Str(&r.ns, "CreateNextObject.namespace"));
+  TC_RETURN_IF_ERROR(d.U64(&r.step, "CreateNextObject.step"));
+  TC_RETURN_IF_ERROR(d.Str(&r.prefix, "CreateNextObject.prefix"));
+  TC_RETURN_IF_ERROR(d.U64(&r.first, "CreateNextObject.first"));
+  TC_RETURN_IF_ERROR(d.Str(&r.suffix, "CreateNextObject.suffix"));
+  TC_RETURN_IF_ERROR(d.U64(&r.size, "CreateNextObject.size"));
+  TC_RETURN_IF_ERROR(d.Finish());
+  return r;
+}
+
+std::string CreateNextObjectResponse::Encode() const {
+  Encoder e;
+  e.U64(index);
+  e.Str(name);
+  return e.Take();
+}
+
+Result<CreateNextObjectResponse> CreateNextObjectResponse::Decode(std::string_view p) {
+  Decoder d(p);
+  CreateNextObjectResponse r;
+  TC_RETURN_IF_ERROR(d.U64(&r.index, "CreateNextObjectResponse.index"));
+  TC_RETURN_IF_ERROR(d.Str(&r.name, "CreateNextObjectResponse.name"));
   TC_RETURN_IF_ERROR(d.Finish());
   return r;
 }

@@ -69,6 +69,8 @@ enum class MsgType : uint16_t {
   kVerify = 15,
   kShutdown = 16,
   kPersist = 17,
+  kCreateNextObject = 18,
+  kBeginSave = 19,
 };
 // Writer ids (HelloRequest::writer): at most 128 bytes of [A-Za-z0-9_.:@/+=-].
 inline constexpr size_t kMaxWriterIdLength = 128;
@@ -172,6 +174,29 @@ struct CreateObjectRequest {
   uint64_t size = 0;
   std::string Encode() const;
   static Result<CreateObjectRequest> Decode(std::string_view p);
+};
+
+// CreateNextObject: the agent creates the first object named
+// <prefix><n><suffix> (n in decimal) for n = first, first + 1, ... that is not
+// sealed in the step yet (an unsealed one is replaced, as CreateObject does),
+// trying at most kMaxNextObjectNames names. The response names the object
+// (CreateNextObjectResponse) and carries its writable fd.
+inline constexpr uint32_t kMaxNextObjectNames = 64;
+struct CreateNextObjectRequest {
+  std::string ns;
+  uint64_t step = 0;
+  std::string prefix;
+  uint64_t first = 0;
+  std::string suffix;
+  uint64_t size = 0;
+  std::string Encode() const;
+  static Result<CreateNextObjectRequest> Decode(std::string_view p);
+};
+struct CreateNextObjectResponse {
+  uint64_t index = 0;  // the n taken
+  std::string name;    // <prefix><n><suffix>
+  std::string Encode() const;
+  static Result<CreateNextObjectResponse> Decode(std::string_view p);
 };
 
 // checksum "" asks the agent to compute it; otherwise the agent verifies it.

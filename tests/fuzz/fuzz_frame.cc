@@ -43,6 +43,7 @@ void DecodeRequest(uint16_t type, std::string_view payload) {
     case MsgType::kHello:
       return DecodeAndReencode<HelloRequest>(payload);
     case MsgType::kBeginStep:
+    case MsgType::kBeginSave:
     case MsgType::kAbortStep:
     case MsgType::kShow:
     case MsgType::kRestore:
@@ -51,6 +52,8 @@ void DecodeRequest(uint16_t type, std::string_view payload) {
       return DecodeAndReencode<StepRequest>(payload);
     case MsgType::kCreateObject:
       return DecodeAndReencode<CreateObjectRequest>(payload);
+    case MsgType::kCreateNextObject:
+      return DecodeAndReencode<CreateNextObjectRequest>(payload);
     case MsgType::kSealObject:
       return DecodeAndReencode<SealObjectRequest>(payload);
     case MsgType::kCommitStep:
@@ -87,6 +90,8 @@ void DecodeResponseFrame(uint16_t type, std::string_view payload) {
       return DecodeAndReencode<HelloResponse>(*body);
     case MsgType::kOpenObject:
       return DecodeAndReencode<OpenObjectResponse>(*body);
+    case MsgType::kCreateNextObject:
+      return DecodeAndReencode<CreateNextObjectResponse>(*body);
     case MsgType::kList:
     case MsgType::kShow:
     case MsgType::kStats:

@@ -207,8 +207,8 @@ class Client {
   Status BeginStep(std::string_view ns, uint64_t step);
   // A writer that saves one step after another begins each with BeginSave
   // instead: the agent first aborts the steps of ns that this connection
-  // created objects in and that are still being written (what an earlier
-  // failed save left half-written), then begins step.
+  // created objects in with CreateNextObject and that are still being
+  // written (what an earlier failed save left half-written), then begins step.
   Status BeginSave(std::string_view ns, uint64_t step);
   Result<WritableObject> CreateObject(std::string_view ns, uint64_t step, std::string_view name,
                                       uint64_t size);

@@ -405,8 +405,8 @@ NB_MODULE(_tierckpt, m) {
       .def("begin_save",
            [](Client& c, const std::string& ns, uint64_t step) { Check(Released([&] { return c.BeginSave(ns, step); })); },
            nb::arg("ns"), nb::arg("step"),
-           "begin_step, after the agent aborts the steps of ns this connection created objects in that are "
-           "still being written (left half-written by an earlier failed save).")
+           "begin_step, after the agent aborts the steps of ns this connection created objects in "
+           "(create_next_object) that are still being written (left half-written by an earlier failed save).")
       .def("create_object", &CreateObject, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::arg("size"),
            nb::keep_alive<0, 1>())
       .def("create_next_object", &CreateNextObject, nb::arg("ns"), nb::arg("step"), nb::arg("prefix"),

@@ -156,7 +156,6 @@ Reply Handlers::CreateObject(ConnectionState& conn, std::string_view p) {
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
   Result<CreatedObject> created = d_.tier->CreateObject(req.ns, req.step, req.name, req.size, conn.id, conn.writer);
   if (!created.ok()) return StatusReply(created.status());
-  conn.created_in.emplace(req.ns, req.step);
   Reply r;
   r.fd = std::move(created->fd);
   return r;

@@ -17,8 +17,9 @@
 // picks a name not sealed yet (an earlier attempt at the step may have left
 // sealed objects under the names a writer counts through), and BeginSave
 // aborts the steps an earlier failed save over the same connection left
-// half-written (ConnectionState::created_in records where each connection
-// created objects; requests of one connection are handled one at a time).
+// half-written (ConnectionState::created_in records the steps each connection
+// created objects in with CreateNextObject; requests of one connection are
+// handled one at a time).
 //
 // Thread safety: Handle/OnClose are called concurrently from connection
 // threads; Handlers holds no mutable state of its own.
@@ -88,8 +89,8 @@ class Handlers final : public RequestHandler {
   // The first <prefix><n><suffix> not sealed yet (wire::CreateNextObjectRequest).
   Reply CreateNextObject(ConnectionState& conn, std::string_view payload);
   // BeginStep, after aborting the steps of the namespace that conn created
-  // objects in and that are still being written: what an earlier failed save
-  // over this connection left half-written.
+  // objects in (CreateNextObject) and that are still being written: what an
+  // earlier failed save over this connection left half-written.
   Reply BeginSave(ConnectionState& conn, std::string_view payload);
   // BeginSave's first half: aborts (and forgets) conn's steps of ns other than step.
   void AbortLeftoverSteps(ConnectionState& conn, const std::string& ns, uint64_t step);

@@ -65,8 +65,9 @@ struct ConnectionState {
   bool hello_done = false;
   std::string client;  // from Hello
   std::string writer;  // from Hello: the writer id of the steps it writes ("" = anonymous)
-  // (namespace, step) of every step it created objects in, until a BeginSave
-  // of another step of that namespace looks at it (agent/handlers.h).
+  // (namespace, step) of every step it created objects in with
+  // CreateNextObject, until a BeginSave of another step of that namespace
+  // looks at it (agent/handlers.h).
   std::set<std::pair<std::string, uint64_t>> created_in;
 };
 

@@ -372,6 +372,13 @@ TEST_F(ClientAgentTest, BeginSaveAbortsOnlyTheStepsAnEarlierFailedSaveOfThisConn
   seal_one(*c, 5);
   ASSERT_TRUE(c->BeginStep("job", 6).ok());
   EXPECT_EQ(memory_state(5), "writing");
+  // Nor do objects created by name (CreateObject): only CreateNextObject records the step.
+  auto named = c->CreateObject("job", 9, "by-name", 16);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  ASSERT_TRUE(c->Seal(*named).ok());
+  ASSERT_TRUE(c->BeginSave("job", 10).ok());
+  EXPECT_EQ(memory_state(9), "writing");
+  EXPECT_EQ(memory_state(5), "absent");  // recorded by CreateNextObject: aborted now
 }
 
 TEST_F(ClientAgentTest, PersistAndWaitDurable) {

@@ -180,6 +180,13 @@ struct ObjectSource {
   const void* data = nullptr;
   size_t size = 0;
 };
+// The names CreateNextObject chooses from: <prefix><n><suffix>, n in decimal
+// from first up.
+struct ObjectNamePattern {
+  std::string prefix;
+  uint64_t first = 0;
+  std::string suffix;
+};
 struct ObjectDest {
   std::string name;
   void* data = nullptr;
@@ -202,8 +209,22 @@ class Client {
   // Declares that this connection writes (ns, step). Several connections may
   // write the same step (one per local rank). kAlreadyExists if committed.
   Status BeginStep(std::string_view ns, uint64_t step);
+  // A writer that saves one step after another begins each with BeginSave
+  // instead: the agent first aborts the steps of ns that this connection
+  // created objects in with CreateNextObject and that are still being
+  // written (what an earlier failed save left half-written), then begins step.
+  Status BeginSave(std::string_view ns, uint64_t step);
   Result<WritableObject> CreateObject(std::string_view ns, uint64_t step, std::string_view name,
                                       uint64_t size);
+  // Creates the first object <prefix><n><suffix> for n = pattern.first,
+  // pattern.first + 1, ... that is not sealed in the step yet (an earlier
+  // attempt at the step may have sealed some), trying at most
+  // 64 names; the object's name() is the one taken and *index (if given)
+  // receives its n. kAlreadyExists if all are sealed, or (as CreateObject) if
+  // the step is committed or another writer owns it.
+  Result<WritableObject> CreateNextObject(std::string_view ns, uint64_t step,
+                                          const ObjectNamePattern& pattern, uint64_t size,
+                                          uint64_t* index = nullptr);
   // checksum: "" lets the agent compute it; otherwise the agent verifies it.
   Status Seal(WritableObject& object, std::string_view checksum = "");
   // Create + one-pass copy-and-checksum + seal.

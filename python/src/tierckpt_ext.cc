@@ -3,11 +3,16 @@
 //
 // Rules (docs/python.md, "The native module"):
 //   * Every Status becomes a Python exception in one function, Raise():
-//     kNotFound → FileNotFoundError, kInvalidArgument → ValueError,
+//     kNotFound → FileNotFoundError, kAlreadyExists → FileExistsError,
+//     kPermissionDenied → PermissionError, kInvalidArgument → ValueError,
 //     kTimeout → TimeoutError, kUnavailable → ConnectionError,
 //     kCorruption → tierckpt.errors.CorruptionError (an OSError), anything
 //     else → tierckpt.errors.TierckptError (a RuntimeError). The exception
 //     carries the numeric status code as `.code`.
+//   * The core's tables and rules are exported, not copied: status_codes()
+//     (the TIERCKPT_STATUS_CODES X-macro), MAX_STEP, validate_namespace,
+//     parse_step and validate_object_name (src/common/names.h), so the
+//     Python package holds no second copy of them.
 //   * The GIL is released around every call that talks to the agent or
 //     touches object bytes (Released()).
 //   * WritableObject and ObjectView export the buffer protocol over their
@@ -33,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/names.h"
 #include "tierckpt/client.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
@@ -68,6 +74,8 @@ PyObject* ExceptionClass(Code code) {
   PyObject* builtin = nullptr;
   switch (code) {
     case Code::kNotFound: builtin = PyExc_FileNotFoundError; break;
+    case Code::kAlreadyExists: builtin = PyExc_FileExistsError; break;
+    case Code::kPermissionDenied: builtin = PyExc_PermissionError; break;
     case Code::kInvalidArgument: builtin = PyExc_ValueError; break;
     case Code::kTimeout: builtin = PyExc_TimeoutError; break;
     case Code::kUnavailable: builtin = PyExc_ConnectionError; break;
@@ -114,6 +122,17 @@ auto Released(F&& f) {
   return f();
 }
 
+// ---- The core's tables and rules ----
+
+// (name, number, description) of every status code, from the one table.
+std::vector<std::tuple<std::string, uint32_t, std::string>> StatusCodes() {
+  return {
+#define TIERCKPT_STATUS_ROW(name, number, desc) {#name, number, desc},
+      TIERCKPT_STATUS_CODES(TIERCKPT_STATUS_ROW)
+#undef TIERCKPT_STATUS_ROW
+  };
+}
+
 // ---- Buffers passed in from Python ----
 
 // A Py_buffer held for the duration of a call (RAII).
@@ -145,6 +164,7 @@ class HeldBuffer {
 // A WritableObject plus the number of buffers exported over it.
 struct PyWritable {
   WritableObject object;
+  uint64_t index = 0;  // the n create_next_object took (0 for create_object)
   int exports = 0;
   bool sealed = false;
 };
@@ -213,6 +233,15 @@ std::unique_ptr<PyWritable> CreateObject(Client& c, const std::string& ns, uint6
                                          uint64_t size) {
   auto w = std::make_unique<PyWritable>();
   w->object = Unwrap(Released([&] { return c.CreateObject(ns, step, name, size); }));
+  return w;
+}
+
+std::unique_ptr<PyWritable> CreateNextObject(Client& c, const std::string& ns, uint64_t step,
+                                             const std::string& prefix, uint64_t first, const std::string& suffix,
+                                             uint64_t size) {
+  auto w = std::make_unique<PyWritable>();
+  const ObjectNamePattern pattern{prefix, first, suffix};
+  w->object = Unwrap(Released([&] { return c.CreateNextObject(ns, step, pattern, size, &w->index); }));
   return w;
 }
 
@@ -297,6 +326,17 @@ NB_MODULE(_tierckpt, m) {
   // writers legitimately outlive module teardown at interpreter exit.
   nb::set_leak_warnings(false);
 
+  m.def("status_codes", &StatusCodes,
+        "(name, number, description) of every status code: the TIERCKPT_STATUS_CODES table of "
+        "include/tierckpt/status.h.");
+  m.attr("MAX_STEP") = kMaxStep;
+  m.def("validate_namespace", [](const std::string& ns) { Check(ValidateNamespace(ns)); }, nb::arg("ns"),
+        "ValueError unless ns is a namespace: [A-Za-z0-9_.-]{1,128}, not '.' or '..' (src/common/names.h).");
+  m.def("parse_step", [](const std::string& text) { return Unwrap(ParseStep(text)); }, nb::arg("text"),
+        "The step a decimal text names, in [0, MAX_STEP]; ValueError otherwise (src/common/names.h).");
+  m.def("validate_object_name", [](const std::string& name) { Check(ValidateObjectName(name)); }, nb::arg("name"),
+        "ValueError unless name is an object name a client may create (src/common/names.h).");
+
   m.def("default_socket_path", &DefaultSocketPath,
         "$TIERCKPT_SOCKET, else $XDG_RUNTIME_DIR/tierckpt/agent.sock, else /run/tierckpt/agent.sock for root, "
         "else /tmp/tierckpt-<uid>/agent.sock.");
@@ -343,6 +383,8 @@ NB_MODULE(_tierckpt, m) {
                          "release every view, then Client.seal(obj).")
       .def_prop_ro("name", [](const PyWritable& w) { return w.object.name(); })
       .def_prop_ro("size", [](const PyWritable& w) { return w.object.size(); })
+      .def_prop_ro("index", [](const PyWritable& w) { return w.index; },
+                   "The n of the name <prefix><n><suffix> that create_next_object took (0 otherwise).")
       .def_prop_ro("sealed", [](const PyWritable& w) { return w.sealed; })
       .def_prop_ro("exports", [](const PyWritable& w) { return w.exports; })
       .def_prop_ro("data", &MemoryViewOf, "A writable memoryview over the object's shared memory.");
@@ -370,8 +412,17 @@ NB_MODULE(_tierckpt, m) {
       .def("begin_step",
            [](Client& c, const std::string& ns, uint64_t step) { Check(Released([&] { return c.BeginStep(ns, step); })); },
            nb::arg("ns"), nb::arg("step"))
+      .def("begin_save",
+           [](Client& c, const std::string& ns, uint64_t step) { Check(Released([&] { return c.BeginSave(ns, step); })); },
+           nb::arg("ns"), nb::arg("step"),
+           "begin_step, after the agent aborts the steps of ns this connection created objects in "
+           "(create_next_object) that are still being written (left half-written by an earlier failed save).")
       .def("create_object", &CreateObject, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::arg("size"),
            nb::keep_alive<0, 1>())
+      .def("create_next_object", &CreateNextObject, nb::arg("ns"), nb::arg("step"), nb::arg("prefix"),
+           nb::arg("first"), nb::arg("suffix"), nb::arg("size"), nb::keep_alive<0, 1>(),
+           "Creates the first object <prefix><n><suffix>, n = first, first + 1, ..., not sealed in the step yet; "
+           "its .name and .index say which.")
       .def("seal", &Seal, nb::arg("object"), nb::arg("checksum") = "")
       .def("write_object", &WriteObject, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::arg("data"))
       .def("write_objects", &WriteObjects, nb::arg("ns"), nb::arg("step"), nb::arg("objects"))

@@ -48,7 +48,7 @@ def test_default_config_file_location(monkeypatch, tmp_path):
 
 
 def test_bad_values_name_their_source(monkeypatch, tmp_path):
-    with pytest.raises(ValueError, match="namespace 'a/b'"):
+    with pytest.raises(ValueError, match='namespace "a/b"'):
         CheckpointConfig("a/b").resolve()
     with pytest.raises(ValueError, match="needs a namespace"):
         CheckpointConfig().resolve()

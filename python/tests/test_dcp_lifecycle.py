@@ -102,3 +102,20 @@ def test_checkpoint_ids(agent):
     assert torch.equal(target["t"], torch.ones(3))
     with pytest.raises(ValueError, match="names namespace 'other'"):
         TieredWriter(cfg, 1).reset("tierckpt://other/1")
+
+
+def test_retrying_a_step_skips_the_objects_an_earlier_attempt_sealed(agent):
+    cfg = agent.config("retry")
+    c = tc_agent.client(cfg)
+    # An earlier attempt at step 4 (over this process's connection) sealed rank 0's first name.
+    c.begin_save("retry", 4)
+    left = c.create_next_object("retry", 4, "__0_", 0, ".distcp", 8)
+    assert (left.name, left.index) == ("__0_0.distcp", 0)
+    memoryview(left)[:] = b"leftover"
+    c.seal(left)
+    dcp.save({"t": torch.full((16,), 4.0)}, storage_writer=TieredWriter(cfg, 4), no_dist=True)
+    names = sorted(o.name for o in c.show("retry", 4).objects)
+    assert names == [".metadata", "__0_0.distcp", "__0_1.distcp"], names
+    target = {"t": torch.zeros(16)}
+    dcp.load(target, storage_reader=TieredReader(cfg, 4), no_dist=True)
+    assert torch.equal(target["t"], torch.full((16,), 4.0))

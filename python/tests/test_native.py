@@ -35,9 +35,9 @@ def test_status_codes_map_to_python_exceptions(agent, tmp_path):
         c.begin_step("bad/namespace", 1)
     assert code_of(e.value) == Code.INVALID_ARGUMENT
     _write(c, "codes", 1, {"a.bin": b"x" * 100})
-    with pytest.raises(TierckptError) as e:
+    with pytest.raises(FileExistsError) as e:
         c.begin_step("codes", 1)
-    assert isinstance(e.value, RuntimeError) and code_of(e.value) == Code.ALREADY_EXISTS
+    assert not isinstance(e.value, RuntimeError) and code_of(e.value) == Code.ALREADY_EXISTS
     assert "already committed" in str(e.value)
     with pytest.raises(TierckptError, match="never requested") as e:
         c.wait_durable("codes", 1, timeout_s=1)
@@ -154,3 +154,38 @@ def test_native_calls_release_the_gil(agent):
     # the five calls; with it released the loop only loses what the OS takes.
     assert stalled < busy * 0.6, (f"the main thread stalled {stalled * 1e3:.1f} ms of {busy * 1e3:.1f} ms "
                                 f"(one verify: {one_call * 1e3:.1f} ms)")
+
+
+def test_code_table_and_name_rules_come_from_the_core():
+    table = _tierckpt.status_codes()
+    assert [(c.name, int(c)) for c in Code] == [(e.name, n) for e, (_, n, _) in zip(Code, table)]
+    assert ("kAlreadyExists", 3, "already exists") in table and Code.ALREADY_EXISTS == 3
+    assert Code.IO_ERROR == 6 and Code.UNIMPLEMENTED == 14 and len(Code) == len(table)
+    assert _tierckpt.MAX_STEP == 9_999_999_999
+    assert _tierckpt.parse_step("0000000100") == 100
+    for bad in ("-1", "1e3", "", "10000000000"):
+        with pytest.raises(ValueError, match="step") as e:
+            _tierckpt.parse_step(bad)
+        assert code_of(e.value) == Code.INVALID_ARGUMENT
+    _tierckpt.validate_namespace("job-1.a_b")
+    for bad in ("", ".", "..", "a/b", "x" * 129):
+        with pytest.raises(ValueError, match="namespace"):
+            _tierckpt.validate_namespace(bad)
+    _tierckpt.validate_object_name("dir/__0_0.distcp")
+    for bad in ("", "/abs", "a//b", "_tierckpt_x", "a/../b"):
+        with pytest.raises(ValueError, match="object name"):
+            _tierckpt.validate_object_name(bad)
+
+
+def test_step_and_id_checks_use_the_core_rules():
+    from tierckpt.torch._ids import check_step, parse_checkpoint_id
+
+    assert check_step(7) == 7 and check_step(7.0) == 7
+    for bad in (-1, 10_000_000_000, 1.5, True, "x"):
+        with pytest.raises(ValueError):
+            check_step(bad)
+    assert parse_checkpoint_id("tierckpt://ids/12") == ("ids", 12)
+    for bad in ("tierckpt://a/b/1", "tierckpt://../1", "tierckpt://ns/-1", "tierckpt://ns/", "/some/path",
+                "tierckpt://ns/10000000000"):
+        with pytest.raises(ValueError, match="is not tierckpt://<namespace>/<step>"):
+            parse_checkpoint_id(bad)

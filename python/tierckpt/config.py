@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from . import _tierckpt
+
 __all__ = ["CheckpointConfig", "config_file_path"]
 
-_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -76,9 +76,10 @@ def _as_str(value: Any, where: str) -> str:
 
 def _as_namespace(value: Any, where: str) -> str:
     text = _as_str(value, where)
-    if not _NAMESPACE_RE.match(text) or text in (".", ".."):
-        raise ValueError(f"{where}: namespace {text!r} must be 1-128 characters of [A-Za-z0-9_.-] "
-                         "and not '.' or '..'")
+    try:
+        _tierckpt.validate_namespace(text)  # the agent's rule (src/common/names.h)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
     return text
 
 

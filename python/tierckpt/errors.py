@@ -4,6 +4,9 @@ The native module turns every C++ Status into one of these (in one function,
 python/src/tierckpt_ext.cc):
 
     not found          -> FileNotFoundError
+    already exists     -> FileExistsError   (a committed step, a sealed object,
+                                             a step another writer owns)
+    permission denied  -> PermissionError
     invalid argument   -> ValueError
     timeout            -> TimeoutError
     unavailable        -> ConnectionError   (no agent answers on the socket)
@@ -12,32 +15,29 @@ python/src/tierckpt_ext.cc):
 
 Each exception raised from native code has a ``code`` attribute: the numeric
 status code, a :class:`Code`. Use :func:`code_of` to read it safely.
+
+:class:`Code` is built from the C++ table itself (TIERCKPT_STATUS_CODES in
+include/tierckpt/status.h, exported by the native module): ``kAlreadyExists``
+is ``Code.ALREADY_EXISTS``, with the same stable number.
 """
 from __future__ import annotations
 
 import enum
+import re
+
+from . import _tierckpt
 
 __all__ = ["Code", "CorruptionError", "TierckptError", "code_of"]
 
 
-class Code(enum.IntEnum):
-    """Status codes of the C++ core (include/tierckpt/status.h); stable numbers."""
+def _python_name(cpp_name: str) -> str:
+    """kAlreadyExists -> ALREADY_EXISTS."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", cpp_name[1:]).upper()
 
-    OK = 0
-    INVALID_ARGUMENT = 1
-    NOT_FOUND = 2
-    ALREADY_EXISTS = 3
-    RESOURCE_EXHAUSTED = 4
-    CORRUPTION = 5
-    IO_ERROR = 6
-    UNAVAILABLE = 7
-    PERMISSION_DENIED = 8
-    FAILED_PRECONDITION = 9
-    PROTOCOL_ERROR = 10
-    TIMEOUT = 11
-    ABORTED = 12
-    INTERNAL = 13
-    UNIMPLEMENTED = 14
+
+Code = enum.IntEnum("Code", [(_python_name(name), number) for name, number, _ in _tierckpt.status_codes()],
+                    module=__name__)
+Code.__doc__ = "Status codes of the C++ core (include/tierckpt/status.h); stable numbers."
 
 
 class TierckptError(RuntimeError):

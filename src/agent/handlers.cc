@@ -83,6 +83,10 @@ Reply Handlers::Dispatch(ConnectionState& conn, MsgType type, std::string_view p
       return BeginStep(conn, p);
     case MsgType::kCreateObject:
       return CreateObject(conn, p);
+    case MsgType::kCreateNextObject:
+      return CreateNextObject(conn, p);
+    case MsgType::kBeginSave:
+      return BeginSave(conn, p);
     case MsgType::kSealObject:
       return SealObject(conn, p);
     case MsgType::kCommitStep:
@@ -152,6 +156,71 @@ Reply Handlers::CreateObject(ConnectionState& conn, std::string_view p) {
   Reply r;
   r.fd = std::move(created->fd);
   return r;
+}
+
+Reply Handlers::CreateNextObject(ConnectionState& conn, std::string_view p) {
+  wire::CreateNextObjectRequest req;
+  if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
+  for (uint64_t i = 0; i < wire::kMaxNextObjectNames; ++i) {
+    const uint64_t n = req.first + i;
+    if (n < req.first) break;  // past 2^64 - 1
+    std::string name = req.prefix + std::to_string(n) + req.suffix;
+    Result<CreatedObject> created =
+        d_.tier->CreateObject(req.ns, req.step, name, req.size, conn.id, conn.writer);
+    if (created.ok()) {
+      conn.created_in.emplace(req.ns, req.step);
+      Reply r;
+      r.body = wire::CreateNextObjectResponse{n, std::move(name)}.Encode();
+      r.fd = std::move(created->fd);
+      return r;
+    }
+    if (created.status().code() != Code::kAlreadyExists) return StatusReply(created.status());
+    // Either this name is sealed, or the step is committed or owned by
+    // another writer. BeginStep refuses the latter two: then that is the
+    // answer; otherwise the next name is tried.
+    if (Status begun = d_.tier->BeginStep(req.ns, req.step, conn.id, conn.writer); !begun.ok()) {
+      return StatusReply(begun);
+    }
+  }
+  return StatusReply(AlreadyExists(
+      "object names " + QuoteForMessage(req.prefix + "<n>" + req.suffix) +
+      " for n = " + std::to_string(req.first) + " and the " + std::to_string(wire::kMaxNextObjectNames - 1) +
+      " after it are sealed in step " + StepLabel(req.ns, req.step) +
+      " by earlier attempts; abort the step (`tierckpt rm`) or save another step"));
+}
+
+Reply Handlers::BeginSave(ConnectionState& conn, std::string_view p) {
+  wire::StepRequest req;
+  if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
+  AbortLeftoverSteps(conn, req.ns, req.step);
+  return StatusReply(d_.tier->BeginStep(req.ns, req.step, conn.id, conn.writer));
+}
+
+void Handlers::AbortLeftoverSteps(ConnectionState& conn, const std::string& ns, uint64_t step) {
+  std::vector<uint64_t> leftovers;
+  for (auto it = conn.created_in.lower_bound({ns, 0}); it != conn.created_in.end() && it->first == ns;) {
+    if (it->second == step) {
+      ++it;
+      continue;
+    }
+    leftovers.push_back(it->second);
+    it = conn.created_in.erase(it);
+  }
+  if (leftovers.empty()) return;
+  std::vector<uint64_t> writing;  // steps of ns not committed: being written (or restored)
+  for (const StepInfo& s : d_.tier->ListSteps(ns)) {
+    if (s.ns == ns && !s.committed) writing.push_back(s.step);
+  }
+  for (uint64_t old : leftovers) {
+    if (std::find(writing.begin(), writing.end(), old) == writing.end()) continue;  // committed or gone
+    Log(LogLevel::kWarn, "aborting step left half-written by a failed save")
+        .Kv("conn", conn.id)
+        .Kv("ns", ns)
+        .Kv("step", old);
+    if (Status st = d_.tier->AbortStep(ns, old, conn.writer); !st.ok()) {
+      Log(LogLevel::kWarn, "aborting a half-written step failed").Kv("ns", ns).Kv("step", old).Err(st);
+    }
+  }
 }
 
 Reply Handlers::SealObject(const ConnectionState& conn, std::string_view p) {

@@ -12,7 +12,16 @@
 //   * bodies: CommitStep returns the manifest, List/Show/Stats/Verify/Prune a
 //     JSON document (JsonBody; shapes in docs/agent.md and reports.h), Hello a
 //     HelloResponse, OpenObject an OpenObjectResponse + read-only fd,
-//     CreateObject an empty body + read-write fd; the rest an empty body.
+//     CreateObject an empty body + read-write fd, CreateNextObject a
+//     CreateNextObjectResponse + read-write fd; the rest an empty body.
+//
+// The save's bookkeeping lives here, not in the clients: CreateNextObject
+// picks a name not sealed yet (an earlier attempt at the step may have left
+// sealed objects under the names a writer counts through), and BeginSave
+// aborts the steps an earlier failed save over the same connection left
+// half-written (ConnectionState::created_in records the steps each connection
+// created objects in with CreateNextObject; requests of one connection are
+// handled one at a time).
 //
 // Thread safety: Handle/OnClose are called concurrently from connection
 // threads; Handlers holds no mutable state of its own (its ReadPath is
@@ -83,6 +92,14 @@ class Handlers final : public RequestHandler {
   Reply Hello(ConnectionState& conn, std::string_view payload);
   Reply BeginStep(ConnectionState& conn, std::string_view payload);
   Reply CreateObject(ConnectionState& conn, std::string_view payload);
+  // The first <prefix><n><suffix> not sealed yet (wire::CreateNextObjectRequest).
+  Reply CreateNextObject(ConnectionState& conn, std::string_view payload);
+  // BeginStep, after aborting the steps of the namespace that conn created
+  // objects in (CreateNextObject) and that are still being written: what an
+  // earlier failed save over this connection left half-written.
+  Reply BeginSave(ConnectionState& conn, std::string_view payload);
+  // BeginSave's first half: aborts (and forgets) conn's steps of ns other than step.
+  void AbortLeftoverSteps(ConnectionState& conn, const std::string& ns, uint64_t step);
   Reply SealObject(const ConnectionState& conn, std::string_view payload);
   Reply CommitStep(const ConnectionState& conn, std::string_view payload);
   Reply AbortStep(const ConnectionState& conn, std::string_view payload);

@@ -47,8 +47,10 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "os/fd.h"
@@ -63,6 +65,10 @@ struct ConnectionState {
   bool hello_done = false;
   std::string client;  // from Hello
   std::string writer;  // from Hello: the writer id of the steps it writes ("" = anonymous)
+  // (namespace, step) of every step it created objects in with
+  // CreateNextObject, until a BeginSave of another step of that namespace
+  // looks at it (agent/handlers.h).
+  std::set<std::pair<std::string, uint64_t>> created_in;
 };
 
 struct Reply {

@@ -71,7 +71,9 @@ struct Client::Impl {
       case MsgType::kHello:
         return options.connect_timeout_ms;
       case MsgType::kBeginStep:
+      case MsgType::kBeginSave:
       case MsgType::kCreateObject:
+      case MsgType::kCreateNextObject:
       case MsgType::kSealObject:
       case MsgType::kAbortStep:
       case MsgType::kStats:
@@ -82,6 +84,49 @@ struct Client::Impl {
     }
   }
   Status CallStatus(MsgType type, std::string_view payload) { return Call(type, payload).status(); }
+
+  // A CreateObject-like request for an object of size bytes (path: ns/step/name
+  // for messages).
+  Result<Connection::Reply> CallCreate(MsgType type, std::string_view payload, const std::string& path,
+                                       uint64_t size) {
+    if (size > std::numeric_limits<size_t>::max()) {
+      return InvalidArgument("object " + path + " of " + std::to_string(size) +
+                             " bytes does not fit in this process's address space");
+    }
+    Result<Connection::Reply> reply = Call(type, payload);
+    // Mappings of deleted segments keep tmpfs pages alive; release them and
+    // retry once when the memory tier reports it is full.
+    if (!reply.ok() && reply.status().code() == Code::kResourceExhausted && cache->SweepDeleted() > 0) {
+      reply = Call(type, payload);
+    }
+    if (!reply.ok()) return reply.status();
+    // Swept after the answer, before writing: the agent may just have deleted
+    // segments to make room for this object, and their pages stay allocated
+    // while we map them.
+    cache->MaybeSweep();
+    if (!reply->fd.valid()) {
+      return ProtocolError("tierckptd answered " +
+                           std::string(wire::MsgTypeName(static_cast<uint16_t>(type))) + " for object " +
+                           path + " without a file descriptor (check client and agent are the same version)");
+    }
+    return reply;
+  }
+
+  // The WritableObject over a created object's fd.
+  Result<WritableObject> MapCreated(UniqueFd fd, std::string_view ns, uint64_t step, std::string_view name,
+                                    uint64_t size) {
+    const std::string what = "object " + ObjectPath(ns, step, name);
+    TC_ASSIGN_OR_RETURN(MappingCache::Lease lease,
+                        cache->Acquire(std::move(fd), size, Mapping::Access::kReadWrite, what));
+    WritableObject obj;
+    obj.impl_ = std::make_unique<WritableObject::Impl>();
+    obj.impl_->ns = std::string(ns);
+    obj.impl_->step = step;
+    obj.impl_->name = std::string(name);
+    obj.impl_->size = size;
+    obj.impl_->lease = std::move(lease);
+    return obj;
+  }
   Result<std::string> CallJson(MsgType type, std::string_view payload) {
     TC_ASSIGN_OR_RETURN(Connection::Reply reply, Call(type, payload));
     return client::JsonFromBody(reply.body, wire::MsgTypeName(static_cast<uint16_t>(type)));
@@ -141,45 +186,40 @@ Status Client::BeginStep(std::string_view ns, uint64_t step) {
   return impl_->CallStatus(MsgType::kBeginStep, EncodeStep(ns, step));
 }
 
+Status Client::BeginSave(std::string_view ns, uint64_t step) {
+  return impl_->CallStatus(MsgType::kBeginSave, EncodeStep(ns, step));
+}
+
 Result<WritableObject> Client::CreateObject(std::string_view ns, uint64_t step, std::string_view name,
                                             uint64_t size) {
-  if (size > std::numeric_limits<size_t>::max()) {
-    return InvalidArgument("object " + ObjectPath(ns, step, name) + " of " + std::to_string(size) +
-                           " bytes does not fit in this process's address space");
-  }
   wire::CreateObjectRequest req;
   req.ns = std::string(ns);
   req.step = step;
   req.name = std::string(name);
   req.size = size;
-  const std::string payload = req.Encode();
+  TC_ASSIGN_OR_RETURN(Connection::Reply reply, impl_->CallCreate(MsgType::kCreateObject, req.Encode(),
+                                                                 ObjectPath(ns, step, name), size));
+  return impl_->MapCreated(std::move(reply.fd), ns, step, name, size);
+}
 
-  Result<Connection::Reply> reply = impl_->Call(MsgType::kCreateObject, payload);
-  // Mappings of deleted segments keep tmpfs pages alive; release them and
-  // retry once when the memory tier reports it is full.
-  if (!reply.ok() && reply.status().code() == Code::kResourceExhausted && impl_->cache->SweepDeleted() > 0) {
-    reply = impl_->Call(MsgType::kCreateObject, payload);
-  }
-  if (!reply.ok()) return reply.status();
-  // Swept after the answer, before writing: the agent may just have deleted
-  // segments to make room for this object, and their pages stay allocated
-  // while we map them.
-  impl_->cache->MaybeSweep();
-  const std::string what = "object " + ObjectPath(ns, step, name);
-  if (!reply->fd.valid()) {
-    return ProtocolError("tierckptd answered CreateObject for " + what +
-                         " without a file descriptor (check client and agent are the same version)");
-  }
-  TC_ASSIGN_OR_RETURN(MappingCache::Lease lease, impl_->cache->Acquire(std::move(reply->fd), size,
-                                                                       Mapping::Access::kReadWrite, what));
-  WritableObject obj;
-  obj.impl_ = std::make_unique<WritableObject::Impl>();
-  obj.impl_->ns = std::string(ns);
-  obj.impl_->step = step;
-  obj.impl_->name = std::string(name);
-  obj.impl_->size = size;
-  obj.impl_->lease = std::move(lease);
-  return obj;
+Result<WritableObject> Client::CreateNextObject(std::string_view ns, uint64_t step,
+                                                const ObjectNamePattern& pattern, uint64_t size,
+                                                uint64_t* index) {
+  wire::CreateNextObjectRequest req;
+  req.ns = std::string(ns);
+  req.step = step;
+  req.prefix = pattern.prefix;
+  req.first = pattern.first;
+  req.suffix = pattern.suffix;
+  req.size = size;
+  const std::string what = ObjectPath(ns, step, pattern.prefix + "<n>" + pattern.suffix);
+  TC_ASSIGN_OR_RETURN(Connection::Reply reply,
+                      impl_->CallCreate(MsgType::kCreateNextObject, req.Encode(), what, size));
+  Result<wire::CreateNextObjectResponse> resp = wire::CreateNextObjectResponse::Decode(reply.body);
+  if (!resp.ok())
+    return resp.status().WithContext("tierckptd's CreateNextObject response for object " + what);
+  if (index != nullptr) *index = resp->index;
+  return impl_->MapCreated(std::move(reply.fd), ns, step, resp->name, size);
 }
 
 Status Client::Seal(WritableObject& object, std::string_view checksum) {

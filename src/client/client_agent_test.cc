@@ -306,6 +306,115 @@ TEST_F(ClientAgentTest, AbortDropsTheStep) {
   EXPECT_FALSE(c->Commit("job", 5, {}).ok());
 }
 
+TEST_F(ClientAgentTest, CreateNextObjectSkipsTheNamesAnEarlierAttemptSealed) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  const ObjectNamePattern from0{"__0_", 0, ".distcp"};
+  for (uint64_t want = 0; want < 2; ++want) {  // an attempt that sealed __0_0 and __0_1
+    uint64_t index = 99;
+    auto obj = c->CreateNextObject("job", 7, {"__0_", want, ".distcp"}, 10, &index);
+    ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+    EXPECT_EQ(index, want);
+    EXPECT_EQ(obj->name(), "__0_" + std::to_string(want) + ".distcp");
+    ASSERT_TRUE(c->Seal(*obj).ok());
+  }
+  // The next attempt counts from 0 again: the agent skips the sealed names.
+  uint64_t index = 99;
+  auto next = c->CreateNextObject("job", 7, from0, 10, &index);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(index, 2u);
+  EXPECT_EQ(next->name(), "__0_2.distcp");
+  // An unsealed object is no obstacle: it is replaced, as CreateObject does.
+  auto again = c->CreateNextObject("job", 7, {"__0_", 2, ".distcp"}, 10, &index);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(index, 2u);
+  ASSERT_TRUE(c->Seal(*again).ok());
+  auto m = c->Commit("job", 7, {});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->objects.size(), 3u);
+
+  // A committed step is refused at once, not as "every name is sealed".
+  auto committed = c->CreateNextObject("job", 7, from0, 10);
+  ASSERT_EQ(committed.status().code(), Code::kAlreadyExists);
+  EXPECT_NE(committed.status().message().find("already committed"), std::string::npos)
+      << committed.status().ToString();
+  // So is a step another writer owns.
+  ClientOptions other = Options();
+  other.writer_id = "job-b";
+  auto b = Client::Connect(other);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_TRUE(c->BeginStep("job", 8).ok());
+  auto owned = (*b)->CreateNextObject("job", 8, from0, 10);
+  ASSERT_EQ(owned.status().code(), Code::kAlreadyExists);
+  EXPECT_NE(owned.status().message().find("being written by"), std::string::npos)
+      << owned.status().ToString();
+  // 64 sealed names are the end of the search.
+  for (uint64_t n = 0; n < 64; ++n) {
+    auto obj = c->CreateObject("job", 8, "__0_" + std::to_string(n) + ".distcp", 1);
+    ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+    ASSERT_TRUE(c->Seal(*obj).ok());
+  }
+  auto full = c->CreateNextObject("job", 8, from0, 1);
+  ASSERT_EQ(full.status().code(), Code::kAlreadyExists);
+  EXPECT_NE(full.status().message().find("are sealed in step"), std::string::npos)
+      << full.status().ToString();
+  auto past = c->CreateNextObject("job", 8, {"__0_", 1, ".distcp"}, 1, &index);
+  ASSERT_TRUE(past.ok()) << past.status().ToString();
+  EXPECT_EQ(index, 64u);
+}
+
+TEST_F(ClientAgentTest, BeginSaveAbortsOnlyTheStepsAnEarlierFailedSaveOfThisConnectionLeft) {
+  auto c = ConnectOrDie();
+  auto other = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  ASSERT_NE(other, nullptr);
+  auto memory_state = [&](uint64_t step) -> std::string {
+    auto list = c->List("job");
+    EXPECT_TRUE(list.ok()) << list.status().ToString();
+    if (list.ok()) {
+      for (const StepSummary& s : *list) {
+        if (s.step == step) return s.memory;
+      }
+    }
+    return "absent";
+  };
+  auto seal_one = [](Client& client, uint64_t step) {
+    auto obj = client.CreateNextObject("job", step, {"__0_", 0, ".distcp"}, 16);
+    ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+    ASSERT_TRUE(client.Seal(*obj).ok());
+  };
+  // Step 1: this connection sealed an object, the save failed elsewhere.
+  ASSERT_TRUE(c->BeginSave("job", 1).ok());
+  seal_one(*c, 1);
+  // Step 2: committed. Step 3: another connection's half-written step.
+  ASSERT_TRUE(c->BeginSave("job", 2).ok());
+  EXPECT_EQ(memory_state(1), "absent");
+  seal_one(*c, 2);
+  ASSERT_TRUE(c->Commit("job", 2, {}).ok());
+  ASSERT_TRUE(other->BeginStep("job", 3).ok());
+  seal_one(*other, 3);
+  // Beginning step 4 twice keeps step 4's own objects.
+  ASSERT_TRUE(c->BeginSave("job", 4).ok());
+  seal_one(*c, 4);
+  ASSERT_TRUE(c->BeginSave("job", 4).ok());
+  EXPECT_EQ(memory_state(2), "committed");
+  EXPECT_EQ(memory_state(3), "writing");
+  EXPECT_EQ(memory_state(4), "writing");
+  ASSERT_TRUE(c->Commit("job", 4, {}).ok());
+  // A plain BeginStep aborts nothing.
+  ASSERT_TRUE(c->BeginStep("job", 5).ok());
+  seal_one(*c, 5);
+  ASSERT_TRUE(c->BeginStep("job", 6).ok());
+  EXPECT_EQ(memory_state(5), "writing");
+  // Nor do objects created by name (CreateObject): only CreateNextObject records the step.
+  auto named = c->CreateObject("job", 9, "by-name", 16);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  ASSERT_TRUE(c->Seal(*named).ok());
+  ASSERT_TRUE(c->BeginSave("job", 10).ok());
+  EXPECT_EQ(memory_state(9), "writing");
+  EXPECT_EQ(memory_state(5), "absent");  // recorded by CreateNextObject: aborted now
+}
+
 TEST_F(ClientAgentTest, PersistAndWaitDurable) {
   auto c = ConnectOrDie();
   ASSERT_NE(c, nullptr);

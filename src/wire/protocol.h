@@ -125,6 +125,28 @@ TIERCKPT_WIRE_MESSAGE(StepRequest, "Step", TIERCKPT_WIRE_STEP_REQUEST);
   F(uint64_t, size, 0, wire::U64())
 TIERCKPT_WIRE_MESSAGE(CreateObjectRequest, "CreateObject", TIERCKPT_WIRE_CREATE_OBJECT_REQUEST);
 
+// CreateNextObject: the agent creates the first object named
+// <prefix><n><suffix> (n in decimal) for n = first, first + 1, ... that is not
+// sealed in the step yet (an unsealed one is replaced, as CreateObject does),
+// trying at most kMaxNextObjectNames names. The response names the object
+// and carries its writable fd.
+inline constexpr uint32_t kMaxNextObjectNames = 64;
+#define TIERCKPT_WIRE_CREATE_NEXT_OBJECT_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str())               \
+  F(uint64_t, step, 0, wire::U64())                 \
+  F(std::string, prefix, {}, wire::Str())           \
+  F(uint64_t, first, 0, wire::U64())                \
+  F(std::string, suffix, {}, wire::Str())           \
+  F(uint64_t, size, 0, wire::U64())
+TIERCKPT_WIRE_MESSAGE(CreateNextObjectRequest, "CreateNextObject", TIERCKPT_WIRE_CREATE_NEXT_OBJECT_REQUEST);
+
+// index: the n taken; name: <prefix><n><suffix>.
+#define TIERCKPT_WIRE_CREATE_NEXT_OBJECT_RESPONSE(F) \
+  F(uint64_t, index, 0, wire::U64())                 \
+  F(std::string, name, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(CreateNextObjectResponse, "CreateNextObjectResponse",
+                      TIERCKPT_WIRE_CREATE_NEXT_OBJECT_RESPONSE);
+
 // checksum "" asks the agent to compute it; otherwise the agent verifies it.
 #define TIERCKPT_WIRE_SEAL_OBJECT_REQUEST(F) \
   F(std::string, ns, {}, wire::Str())        \
@@ -227,7 +249,10 @@ TIERCKPT_WIRE_MESSAGE(JsonBody, "JsonBody", TIERCKPT_WIRE_JSON_BODY);
   X(kRestore, 14, "Restore", StepRequest, Empty, kMaxSmallRequestPayload)                         \
   X(kVerify, 15, "Verify", StepRequest, JsonBody, kMaxSmallRequestPayload)                        \
   X(kShutdown, 16, "Shutdown", Empty, Empty, kMaxSmallRequestPayload)                             \
-  X(kPersist, 17, "Persist", StepRequest, Empty, kMaxSmallRequestPayload)
+  X(kPersist, 17, "Persist", StepRequest, Empty, kMaxSmallRequestPayload)                         \
+  X(kCreateNextObject, 18, "CreateNextObject", CreateNextObjectRequest, CreateNextObjectResponse,   \
+    kMaxSmallRequestPayload)                                                                        \
+  X(kBeginSave, 19, "BeginSave", StepRequest, Empty, kMaxSmallRequestPayload)
 
 enum class MsgType : uint16_t {
 #define TIERCKPT_WIRE_MSG_ENUM(name, number, text, Request, Response, limit) name = number,

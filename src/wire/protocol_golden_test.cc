@@ -55,6 +55,9 @@ TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion5Bytes) {
   ExpectGolden(DeleteStepRequest{"job-1", 1100, true, false}, "050000006a6f622d314c040000000000000100");
   ExpectGolden(PruneRequest{"job-1", 2, 5}, "050000006a6f622d310200000005000000");
   ExpectGolden(WaitDurableRequest{"job-1", 1204, 60000}, "050000006a6f622d31b40400000000000060ea0000");
+  ExpectGolden(CreateNextObjectRequest{"job-1", 1200, "__0_", 3, ".distcp", 1u << 20},
+               "050000006a6f622d31b004000000000000040000005f5f305f0300000000000000070000002e6469"
+               "737463700000100000000000");
 }
 
 TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersion5Bytes) {
@@ -65,6 +68,7 @@ TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersio
                "0a0000000000000018000000787868332d36343a3030303030303030303030303030666600000000");
   ExpectGolden(OpenObjectResponse{10, "xxh3-64:00000000000000ff", "n2"},
                "0a0000000000000018000000787868332d36343a30303030303030303030303030306666020000006e32");
+  ExpectGolden(CreateNextObjectResponse{4, "__0_4.distcp"}, "04000000000000000c0000005f5f305f342e646973746370");
   ExpectGolden(JsonBody{"{\"a\":1}"}, "070000007b2261223a317d");
   EXPECT_EQ(Hex(EncodeResponse(Status::Ok(), "body")), "0000000000000000626f6479");
   EXPECT_EQ(Hex(EncodeResponse(NotFound("gone"), "ignored")), "0200000004000000676f6e65");
@@ -82,13 +86,15 @@ TEST(LocalWireFormatGoldenTest, TypeNumbersNamesAndRequestLimitsAreThoseOfVersio
   const char* const names[] = {"unknown",    "Hello",     "BeginStep", "CreateObject", "SealObject",
                                "CommitStep", "AbortStep", "List",      "Show",         "OpenObject",
                                "DeleteStep", "Prune",     "Stats",     "WaitDurable",  "Restore",
-                               "Verify",     "Shutdown",  "Persist",   "unknown"};
-  for (uint16_t t = 0; t <= 18; ++t) {
+                               "Verify",     "Shutdown",  "Persist",   "CreateNextObject", "BeginSave",
+                               "unknown"};
+  for (uint16_t t = 0; t <= 20; ++t) {
     EXPECT_EQ(MsgTypeName(t), names[t]) << t;
-    EXPECT_EQ(IsKnownRequestType(t), t >= 1 && t <= 17) << t;
+    EXPECT_EQ(IsKnownRequestType(t), t >= 1 && t <= 19) << t;
     EXPECT_EQ(MaxRequestPayload(t), t == 5 ? 64u << 20 : 64u << 10) << t;
   }
   EXPECT_EQ(static_cast<uint16_t>(MsgType::kPersist), 17);
+  EXPECT_EQ(static_cast<uint16_t>(MsgType::kBeginSave), 19);
   EXPECT_EQ(MaxRequestPayload(0xffff), 64u << 10);
 }
 

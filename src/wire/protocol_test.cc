@@ -84,13 +84,14 @@ TEST(ProtocolTest, MsgTypeNames) {
   EXPECT_EQ(MsgTypeName(static_cast<uint16_t>(MsgType::kHello)), "Hello");
   EXPECT_EQ(MsgTypeName(static_cast<uint16_t>(MsgType::kPersist)), "Persist");
   EXPECT_EQ(MsgTypeName(0), "unknown");
-  EXPECT_EQ(MsgTypeName(18), "unknown");
-  for (uint16_t t = 1; t <= 17; ++t) {
+  EXPECT_EQ(MsgTypeName(static_cast<uint16_t>(MsgType::kBeginSave)), "BeginSave");
+  EXPECT_EQ(MsgTypeName(20), "unknown");
+  for (uint16_t t = 1; t <= 19; ++t) {
     EXPECT_TRUE(IsKnownRequestType(t)) << t;
     EXPECT_NE(MsgTypeName(t), "unknown") << t;
   }
   EXPECT_FALSE(IsKnownRequestType(0));
-  EXPECT_FALSE(IsKnownRequestType(18));
+  EXPECT_FALSE(IsKnownRequestType(20));
   EXPECT_FALSE(IsKnownRequestType(static_cast<uint16_t>(MsgType::kHello) | kResponseBit));
 }
 
@@ -166,6 +167,26 @@ TEST(ProtocolTest, CreateAndSealObjectRoundTrip) {
   EXPECT_EQ(r2->checksum, "xxh3-64:0123456789abcdef");
   ExpectStrict(s);
   ExpectStrict(SealObjectRequest{"job1", 7, "a", 3, ""});
+}
+
+TEST(ProtocolTest, CreateNextObjectRoundTrip) {
+  CreateNextObjectRequest c{"job1", 7, "__3_", 5, ".distcp", 1ULL << 40};
+  auto r = CreateNextObjectRequest::Decode(c.Encode());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->ns, "job1");
+  EXPECT_EQ(r->step, 7u);
+  EXPECT_EQ(r->prefix, "__3_");
+  EXPECT_EQ(r->first, 5u);
+  EXPECT_EQ(r->suffix, ".distcp");
+  EXPECT_EQ(r->size, 1ULL << 40);
+  ExpectStrict(c);
+
+  CreateNextObjectResponse resp{9, "__3_9.distcp"};
+  auto r2 = CreateNextObjectResponse::Decode(resp.Encode());
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->index, 9u);
+  EXPECT_EQ(r2->name, "__3_9.distcp");
+  ExpectStrict(resp);
 }
 
 TEST(ProtocolTest, CommitStepRoundTrip) {

@@ -10,7 +10,9 @@ A save, per rank (all ranks of a node share that node's agent):
 * ``stage`` (async_save only): lay out every local item and copy it straight
   into the agent's shared memory; return a state dict of meta-tensor
   stand-ins (see staging.py).
-* ``set_up_storage_writer``: ``BeginStep`` on this process's connection.
+* ``set_up_storage_writer``: ``BeginSave`` on this process's connection: the
+  agent aborts the steps an earlier failed save over it left half-written,
+  then begins this one.
 * ``write_data``: items already staged are only reported; others are laid
   out, copied in place and sealed now (_placement.py).
 * ``finish`` (coordinator): write ``.metadata`` — the pickled DCP Metadata
@@ -23,7 +25,10 @@ A save, per rank (all ranks of a node share that node's agent):
   (docs/multinode.md).
 
 Any failure aborts the step, so a failed save never becomes visible and the
-previous step stays loadable.
+previous step stays loadable. The agent keeps the save's bookkeeping: it
+picks each object's name (``CreateNextObject``: the first of this rank's
+names not sealed yet, as an earlier attempt at the step may have sealed some)
+and aborts leftovers of failed saves (``BeginSave``).
 """
 from __future__ import annotations
 
@@ -31,7 +36,6 @@ import dataclasses
 import logging
 import os
 import pickle
-import threading
 import uuid
 from dataclasses import dataclass
 
@@ -45,8 +49,7 @@ from torch.futures import Future
 
 from .. import agent
 from ..config import CheckpointConfig
-from ..errors import Code, code_of
-from . import _inflight, _placement
+from . import _inflight, _placement, staging
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 
 __all__ = ["TieredWriter"]
@@ -54,7 +57,6 @@ __all__ = ["TieredWriter"]
 log = logging.getLogger("tierckpt")
 
 METADATA_OBJECT = ".metadata"
-_CREATE_ATTEMPTS = 64
 
 
 @dataclass(frozen=True)
@@ -64,33 +66,6 @@ class _RankPlan:
     rank: int
     node: str
     socket: str
-
-
-class _CreatedObjects:
-    """Objects this process created per (socket, ns, step) and has not seen committed or aborted.
-
-    A save that failed on another rank leaves this rank's sealed objects in a
-    half-written step; the next save of another step aborts such steps.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._steps: dict[tuple[str, str], dict[int, set[str]]] = {}
-
-    def add(self, socket: str, ns: str, step: int, name: str) -> None:
-        with self._lock:
-            self._steps.setdefault((socket, ns), {}).setdefault(step, set()).add(name)
-
-    def other_steps(self, socket: str, ns: str, step: int) -> list[int]:
-        with self._lock:
-            return [s for s in self._steps.get((socket, ns), {}) if s != step]
-
-    def forget(self, socket: str, ns: str, step: int) -> None:
-        with self._lock:
-            self._steps.get((socket, ns), {}).pop(step, None)
-
-
-_created = _CreatedObjects()
 
 
 def _global_rank() -> int:
@@ -164,7 +139,6 @@ class TieredWriter(StorageWriter, AsyncStager):
         if not self._staged:
             self.rank = _global_rank()  # the writer may have been built before the process group
         _inflight.started(self.socket, self.namespace, self.save_id, self.step)
-        self._abort_leftover_steps()
 
     # ---- StorageWriter ----
 
@@ -198,7 +172,7 @@ class TieredWriter(StorageWriter, AsyncStager):
             raise ValueError("TieredWriter needs use_collectives=True: the coordinator commits the step "
                              "for all ranks once every rank's objects are sealed")
         self.is_coordinator = is_coordinator
-        agent.call(self.config, lambda c: c.begin_step(self.namespace, self.step))
+        self._begin_save()
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
         c = self._client()
@@ -282,16 +256,37 @@ class TieredWriter(StorageWriter, AsyncStager):
         except BaseException:
             self._abort_quietly("committing the step failed")
             raise
-        _created.forget(self.socket, self.namespace, self.step)
         self._apply_retention(c)
 
     # ---- AsyncStager ----
 
     def stage(self, state_dict):
-        """Copies state_dict straight into the agent's shared memory (see staging.py)."""
-        from .staging import stage
+        """Copies state_dict straight into the agent's shared memory; returns its meta stand-ins.
 
-        return stage(self, state_dict)
+        Refuses at once (SaveInFlightError) if another save of this namespace is still in
+        flight: no collective has been issued yet, so nothing can hang (_inflight.py). The
+        items are decomposed as DefaultSavePlanner does and copied to their final place
+        (staging.py, _placement.py); ``write_data`` then only reports them.
+        """
+        _inflight.begin(self.socket, self.namespace, self.save_id, self.step)
+        self._stage_registered = True
+        self.rank = _global_rank()
+        try:
+            self._begin_save()
+            client = self._client()
+        except BaseException:
+            _inflight.discard(self.socket, self.namespace, self.save_id)
+            self._stage_registered = False
+            raise
+        try:
+            placed, _ = self._place(client, staging.pieces_of(state_dict))
+        except BaseException:
+            _inflight.discard(self.socket, self.namespace, self.save_id)
+            self._stage_registered = False
+            self._abort_quietly("staging failed")
+            raise
+        self._staged.update(placed)
+        return staging.with_stand_ins(state_dict)
 
     def synchronize_staging(self) -> None:
         """Nothing to do: stage() returns once every byte is in shared memory."""
@@ -308,23 +303,17 @@ class TieredWriter(StorageWriter, AsyncStager):
         """
         self._client().wait_durable(self.namespace, self.step, timeout_s)
 
-    # ---- helpers shared with staging ----
+    # ---- helpers ----
+
+    def _begin_save(self) -> None:
+        agent.call(self.config, lambda c: c.begin_save(self.namespace, self.step))
 
     def _create(self, size: int):
-        c = self._client()
-        for _ in range(_CREATE_ATTEMPTS):
-            name = f"__{self.rank}_{self._next_object}{DEFAULT_SUFFIX}"
-            self._next_object += 1
-            try:
-                obj = c.create_object(self.namespace, self.step, name, size)
-            except Exception as e:
-                if code_of(e) == Code.ALREADY_EXISTS and "object" in str(e):
-                    continue  # left sealed by an earlier attempt of this step: take the next name
-                raise
-            _created.add(self.socket, self.namespace, self.step, name)
-            return obj
-        raise RuntimeError(f"step {self.checkpoint_id}: {_CREATE_ATTEMPTS} object names of rank {self.rank} "
-                           "are taken by earlier attempts; abort the step (`tierckpt rm`) or save another step")
+        """A new object of this rank: the agent takes the first of its names not sealed yet."""
+        obj = self._client().create_next_object(self.namespace, self.step, f"__{self.rank}_", self._next_object,
+                                                DEFAULT_SUFFIX, size)
+        self._next_object = obj.index + 1
+        return obj
 
     def _place(self, c, pieces):
         return _placement.place(c, self.namespace, self.step, pieces, self.config.files_per_rank, self._create)
@@ -334,26 +323,6 @@ class TieredWriter(StorageWriter, AsyncStager):
             self._client().abort(self.namespace, self.step)
         except Exception as e:  # the save already failed; report the first error
             log.warning("tierckpt: %s; aborting step %s failed too: %s", why, self.checkpoint_id, e)
-        _created.forget(self.socket, self.namespace, self.step)
-
-    def _abort_leftover_steps(self) -> None:
-        """Aborts steps an earlier, failed save of this process left half-written."""
-        leftovers = _created.other_steps(self.socket, self.namespace, self.step)
-        if not leftovers:
-            return
-        summaries = agent.call(self.config, lambda c: c.list(self.namespace))
-        c = self._client()
-        state = {s.step: s.memory for s in summaries if s.ns == self.namespace}
-        for step in leftovers:
-            if state.get(step) == "writing":
-                log.warning("tierckpt: aborting step %s, left half-written by a failed save",
-                            checkpoint_id(self.namespace, step))
-                try:
-                    c.abort(self.namespace, step)
-                except Exception as e:
-                    log.warning("tierckpt: aborting %s failed: %s", checkpoint_id(self.namespace, step), e)
-                    continue
-            _created.forget(self.socket, self.namespace, step)
 
     def _apply_retention(self, c) -> None:
         keep_last, durable_keep = self.config.keep_last, self.config.durable_keep

@@ -144,12 +144,13 @@ Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, u
 
 Status MemoryTier::BeginStep(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return BeginLocked(ns, step, conn, writer).status();
 }
 
 Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t step, std::string_view name,
                                                uint64_t size, uint64_t conn, std::string_view writer) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   TC_RETURN_IF_ERROR(ValidateObjectName(name));
   std::string label = StepLabel(ns, step);
@@ -160,7 +161,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
                              std::to_string(options_.budget_bytes) +
                              " bytes); raise --memory-budget or split the object");
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, conn, writer));
   std::string key(name);
   auto it = s->objects.find(key);
@@ -185,12 +186,12 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
   const uint64_t id = o.id;
   const uint64_t instance = s->instance;
   s->objects[key] = std::move(o);
-  lock.unlock();
+  lock.Unlock();
   // Outside mu_: reserving a large fresh object takes as long as its page
   // allocation, and other ranks create their objects meanwhile.
   Status reserved = ReserveFile(fd->get(), size, options_.root, what);
   if (!reserved.ok()) {
-    lock.lock();
+    lock.Lock();
     StepState* cur = FindLocked(ns, step);
     if (cur != nullptr && cur->instance == instance) {
       auto obj = cur->objects.find(key);
@@ -212,7 +213,7 @@ Status MemoryTier::SealObject(std::string_view ns, uint64_t step, std::string_vi
   if (!checksum.empty()) {
     TC_RETURN_IF_ERROR(Checksum::Parse(checksum).status().WithContext("sealing object " + what));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || s->restoring) {
     return NotFound("step " + StepLabel(ns, step) +
@@ -276,7 +277,8 @@ void MemoryTier::SubmitCheckLocked(const std::string& ns, uint64_t step, StepSta
 
 void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::string& name,
                            uint64_t object_id, StepFiles* files, const Result<std::string>& actual) {
-  std::lock_guard<std::mutex> lock(mu_);
+  RecycledDirsRemover remover(this);  // after mu_ is released
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ref.first, ref.second);
   if (s != nullptr && s->instance == instance) {
     auto it = s->objects.find(name);
@@ -290,7 +292,7 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
         o.actual = *actual;
         o.check = (o.expected.empty() || o.expected == o.actual) ? CheckState::kOk : CheckState::kMismatch;
       }
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
   UnpinLocked(files);
@@ -299,6 +301,7 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
 Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint32_t world_size,
                                         bool persist, const std::vector<std::string>& expected,
                                         const StepSpan& step_span, std::string_view writer) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   std::vector<std::string> span = step_span.members;
   std::sort(span.begin(), span.end());
@@ -315,7 +318,7 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
                               " asks to persist it, but this agent has no durable tier; start "
                               "tierckptd with --durable URL, or commit without persist");
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr) {
     return NotFound("step " + label +
@@ -360,10 +363,11 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   }
   s->committing = true;
   const uint64_t instance = s->instance;
-  cv_.wait(lock, [&] {
+  for (;;) {
     StepState* cur = FindLocked(ns, step);
-    return shutting_down_ || cur == nullptr || cur->instance != instance || cur->pending_checks == 0;
-  });
+    if (shutting_down_ || cur == nullptr || cur->instance != instance || cur->pending_checks == 0) break;
+    cv_.Wait();
+  }
   s = FindLocked(ns, step);
   if (s == nullptr || s->instance != instance) {
     return Aborted("step " + label + " was dropped while its commit waited for checksums; write it again");
@@ -394,7 +398,7 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   TC_RETURN_IF_ERROR(PublishLocked(std::string(ns), step, s, m, do_persist));
   std::string ns_name(ns);
   ApplyRetentionLocked(ns_name, options_.keep_last, nullptr, step);
-  lock.unlock();
+  lock.Unlock();
   if (do_persist) CallPersistHook({{ns_name, step}});
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begun).count();
   double mbps = ms > 0 ? static_cast<double>(m.TotalBytes()) / 1e6 / (ms / 1e3) : 0.0;
@@ -433,13 +437,14 @@ Status MemoryTier::PublishLocked(const std::string& ns, uint64_t step, StepState
   s->commit_seq = next_commit_seq_++;
   s->persist = persist_marker ? PersistState::kQueued : PersistState::kNone;
   s->persist_error = Status::Ok();
-  cv_.notify_all();
+  cv_.SignalAll();
   return Status::Ok();
 }
 
 Status MemoryTier::AbortStep(std::string_view ns, uint64_t step, std::string_view writer) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr) return Status::Ok();
   std::string label = StepLabel(ns, step);
@@ -455,7 +460,8 @@ Status MemoryTier::AbortStep(std::string_view ns, uint64_t step, std::string_vie
 }
 
 void MemoryTier::ReleaseWriter(uint64_t conn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  RecycledDirsRemover remover(this);  // after mu_ is released
+  MutexLock lock(&mu_);
   std::vector<StepRef> drop;
   for (auto& [ns, nss] : namespaces_) {
     for (auto& [step, s] : nss.steps) {

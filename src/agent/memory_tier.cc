@@ -144,10 +144,9 @@ std::optional<uint64_t> MemoryTier::PoolFitLocked(uint64_t size) const {
   return fit;
 }
 
-// Under mu_ (not yet moved out): a file created outside it could land in the
-// partial dir of the next instance of the step, had this one been dropped
-// and begun again meanwhile (same path). Moving it out needs an fd of the
-// step's own directory (openat) and a "being created" object state.
+// Under mu_: a pool segment's rename (SegmentPool), and a restore's fresh
+// file (CreateObject makes fresh files outside mu_ itself; a restore could
+// too, the same way).
 Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& step_dir, const std::string& name,
                                               uint64_t size) {
   const std::string path = Layout::ObjectPath(step_dir, name);
@@ -337,13 +336,14 @@ void MemoryTier::RecycleLocked(StepFiles* files) {
   }
   files->objects.clear();
   // No object file is left in the directory (the budget is settled): only
-  // its removal remains, done outside mu_ under a trash name no step uses.
+  // its removal remains, done outside mu_ under a name no step uses (a trash
+  // entry already, or pool/dropped_<n>: SegmentPool keeps only seg_* files
+  // and Load removes the rest after a crash).
   std::string dir = files->dir;
   const std::string trash = layout_.TrashDir();
   if (dir.compare(0, trash.size() + 1, trash + "/") != 0) {
-    const std::string entry = layout_.TrashEntry(next_id_++);
+    const std::string entry = JoinPath(layout_.PoolDir(), "dropped_" + std::to_string(next_id_++));
     Status st = RenamePath(dir, entry);
-    if (!st.ok() && MakeDirs(trash, 0700).ok()) st = RenamePath(dir, entry);
     if (!st.ok()) {  // gone already, or not movable: remove it here
       Status s = RemoveTree(dir);
       if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", dir).Err(s);

@@ -57,14 +57,18 @@
 // Thread safety: every public method is thread-safe. One mutex (mu_) guards
 // the index, the pool and the byte accounting (GUARDED_BY, checked by clang:
 // common/thread_annotations.h); waits (commit, restore, WaitPersist) use cv_.
-// Hashing, persisting, restoring, verifying, reserving an object's pages
-// (fallocate), preallocating pool segments and removing the directories of
-// dropped steps (RemoveRecycledDirs) run outside mu_. Under mu_ still: the
-// renames that publish (step dir, pool segments, trash entries), the object
-// file unlinks of recycling, and creating a step's partial dir and its object
-// files (CreateFileLocked, BeginLocked: the paths are reused by the next
-// instance of a step, so they are made while the index says whose they are).
-// Lock order: mu_, then ReadMappings' own lock.
+// Outside mu_, on pinned files or with their bytes reserved: hashing,
+// persisting, restoring, verifying, creating a fresh object file (open,
+// chmod, truncate, as pool/creating_<n>), reserving its pages (fallocate),
+// writing a commit's manifest (the step is committing: no writer, abort or
+// disconnect touches it), preallocating segments, and removing the dirs of
+// dropped steps (RemoveRecycledDirs). Under mu_, as the publishing steps of
+// what was decided under it: renames (an object into its step, a partial
+// dir to step_<n>, segments into and out of the pool, dropped dirs aside),
+// the unlinks of recycling, making a step's partial dir at begin (its path
+// is the next instance's too: it is made while the index says whose it is),
+// a restore's object files, and recovery at start. Lock order: mu_, then
+// ReadMappings' own lock.
 #pragma once
 
 #include <chrono>
@@ -381,8 +385,8 @@ class MemoryTier {
   // Removes the step from the index and recycles (or trashes) its files.
   void DropLocked(const std::string& ns, uint64_t step, std::string_view why) REQUIRES(mu_);
   // Recycles the step's object files and hands its directory to
-  // RemoveRecycledDirs (renamed into trash/ first: the next instance of the
-  // step may reuse its name).
+  // RemoveRecycledDirs (renamed to pool/dropped_<n> first: the next instance
+  // of the step may reuse its name).
   void RecycleLocked(StepFiles* files) REQUIRES(mu_);
   // Removes the directories RecycleLocked left, outside mu_. Every method
   // that may drop a step runs one (a RecycledDirsRemover) as it returns.
@@ -403,6 +407,13 @@ class MemoryTier {
                  StepFiles* files, const Result<std::string>& actual) EXCLUDES(mu_);
   void SubmitCheckLocked(const std::string& ns, uint64_t step, StepState* s, const std::string& name,
                          ObjectState* o) REQUIRES(mu_);
+  // Writes the manifest (and the persist marker) into a partial step dir,
+  // outside mu_: the step is committing or restoring, so nothing else
+  // touches it. On failure neither file is left.
+  static Status WriteStepRecords(const std::string& partial_dir, const Manifest& manifest,
+                                 bool persist_marker);
+  // The atomic publish: renames the partial dir (its records written) to
+  // step_<n> and marks the step committed. On failure the records go.
   Status PublishLocked(const std::string& ns, uint64_t step, StepState* s, Manifest manifest,
                        bool persist_marker) REQUIRES(mu_);
   // Restores the manifest's objects, kRestoreThreads at a time.
@@ -434,8 +445,8 @@ class MemoryTier {
   uint64_t next_id_ GUARDED_BY(mu_) = 1;              // instances, objects, trash entries
   uint64_t next_commit_seq_ GUARDED_BY(mu_) = 1;
   bool shutting_down_ GUARDED_BY(mu_) = false;
-  // Trash entries holding no object file any more (a manifest, a marker,
-  // empty dirs): RemoveRecycledDirs removes them outside mu_.
+  // Dirs of dropped steps holding no object file any more (a manifest, a
+  // marker, empty dirs): RemoveRecycledDirs removes them outside mu_.
   std::vector<std::string> recycled_dirs_ GUARDED_BY(mu_);
   std::function<void(const std::string&, uint64_t)> persist_hook_ GUARDED_BY(mu_);  // set before serving
 };

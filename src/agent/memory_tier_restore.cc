@@ -74,6 +74,10 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
     instance = s->instance;
   }
   Status st = RestoreObjects(store, {std::string(ns), step}, instance, m);
+  if (st.ok()) {  // outside mu_: the step is restoring, nothing else touches it
+    st = WriteStepRecords(layout_.PartialDir(ns, step), m, /*persist_marker=*/false)
+             .WithContext("publishing step " + label);
+  }
   MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");

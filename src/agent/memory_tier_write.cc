@@ -78,6 +78,23 @@ Status ReserveFile(int fd, uint64_t size, const std::string& root, const std::st
   return ErrnoStatus("reserving " + std::to_string(size) + " bytes for object " + what + " in " + root);
 }
 
+// A new object file at path (a name only this call uses), exactly size
+// bytes, mode 0600 whatever the umask; nothing is left at path on failure.
+Result<UniqueFd> CreateFreshFile(const std::string& path, uint64_t size) {
+  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT | O_EXCL, 0600));
+  Status made;
+  if (::fchmod(fd.get(), 0600) != 0) {
+    made = ErrnoStatus("chmod " + path);
+  } else if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    made = ErrnoStatus("size " + path + " to " + std::to_string(size) + " bytes");
+  }
+  if (!made.ok()) {
+    ::unlink(path.c_str());
+    return made;
+  }
+  return fd;
+}
+
 }  // namespace
 
 Result<std::string> MemoryTier::HashObjectFile(const std::string& path, uint64_t size) {
@@ -161,25 +178,70 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
                              std::to_string(options_.budget_bytes) +
                              " bytes); raise --memory-budget or split the object");
   }
+  const std::string key(name);
+  // Makes room for the object in s: an unsealed (or failed) one of the same
+  // name goes, a sealed one stays (kAlreadyExists).
+  auto clear_name = [&](StepState* s) REQUIRES(mu_) -> Status {
+    auto it = s->objects.find(key);
+    if (it != s->objects.end()) {
+      const ObjectState& old = it->second;
+      if (old.sealed && old.check != CheckState::kMismatch && old.check != CheckState::kError) {
+        return AlreadyExists("object " + what +
+                             " is already sealed; objects are write-once: use another name, or abort "
+                             "the step and write it again");
+      }
+      RecycleFileLocked(Layout::ObjectPath(s->files->dir, key), old.size);
+      s->objects.erase(it);
+    }
+    return CheckNameConflict(s->objects, key, label);
+  };
   MutexLock lock(&mu_);
   TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, conn, writer));
-  std::string key(name);
-  auto it = s->objects.find(key);
-  if (it != s->objects.end()) {
-    const ObjectState& old = it->second;
-    if (old.sealed && old.check != CheckState::kMismatch && old.check != CheckState::kError) {
-      return AlreadyExists("object " + what +
-                           " is already sealed; objects are write-once: use another name, or abort "
-                           "the step and write it again");
-    }
-    RecycleFileLocked(Layout::ObjectPath(s->files->dir, key), old.size);
-    s->objects.erase(it);
-  }
-  TC_RETURN_IF_ERROR(CheckNameConflict(s->objects, key, label));
+  TC_RETURN_IF_ERROR(clear_name(s));
   TC_RETURN_IF_ERROR(EnsureSpaceLocked(size, what));
+  UniqueFd fd;
+  if (size > 0 && PoolFitLocked(size)) {
+    // A pool segment: SegmentPool moves it into place under mu_.
+    Result<UniqueFd> taken = CreateFileLocked(s->files->dir, key, size);
+    if (!taken.ok()) return taken.status().WithContext("creating object " + what);
+    fd = std::move(taken).value();
+  } else {
+    // A fresh file is made outside mu_ (open, chmod, truncate) as
+    // pool/creating_<n>, a name no one else uses (the step's own paths may
+    // belong to its next instance by then; SegmentPool keeps only seg_*
+    // files, and Load removes the rest after a crash), its bytes reserved
+    // meanwhile; then it moves into the step under mu_, if the step is still
+    // the one it was made for.
+    const uint64_t instance = s->instance;
+    const std::string fresh = JoinPath(layout_.PoolDir(), "creating_" + std::to_string(next_id_++));
+    object_bytes_ += size;
+    lock.Unlock();
+    Result<UniqueFd> made = CreateFreshFile(fresh, size);
+    lock.Lock();
+    object_bytes_ -= size;
+    if (!made.ok()) return made.status().WithContext("creating object " + what);
+    fd = std::move(made).value();
+    s = FindLocked(ns, step);
+    Status placed = Status::Ok();
+    if (s == nullptr || s->instance != instance) {
+      placed = Aborted("step " + label + " was dropped while object " + QuoteForMessage(key) +
+                       " was being created; write the step again");
+    }
+    if (placed.ok()) placed = BeginLocked(ns, step, conn, writer).status();  // committed meanwhile, ...
+    if (placed.ok()) placed = clear_name(s);
+    if (placed.ok()) {
+      const std::string dest = Layout::ObjectPath(s->files->dir, key);
+      if (key.find('/') != std::string::npos) placed = MakeDirs(DirName(dest), 0700);
+      if (placed.ok()) placed = RenamePath(fresh, dest);
+      if (!placed.ok()) placed = placed.WithContext("creating object " + what);
+    }
+    if (!placed.ok()) {
+      ::unlink(fresh.c_str());
+      return placed;
+    }
+    object_bytes_ += size;
+  }
   std::string path = Layout::ObjectPath(s->files->dir, key);
-  Result<UniqueFd> fd = CreateFileLocked(s->files->dir, key, size);
-  if (!fd.ok()) return fd.status().WithContext("creating object " + what);
   ObjectState o;
   o.id = next_id_++;
   o.size = size;
@@ -189,7 +251,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
   lock.Unlock();
   // Outside mu_: reserving a large fresh object takes as long as its page
   // allocation, and other ranks create their objects meanwhile.
-  Status reserved = ReserveFile(fd->get(), size, options_.root, what);
+  Status reserved = ReserveFile(fd.get(), size, options_.root, what);
   if (!reserved.ok()) {
     lock.Lock();
     StepState* cur = FindLocked(ns, step);
@@ -202,7 +264,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
     }
     return reserved;
   }
-  return CreatedObject{std::move(fd).value(), path};
+  return CreatedObject{std::move(fd), path};
 }
 
 Status MemoryTier::SealObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
@@ -395,6 +457,19 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   const bool do_persist =
       options_.has_durable && (persist || (options_.persist_every > 0 && step % options_.persist_every == 0));
   const auto begun = s->begun;
+  // The manifest is written outside mu_; committing keeps writers, aborts
+  // and disconnects off the step meanwhile.
+  s->committing = true;
+  const std::string partial = s->files->dir;
+  lock.Unlock();
+  Status written = WriteStepRecords(partial, m, do_persist);
+  lock.Lock();
+  s = FindLocked(ns, step);
+  if (s == nullptr || s->instance != instance) {
+    return Aborted("step " + label + " was dropped while its manifest was written; write it again");
+  }
+  s->committing = false;
+  if (!written.ok()) return written.WithContext("publishing step " + label);
   TC_RETURN_IF_ERROR(PublishLocked(std::string(ns), step, s, m, do_persist));
   std::string ns_name(ns);
   ApplyRetentionLocked(ns_name, options_.keep_last, nullptr, step);
@@ -415,13 +490,22 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   return m;
 }
 
+Status MemoryTier::WriteStepRecords(const std::string& partial, const Manifest& manifest,
+                                    bool persist_marker) {
+  Status st = WriteFileAtomic(Layout::ManifestPath(partial), manifest.ToJson(), /*durable=*/false);
+  if (st.ok() && persist_marker) st = WriteFileAtomic(Layout::MarkerPath(partial), "", false);
+  if (!st.ok()) {
+    ::unlink(Layout::ManifestPath(partial).c_str());
+    ::unlink(Layout::MarkerPath(partial).c_str());
+  }
+  return st;
+}
+
 Status MemoryTier::PublishLocked(const std::string& ns, uint64_t step, StepState* s, Manifest manifest,
                                  bool persist_marker) {
   const std::string partial = s->files->dir;
   const std::string final_dir = layout_.StepDir(ns, step);
-  Status st = WriteFileAtomic(Layout::ManifestPath(partial), manifest.ToJson(), /*durable=*/false);
-  if (st.ok() && persist_marker) st = WriteFileAtomic(Layout::MarkerPath(partial), "", false);
-  if (st.ok()) st = RenamePath(partial, final_dir);
+  Status st = RenamePath(partial, final_dir);
   if (!st.ok()) {
     ::unlink(Layout::ManifestPath(partial).c_str());
     ::unlink(Layout::MarkerPath(partial).c_str());

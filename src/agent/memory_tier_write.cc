@@ -200,35 +200,43 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
   TC_RETURN_IF_ERROR(clear_name(s));
   TC_RETURN_IF_ERROR(EnsureSpaceLocked(size, what));
   UniqueFd fd;
+  uint64_t id = 0;
   if (size > 0 && PoolFitLocked(size)) {
     // A pool segment: SegmentPool moves it into place under mu_.
     Result<UniqueFd> taken = CreateFileLocked(s->files->dir, key, size);
     if (!taken.ok()) return taken.status().WithContext("creating object " + what);
     fd = std::move(taken).value();
+    ObjectState o;
+    o.id = id = next_id_++;
+    o.size = size;
+    s->objects[key] = std::move(o);
   } else {
     // A fresh file is made outside mu_ (open, chmod, truncate) as
     // pool/creating_<n>, a name no one else uses (the step's own paths may
     // belong to its next instance by then; SegmentPool keeps only seg_*
-    // files, and Load removes the rest after a crash), its bytes reserved
-    // meanwhile; then it moves into the step under mu_, if the step is still
-    // the one it was made for.
+    // files, and Load removes the rest after a crash). The object is in the
+    // index meanwhile, unsealed, its bytes counted (so a commit waits for it,
+    // and a drop or a second create of the name settles its bytes as for any
+    // object); the file moves into the step under mu_ if the object is still
+    // this one.
+    ObjectState o;
+    o.id = id = next_id_++;
+    o.size = size;
+    s->objects[key] = std::move(o);
+    object_bytes_ += size;
     const uint64_t instance = s->instance;
     const std::string fresh = JoinPath(layout_.PoolDir(), "creating_" + std::to_string(next_id_++));
-    object_bytes_ += size;
     lock.Unlock();
     Result<UniqueFd> made = CreateFreshFile(fresh, size);
     lock.Lock();
-    object_bytes_ -= size;
-    if (!made.ok()) return made.status().WithContext("creating object " + what);
-    fd = std::move(made).value();
     s = FindLocked(ns, step);
-    Status placed = Status::Ok();
-    if (s == nullptr || s->instance != instance) {
-      placed = Aborted("step " + label + " was dropped while object " + QuoteForMessage(key) +
-                       " was being created; write the step again");
+    const bool ours = s != nullptr && s->instance == instance && s->objects.count(key) != 0 &&
+                      s->objects[key].id == id && !s->objects[key].sealed;
+    Status placed = made.status().WithContext("creating object " + what);
+    if (placed.ok() && !ours) {
+      placed = Aborted("object " + what +
+                       " was dropped or created again while its file was being made; create it again");
     }
-    if (placed.ok()) placed = BeginLocked(ns, step, conn, writer).status();  // committed meanwhile, ...
-    if (placed.ok()) placed = clear_name(s);
     if (placed.ok()) {
       const std::string dest = Layout::ObjectPath(s->files->dir, key);
       if (key.find('/') != std::string::npos) placed = MakeDirs(DirName(dest), 0700);
@@ -236,18 +244,17 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
       if (!placed.ok()) placed = placed.WithContext("creating object " + what);
     }
     if (!placed.ok()) {
-      ::unlink(fresh.c_str());
+      if (made.ok()) ::unlink(fresh.c_str());
+      if (ours) {  // otherwise whoever dropped or replaced it settled its bytes
+        s->objects.erase(key);
+        object_bytes_ -= std::min(object_bytes_, size);
+      }
       return placed;
     }
-    object_bytes_ += size;
+    fd = std::move(made).value();
   }
   std::string path = Layout::ObjectPath(s->files->dir, key);
-  ObjectState o;
-  o.id = next_id_++;
-  o.size = size;
-  const uint64_t id = o.id;
   const uint64_t instance = s->instance;
-  s->objects[key] = std::move(o);
   lock.Unlock();
   // Outside mu_: reserving a large fresh object takes as long as its page
   // allocation, and other ranks create their objects meanwhile.

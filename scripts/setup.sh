@@ -35,13 +35,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   say "installing Debian packages: ${missing[*]}"
   apt_install "${missing[@]}"
 fi
-# libFuzzer's runtime ships apart from clang on Debian (libclang-rt-<N>-dev).
+# libFuzzer's and the sanitizers' runtimes ship apart from clang on Debian
+# (libclang-rt-<N>-dev); the ASan build (clang) needs them.
 if command -v clang >/dev/null 2>&1; then
   clang_major=$(clang -dumpversion | cut -d. -f1)
   rt="libclang-rt-${clang_major}-dev"
   if ! dpkg-query -W -f='${Status}' "$rt" 2>/dev/null | grep -q "install ok installed"; then
     if apt-cache show "$rt" >/dev/null 2>&1 || { $SUDO apt-get update -qq </dev/null >&2 && apt-cache show "$rt" >/dev/null 2>&1; }; then
-      say "installing $rt (libFuzzer runtime)"
+      say "installing $rt (libFuzzer and sanitizer runtimes)"
       apt_install "$rt" || say "could not install $rt; fuzz targets will use the built-in driver"
     fi
   fi
@@ -84,7 +85,16 @@ targets=("$@")
 for t in "${targets[@]}"; do
   case "$t" in
     release) build build/release -DCMAKE_BUILD_TYPE=Release -DTIERCKPT_WERROR=ON -DTIERCKPT_FUZZ=OFF ;;
-    asan) build build/asan -DCMAKE_BUILD_TYPE=Debug -DTIERCKPT_WERROR=ON -DTIERCKPT_SANITIZE=ON -DTIERCKPT_FUZZ=OFF ;;
+    # clang: the ASan build also checks the lock annotations (-Wthread-safety,
+    # common/thread_annotations.h) with -Werror.
+    asan)
+      # A build dir configured by an older setup.sh with gcc is configured again.
+      if [ -f build/asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' build/asan/CMakeCache.txt; then
+        say "build/asan was configured with another compiler; configuring it again with clang"
+        rm -rf build/asan
+      fi
+      build build/asan -DCMAKE_BUILD_TYPE=Debug -DTIERCKPT_WERROR=ON -DTIERCKPT_SANITIZE=ON -DTIERCKPT_FUZZ=OFF \
+            -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ ;;
     fuzz)
       if command -v clang++ >/dev/null 2>&1; then
         build build/fuzz --targets "fuzz_frame fuzz_manifest fuzz_s3_xml fuzz_peer_messages" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

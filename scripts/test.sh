@@ -3,7 +3,8 @@
 # missing (scripts/setup.sh), builds the release, ASan+UBSan and fuzz builds,
 # then runs
 #   1. the unit tests (ctest) in the release build,
-#   2. the unit tests again under AddressSanitizer + UBSan,
+#   2. the unit tests again under AddressSanitizer + UBSan (a clang build,
+#      which also checks the lock annotations: -Wthread-safety -Werror),
 #   3. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 30),
 #   4. the integration tests (pytest, real tierckptd processes, SIGKILLs),
 #   5. the Python package's tests (real torch, multi-process gloo groups,

@@ -36,14 +36,14 @@ MemoryTier::MemoryTier(MemoryTierOptions options, WorkQueue* verifier)
 MemoryTier::~MemoryTier() = default;
 
 void MemoryTier::SetPersistHook(std::function<void(const std::string&, uint64_t)> hook) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   persist_hook_ = std::move(hook);
 }
 
 void MemoryTier::CallPersistHook(const std::vector<StepRef>& refs) {
   std::function<void(const std::string&, uint64_t)> hook;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     hook = persist_hook_;
   }
   if (!hook) return;
@@ -67,7 +67,8 @@ StepPin MemoryTier::PinLocked(StepState* s) {
 }
 
 void MemoryTier::Unpin(const std::shared_ptr<StepFiles>& files) {
-  std::lock_guard<std::mutex> lock(mu_);
+  RecycledDirsRemover remover(this);  // after mu_ is released
+  MutexLock lock(&mu_);
   UnpinLocked(files.get());
 }
 
@@ -143,6 +144,9 @@ std::optional<uint64_t> MemoryTier::PoolFitLocked(uint64_t size) const {
   return fit;
 }
 
+// Under mu_: a pool segment's rename (SegmentPool), and a restore's fresh
+// file (CreateObject makes fresh files outside mu_ itself; a restore could
+// too, the same way).
 Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& step_dir, const std::string& name,
                                               uint64_t size) {
   const std::string path = Layout::ObjectPath(step_dir, name);
@@ -306,7 +310,7 @@ void MemoryTier::DropLocked(const std::string& ns, uint64_t step, std::string_vi
       Log(LogLevel::kError, "drop").Kv("ns", ns).Kv("step", step).Kv("dir", files->dir).Err(st);
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void MemoryTier::RecycleFileLocked(const std::string& path, uint64_t recorded_size) {
@@ -331,14 +335,41 @@ void MemoryTier::RecycleLocked(StepFiles* files) {
     RecycleFileLocked(Layout::ObjectPath(files->dir, name), size);
   }
   files->objects.clear();
-  Status s = RemoveTree(files->dir);
-  if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", files->dir).Err(s);
+  // No object file is left in the directory (the budget is settled): only
+  // its removal remains, done outside mu_ under a name no step uses (a trash
+  // entry already, or pool/dropped_<n>: SegmentPool keeps only seg_* files
+  // and Load removes the rest after a crash).
+  std::string dir = files->dir;
+  const std::string trash = layout_.TrashDir();
+  if (dir.compare(0, trash.size() + 1, trash + "/") != 0) {
+    const std::string entry = JoinPath(layout_.PoolDir(), "dropped_" + std::to_string(next_id_++));
+    Status st = RenamePath(dir, entry);
+    if (!st.ok()) {  // gone already, or not movable: remove it here
+      Status s = RemoveTree(dir);
+      if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", dir).Err(s);
+      return;
+    }
+    dir = entry;
+  }
+  recycled_dirs_.push_back(std::move(dir));
+}
+
+void MemoryTier::RemoveRecycledDirs() {
+  std::vector<std::string> dirs;
+  {
+    MutexLock lock(&mu_);
+    dirs.swap(recycled_dirs_);
+  }
+  for (const std::string& dir : dirs) {
+    Status s = RemoveTree(dir);
+    if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", dir).Err(s);
+  }
 }
 
 // ---- Listings ----
 
 std::vector<StepInfo> MemoryTier::ListSteps(std::string_view ns) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<StepInfo> out;
   for (const auto& [name, nss] : namespaces_) {
     if (!ns.empty() && name != ns) continue;
@@ -359,7 +390,7 @@ std::vector<StepInfo> MemoryTier::ListSteps(std::string_view ns) const {
 }
 
 TierStats MemoryTier::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   TierStats t;
   t.budget_bytes = options_.budget_bytes;
   t.object_bytes = object_bytes_;
@@ -385,9 +416,9 @@ size_t MemoryTier::WritingStepsLocked() const {
 }
 
 void MemoryTier::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   shutting_down_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace tierckpt::agent

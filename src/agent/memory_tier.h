@@ -55,18 +55,27 @@
 // Every place that unlinks an object or pool file tells it first.
 //
 // Thread safety: every public method is thread-safe. One mutex (mu_) guards
-// the index, the pool and the byte accounting; waits (commit, restore,
-// WaitPersist) use cv_. Hashing, persisting, restoring and verifying run
-// outside mu_ on pinned files. Lock order: mu_, then ReadMappings' own lock.
+// the index, the pool and the byte accounting (GUARDED_BY, checked by clang:
+// common/thread_annotations.h); waits (commit, restore, WaitPersist) use cv_.
+// Outside mu_, on pinned files or with their bytes reserved: hashing,
+// persisting, restoring, verifying, creating a fresh object file (open,
+// chmod, truncate, as pool/creating_<n>), reserving its pages (fallocate),
+// writing a commit's manifest (the step is committing: no writer, abort or
+// disconnect touches it), preallocating segments, and removing the dirs of
+// dropped steps (RemoveRecycledDirs). Under mu_, as the publishing steps of
+// what was decided under it: renames (an object into its step, a partial
+// dir to step_<n>, segments into and out of the pool, dropped dirs aside),
+// the unlinks of recycling, making a step's partial dir at begin (its path
+// is the next instance's too: it is made while the index says whose it is),
+// a restore's object files, and recovery at start. Lock order: mu_, then
+// ReadMappings' own lock.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,6 +87,7 @@
 #include "agent/segment_pool.h"
 #include "agent/step_state.h"
 #include "agent/work_queue.h"
+#include "common/mutex.h"
 #include "os/fd.h"
 #include "store/object_store.h"
 #include "tierckpt/manifest.h"
@@ -335,59 +345,77 @@ class MemoryTier {
   using StepRef = std::pair<std::string, uint64_t>;
 
   // All *Locked methods require mu_ held.
-  StepState* FindLocked(std::string_view ns, uint64_t step) const;
+  StepState* FindLocked(std::string_view ns, uint64_t step) const REQUIRES(mu_);
   // Steps being written or restored (not committed), every namespace.
-  size_t WritingStepsLocked() const;
+  size_t WritingStepsLocked() const REQUIRES(mu_);
   static constexpr uint64_t kPoolSmallObject = 1u << 20;
-  uint64_t UsedLocked() const { return object_bytes_ + pool_.bytes() + preallocating_bytes_; }
-  StepPin PinLocked(StepState* s);
-  void Unpin(const std::shared_ptr<StepFiles>& files);
-  void UnpinLocked(StepFiles* files);
-  Result<StepState*> BeginLocked(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer);
+  uint64_t UsedLocked() const REQUIRES(mu_) { return object_bytes_ + pool_.bytes() + preallocating_bytes_; }
+  StepPin PinLocked(StepState* s) REQUIRES(mu_);
+  void Unpin(const std::shared_ptr<StepFiles>& files) EXCLUDES(mu_);
+  void UnpinLocked(StepFiles* files) REQUIRES(mu_);
+  Result<StepState*> BeginLocked(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer)
+      REQUIRES(mu_);
   // kAlreadyExists naming the owner when writer may not write s.
-  static Status CheckWriterLocked(const StepState& s, std::string_view label, std::string_view writer);
+  Status CheckWriterLocked(const StepState& s, std::string_view label, std::string_view writer) REQUIRES(mu_);
   // The size of the pool segment CreateFileLocked would take for an object
   // of size bytes (SegmentPool::BestFit), nullopt when it would create a
   // fresh file: an empty pool, or an object under kPoolSmallObject whose best
   // fit is over 4x its size.
-  std::optional<uint64_t> PoolFitLocked(uint64_t size) const;
+  std::optional<uint64_t> PoolFitLocked(uint64_t size) const REQUIRES(mu_);
   // Who needs the room: a write may evict any evictable step; a restore (a
   // read) only steps with a durable copy.
   enum class SpaceFor { kWrite, kRestore };
   // Makes room for size more bytes (pool first, then eviction).
-  Status EnsureSpaceLocked(uint64_t size, std::string_view what, SpaceFor purpose = SpaceFor::kWrite);
+  Status EnsureSpaceLocked(uint64_t size, std::string_view what, SpaceFor purpose = SpaceFor::kWrite)
+      REQUIRES(mu_);
   // Why nothing more can be evicted, for the kResourceExhausted message.
-  std::string KeptStepsLocked() const;
+  std::string KeptStepsLocked() const REQUIRES(mu_);
   // Creates object `name` in step_dir, exactly size bytes, mode 0600 (a
   // pool segment when there is one); the budget must already allow it.
-  Result<UniqueFd> CreateFileLocked(const std::string& step_dir, const std::string& name, uint64_t size);
-  bool EvictOneLocked(SpaceFor purpose = SpaceFor::kWrite);
-  bool EvictableLocked(const NamespaceState& nss, const StepState& s, SpaceFor purpose) const;
+  Result<UniqueFd> CreateFileLocked(const std::string& step_dir, const std::string& name, uint64_t size)
+      REQUIRES(mu_);
+  bool EvictOneLocked(SpaceFor purpose = SpaceFor::kWrite) REQUIRES(mu_);
+  bool EvictableLocked(const NamespaceState& nss, const StepState& s, SpaceFor purpose) const REQUIRES(mu_);
   // Persist queued, running or failed: asked to be durable, not durable yet.
   static bool AwaitsDurable(const StepState& s);
   // protect: a step kept this time even if retention would drop it.
   void ApplyRetentionLocked(const std::string& ns, uint32_t keep, PruneResult* result,
-                            std::optional<uint64_t> protect = std::nullopt, bool caller_checks_durable = false);
+                            std::optional<uint64_t> protect = std::nullopt,
+                            bool caller_checks_durable = false) REQUIRES(mu_);
   // Removes the step from the index and recycles (or trashes) its files.
-  void DropLocked(const std::string& ns, uint64_t step, std::string_view why);
-  void RecycleLocked(StepFiles* files);
+  void DropLocked(const std::string& ns, uint64_t step, std::string_view why) REQUIRES(mu_);
+  // Recycles the step's object files and hands its directory to
+  // RemoveRecycledDirs (renamed to pool/dropped_<n> first: the next instance
+  // of the step may reuse its name).
+  void RecycleLocked(StepFiles* files) REQUIRES(mu_);
+  // Removes the directories RecycleLocked left, outside mu_. Every method
+  // that may drop a step runs one (a RecycledDirsRemover) as it returns.
+  void RemoveRecycledDirs() EXCLUDES(mu_);
+  class RecycledDirsRemover;
   // Moves an object file into the pool, or unlinks it (and forgets its
   // mapping) when the pool may not keep it.
-  void RecycleFileLocked(const std::string& path, uint64_t recorded_size);
+  void RecycleFileLocked(const std::string& path, uint64_t recorded_size) REQUIRES(mu_);
   // Recovery walks the root from directory fds and never follows a symbolic
   // link (memory_tier_recovery.cc; docs/agent.md, "Root directory safety").
-  void RecoverNamespaceLocked(int namespaces_fd, const std::string& ns, RecoveryReport* report);
+  void RecoverNamespaceLocked(int namespaces_fd, const std::string& ns, RecoveryReport* report) REQUIRES(mu_);
   void RecoverStepDirLocked(int ns_fd, const std::string& ns, const std::string& entry, uint64_t step,
-                            RecoveryReport* report);
+                            RecoveryReport* report) REQUIRES(mu_);
   // Recycles the files of the tree `name` in parent_fd into the pool and
   // removes it; links in it are removed as links.
-  void RecycleTreeAtLocked(int parent_fd, const std::string& name, const std::string& path);
+  void RecycleTreeAtLocked(int parent_fd, const std::string& name, const std::string& path) REQUIRES(mu_);
   void OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
-                 StepFiles* files, const Result<std::string>& actual);
+                 StepFiles* files, const Result<std::string>& actual) EXCLUDES(mu_);
   void SubmitCheckLocked(const std::string& ns, uint64_t step, StepState* s, const std::string& name,
-                         ObjectState* o);
+                         ObjectState* o) REQUIRES(mu_);
+  // Writes the manifest (and the persist marker) into a partial step dir,
+  // outside mu_: the step is committing or restoring, so nothing else
+  // touches it. On failure neither file is left.
+  static Status WriteStepRecords(const std::string& partial_dir, const Manifest& manifest,
+                                 bool persist_marker);
+  // The atomic publish: renames the partial dir (its records written) to
+  // step_<n> and marks the step committed. On failure the records go.
   Status PublishLocked(const std::string& ns, uint64_t step, StepState* s, Manifest manifest,
-                       bool persist_marker);
+                       bool persist_marker) REQUIRES(mu_);
   // Restores the manifest's objects, kRestoreThreads at a time.
   Status RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance,
                         const Manifest& manifest);
@@ -396,10 +424,10 @@ class MemoryTier {
   // Hashes the object file at path through its kept mapping; kCorruption if
   // it does not hold exactly size bytes.
   Result<std::string> HashObjectFile(const std::string& path, uint64_t size);
-  void CallPersistHook(const std::vector<StepRef>& refs);
+  void CallPersistHook(const std::vector<StepRef>& refs) EXCLUDES(mu_);
   // The same under mu_: the hook only queues (Persister::Enqueue) and never
   // calls back into the tier synchronously.
-  void CallPersistHookLocked(const std::string& ns, uint64_t step);
+  void CallPersistHookLocked(const std::string& ns, uint64_t step) REQUIRES(mu_);
 
   // Const after construction.
   const MemoryTierOptions options_;
@@ -407,16 +435,33 @@ class MemoryTier {
   WorkQueue* const verifier_;
   ReadMappings read_mappings_;  // thread-safe on its own; declared before pool_, which uses it
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;  // commits, restores, persist progress
-  std::map<std::string, NamespaceState, std::less<>> namespaces_;  // guarded by mu_
-  SegmentPool pool_;                  // guarded by mu_
-  uint64_t object_bytes_ = 0;         // guarded by mu_
-  uint64_t preallocating_bytes_ = 0;  // guarded by mu_: the segment Preallocate is writing
-  uint64_t next_id_ = 1;              // guarded by mu_ (instances, objects, trash entries)
-  uint64_t next_commit_seq_ = 1;      // guarded by mu_
-  bool shutting_down_ = false;        // guarded by mu_
-  std::function<void(const std::string&, uint64_t)> persist_hook_;  // set before serving
+  mutable Mutex mu_;
+  CondVar cv_{&mu_};  // commits, restores, persist progress
+  // The index: its StepStates (agent/step_state.h) are guarded by mu_ too.
+  std::map<std::string, NamespaceState, std::less<>> namespaces_ GUARDED_BY(mu_);
+  SegmentPool pool_ GUARDED_BY(mu_);
+  uint64_t object_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t preallocating_bytes_ GUARDED_BY(mu_) = 0;  // the segment Preallocate is writing
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;              // instances, objects, trash entries
+  uint64_t next_commit_seq_ GUARDED_BY(mu_) = 1;
+  bool shutting_down_ GUARDED_BY(mu_) = false;
+  // Dirs of dropped steps holding no object file any more (a manifest, a
+  // marker, empty dirs): RemoveRecycledDirs removes them outside mu_.
+  std::vector<std::string> recycled_dirs_ GUARDED_BY(mu_);
+  std::function<void(const std::string&, uint64_t)> persist_hook_ GUARDED_BY(mu_);  // set before serving
+};
+
+// Runs MemoryTier::RemoveRecycledDirs as its scope ends: declared before the
+// scope's MutexLock, it runs after mu_ is released.
+class MemoryTier::RecycledDirsRemover {
+ public:
+  explicit RecycledDirsRemover(MemoryTier* tier) : tier_(tier) {}
+  ~RecycledDirsRemover() { tier_->RemoveRecycledDirs(); }
+  RecycledDirsRemover(const RecycledDirsRemover&) = delete;
+  RecycledDirsRemover& operator=(const RecycledDirsRemover&) = delete;
+
+ private:
+  MemoryTier* const tier_;
 };
 
 }  // namespace tierckpt::agent

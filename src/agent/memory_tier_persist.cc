@@ -20,7 +20,7 @@ Status MemoryTier::RequestPersist(std::string_view ns, uint64_t step) {
                               ": this agent has no durable tier; start tierckptd with --durable URL");
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     StepState* s = FindLocked(ns, step);
     if (s == nullptr || !s->committed) {
       return NotFound("step " + label + " is not committed in the memory tier");
@@ -40,7 +40,7 @@ Status MemoryTier::RequestPersist(std::string_view ns, uint64_t step) {
 }
 
 Result<PersistLease> MemoryTier::StartPersist(std::string_view ns, uint64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed) {
     return NotFound("step " + StepLabel(ns, step) + " is no longer in the memory tier");
@@ -53,12 +53,12 @@ Result<PersistLease> MemoryTier::StartPersist(std::string_view ns, uint64_t step
   lease.pin = PinLocked(s);
   lease.manifest = s->manifest;
   lease.dir = s->files->dir;
-  cv_.notify_all();
+  cv_.SignalAll();
   return lease;
 }
 
 Result<PersistLease> MemoryTier::PinCommitted(std::string_view ns, uint64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed) {
     return NotFound("step " + StepLabel(ns, step) + " is not committed in the memory tier at " + options_.root);
@@ -71,7 +71,8 @@ Result<PersistLease> MemoryTier::PinCommitted(std::string_view ns, uint64_t step
 }
 
 void MemoryTier::FinishPersist(std::string_view ns, uint64_t step, const Status& result) {
-  std::lock_guard<std::mutex> lock(mu_);
+  RecycledDirsRemover remover(this);  // after mu_ is released
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed) return;
   if (result.ok()) {
@@ -91,22 +92,22 @@ void MemoryTier::FinishPersist(std::string_view ns, uint64_t step, const Status&
     s->persist_error = result;
     s->durable_recheck = false;  // the durable copy is not known good any more
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (result.ok()) ApplyRetentionLocked(std::string(ns), options_.keep_last, nullptr);
 }
 
 void MemoryTier::MarkDurable(std::string_view ns, uint64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed || s->persist == PersistState::kRunning) return;
   s->persist = PersistState::kDurable;
   s->persist_error = Status::Ok();
   ::unlink(Layout::MarkerPath(s->files->dir).c_str());
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void MemoryTier::MarkNotDurable(std::string_view ns, uint64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed || s->persist != PersistState::kDurable) return;
   s->persist = PersistState::kNone;
@@ -114,7 +115,7 @@ void MemoryTier::MarkNotDurable(std::string_view ns, uint64_t step) {
 }
 
 void MemoryTier::ConfirmDurable(std::string_view ns, uint64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed) return;
   const bool recorded = s->persist == PersistState::kDurable ||
@@ -123,7 +124,7 @@ void MemoryTier::ConfirmDurable(std::string_view ns, uint64_t step) {
   s->persist = PersistState::kDurable;  // a recheck still queued finds nothing to do
   s->durable_recheck = false;
   s->durable_confirmed = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Result<PersistStatus> MemoryTier::WaitPersist(std::string_view ns, uint64_t step,
@@ -131,7 +132,7 @@ Result<PersistStatus> MemoryTier::WaitPersist(std::string_view ns, uint64_t step
   TC_RETURN_IF_ERROR(ValidateNamespace(ns));
   TC_RETURN_IF_ERROR(ValidateStep(step));
   auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::milliseconds(0));
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
     StepState* s = FindLocked(ns, step);
     if (s == nullptr || !s->committed) {
@@ -142,8 +143,8 @@ Result<PersistStatus> MemoryTier::WaitPersist(std::string_view ns, uint64_t step
     if (shutting_down_) return Unavailable("tierckptd is shutting down; " + StepLabel(ns, step) +
                                            " will be persisted after the restart");
     if (!timeout) {
-      cv_.wait(lock);
-    } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      cv_.Wait();
+    } else if (!cv_.WaitUntil(deadline)) {
       StepState* cur = FindLocked(ns, step);
       if (cur == nullptr || !cur->committed) continue;
       bool still = cur->persist == PersistState::kQueued || cur->persist == PersistState::kRunning;

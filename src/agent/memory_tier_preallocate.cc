@@ -35,7 +35,8 @@ Status WriteZeros(const std::string& path, uint64_t size) {
 Result<uint64_t> MemoryTier::Preallocate(uint64_t bytes, uint64_t segment) {
   if (segment == 0) return InvalidArgument("Preallocate: the segment size must be at least 1 byte");
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string tmp = pool_.dir() + "/preallocating";  // not seg_*: Load removes it after a crash
+  // In pool_.dir(); not seg_*: Load removes it after a crash.
+  const std::string tmp = layout_.PoolDir() + "/preallocating";
   uint64_t added = 0;
   uint64_t segments = 0;
   std::string stopped = "done";
@@ -43,7 +44,7 @@ Result<uint64_t> MemoryTier::Preallocate(uint64_t bytes, uint64_t segment) {
   for (;;) {
     uint64_t n = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (shutting_down_) {
         stopped = "shutdown";
         break;
@@ -63,7 +64,7 @@ Result<uint64_t> MemoryTier::Preallocate(uint64_t bytes, uint64_t segment) {
       preallocating_bytes_ = n;
     }
     Status wrote = WriteZeros(tmp, n);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     preallocating_bytes_ = 0;
     Result<uint64_t> put = wrote.ok() ? pool_.Put(tmp) : Result<uint64_t>(wrote);
     if (!put.ok()) {

@@ -42,7 +42,7 @@ std::string CheckObject(ReadMappings& mappings, const std::string& dir, const Ob
 }  // namespace
 
 bool MemoryTier::HasCommitted(std::string_view ns, uint64_t step) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   return s != nullptr && s->committed;
 }
@@ -50,7 +50,7 @@ bool MemoryTier::HasCommitted(std::string_view ns, uint64_t step) const {
 Result<OpenedObject> MemoryTier::OpenObject(std::string_view ns, uint64_t step, std::string_view name) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   TC_RETURN_IF_ERROR(ValidateObjectName(name));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed) return NotInMemory(ns, step);
   const ObjectEntry* e = s->manifest.Find(name);
@@ -75,7 +75,7 @@ Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64
   PinnedObject out;
   std::string path;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     StepState* s = FindLocked(ns, step);
     if (s == nullptr || !s->committed) return NotInMemory(ns, step);
     const ObjectEntry* e = s->manifest.Find(name);
@@ -95,7 +95,7 @@ Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64
 
 Result<Manifest> MemoryTier::GetManifest(std::string_view ns, uint64_t step) const {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed) return NotInMemory(ns, step);
   return s->manifest;
@@ -107,7 +107,7 @@ Result<MemoryVerifyResult> MemoryTier::VerifyStep(std::string_view ns, uint64_t 
   StepPin pin;
   std::string dir;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     StepState* s = FindLocked(ns, step);
     if (s == nullptr || !s->committed) return NotInMemory(ns, step);
     pin = PinLocked(s);
@@ -124,8 +124,9 @@ Result<MemoryVerifyResult> MemoryTier::VerifyStep(std::string_view ns, uint64_t 
 }
 
 Result<bool> MemoryTier::DeleteStep(std::string_view ns, uint64_t step) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr) return false;
   std::string label = StepLabel(ns, step);
@@ -141,9 +142,10 @@ Result<bool> MemoryTier::DeleteStep(std::string_view ns, uint64_t step) {
 }
 
 PruneResult MemoryTier::Prune(std::string_view ns, uint32_t keep, bool caller_checks_durable) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   if (keep == 0) keep = options_.keep_last;
   PruneResult result;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> names;
   for (const auto& [name, nss] : namespaces_) {
     if (ns.empty() || name == ns) names.push_back(name);

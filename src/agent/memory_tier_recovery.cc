@@ -64,7 +64,7 @@ void RemoveLeftovers(int dir_fd, const std::string& dir, const std::string& pref
 }  // namespace
 
 Result<RecoveryReport> MemoryTier::Recover() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RecoveryReport report;
   Result<UniqueFd> root = OpenDirNoFollow(layout_.root());
   if (!root.ok()) return root.status().WithContext("opening the memory tier's root to recover it");
@@ -178,7 +178,7 @@ void MemoryTier::RecoverStepDirLocked(int ns_fd, const std::string& ns, const st
                                       uint64_t step, RecoveryReport* report) {
   const std::string label = StepLabel(ns, step);
   const std::string dir = JoinPath(layout_.NamespaceDir(ns), entry);
-  auto drop = [&](const Status& why) {
+  auto drop = [&](const Status& why) REQUIRES(mu_) {
     Status err = why.WithContext("recovery dropped step " + label + " from the memory tier");
     Log(LogLevel::kError, "recovery").Kv("ns", ns).Kv("step", step).Kv("dir", dir).Err(err);
     report->errors.push_back(err);

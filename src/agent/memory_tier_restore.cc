@@ -19,14 +19,16 @@
 namespace tierckpt::agent {
 
 Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t step) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateNamespace(ns));
   TC_RETURN_IF_ERROR(ValidateStep(step));
   const std::string label = StepLabel(ns, step);
   const auto t0 = std::chrono::steady_clock::now();
   // Waits out a concurrent restore; true when the step is committed already.
-  auto settle = [&](std::unique_lock<std::mutex>& lock) -> Result<bool> {
+  auto settle = [&]() REQUIRES(mu_) -> Result<bool> {
     for (;;) {
-      if (shutting_down_) return Unavailable("tierckptd is shutting down; retry " + label + " after the restart");
+      if (shutting_down_)
+        return Unavailable("tierckptd is shutting down; retry " + label + " after the restart");
       StepState* s = FindLocked(ns, step);
       if (s == nullptr) return false;
       if (s->committed) return true;
@@ -35,12 +37,12 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
                                   " is being written in memory right now; commit or abort it before "
                                   "restoring it from the durable tier");
       }
-      cv_.wait(lock);
+      cv_.Wait();
     }
   };
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    TC_ASSIGN_OR_RETURN(bool done, settle(lock));
+    MutexLock lock(&mu_);
+    TC_ASSIGN_OR_RETURN(bool done, settle());
     if (done) return Status::Ok();
   }
   Result<Manifest> read = store.ReadManifest(ns, step);
@@ -58,8 +60,8 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
   }
   uint64_t instance = 0;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    TC_ASSIGN_OR_RETURN(bool done, settle(lock));
+    MutexLock lock(&mu_);
+    TC_ASSIGN_OR_RETURN(bool done, settle());
     if (done) return Status::Ok();
     if (m.TotalBytes() > options_.budget_bytes) {
       return ResourceExhausted("step " + label + " is " + std::to_string(m.TotalBytes()) +
@@ -72,7 +74,11 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
     instance = s->instance;
   }
   Status st = RestoreObjects(store, {std::string(ns), step}, instance, m);
-  std::unique_lock<std::mutex> lock(mu_);
+  if (st.ok()) {  // outside mu_: the step is restoring, nothing else touches it
+    st = WriteStepRecords(layout_.PartialDir(ns, step), m, /*persist_marker=*/false)
+             .WithContext("publishing step " + label);
+  }
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");
   if (st.ok()) st = PublishLocked(std::string(ns), step, s, m, /*persist_marker=*/false);
@@ -82,7 +88,7 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
     return st;
   }
   s->persist = PersistState::kDurable;
-  lock.unlock();
+  lock.Unlock();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   Metrics::Get().restore.Succeeded(m.TotalBytes(), ms / 1e3);
   Log(LogLevel::kInfo, "restore")
@@ -108,14 +114,14 @@ Status MemoryTier::RestoreObjects(ObjectStore& store, const StepRef& ref, uint64
     return Status::Ok();
   }
   std::atomic<size_t> next{0};
-  std::mutex first_mu;
+  Mutex first_mu;
   Status first = Status::Ok();
   std::atomic<bool> failed{false};
   auto work = [&] {
     for (size_t i = next++; i < n && !failed.load(); i = next++) {
       Status st = RestoreObject(store, ref, instance, manifest.objects[i]);
       if (!st.ok()) {
-        std::lock_guard lock(first_mu);
+        MutexLock lock(&first_mu);
         if (first.ok()) first = st;
         failed = true;
       }
@@ -130,12 +136,13 @@ Status MemoryTier::RestoreObjects(ObjectStore& store, const StepRef& ref, uint64
 
 Status MemoryTier::RestoreObject(ObjectStore& store, const StepRef& ref, uint64_t instance,
                                  const ObjectEntry& e) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   const std::string label = StepLabel(ref.first, ref.second);
   const std::string what = label + "/" + e.name;
   UniqueFd fd;
   std::string path;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     StepState* s = FindLocked(ref.first, ref.second);
     if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");
     if (shutting_down_) return Unavailable("tierckptd is shutting down; restore of " + label + " stopped");

@@ -78,6 +78,23 @@ Status ReserveFile(int fd, uint64_t size, const std::string& root, const std::st
   return ErrnoStatus("reserving " + std::to_string(size) + " bytes for object " + what + " in " + root);
 }
 
+// A new object file at path (a name only this call uses), exactly size
+// bytes, mode 0600 whatever the umask; nothing is left at path on failure.
+Result<UniqueFd> CreateFreshFile(const std::string& path, uint64_t size) {
+  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT | O_EXCL, 0600));
+  Status made;
+  if (::fchmod(fd.get(), 0600) != 0) {
+    made = ErrnoStatus("chmod " + path);
+  } else if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    made = ErrnoStatus("size " + path + " to " + std::to_string(size) + " bytes");
+  }
+  if (!made.ok()) {
+    ::unlink(path.c_str());
+    return made;
+  }
+  return fd;
+}
+
 }  // namespace
 
 Result<std::string> MemoryTier::HashObjectFile(const std::string& path, uint64_t size) {
@@ -144,12 +161,13 @@ Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, u
 
 Status MemoryTier::BeginStep(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return BeginLocked(ns, step, conn, writer).status();
 }
 
 Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t step, std::string_view name,
                                                uint64_t size, uint64_t conn, std::string_view writer) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   TC_RETURN_IF_ERROR(ValidateObjectName(name));
   std::string label = StepLabel(ns, step);
@@ -160,37 +178,89 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
                              std::to_string(options_.budget_bytes) +
                              " bytes); raise --memory-budget or split the object");
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, conn, writer));
-  std::string key(name);
-  auto it = s->objects.find(key);
-  if (it != s->objects.end()) {
-    const ObjectState& old = it->second;
-    if (old.sealed && old.check != CheckState::kMismatch && old.check != CheckState::kError) {
-      return AlreadyExists("object " + what +
-                           " is already sealed; objects are write-once: use another name, or abort "
-                           "the step and write it again");
+  const std::string key(name);
+  // Makes room for the object in s: an unsealed (or failed) one of the same
+  // name goes, a sealed one stays (kAlreadyExists).
+  auto clear_name = [&](StepState* s) REQUIRES(mu_) -> Status {
+    auto it = s->objects.find(key);
+    if (it != s->objects.end()) {
+      const ObjectState& old = it->second;
+      if (old.sealed && old.check != CheckState::kMismatch && old.check != CheckState::kError) {
+        return AlreadyExists("object " + what +
+                             " is already sealed; objects are write-once: use another name, or abort "
+                             "the step and write it again");
+      }
+      RecycleFileLocked(Layout::ObjectPath(s->files->dir, key), old.size);
+      s->objects.erase(it);
     }
-    RecycleFileLocked(Layout::ObjectPath(s->files->dir, key), old.size);
-    s->objects.erase(it);
-  }
-  TC_RETURN_IF_ERROR(CheckNameConflict(s->objects, key, label));
+    return CheckNameConflict(s->objects, key, label);
+  };
+  MutexLock lock(&mu_);
+  TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, conn, writer));
+  TC_RETURN_IF_ERROR(clear_name(s));
   TC_RETURN_IF_ERROR(EnsureSpaceLocked(size, what));
+  UniqueFd fd;
+  uint64_t id = 0;
+  if (size > 0 && PoolFitLocked(size)) {
+    // A pool segment: SegmentPool moves it into place under mu_.
+    Result<UniqueFd> taken = CreateFileLocked(s->files->dir, key, size);
+    if (!taken.ok()) return taken.status().WithContext("creating object " + what);
+    fd = std::move(taken).value();
+    ObjectState o;
+    o.id = id = next_id_++;
+    o.size = size;
+    s->objects[key] = std::move(o);
+  } else {
+    // A fresh file is made outside mu_ (open, chmod, truncate) as
+    // pool/creating_<n>, a name no one else uses (the step's own paths may
+    // belong to its next instance by then; SegmentPool keeps only seg_*
+    // files, and Load removes the rest after a crash). The object is in the
+    // index meanwhile, unsealed, its bytes counted (so a commit waits for it,
+    // and a drop or a second create of the name settles its bytes as for any
+    // object); the file moves into the step under mu_ if the object is still
+    // this one.
+    ObjectState o;
+    o.id = id = next_id_++;
+    o.size = size;
+    s->objects[key] = std::move(o);
+    object_bytes_ += size;
+    const uint64_t instance = s->instance;
+    const std::string fresh = JoinPath(layout_.PoolDir(), "creating_" + std::to_string(next_id_++));
+    lock.Unlock();
+    Result<UniqueFd> made = CreateFreshFile(fresh, size);
+    lock.Lock();
+    s = FindLocked(ns, step);
+    const bool ours = s != nullptr && s->instance == instance && s->objects.count(key) != 0 &&
+                      s->objects[key].id == id && !s->objects[key].sealed;
+    Status placed = made.status().WithContext("creating object " + what);
+    if (placed.ok() && !ours) {
+      placed = Aborted("object " + what +
+                       " was dropped or created again while its file was being made; create it again");
+    }
+    if (placed.ok()) {
+      const std::string dest = Layout::ObjectPath(s->files->dir, key);
+      if (key.find('/') != std::string::npos) placed = MakeDirs(DirName(dest), 0700);
+      if (placed.ok()) placed = RenamePath(fresh, dest);
+      if (!placed.ok()) placed = placed.WithContext("creating object " + what);
+    }
+    if (!placed.ok()) {
+      if (made.ok()) ::unlink(fresh.c_str());
+      if (ours) {  // otherwise whoever dropped or replaced it settled its bytes
+        s->objects.erase(key);
+        object_bytes_ -= std::min(object_bytes_, size);
+      }
+      return placed;
+    }
+    fd = std::move(made).value();
+  }
   std::string path = Layout::ObjectPath(s->files->dir, key);
-  Result<UniqueFd> fd = CreateFileLocked(s->files->dir, key, size);
-  if (!fd.ok()) return fd.status().WithContext("creating object " + what);
-  ObjectState o;
-  o.id = next_id_++;
-  o.size = size;
-  const uint64_t id = o.id;
   const uint64_t instance = s->instance;
-  s->objects[key] = std::move(o);
-  lock.unlock();
+  lock.Unlock();
   // Outside mu_: reserving a large fresh object takes as long as its page
   // allocation, and other ranks create their objects meanwhile.
-  Status reserved = ReserveFile(fd->get(), size, options_.root, what);
+  Status reserved = ReserveFile(fd.get(), size, options_.root, what);
   if (!reserved.ok()) {
-    lock.lock();
+    lock.Lock();
     StepState* cur = FindLocked(ns, step);
     if (cur != nullptr && cur->instance == instance) {
       auto obj = cur->objects.find(key);
@@ -201,7 +271,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
     }
     return reserved;
   }
-  return CreatedObject{std::move(fd).value(), path};
+  return CreatedObject{std::move(fd), path};
 }
 
 Status MemoryTier::SealObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
@@ -212,7 +282,7 @@ Status MemoryTier::SealObject(std::string_view ns, uint64_t step, std::string_vi
   if (!checksum.empty()) {
     TC_RETURN_IF_ERROR(Checksum::Parse(checksum).status().WithContext("sealing object " + what));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || s->restoring) {
     return NotFound("step " + StepLabel(ns, step) +
@@ -276,7 +346,8 @@ void MemoryTier::SubmitCheckLocked(const std::string& ns, uint64_t step, StepSta
 
 void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::string& name,
                            uint64_t object_id, StepFiles* files, const Result<std::string>& actual) {
-  std::lock_guard<std::mutex> lock(mu_);
+  RecycledDirsRemover remover(this);  // after mu_ is released
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ref.first, ref.second);
   if (s != nullptr && s->instance == instance) {
     auto it = s->objects.find(name);
@@ -290,7 +361,7 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
         o.actual = *actual;
         o.check = (o.expected.empty() || o.expected == o.actual) ? CheckState::kOk : CheckState::kMismatch;
       }
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
   UnpinLocked(files);
@@ -299,6 +370,7 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
 Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint32_t world_size,
                                         bool persist, const std::vector<std::string>& expected,
                                         const StepSpan& step_span, std::string_view writer) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   std::vector<std::string> span = step_span.members;
   std::sort(span.begin(), span.end());
@@ -315,7 +387,7 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
                               " asks to persist it, but this agent has no durable tier; start "
                               "tierckptd with --durable URL, or commit without persist");
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr) {
     return NotFound("step " + label +
@@ -360,10 +432,11 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   }
   s->committing = true;
   const uint64_t instance = s->instance;
-  cv_.wait(lock, [&] {
+  for (;;) {
     StepState* cur = FindLocked(ns, step);
-    return shutting_down_ || cur == nullptr || cur->instance != instance || cur->pending_checks == 0;
-  });
+    if (shutting_down_ || cur == nullptr || cur->instance != instance || cur->pending_checks == 0) break;
+    cv_.Wait();
+  }
   s = FindLocked(ns, step);
   if (s == nullptr || s->instance != instance) {
     return Aborted("step " + label + " was dropped while its commit waited for checksums; write it again");
@@ -391,10 +464,23 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   const bool do_persist =
       options_.has_durable && (persist || (options_.persist_every > 0 && step % options_.persist_every == 0));
   const auto begun = s->begun;
+  // The manifest is written outside mu_; committing keeps writers, aborts
+  // and disconnects off the step meanwhile.
+  s->committing = true;
+  const std::string partial = s->files->dir;
+  lock.Unlock();
+  Status written = WriteStepRecords(partial, m, do_persist);
+  lock.Lock();
+  s = FindLocked(ns, step);
+  if (s == nullptr || s->instance != instance) {
+    return Aborted("step " + label + " was dropped while its manifest was written; write it again");
+  }
+  s->committing = false;
+  if (!written.ok()) return written.WithContext("publishing step " + label);
   TC_RETURN_IF_ERROR(PublishLocked(std::string(ns), step, s, m, do_persist));
   std::string ns_name(ns);
   ApplyRetentionLocked(ns_name, options_.keep_last, nullptr, step);
-  lock.unlock();
+  lock.Unlock();
   if (do_persist) CallPersistHook({{ns_name, step}});
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begun).count();
   double mbps = ms > 0 ? static_cast<double>(m.TotalBytes()) / 1e6 / (ms / 1e3) : 0.0;
@@ -411,13 +497,22 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   return m;
 }
 
+Status MemoryTier::WriteStepRecords(const std::string& partial, const Manifest& manifest,
+                                    bool persist_marker) {
+  Status st = WriteFileAtomic(Layout::ManifestPath(partial), manifest.ToJson(), /*durable=*/false);
+  if (st.ok() && persist_marker) st = WriteFileAtomic(Layout::MarkerPath(partial), "", false);
+  if (!st.ok()) {
+    ::unlink(Layout::ManifestPath(partial).c_str());
+    ::unlink(Layout::MarkerPath(partial).c_str());
+  }
+  return st;
+}
+
 Status MemoryTier::PublishLocked(const std::string& ns, uint64_t step, StepState* s, Manifest manifest,
                                  bool persist_marker) {
   const std::string partial = s->files->dir;
   const std::string final_dir = layout_.StepDir(ns, step);
-  Status st = WriteFileAtomic(Layout::ManifestPath(partial), manifest.ToJson(), /*durable=*/false);
-  if (st.ok() && persist_marker) st = WriteFileAtomic(Layout::MarkerPath(partial), "", false);
-  if (st.ok()) st = RenamePath(partial, final_dir);
+  Status st = RenamePath(partial, final_dir);
   if (!st.ok()) {
     ::unlink(Layout::ManifestPath(partial).c_str());
     ::unlink(Layout::MarkerPath(partial).c_str());
@@ -433,13 +528,14 @@ Status MemoryTier::PublishLocked(const std::string& ns, uint64_t step, StepState
   s->commit_seq = next_commit_seq_++;
   s->persist = persist_marker ? PersistState::kQueued : PersistState::kNone;
   s->persist_error = Status::Ok();
-  cv_.notify_all();
+  cv_.SignalAll();
   return Status::Ok();
 }
 
 Status MemoryTier::AbortStep(std::string_view ns, uint64_t step, std::string_view writer) {
+  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr) return Status::Ok();
   std::string label = StepLabel(ns, step);
@@ -455,7 +551,8 @@ Status MemoryTier::AbortStep(std::string_view ns, uint64_t step, std::string_vie
 }
 
 void MemoryTier::ReleaseWriter(uint64_t conn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  RecycledDirsRemover remover(this);  // after mu_ is released
+  MutexLock lock(&mu_);
   std::vector<StepRef> drop;
   for (auto& [ns, nss] : namespaces_) {
     for (auto& [step, s] : nss.steps) {

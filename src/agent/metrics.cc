@@ -85,12 +85,12 @@ void Histogram::Observe(double seconds) {
     }
   }
   count_.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   sum_ += seconds;
 }
 
 void Histogram::Read(std::array<uint64_t, kLatencyBuckets.size()>* cumulative, uint64_t* count, double* sum) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t running = 0;
   for (size_t i = 0; i < kLatencyBuckets.size(); ++i) {
     running += buckets_[i].load(std::memory_order_relaxed);
@@ -123,19 +123,19 @@ std::string_view DropReason(std::string_view why) {
 }
 
 void Metrics::Dropped(std::string_view why) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ++evictions_[std::string(DropReason(why))];
 }
 
 void Metrics::CommittedStep(std::string_view ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = commits_.find(ns);
   if (it == commits_.end()) it = commits_.emplace(std::string(ns), 0).first;
   ++it->second;
 }
 
 void Metrics::Error(std::string_view kind) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = errors_.find(kind);
   if (it == errors_.end()) it = errors_.emplace(std::string(kind), 0).first;
   ++it->second;
@@ -150,7 +150,7 @@ std::string Metrics::Render(const std::vector<Gauge>& gauges) const {
   Family(&out, "tierckpt_persist_retries_total", "counter", "persist attempts retried after a retriable error");
   Sample(&out, "tierckpt_persist_retries_total", {}, static_cast<double>(persist_retries.load()));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     Family(&out, "tierckpt_steps_committed_total", "counter", "steps committed in memory, by namespace");
     for (const auto& [ns, n] : commits_) Sample(&out, "tierckpt_steps_committed_total", {{"namespace", ns}}, n);
     Family(&out, "tierckpt_steps_dropped_total", "counter",
@@ -169,7 +169,7 @@ std::string Metrics::Render(const std::vector<Gauge>& gauges) const {
 }
 
 void Metrics::ResetForTest() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   evictions_.clear();
   commits_.clear();
   errors_.clear();

@@ -17,10 +17,11 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace tierckpt::agent {
 
@@ -37,8 +38,8 @@ class Histogram {
  private:
   std::array<std::atomic<uint64_t>, kLatencyBuckets.size()> buckets_{};  // not cumulative
   std::atomic<uint64_t> count_{0};
-  mutable std::mutex mu_;
-  double sum_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  double sum_ GUARDED_BY(mu_) = 0;
 };
 
 // One kind of operation: how many succeeded and failed, bytes moved by the
@@ -83,10 +84,10 @@ class Metrics {
   void ResetForTest();
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, uint64_t, std::less<>> evictions_;  // by reason; guarded by mu_
-  std::map<std::string, uint64_t, std::less<>> commits_;    // by namespace; guarded by mu_
-  std::map<std::string, uint64_t, std::less<>> errors_;     // by kind; guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, uint64_t, std::less<>> evictions_ GUARDED_BY(mu_);  // by reason
+  std::map<std::string, uint64_t, std::less<>> commits_ GUARDED_BY(mu_);    // by namespace
+  std::map<std::string, uint64_t, std::less<>> errors_ GUARDED_BY(mu_);     // by kind
 };
 
 // "retention" | "budget" | "deleted" | "aborted" | "other", from a drop's why.

@@ -30,7 +30,7 @@ std::string PeerService::address() const { return listener_ != nullptr ? listene
 
 void PeerService::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
     for (Served& s : served_) {
@@ -41,7 +41,7 @@ void PeerService::Stop() {
   if (acceptor_.joinable()) acceptor_.join();
   std::list<Served> served;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     served.swap(served_);
   }
   for (Served& s : served) {
@@ -56,7 +56,7 @@ void PeerService::AcceptLoop() {
       if (c.status().code() == Code::kTimeout) continue;
       return;  // closed
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     // Reap connections that ended.
     for (auto it = served_.begin(); it != served_.end();) {
@@ -73,7 +73,7 @@ void PeerService::AcceptLoop() {
     Log(LogLevel::kDebug, "peer_connected").Kv("peer", conn->Describe());
     s.thread = std::thread([this, conn] {
       Serve(conn);
-      std::lock_guard done(mu_);
+      MutexLock done(&mu_);
       for (Served& x : served_) {
         if (x.conn.get() == conn) x.conn.reset();  // the thread is joined at reap or Stop
       }
@@ -86,7 +86,7 @@ void PeerService::Serve(peer::Connection* conn) {
     Result<peer::Message> m = conn->Receive(peer::Millis(1000));
     if (!m.ok()) {
       if (m.status().code() == Code::kTimeout) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         if (stopping_) return;
         continue;
       }

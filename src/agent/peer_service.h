@@ -28,7 +28,6 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,6 +35,7 @@
 #include "agent/memory_tier.h"
 #include "agent/peer_messages.h"
 #include "agent/replica_tiers.h"
+#include "common/mutex.h"
 #include "peer/transport.h"
 #include "wire/protocol.h"
 
@@ -85,13 +85,13 @@ class PeerService {
   std::unique_ptr<peer::Listener> listener_;
   std::thread acceptor_;
 
-  std::mutex mu_;
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   struct Served {
     std::unique_ptr<peer::Connection> conn;
     std::thread thread;
   };
-  std::list<Served> served_;  // guarded by mu_
+  std::list<Served> served_ GUARDED_BY(mu_);
 };
 
 }  // namespace tierckpt::agent

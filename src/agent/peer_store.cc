@@ -43,7 +43,7 @@ Status PeerObjectStore::ReadOnly(std::string_view op) const {
 
 Result<std::unique_ptr<peer::Connection>> PeerObjectStore::Take() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!idle_.empty()) {
       std::unique_ptr<peer::Connection> c = std::move(idle_.back());
       idle_.pop_back();
@@ -57,7 +57,7 @@ Result<std::unique_ptr<peer::Connection>> PeerObjectStore::Take() {
 
 void PeerObjectStore::Give(std::unique_ptr<peer::Connection> conn) {
   if (conn == nullptr) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   idle_.push_back(std::move(conn));
 }
 

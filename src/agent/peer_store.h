@@ -25,11 +25,11 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "agent/peer_messages.h"
+#include "common/mutex.h"
 #include "peer/transport.h"
 #include "store/object_store.h"
 
@@ -86,8 +86,8 @@ class PeerObjectStore final : public ObjectStore {
   const peer::Millis timeout_;
   const std::string describe_;
 
-  std::mutex mu_;
-  std::vector<std::unique_ptr<peer::Connection>> idle_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<std::unique_ptr<peer::Connection>> idle_ GUARDED_BY(mu_);
   std::atomic<uint32_t> next_request_{1};
 };
 

@@ -67,16 +67,20 @@ void Persister::Stop(std::chrono::milliseconds grace) {
         .Kv("running", static_cast<uint64_t>(queue_.running()));
   }
   {
-    std::lock_guard<std::mutex> lock(sleep_mu_);
+    MutexLock lock(&sleep_mu_);
     cancel_ = true;
   }
-  sleep_cv_.notify_all();
+  sleep_cv_.SignalAll();
   queue_.Stop();
 }
 
 bool Persister::Backoff(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(sleep_mu_);
-  return !sleep_cv_.wait_for(lock, d, [this] { return cancel_.load(); });
+  MutexLock lock(&sleep_mu_);
+  const auto deadline = std::chrono::steady_clock::now() + d;
+  while (!cancel_.load()) {
+    if (!sleep_cv_.WaitUntil(deadline)) break;
+  }
+  return !cancel_.load();
 }
 
 void Persister::Run(const std::string& ns, uint64_t step) {
@@ -85,7 +89,7 @@ void Persister::Run(const std::string& ns, uint64_t step) {
   if (!lease.ok()) return;  // gone, or not queued any more: nothing to do
   const auto t0 = std::chrono::steady_clock::now();
   {
-    std::lock_guard<std::mutex> lock(gc_mu_);  // waits for a running sweep
+    MutexLock lock(&gc_mu_);  // waits for a running sweep
     running_.emplace(ns, step);
   }
   Status st;
@@ -109,7 +113,7 @@ void Persister::Run(const std::string& ns, uint64_t step) {
   const uint64_t bytes = lease->manifest.TotalBytes();
   lease->pin.Reset();
   {
-    std::lock_guard<std::mutex> lock(gc_mu_);
+    MutexLock lock(&gc_mu_);
     running_.erase({ns, step});
   }
   if (st.ok()) {
@@ -329,7 +333,7 @@ void Persister::ApplyDurableRetention(const std::string& ns) {
 }
 
 void Persister::SweepOnce(const std::string& ns, uint64_t durable_step) {
-  std::lock_guard<std::mutex> lock(gc_mu_);
+  MutexLock lock(&gc_mu_);
   if (!swept_.insert(ns).second) return;
   SweepOptions options;
   options.below = durable_step;

@@ -53,16 +53,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <set>
 #include <string>
 
 #include "agent/memory_tier.h"
 #include "agent/recent_errors.h"
 #include "agent/work_queue.h"
+#include "common/mutex.h"
 #include "store/object_store.h"
 
 namespace tierckpt::agent {
@@ -140,12 +139,12 @@ class Persister {
 
   std::atomic<bool> stopping_{false};  // no new jobs start
   std::atomic<bool> cancel_{false};    // running jobs stop at the next object
-  std::mutex sleep_mu_;
-  std::condition_variable sleep_cv_;   // wakes backoffs on cancel
+  Mutex sleep_mu_;
+  CondVar sleep_cv_{&sleep_mu_};  // wakes backoffs on cancel
   WorkQueue queue_;
-  std::mutex gc_mu_;  // held by a sweep; jobs take it to (un)register
-  std::set<std::pair<std::string, uint64_t>> running_;  // guarded by gc_mu_
-  std::set<std::string> swept_;                         // guarded by gc_mu_
+  Mutex gc_mu_;  // held by a sweep; jobs take it to (un)register
+  std::set<std::pair<std::string, uint64_t>> running_ GUARDED_BY(gc_mu_);
+  std::set<std::string> swept_ GUARDED_BY(gc_mu_);
 };
 
 // True for codes worth retrying against a durable medium.

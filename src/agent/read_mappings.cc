@@ -31,7 +31,7 @@ Result<ReadView> ReadMappings::Open(const std::string& path) {
     return view;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = entries_.find(view.key_);
     if (it != entries_.end() && it->second.mapping->size() >= size) {
       ++counters_.hits;
@@ -48,7 +48,7 @@ Result<ReadView> ReadMappings::Open(const std::string& path) {
   std::shared_ptr<const Mapping> mapping = std::make_shared<const Mapping>(std::move(fresh));
   std::vector<std::shared_ptr<const Mapping>> dropped;  // unmapped after the lock is released
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++counters_.maps;
     auto it = entries_.find(view.key_);
     if (it != entries_.end() && it->second.mapping->size() >= size) {
@@ -93,7 +93,7 @@ bool ReadMappings::MakeRoomLocked(uint64_t bytes, std::vector<std::shared_ptr<co
 
 void ReadMappings::Forget(FileKey key) {
   std::shared_ptr<const Mapping> dropped;  // unmapped after the lock is released
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   mapped_bytes_ -= it->second.mapping->size();
@@ -110,7 +110,7 @@ void ReadMappings::ForgetPath(const std::string& path) {
 }
 
 ReadMappingsStats ReadMappings::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ReadMappingsStats s = counters_;
   s.mappings = entries_.size();
   s.mapped_bytes = mapped_bytes_;

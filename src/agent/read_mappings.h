@@ -53,11 +53,11 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "os/mapping.h"
 #include "tierckpt/status.h"
 
@@ -131,16 +131,16 @@ class ReadMappings {
     std::list<FileKey>::iterator lru;  // position in lru_
   };
   // Makes room for bytes more (evicting into *dropped); false if it cannot.
-  bool MakeRoomLocked(uint64_t bytes, std::vector<std::shared_ptr<const Mapping>>* dropped);
+  bool MakeRoomLocked(uint64_t bytes, std::vector<std::shared_ptr<const Mapping>>* dropped) REQUIRES(mu_);
 
   // Const after construction.
   const ReadMappingsOptions options_;
 
-  mutable std::mutex mu_;
-  std::map<FileKey, Entry> entries_;  // guarded by mu_
-  std::list<FileKey> lru_;            // guarded by mu_; most recently used first
-  uint64_t mapped_bytes_ = 0;         // guarded by mu_
-  ReadMappingsStats counters_;        // guarded by mu_ (hits, maps, evictions, forgotten)
+  mutable Mutex mu_;
+  std::map<FileKey, Entry> entries_ GUARDED_BY(mu_);
+  std::list<FileKey> lru_ GUARDED_BY(mu_);  // most recently used first
+  uint64_t mapped_bytes_ GUARDED_BY(mu_) = 0;
+  ReadMappingsStats counters_ GUARDED_BY(mu_);  // (hits, maps, evictions, forgotten)
 };
 
 }  // namespace tierckpt::agent

@@ -35,16 +35,16 @@ Result<std::string> Rehash(MemoryTier* tier, const std::string& ns, uint64_t ste
 class ReadPath::RepairTurn {
  public:
   RepairTurn(ReadPath* path, std::string ns, uint64_t step) : path_(path), key_(std::move(ns), step) {
-    std::unique_lock lock(path_->mu_);
-    path_->cv_.wait(lock, [&] { return !path_->repairing_.contains(key_); });
+    MutexLock lock(&path_->mu_);
+    while (path_->repairing_.contains(key_)) path_->cv_.Wait();
     path_->repairing_.insert(key_);
   }
   ~RepairTurn() {
     {
-      std::lock_guard lock(path_->mu_);
+      MutexLock lock(&path_->mu_);
       path_->repairing_.erase(key_);
     }
-    path_->cv_.notify_all();
+    path_->cv_.SignalAll();
   }
   RepairTurn(const RepairTurn&) = delete;
   RepairTurn& operator=(const RepairTurn&) = delete;

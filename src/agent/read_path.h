@@ -32,9 +32,7 @@
 // the agent and must outlive the ReadPath.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -43,6 +41,7 @@
 #include "agent/memory_tier.h"
 #include "agent/replica_tiers.h"
 #include "agent/replicator.h"
+#include "common/mutex.h"
 #include "store/object_store.h"
 
 namespace tierckpt::agent {
@@ -108,9 +107,9 @@ class ReadPath {
   // Const after construction.
   const ReadPathDeps d_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::set<std::pair<std::string, uint64_t>> repairing_;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_{&mu_};  // a repair of a step ended
+  std::set<std::pair<std::string, uint64_t>> repairing_ GUARDED_BY(mu_);
 };
 
 }  // namespace tierckpt::agent

@@ -20,13 +20,13 @@ void RecentErrors::Add(std::string event, const Status& status) {
   r.event = std::move(event);
   r.code = std::string(ToString(status.code()));
   r.message = status.message();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   records_.push_back(std::move(r));
   while (records_.size() > capacity_) records_.pop_front();
 }
 
 std::vector<ErrorRecord> RecentErrors::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return {records_.begin(), records_.end()};
 }
 

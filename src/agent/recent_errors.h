@@ -7,10 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::agent {
@@ -31,8 +31,8 @@ class RecentErrors {
 
  private:
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::deque<ErrorRecord> records_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::deque<ErrorRecord> records_ GUARDED_BY(mu_);
 };
 
 uint64_t NowUnixMs();

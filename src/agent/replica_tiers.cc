@@ -65,7 +65,7 @@ Status ReplicaTiers::RecoverAll() {
     }
   }
   Status first = Status::Ok();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (const std::string& origin : origins) {
     if (Status v = cluster::ValidateNodeId(origin); !v.ok()) {
       Log(LogLevel::kWarn, "replica_dir_ignored").Kv("dir", JoinPath(dir_, origin)).Err(v);
@@ -80,7 +80,7 @@ Status ReplicaTiers::RecoverAll() {
 
 Result<MemoryTier*> ReplicaTiers::Get(std::string_view origin, bool create) {
   TC_RETURN_IF_ERROR(cluster::ValidateNodeId(origin));
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (auto it = tiers_.find(origin); it != tiers_.end()) return it->second.get();
   if (!create) return NotFound("this agent holds no replica of node " + std::string(origin));
   if (shut_down_) return Unavailable("tierckptd is shutting down");
@@ -88,14 +88,14 @@ Result<MemoryTier*> ReplicaTiers::Get(std::string_view origin, bool create) {
 }
 
 std::vector<std::string> ReplicaTiers::Origins() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const auto& [origin, tier] : tiers_) out.push_back(origin);
   return out;
 }
 
 void ReplicaTiers::Shutdown() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   shut_down_ = true;
   for (auto& [origin, tier] : tiers_) tier->Shutdown();
 }

@@ -18,13 +18,13 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "agent/memory_tier.h"
 #include "agent/work_queue.h"
+#include "common/mutex.h"
 
 namespace tierckpt::agent {
 
@@ -48,15 +48,15 @@ class ReplicaTiers {
   void Shutdown();
 
  private:
-  Result<MemoryTier*> CreateLocked(const std::string& origin);
+  Result<MemoryTier*> CreateLocked(const std::string& origin) REQUIRES(mu_);
 
   const MemoryTierOptions base_;
   WorkQueue* const verifier_;
   const std::string dir_;
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<MemoryTier>, std::less<>> tiers_;  // guarded by mu_
-  bool shut_down_ = false;                                                 // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<MemoryTier>, std::less<>> tiers_ GUARDED_BY(mu_);
+  bool shut_down_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tierckpt::agent

@@ -72,7 +72,7 @@ Result<std::string> Replicator::Call(const std::string& node, PeerMsg type, std:
   if (!address) return NotFound("node " + node + " is not in the peer list (--peers); add it to every agent's hostfile");
   Result<std::unique_ptr<peer::Connection>> connected = transport_->Connect(*address, timeout_, node);
   {
-    std::lock_guard lock(health_mu_);
+    MutexLock lock(&health_mu_);
     health_[node] = connected.ok();
   }
   if (!connected.ok()) return connected.status();
@@ -84,7 +84,7 @@ Result<std::string> Replicator::Call(const std::string& node, PeerMsg type, std:
   TC_RETURN_IF_ERROR(conn->Send(f));
   Result<peer::Message> m = conn->Receive(reply_timeout);
   if (!m.ok()) {
-    std::lock_guard lock(health_mu_);
+    MutexLock lock(&health_mu_);
     health_[node] = false;
     return m.status();
   }
@@ -207,7 +207,7 @@ Result<Manifest> Replicator::ManifestFromPeers(std::string_view ns, uint64_t ste
 }
 
 std::map<std::string, bool> Replicator::PeerHealth() const {
-  std::lock_guard lock(health_mu_);
+  MutexLock lock(&health_mu_);
   return health_;
 }
 

@@ -23,7 +23,6 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +32,7 @@
 #include "agent/peer_store.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
+#include "common/mutex.h"
 #include "peer/transport.h"
 #include "wire/protocol.h"
 
@@ -124,8 +124,8 @@ class Replicator {
   const std::string node_id_;
   const std::vector<std::string> holders_;
   const peer::Millis timeout_;
-  mutable std::mutex health_mu_;
-  std::map<std::string, bool> health_;  // guarded by health_mu_
+  mutable Mutex health_mu_;
+  std::map<std::string, bool> health_ GUARDED_BY(health_mu_);
 };
 
 }  // namespace tierckpt::agent

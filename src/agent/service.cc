@@ -47,7 +47,7 @@ Service::Service(ServiceOptions options, RequestHandler* handler)
 
 Service::~Service() {
   Stop();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& [id, c] : conns_) {
     if (c.thread.joinable()) c.thread.detach();  // only if Run never joined (it always does)
   }
@@ -83,7 +83,7 @@ void Service::Stop() {
 }
 
 size_t Service::connections() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return conns_.size() - closing_;
 }
 
@@ -107,7 +107,7 @@ void Service::Run(int extra_stop_fd, const std::function<void()>& on_stopping) {
   // Best effort: a socket left behind is replaced by the next agent's Listen.
   RemoveFile(options_.socket_path, IfMissing::kOk).IgnoreError();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [id, c] : conns_) {
       if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);
     }
@@ -116,7 +116,7 @@ void Service::Run(int extra_stop_fd, const std::function<void()>& on_stopping) {
   for (;;) {
     std::thread t;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       for (auto& [id, c] : conns_) {
         if (c.thread.joinable()) {
           t = std::move(c.thread);
@@ -127,7 +127,7 @@ void Service::Run(int extra_stop_fd, const std::function<void()>& on_stopping) {
     if (!t.joinable()) break;
     t.join();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   conns_.clear();
   finished_.clear();
   pending_ = 0;
@@ -137,7 +137,7 @@ void Service::Run(int extra_stop_fd, const std::function<void()>& on_stopping) {
 void Service::ReapFinished() {
   std::vector<std::thread> done;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (uint64_t id : finished_) {
       auto it = conns_.find(id);
       if (it == conns_.end()) continue;
@@ -205,7 +205,7 @@ void Service::Accept() {
         .Kv("why", "peer uid is neither the agent's uid nor root");
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const size_t live = conns_.size() - closing_;
   if (live >= effective_max_connections_) {
     Refuse(std::move(fd), *peer,
@@ -278,7 +278,7 @@ void Service::Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer) {
     if (admitted >= kTrimAfterBytes) had_large_frame = true;
     bool evicted = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = conns_.find(id);
       if (it != conns_.end()) {
         evicted = it->second.evicted;
@@ -347,7 +347,7 @@ void Service::Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer) {
   handler_->OnClose(conn);
   if (had_large_frame) ::malloc_trim(0);  // a partial large payload was freed on the way out
   Log(LogLevel::kDebug, "connection closed").Kv("conn", id);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   fd.Reset();  // under mu_, so Run never shuts down a recycled fd number
   finished_.push_back(id);
   if (auto it = conns_.find(id); it != conns_.end()) {

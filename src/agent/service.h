@@ -46,13 +46,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "os/fd.h"
 #include "tierckpt/status.h"
 #include "wire/unix_socket.h"
@@ -136,7 +136,7 @@ class Service {
   void RefuseForFdLimit(int accept_errno);
   // Closes the oldest pending connection when a new one would exceed
   // max_pending_hello.
-  void EvictOldestPendingLocked();
+  void EvictOldestPendingLocked() REQUIRES(mu_);
   void Serve(uint64_t id, UniqueFd fd, wire::PeerCred peer);
   // Reads the next frame under the limits; admitted is set to the payload
   // bytes reserved from buffered_ (release them after the frame is freed).
@@ -159,11 +159,11 @@ class Service {
   std::atomic<bool> stopping_{false};
   uint64_t next_id_ = 1;  // Run thread only
 
-  mutable std::mutex mu_;
-  std::map<uint64_t, Conn> conns_;    // guarded by mu_
-  std::vector<uint64_t> finished_;    // guarded by mu_
-  size_t pending_ = 0;                // guarded by mu_: conns_ with pending && !evicted
-  size_t closing_ = 0;                // guarded by mu_: conns_ evicted or finished, not yet reaped
+  mutable Mutex mu_;
+  std::map<uint64_t, Conn> conns_ GUARDED_BY(mu_);
+  std::vector<uint64_t> finished_ GUARDED_BY(mu_);
+  size_t pending_ GUARDED_BY(mu_) = 0;  // conns_ with pending && !evicted
+  size_t closing_ GUARDED_BY(mu_) = 0;  // conns_ evicted or finished, not yet reaped
 };
 
 }  // namespace tierckpt::agent

@@ -12,50 +12,50 @@ WorkQueue::~WorkQueue() { Stop(); }
 
 bool WorkQueue::Submit(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return false;
     tasks_.push_back(std::move(task));
   }
-  cv_.notify_one();
+  cv_.Signal();
   return true;
 }
 
 void WorkQueue::Stop() {
-  std::lock_guard<std::mutex> stop_lock(stop_mu_);
+  MutexLock stop_lock(&stop_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     tasks_.clear();
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
   threads_.clear();
-  idle_cv_.notify_all();
+  idle_cv_.SignalAll();
 }
 
 size_t WorkQueue::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return tasks_.size();
 }
 
 size_t WorkQueue::running() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return running_;
 }
 
 void WorkQueue::Drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [this] { return tasks_.empty() && running_ == 0; });
+  MutexLock lock(&mu_);
+  while (!tasks_.empty() || running_ != 0) idle_cv_.Wait();
 }
 
 void WorkQueue::Loop() {
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && tasks_.empty()) cv_.Wait();
       if (stopping_) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -63,10 +63,10 @@ void WorkQueue::Loop() {
     }
     task();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       --running_;
     }
-    idle_cv_.notify_all();
+    idle_cv_.SignalAll();
   }
 }
 

@@ -8,14 +8,14 @@
 // Thread-safe. Tasks must not call Stop() on their own queue.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace tierckpt::agent {
 
@@ -39,13 +39,13 @@ class WorkQueue {
   void Loop();
 
   const std::string name_;
-  std::mutex stop_mu_;  // serialises Stop()
-  mutable std::mutex mu_;
-  std::condition_variable cv_;       // signalled on Submit and Stop
-  std::condition_variable idle_cv_;  // signalled when a task finishes
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  size_t running_ = 0;                       // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
+  Mutex stop_mu_;  // serialises Stop()
+  mutable Mutex mu_;
+  CondVar cv_{&mu_};       // signalled on Submit and Stop
+  CondVar idle_cv_{&mu_};  // signalled when a task finishes
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  size_t running_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -74,7 +74,7 @@ Result<Connection::Reply> Connection::Call(wire::MsgType type, std::string_view 
   const auto type_number = static_cast<uint16_t>(type);
   const std::string request = std::string(wire::MsgTypeName(type_number)) + " request";
   const std::string what = request + " to tierckptd at " + socket_path_;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!broken_.empty()) {
     return Unavailable("the connection to tierckptd at " + socket_path_ + " is no longer usable (" +
                        broken_ + "); connect again, and check the agent with `tierckpt agent status`");

@@ -27,10 +27,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "os/fd.h"
 #include "tierckpt/status.h"
 #include "wire/protocol.h"
@@ -70,21 +70,21 @@ class Connection {
  private:
   Connection(std::string socket_path, UniqueFd sock, uid_t agent_uid, pid_t agent_pid)
       : socket_path_(std::move(socket_path)), agent_uid_(agent_uid), agent_pid_(agent_pid), sock_(std::move(sock)) {}
-  Status MarkBroken(Status why);
+  Status MarkBroken(Status why) REQUIRES(mu_);
   // After a failed send: the agent may have answered (refused) before it
   // closed; returns its error Status, or `why` when nothing usable came.
-  Status AnswerAfterFailedSend(Status why, uint32_t id, std::string_view what);
+  Status AnswerAfterFailedSend(Status why, uint32_t id, std::string_view what) REQUIRES(mu_);
 
   // Const after construction.
   const std::string socket_path_;
   const uid_t agent_uid_;
   const pid_t agent_pid_;
 
-  std::mutex mu_;
+  Mutex mu_;
   // Guarded by mu_.
-  UniqueFd sock_;
-  uint32_t next_id_ = 1;
-  std::string broken_;  // why the connection is unusable; "" while healthy
+  UniqueFd sock_ GUARDED_BY(mu_);
+  uint32_t next_id_ GUARDED_BY(mu_) = 1;
+  std::string broken_ GUARDED_BY(mu_);  // why the connection is unusable; "" while healthy
 };
 
 }  // namespace tierckpt::client

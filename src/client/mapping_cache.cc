@@ -68,7 +68,7 @@ Result<MappingCache::Lease> MappingCache::Acquire(UniqueFd fd, uint64_t expected
       options_.capacity_bytes > 0 && expected_size > 0 && expected_size <= options_.capacity_bytes;
 
   if (cacheable) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it != index_.end()) {
       std::shared_ptr<Entry> entry = *it->second;
@@ -103,7 +103,7 @@ Result<MappingCache::Lease> MappingCache::Acquire(UniqueFd fd, uint64_t expected
   entry->writable = writable;
   entry->writer_busy.store(writable);
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++stats_.misses;
   if (cacheable && index_.find(key) == index_.end()) {
     lru_.push_front(entry);
@@ -117,7 +117,7 @@ Result<MappingCache::Lease> MappingCache::Acquire(UniqueFd fd, uint64_t expected
 }
 
 void MappingCache::MaybeSweep() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   MaybeSweepLocked();
 }
 
@@ -147,14 +147,14 @@ size_t MappingCache::SweepLocked() {
 }
 
 size_t MappingCache::SweepDeleted() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = SweepLocked();
   next_sweep_ = std::chrono::steady_clock::now() + kMinSweepInterval;
   return n;
 }
 
 void MappingCache::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!index_.empty()) EraseLocked(index_.begin());
 }
 
@@ -173,7 +173,7 @@ void MappingCache::EvictLocked() {
 }
 
 MappingCache::Stats MappingCache::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Stats s = stats_;
   s.entries = index_.size();
   s.bytes = bytes_;

@@ -34,10 +34,10 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string_view>
 #include <tuple>
 
+#include "common/mutex.h"
 #include "os/fd.h"
 #include "os/mapping.h"
 #include "tierckpt/status.h"
@@ -125,21 +125,21 @@ class MappingCache {
   using Key = std::tuple<dev_t, ino_t, uint64_t, int>;  // dev, ino, size, access
   using LruList = std::list<std::shared_ptr<Entry>>;
 
-  void MaybeSweepLocked();
-  size_t SweepLocked();
-  void EraseLocked(std::map<Key, LruList::iterator>::iterator it);
-  void EvictLocked();
+  void MaybeSweepLocked() REQUIRES(mu_);
+  size_t SweepLocked() REQUIRES(mu_);
+  void EraseLocked(std::map<Key, LruList::iterator>::iterator it) REQUIRES(mu_);
+  void EvictLocked() REQUIRES(mu_);
 
   // Const after construction.
   Options options_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Guarded by mu_.
-  LruList lru_;  // most recently used first
-  std::map<Key, LruList::iterator> index_;
-  uint64_t bytes_ = 0;
-  Stats stats_;
-  std::chrono::steady_clock::time_point next_sweep_{};
+  LruList lru_ GUARDED_BY(mu_);  // most recently used first
+  std::map<Key, LruList::iterator> index_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  Stats stats_ GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point next_sweep_ GUARDED_BY(mu_){};
 };
 
 }  // namespace tierckpt::client

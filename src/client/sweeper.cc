@@ -9,19 +9,23 @@ Sweeper::Sweeper(std::shared_ptr<MappingCache> cache, std::chrono::milliseconds 
 
 Sweeper::~Sweeper() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
 void Sweeper::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, interval_, [this] { return stop_; })) {
-    lock.unlock();
+  MutexLock lock(&mu_);
+  for (;;) {
+    const auto deadline = std::chrono::steady_clock::now() + interval_;
+    while (!stop_ && cv_.WaitUntil(deadline)) {
+    }
+    if (stop_) return;
+    lock.Unlock();
     cache_->SweepDeleted();
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -12,12 +12,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "client/mapping_cache.h"
+#include "common/mutex.h"
 
 namespace tierckpt::client {
 
@@ -35,9 +34,9 @@ class Sweeper {
   const std::shared_ptr<MappingCache> cache_;
   const std::chrono::milliseconds interval_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -8,14 +8,15 @@
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace tierckpt {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 std::atomic<int> g_fd{2};
-std::mutex g_file_mu;  // guards replacing g_fd
+Mutex g_file_mu;  // guards replacing g_fd
 
 bool NeedsQuotes(std::string_view v) {
   if (v.empty()) return true;
@@ -77,7 +78,7 @@ void SetLogLevel(LogLevel level) { g_level = static_cast<int>(level); }
 LogLevel GetLogLevel() { return static_cast<LogLevel>(g_level.load()); }
 
 Status SetLogFile(const std::string& path) {
-  std::lock_guard<std::mutex> lock(g_file_mu);
+  MutexLock lock(&g_file_mu);
   int fd = 2;
   if (!path.empty()) {
     fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

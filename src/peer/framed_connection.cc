@@ -28,7 +28,7 @@ FramedConnection::~FramedConnection() { Close(); }
 // ---- state ----
 
 Status FramedConnection::CheckOpen() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_.ok()) return Status::Ok();
   if (closed_locally_)
     return Unavailable("the connection to " + who_ + " is closed (Close was called); reconnect");
@@ -38,7 +38,7 @@ Status FramedConnection::CheckOpen() const {
 
 Status FramedConnection::Fail(Status status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_.ok()) closed_ = status;
   }
   channel_->Shutdown();
@@ -47,7 +47,7 @@ Status FramedConnection::Fail(Status status) {
 
 void FramedConnection::Close() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_.ok()) {
       closed_ = Unavailable("closed locally");
       closed_locally_ = true;

@@ -15,10 +15,10 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/checksum.h"
+#include "common/mutex.h"
 #include "peer/byte_channel.h"
 #include "peer/peer_frame.h"
 #include "peer/transport.h"
@@ -85,9 +85,9 @@ class FramedConnection final : public Connection {
   std::unique_ptr<uint8_t[]> scratch_;  // DiscardStream's and ReceiveStreamPieces' buffer
   const StreamPieceWriter* pieces_ = nullptr;  // set during ReceiveStreamPieces
 
-  mutable std::mutex mu_;
-  Status closed_;                // guarded by mu_: ok while open
-  bool closed_locally_ = false;  // guarded by mu_
+  mutable Mutex mu_;
+  Status closed_ GUARDED_BY(mu_);  // ok while open
+  bool closed_locally_ GUARDED_BY(mu_) = false;
 
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0}, messages_received_{0},
       stream_bytes_sent_{0}, stream_bytes_received_{0};

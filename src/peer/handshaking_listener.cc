@@ -24,8 +24,11 @@ HandshakingListener::HandshakingListener(std::unique_ptr<ChannelAcceptor> accept
 HandshakingListener::~HandshakingListener() { Close(); }
 
 Result<std::unique_ptr<Connection>> HandshakingListener::Accept(Millis timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  bool ready = cv_.wait_until(lock, DeadlineAfter(timeout), [&] { return closed_ || !ready_.empty(); });
+  MutexLock lock(&mu_);
+  const auto deadline = DeadlineAfter(timeout);
+  while (!closed_ && ready_.empty() && cv_.WaitUntil(deadline)) {
+  }
+  const bool ready = closed_ || !ready_.empty();
   if (closed_) return Unavailable("the peer listener on " + address() + " is closed");
   if (!ready) {
     return Timeout("no peer connected to " + address() + " within " + std::to_string(timeout.count()) +
@@ -37,24 +40,24 @@ Result<std::unique_ptr<Connection>> HandshakingListener::Accept(Millis timeout) 
 }
 
 void HandshakingListener::Close() {
-  std::lock_guard<std::mutex> close_lock(close_mu_);
+  MutexLock close_lock(&close_mu_);
   std::deque<std::unique_ptr<Connection>> unaccepted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
     for (Pending& p : pending_) {
       if (p.channel) p.channel->Shutdown();
     }
     unaccepted.swap(ready_);
-    cv_.notify_all();
-    watch_cv_.notify_all();
+    cv_.SignalAll();
+    watch_cv_.SignalAll();
   }
   acceptor_->Shutdown();
   if (acceptor_thread_.joinable()) acceptor_thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
   std::list<Pending> all;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     all.splice(all.end(), pending_);
   }
   for (Pending& p : all) {
@@ -62,7 +65,7 @@ void HandshakingListener::Close() {
   }
   uint64_t suppressed = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     suppressed = reject_log_.TakeSuppressed();
   }
   LogSuppressed(suppressed);
@@ -73,17 +76,19 @@ void HandshakingListener::AcceptLoop() {
     Result<std::unique_ptr<ByteChannel>> accepted = acceptor_->Accept();
     if (!accepted.ok()) {
       if (accepted.status().code() == Code::kAborted) return;
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return;
       Log(LogLevel::kWarn, "peer_accept_failed").Kv("listener", address()).Err(accepted.status());
-      cv_.wait_for(lock, kAcceptRetryPause, [&] { return closed_; });
+      const auto retry = Clock::now() + kAcceptRetryPause;
+      while (!closed_ && cv_.WaitUntil(retry)) {
+      }
       if (closed_) return;
       continue;
     }
     std::unique_ptr<ByteChannel> channel = std::move(*accepted);
     std::string peer = channel->peer_address();
     std::string source = PeerSource(peer);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return;
     MakeRoomLocked(source);
     pending_.emplace_back();
@@ -95,7 +100,7 @@ void HandshakingListener::AcceptLoop() {
     ++live_;
     ++live_by_source_[p->source];
     p->thread = std::thread([this, p] { RunHandshake(p); });
-    watch_cv_.notify_all();
+    watch_cv_.SignalAll();
   }
 }
 
@@ -136,7 +141,7 @@ void HandshakingListener::DropLocked(Pending& p, Status why) {
 void HandshakingListener::RunHandshake(Pending* pending) {
   ByteChannel* ch = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ch = pending->channel.get();
   }
   const std::string peer = pending->peer;
@@ -155,7 +160,7 @@ void HandshakingListener::RunHandshake(Pending* pending) {
   Status why = info.ok() ? Status::Ok() : info.status();
   std::unique_ptr<ByteChannel> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (pending->dropped.has_value()) {
       if (!reported) why = *pending->dropped;  // the listener cut it off; its own error is a consequence
     } else {
@@ -169,20 +174,20 @@ void HandshakingListener::RunHandshake(Pending* pending) {
         } else {
           ready_.push_back(
               std::make_unique<FramedConnection>(std::move(pending->channel), *info, options_.connection));
-          cv_.notify_all();
+          cv_.SignalAll();
         }
       }
     }
     dropped = std::move(pending->channel);  // closed below unless it became a connection
     pending->done = true;
-    watch_cv_.notify_all();
+    watch_cv_.SignalAll();
   }
   dropped.reset();
   if (!why.ok() && !reported) Reject(peer, why);
 }
 
 void HandshakingListener::WatchLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!closed_) {
     const Clock::time_point now = Clock::now();
     std::list<Pending> finished;
@@ -196,18 +201,18 @@ void HandshakingListener::WatchLoop() {
       }
     }
     if (!finished.empty() || suppressed > 0) {
-      lock.unlock();
+      lock.Unlock();
       for (Pending& p : finished) {
         if (p.thread.joinable()) p.thread.join();
       }
       LogSuppressed(suppressed);
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (next) {
-      watch_cv_.wait_until(lock, *next);
+      watch_cv_.WaitUntil(*next);
     } else {
-      watch_cv_.wait(lock);
+      watch_cv_.Wait();
     }
   }
 }
@@ -238,10 +243,10 @@ std::optional<HandshakingListener::Clock::time_point> HandshakingListener::Sweep
 void HandshakingListener::Reject(const std::string& peer, const Status& why) {
   bool log = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return;
     log = reject_log_.Admit(Clock::now());
-    if (!log) watch_cv_.notify_all();  // the watchdog reports the count when the window ends
+    if (!log) watch_cv_.SignalAll();  // the watchdog reports the count when the window ends
   }
   if (log) {
     const char* event = why.code() == Code::kPermissionDenied ? "peer_rejected" : "peer_handshake_failed";

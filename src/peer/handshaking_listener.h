@@ -34,17 +34,16 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "peer/byte_channel.h"
 #include "peer/event_budget.h"
 #include "peer/transport.h"
@@ -87,13 +86,14 @@ class HandshakingListener final : public Listener {
   // Makes room for a newcomer from `source`: drops that source's oldest
   // pending handshake when it is at its limit, else the oldest of all when
   // the total is at its limit.
-  void MakeRoomLocked(const std::string& source);
+  void MakeRoomLocked(const std::string& source) REQUIRES(mu_);
   // Counts p out of the live handshakes, records why and shuts its channel
   // down (its thread then ends and reports `why`).
-  void DropLocked(Pending& p, Status why);
+  void DropLocked(Pending& p, Status why) REQUIRES(mu_);
   // Drops handshakes past their deadline and moves finished ones to
   // *finished (to be joined outside the lock). Returns the next deadline.
-  std::optional<Clock::time_point> SweepLocked(Clock::time_point now, std::list<Pending>* finished);
+  std::optional<Clock::time_point> SweepLocked(Clock::time_point now, std::list<Pending>* finished)
+      REQUIRES(mu_);
   // Logs (within the budget) and reports a turned-away peer unless the
   // listener is closing.
   void Reject(const std::string& peer, const Status& why);
@@ -104,19 +104,19 @@ class HandshakingListener final : public Listener {
   const std::unique_ptr<ChannelAcceptor> acceptor_;
   const TransportOptions options_;
 
-  std::mutex close_mu_;  // serialises Close()
+  Mutex close_mu_;  // serialises Close()
   std::thread acceptor_thread_;
   std::thread watch_thread_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;        // Accept() waiters: ready_ or closed_
-  std::condition_variable watch_cv_;  // the watchdog: a new or finished handshake, closed_
-  bool closed_ = false;                            // guarded by mu_
-  std::list<Pending> pending_;                     // guarded by mu_; in admission order (oldest first)
-  size_t live_ = 0;                                // guarded by mu_: pending, neither done nor dropped
-  std::map<std::string, size_t> live_by_source_;   // guarded by mu_: live_ per source (no zero entries)
-  std::deque<std::unique_ptr<Connection>> ready_;  // guarded by mu_
-  EventBudget reject_log_{kRejectLogBurst, kRejectLogWindow};  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_{&mu_};        // Accept() waiters: ready_ or closed_
+  CondVar watch_cv_{&mu_};  // the watchdog: a new or finished handshake, closed_
+  bool closed_ GUARDED_BY(mu_) = false;
+  std::list<Pending> pending_ GUARDED_BY(mu_);                    // in admission order (oldest first)
+  size_t live_ GUARDED_BY(mu_) = 0;                               // pending, neither done nor dropped
+  std::map<std::string, size_t> live_by_source_ GUARDED_BY(mu_);  // live_ per source (no zero entries)
+  std::deque<std::unique_ptr<Connection>> ready_ GUARDED_BY(mu_);
+  EventBudget reject_log_ GUARDED_BY(mu_){kRejectLogBurst, kRejectLogWindow};
 };
 
 }  // namespace tierckpt::peer

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <utility>
@@ -17,13 +16,13 @@ using Clock = std::chrono::steady_clock;
 // One direction: a ring buffer of fixed capacity.
 struct Pipe {
   explicit Pipe(size_t capacity) : buf(capacity) {}
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<uint8_t> buf;    // guarded by mu
-  size_t head = 0;             // guarded by mu: first unread byte
-  size_t used = 0;             // guarded by mu
-  bool writer_closed = false;  // guarded by mu: no more bytes will come
-  bool reader_closed = false;  // guarded by mu: nobody will read
+  Mutex mu;
+  CondVar cv{&mu};
+  std::vector<uint8_t> buf GUARDED_BY(mu);
+  size_t head GUARDED_BY(mu) = 0;  // first unread byte
+  size_t used GUARDED_BY(mu) = 0;
+  bool writer_closed GUARDED_BY(mu) = false;  // no more bytes will come
+  bool reader_closed GUARDED_BY(mu) = false;  // nobody will read
 };
 
 class MemChannel final : public ByteChannel {
@@ -38,10 +37,11 @@ class MemChannel final : public ByteChannel {
       const auto* src = static_cast<const uint8_t*>(b.data);
       size_t left = b.size;
       while (left > 0) {
-        std::unique_lock<std::mutex> lock(p.mu);
-        bool ready = p.cv.wait_until(lock, DeadlineAfter(stall), [&] {
-          return p.used < p.buf.size() || p.reader_closed || p.writer_closed;
-        });
+        MutexLock lock(&p.mu);
+        const auto deadline = DeadlineAfter(stall);
+        while (!(p.used < p.buf.size() || p.reader_closed || p.writer_closed) && p.cv.WaitUntil(deadline)) {
+        }
+        const bool ready = p.used < p.buf.size() || p.reader_closed || p.writer_closed;
         if (p.writer_closed) return Unavailable("in-memory channel to " + peer_ + " was shut down locally");
         if (p.reader_closed) return Unavailable("in-memory peer " + peer_ + " closed the connection");
         if (!ready) {
@@ -55,7 +55,7 @@ class MemChannel final : public ByteChannel {
         p.used += n;
         src += n;
         left -= n;
-        p.cv.notify_all();
+        p.cv.SignalAll();
       }
     }
     return Status::Ok();
@@ -66,10 +66,12 @@ class MemChannel final : public ByteChannel {
     auto* dst = static_cast<uint8_t*>(buf);
     *got = 0;
     while (*got < size) {
-      std::unique_lock<std::mutex> lock(p.mu);
+      MutexLock lock(&p.mu);
       Millis wait = *got == 0 ? first : stall;
-      bool ready = p.cv.wait_until(lock, DeadlineAfter(wait),
-                                   [&] { return p.used > 0 || p.writer_closed || p.reader_closed; });
+      const auto deadline = DeadlineAfter(wait);
+      while (!(p.used > 0 || p.writer_closed || p.reader_closed) && p.cv.WaitUntil(deadline)) {
+      }
+      const bool ready = p.used > 0 || p.writer_closed || p.reader_closed;
       if (p.reader_closed) return Unavailable("in-memory channel to " + peer_ + " was shut down locally");
       if (p.used == 0 && p.writer_closed) return Status::Ok();  // end of stream
       if (!ready) {
@@ -82,20 +84,20 @@ class MemChannel final : public ByteChannel {
       p.head = (p.head + n) % cap;
       p.used -= n;
       *got += n;
-      p.cv.notify_all();
+      p.cv.SignalAll();
     }
     return Status::Ok();
   }
 
   void Shutdown() override {
     {
-      std::lock_guard<std::mutex> lock(out_->mu);
+      MutexLock lock(&out_->mu);
       out_->writer_closed = true;
-      out_->cv.notify_all();
+      out_->cv.SignalAll();
     }
-    std::lock_guard<std::mutex> lock(in_->mu);
+    MutexLock lock(&in_->mu);
     in_->reader_closed = true;
-    in_->cv.notify_all();
+    in_->cv.SignalAll();
   }
 
   const std::string& peer_address() const override { return peer_; }
@@ -115,8 +117,8 @@ class MemAcceptor final : public ChannelAcceptor {
   ~MemAcceptor() override { Shutdown(); }
 
   Result<std::unique_ptr<ByteChannel>> Accept() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !queue_.empty() || shut_; });
+    MutexLock lock(&mu_);
+    while (queue_.empty() && !shut_) cv_.Wait();
     if (shut_) return Aborted("the in-memory listener at " + address_ + " is shut down");
     std::unique_ptr<ByteChannel> ch = std::move(queue_.front());
     queue_.pop_front();
@@ -127,10 +129,10 @@ class MemAcceptor final : public ChannelAcceptor {
     net_->Unbind(address_, this);
     std::deque<std::unique_ptr<ByteChannel>> dropped;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       shut_ = true;
       dropped.swap(queue_);
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
 
@@ -138,20 +140,20 @@ class MemAcceptor final : public ChannelAcceptor {
 
   // Called by InMemoryNetwork::Dial under the network's lock.
   bool Enqueue(std::unique_ptr<ByteChannel> ch) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (shut_) return false;
     queue_.push_back(std::move(ch));
-    cv_.notify_all();
+    cv_.SignalAll();
     return true;
   }
 
  private:
   const std::shared_ptr<InMemoryNetwork> net_;
   const std::string address_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<ByteChannel>> queue_;  // guarded by mu_
-  bool shut_ = false;                               // guarded by mu_
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  std::deque<std::unique_ptr<ByteChannel>> queue_ GUARDED_BY(mu_);
+  bool shut_ GUARDED_BY(mu_) = false;
 };
 
 std::shared_ptr<InMemoryNetwork> InMemoryNetwork::Create(size_t pipe_capacity) {
@@ -160,7 +162,7 @@ std::shared_ptr<InMemoryNetwork> InMemoryNetwork::Create(size_t pipe_capacity) {
 
 Result<std::unique_ptr<ChannelAcceptor>> InMemoryNetwork::Bind(const std::string& address) {
   if (address.empty()) return InvalidArgument("an in-memory listen address is empty; use e.g. \"node-a:0\"");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::string bound = address;
   if (address.size() >= 2 && address.compare(address.size() - 2, 2, ":0") == 0) {
     bound = address.substr(0, address.size() - 1) + std::to_string(next_port_++);
@@ -174,7 +176,7 @@ Result<std::unique_ptr<ChannelAcceptor>> InMemoryNetwork::Bind(const std::string
 }
 
 Result<std::unique_ptr<ByteChannel>> InMemoryNetwork::Dial(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = bound_.find(address);
   if (it == bound_.end()) {
     return Unavailable("nothing listens on in-memory address " + address +
@@ -192,7 +194,7 @@ Result<std::unique_ptr<ByteChannel>> InMemoryNetwork::Dial(const std::string& ad
 }
 
 void InMemoryNetwork::Unbind(const std::string& address, const MemAcceptor* acceptor) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = bound_.find(address);
   if (it != bound_.end() && it->second == acceptor) bound_.erase(it);
 }

@@ -15,9 +15,9 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "peer/byte_channel.h"
 
 namespace tierckpt::peer {
@@ -43,10 +43,10 @@ class InMemoryNetwork : public std::enable_shared_from_this<InMemoryNetwork> {
   void Unbind(const std::string& address, const MemAcceptor* acceptor);
 
   const size_t pipe_capacity_;
-  std::mutex mu_;
-  std::map<std::string, MemAcceptor*> bound_;  // guarded by mu_
-  uint64_t next_port_ = 1;                     // guarded by mu_
-  uint64_t next_client_ = 1;                   // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, MemAcceptor*> bound_ GUARDED_BY(mu_);
+  uint64_t next_port_ GUARDED_BY(mu_) = 1;
+  uint64_t next_client_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace tierckpt::peer

@@ -25,7 +25,7 @@ bool CachingCredentialsProvider::Unexpired(const Credentials& c, Clock::time_poi
 }
 
 Result<Credentials> CachingCredentialsProvider::Get() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   Clock::time_point now = Now();
   if (cached_ && Fresh(*cached_, now)) return *cached_;
   // A refresh failed recently and the cached credentials still work: do not
@@ -34,13 +34,13 @@ Result<Credentials> CachingCredentialsProvider::Get() {
   if (fetching_) {
     // Single flight: wait for the fetch in progress and share its outcome.
     const uint64_t generation = fetch_generation_;
-    fetched_.wait(lock, [&] { return fetch_generation_ != generation; });
+    while (fetch_generation_ == generation) fetched_.Wait();
     return *last_outcome_;
   }
   fetching_ = true;
-  lock.unlock();
+  lock.Unlock();
   Result<Credentials> fetched = inner_->Get();
-  lock.lock();
+  lock.Lock();
   fetching_ = false;
   ++fetch_generation_;
   now = Now();
@@ -63,7 +63,7 @@ Result<Credentials> CachingCredentialsProvider::Get() {
     last_outcome_ = fetched;
   }
   Result<Credentials> outcome = *last_outcome_;
-  fetched_.notify_all();
+  fetched_.SignalAll();
   return outcome;
 }
 

@@ -50,16 +50,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "s3/credentials.h"
 #include "s3/http.h"
 
@@ -116,13 +115,13 @@ class CachingCredentialsProvider final : public CredentialsProvider {
   const CachingOptions options_;
 
   // guarded by mu_
-  std::mutex mu_;
-  std::condition_variable fetched_;
-  std::optional<Credentials> cached_;
-  bool fetching_ = false;
-  uint64_t fetch_generation_ = 0;                    // bumped when a fetch finishes
-  std::optional<Result<Credentials>> last_outcome_;  // of the latest finished fetch
-  std::optional<Clock::time_point> retry_after_;     // after a failed refresh
+  Mutex mu_;
+  CondVar fetched_{&mu_};
+  std::optional<Credentials> cached_ GUARDED_BY(mu_);
+  bool fetching_ GUARDED_BY(mu_) = false;
+  uint64_t fetch_generation_ GUARDED_BY(mu_) = 0;                    // bumped when a fetch finishes
+  std::optional<Result<Credentials>> last_outcome_ GUARDED_BY(mu_);  // of the latest finished fetch
+  std::optional<Clock::time_point> retry_after_ GUARDED_BY(mu_);     // after a failed refresh
 };
 
 struct ChainOptions {

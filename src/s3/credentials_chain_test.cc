@@ -37,7 +37,7 @@ std::shared_ptr<FakeTransport> FakeAws(bool with_imds) {
           return Response(200, R"({"AccessKeyId":"FROM-CONTAINER","SecretAccessKey":"S","Token":"T",)"
                                R"("Expiration":"2099-01-01T00:00:00Z"})");
         });
-  t->On([with_imds](const HttpRequest& r) { return r.endpoint == "http://169.254.169.254"; },
+  t->On([](const HttpRequest& r) { return r.endpoint == "http://169.254.169.254"; },
         [with_imds](const HttpRequest& r, std::string_view) -> Result<HttpResponse> {
           if (!with_imds)
             return Timeout("PUT 169.254.169.254/latest/api/token: Connection timed out after 1000 ms");

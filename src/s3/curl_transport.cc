@@ -170,18 +170,18 @@ CurlTransport::CurlTransport(CurlOptions options, std::unique_ptr<Share> share)
 
 CurlTransport::~CurlTransport() {
   // Handles go before the share they use.
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   idle_.clear();
 }
 
 size_t CurlTransport::idle_handles() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return idle_.size();
 }
 
 Result<CurlTransport::Pooled> CurlTransport::Borrow() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!idle_.empty()) {
       Pooled p = std::move(idle_.back());
       idle_.pop_back();
@@ -191,13 +191,13 @@ Result<CurlTransport::Pooled> CurlTransport::Borrow() {
   Pooled p;
   p.easy = CurlEasy(curl_easy_init());
   if (!p.easy) return Internal("libcurl: curl_easy_init failed (out of memory?)");
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   p.generation = generation_;
   return p;
 }
 
 void CurlTransport::Return(Pooled pooled) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (pooled.generation != generation_ || idle_.size() >= options_.max_idle_handles) return;
   idle_.push_back(std::move(pooled));
 }
@@ -205,7 +205,7 @@ void CurlTransport::Return(Pooled pooled) {
 void CurlTransport::ResetConnections() {
   std::vector<Pooled> dropped;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     ++generation_;
     dropped.swap(idle_);
   }

@@ -26,9 +26,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "s3/http.h"
 #include "s3/s3_config.h"
 
@@ -91,9 +91,9 @@ class CurlTransport final : public HttpTransport {
   const std::unique_ptr<Share> share_;
 
   // Guarded by mu_.
-  mutable std::mutex mu_;
-  std::vector<Pooled> idle_;
-  uint64_t generation_ = 0;  // bumped by ResetConnections
+  mutable Mutex mu_;
+  std::vector<Pooled> idle_ GUARDED_BY(mu_);
+  uint64_t generation_ GUARDED_BY(mu_) = 0;  // bumped by ResetConnections
 };
 
 }  // namespace tierckpt::s3

@@ -167,7 +167,7 @@ Status S3Client::WriteIfAbsent(std::string_view key, const WriteFn& write) {
 
 void S3Client::MarkConditionalUnsupported(std::string_view why) {
   {
-    std::lock_guard lock(conditional_mu_);
+    MutexLock lock(&conditional_mu_);
     if (conditional_supported_ == false) return;  // warned already
     conditional_supported_ = false;
   }
@@ -185,7 +185,7 @@ void S3Client::LogConditionalFallback(std::string_view why) const {
 Result<bool> S3Client::ConditionalWritesSupported() {
   if (config_.conditional == ConditionalWrites::kOn) return true;
   if (config_.conditional == ConditionalWrites::kOff) return false;
-  std::unique_lock lock(conditional_mu_);
+  MutexLock lock(&conditional_mu_);
   if (conditional_supported_) return *conditional_supported_;
   const std::string key =
       (config_.prefix.empty() ? "" : config_.prefix + "/") + "_tierckpt_probe/" + RandomHex();
@@ -212,7 +212,7 @@ Result<bool> S3Client::ConditionalWritesSupported() {
     Log(LogLevel::kWarn, "s3_probe_cleanup_failed").Kv("key", key).Err(cleaned);
   }
   conditional_supported_ = why.empty();
-  lock.unlock();
+  lock.Unlock();
   // Logged once: the answer is cached for the client's lifetime.
   if (!why.empty()) LogConditionalFallback(why);
   return why.empty();

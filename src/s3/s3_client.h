@@ -53,12 +53,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "s3/http.h"
 #include "s3/s3_config.h"
 #include "s3/s3_errors.h"
@@ -256,8 +256,8 @@ class S3Client {
   const std::string endpoint_;  // BucketEndpoint(config_)
 
   // Guarded by conditional_mu_ (held through the probe, so it runs once).
-  std::mutex conditional_mu_;
-  std::optional<bool> conditional_supported_;
+  Mutex conditional_mu_;
+  std::optional<bool> conditional_supported_ GUARDED_BY(conditional_mu_);
 };
 
 }  // namespace tierckpt::s3

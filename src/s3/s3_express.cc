@@ -1,15 +1,14 @@
 // s3_express.cc — see s3_express.h.
 #include "s3/s3_express.h"
 
-#include <condition_variable>
 #include <cstdio>
 #include <ctime>
 #include <map>
-#include <mutex>
 #include <pugixml.hpp>
 #include <utility>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "s3/sigv4.h"
 
 namespace tierckpt::s3 {
@@ -53,14 +52,14 @@ std::string ErrorDetail(const std::string& body) {
   return code + (message.empty() ? "" : ": " + message);
 }
 
-// One bucket's session. Everything is guarded by mu.
+// One bucket's session.
 struct Session {
-  std::mutex mu;
-  std::condition_variable refreshed;
-  std::optional<Credentials> credentials;
-  bool refreshing = false;
-  uint64_t generation = 0;  // completed refreshes
-  Status last_error;        // of the latest refresh
+  Mutex mu;
+  CondVar refreshed{&mu};
+  std::optional<Credentials> credentials GUARDED_BY(mu);
+  bool refreshing GUARDED_BY(mu) = false;
+  uint64_t generation GUARDED_BY(mu) = 0;  // completed refreshes
+  Status last_error GUARDED_BY(mu);        // of the latest refresh
 };
 
 class ExpressSigner final : public RequestSigner {
@@ -88,7 +87,7 @@ class ExpressSigner final : public RequestSigner {
   Clock::time_point Now() const { return options_.now ? options_.now() : Clock::now(); }
 
   Session& SlotFor(const std::string& bucket) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     std::unique_ptr<Session>& slot = sessions_[bucket];
     if (!slot) slot = std::make_unique<Session>();
     return *slot;
@@ -101,26 +100,26 @@ class ExpressSigner final : public RequestSigner {
           "S3 Express: a request without a bucket cannot be signed with session credentials");
     }
     Session& s = SlotFor(bucket);
-    std::unique_lock lock(s.mu);
+    MutexLock lock(&s.mu);
     if (s.credentials && Now() + options_.refresh_margin < *s.credentials->expiration) return *s.credentials;
     if (s.refreshing) {
       // Someone else is calling CreateSession: share its outcome.
       const uint64_t generation = s.generation;
-      s.refreshed.wait(lock, [&] { return s.generation != generation; });
+      while (s.generation == generation) s.refreshed.Wait();
       if (s.credentials && Now() < *s.credentials->expiration) return *s.credentials;
       return s.last_error.ok() ? Status(Unavailable("S3 Express session for bucket '" + bucket +
                                                     "' expired as soon as it was created; check the clock"))
                                : s.last_error;
     }
     s.refreshing = true;
-    lock.unlock();
+    lock.Unlock();
     Result<Credentials> fresh = CreateSession(bucket);
-    lock.lock();
+    lock.Lock();
     s.refreshing = false;
     ++s.generation;
     s.last_error = fresh.ok() ? Status::Ok() : fresh.status();
     if (fresh.ok()) s.credentials = *fresh;
-    s.refreshed.notify_all();
+    s.refreshed.SignalAll();
     if (fresh.ok()) return fresh;
     if (s.credentials && Now() < *s.credentials->expiration) {
       Log(LogLevel::kWarn, "s3express_refresh_failed").Kv("bucket", bucket).Err(fresh.status());
@@ -194,8 +193,8 @@ class ExpressSigner final : public RequestSigner {
   const std::function<std::string(const std::string&)> bucket_endpoint_;
   const ExpressOptions options_;
 
-  std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Session>> sessions_;  // guarded by mu_; never erased
+  Mutex mu_;
+  std::map<std::string, std::unique_ptr<Session>> sessions_ GUARDED_BY(mu_);  // never erased
 };
 
 }  // namespace

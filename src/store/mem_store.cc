@@ -28,7 +28,7 @@ MemObjectStore::StepData* MemObjectStore::FindStep(std::string_view ns, uint64_t
 Result<MemObjectStore::Bytes> MemObjectStore::FindObject(std::string_view op, std::string_view ns,
                                                          uint64_t step, std::string_view name) {
   TC_RETURN_IF_ERROR(ValidateObjectFor(op, describe_, ns, step, name));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepData* sd = FindStep(ns, step);
   if (sd != nullptr) {
     auto it = sd->objects.find(name);
@@ -43,7 +43,7 @@ Status MemObjectStore::PutObject(std::string_view ns, uint64_t step, std::string
   TC_RETURN_IF_ERROR(ValidateObjectFor("PutObject", describe_, ns, step, name));
   auto bytes = std::make_shared<const std::string>(static_cast<const char*>(data), size);
   std::string key(name);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto n = namespaces_.find(ns);
   if (n == namespaces_.end()) n = namespaces_.emplace(std::string(ns), Steps{}).first;
   StepData& sd = n->second[step];
@@ -96,7 +96,7 @@ Status MemObjectStore::CommitStep(const Manifest& manifest) {
     return valid.WithContext("CommitStep: " + StepLabel(describe_, manifest.ns, manifest.step) +
                              ": the manifest is invalid");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepData* sd = FindStep(manifest.ns, manifest.step);
   if (sd != nullptr && sd->manifest.has_value()) {
     return AlreadyExists("CommitStep: " + StepLabel(describe_, manifest.ns, manifest.step) +
@@ -133,7 +133,7 @@ Status MemObjectStore::CommitStep(const Manifest& manifest) {
 
 Result<Manifest> MemObjectStore::ReadManifest(std::string_view ns, uint64_t step) {
   TC_RETURN_IF_ERROR(ValidateStepFor("ReadManifest", describe_, ns, step));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StepData* sd = FindStep(ns, step);
   if (sd == nullptr || !sd->manifest.has_value()) {
     return NotFound("ReadManifest: " + StepLabel(describe_, ns, step) +
@@ -145,7 +145,7 @@ Result<Manifest> MemObjectStore::ReadManifest(std::string_view ns, uint64_t step
 Result<std::vector<uint64_t>> MemObjectStore::ListCommittedSteps(std::string_view ns) {
   TC_RETURN_IF_ERROR(ValidateNamespaceFor("ListCommittedSteps", describe_, ns));
   std::vector<uint64_t> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto n = namespaces_.find(ns);
   if (n == namespaces_.end()) return out;
   for (const auto& [step, sd] : n->second) {
@@ -156,7 +156,7 @@ Result<std::vector<uint64_t>> MemObjectStore::ListCommittedSteps(std::string_vie
 
 Result<std::vector<std::string>> MemObjectStore::ListNamespaces() {
   std::vector<std::string> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [ns, steps] : namespaces_) {
     if (!steps.empty()) out.push_back(ns);
   }
@@ -165,7 +165,7 @@ Result<std::vector<std::string>> MemObjectStore::ListNamespaces() {
 
 Status MemObjectStore::DeleteStep(std::string_view ns, uint64_t step) {
   TC_RETURN_IF_ERROR(ValidateStepFor("DeleteStep", describe_, ns, step));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto n = namespaces_.find(ns);
   if (n == namespaces_.end()) return Status::Ok();
   n->second.erase(step);
@@ -176,7 +176,7 @@ Status MemObjectStore::DeleteStep(std::string_view ns, uint64_t step) {
 Result<int> MemObjectStore::SweepUncommitted(std::string_view ns, const SweepOptions& options) {
   TC_RETURN_IF_ERROR(ValidateNamespaceFor("SweepUncommitted", describe_, ns));
   int removed = 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto n = namespaces_.find(ns);
   if (n == namespaces_.end()) return removed;
   for (auto it = n->second.begin(); it != n->second.end();) {
@@ -194,8 +194,8 @@ Result<int> MemObjectStore::SweepUncommitted(std::string_view ns, const SweepOpt
 namespace {
 
 struct Registry {
-  std::mutex mu;
-  std::map<std::string, std::shared_ptr<MemObjectStore>, std::less<>> stores;  // guarded by mu
+  Mutex mu;
+  std::map<std::string, std::shared_ptr<MemObjectStore>, std::less<>> stores GUARDED_BY(mu);
 };
 
 Registry& GetRegistry() {
@@ -212,7 +212,7 @@ Result<std::shared_ptr<MemObjectStore>> NamedMemStore(std::string_view name) {
                            " is invalid; use [A-Za-z0-9_.-]{1,128}, e.g. mem://test1");
   }
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   auto it = r.stores.find(name);
   if (it == r.stores.end()) {
     auto store = std::make_shared<MemObjectStore>(std::string(name));
@@ -223,7 +223,7 @@ Result<std::shared_ptr<MemObjectStore>> NamedMemStore(std::string_view name) {
 
 void ForgetNamedMemStore(std::string_view name) {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   auto it = r.stores.find(name);
   if (it != r.stores.end()) r.stores.erase(it);
 }

@@ -22,12 +22,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "store/object_store.h"
 
 namespace tierckpt {
@@ -59,7 +59,7 @@ class MemObjectStore final : public ObjectStore {
   using Steps = std::map<uint64_t, StepData>;
 
   // nullptr when absent. Requires mu_.
-  StepData* FindStep(std::string_view ns, uint64_t step);
+  StepData* FindStep(std::string_view ns, uint64_t step) REQUIRES(mu_);
   // kNotFound when absent; the bytes otherwise.
   Result<Bytes> FindObject(std::string_view op, std::string_view ns, uint64_t step,
                            std::string_view name);
@@ -67,8 +67,8 @@ class MemObjectStore final : public ObjectStore {
   // Const after construction.
   const std::string describe_;
 
-  mutable std::mutex mu_;
-  std::map<std::string, Steps, std::less<>> namespaces_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Steps, std::less<>> namespaces_ GUARDED_BY(mu_);
 };
 
 // The process-wide MemObjectStore called `name` ([A-Za-z0-9_.-]{1,128}),

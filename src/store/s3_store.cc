@@ -389,18 +389,18 @@ Status S3ObjectStore::DeleteStep(std::string_view ns, uint64_t step) {
 }
 
 void S3ObjectStore::Own(std::string_view ns, uint64_t step) {
-  std::lock_guard<std::mutex> lock(owned_mu_);
+  MutexLock lock(&owned_mu_);
   if (owned_.size() >= kMaxOwnedSteps) owned_.clear();  // forgetting only costs requests
   owned_[StepKey(std::string(ns), step)].clear();
 }
 
 void S3ObjectStore::Disown(std::string_view ns, uint64_t step) {
-  std::lock_guard<std::mutex> lock(owned_mu_);
+  MutexLock lock(&owned_mu_);
   owned_.erase(StepKey(std::string(ns), step));
 }
 
 std::optional<Status> S3ObjectStore::ReserveOwned(std::string_view ns, uint64_t step, std::string_view name) {
-  std::lock_guard<std::mutex> lock(owned_mu_);
+  MutexLock lock(&owned_mu_);
   auto it = owned_.find(StepKey(std::string(ns), step));
   if (it == owned_.end()) return std::nullopt;
   return AddName(it->second, name);

@@ -65,15 +65,15 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "s3/s3_client.h"
 #include "store/object_store.h"
 
@@ -161,8 +161,8 @@ class S3ObjectStore final : public ObjectStore {
   s3::S3Client client_;     // thread-safe
 
   mutable std::array<std::shared_mutex, kLockStripes> step_locks_;
-  std::mutex owned_mu_;
-  std::map<StepKey, std::set<std::string>, std::less<>> owned_;  // guarded by owned_mu_
+  Mutex owned_mu_;
+  std::map<StepKey, std::set<std::string>, std::less<>> owned_ GUARDED_BY(owned_mu_);
 };
 
 }  // namespace tierckpt

@@ -55,51 +55,51 @@ std::string ETagOf(std::string_view data) {
 }  // namespace
 
 void FakeS3::ResetConnections() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ++resets_;
 }
 void FakeS3::SetInterceptor(Interceptor interceptor) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   interceptor_ = std::move(interceptor);
 }
 void FakeS3::SetConditionalMode(ConditionalMode mode) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   conditional_ = mode;
 }
 void FakeS3::FailDeleteOnce(const std::string& key, const std::string& code) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   delete_failures_[key] = code;
 }
 void FakeS3::SetMaxKeys(int max_keys) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   max_keys_ = max_keys;
 }
 std::optional<std::string> FakeS3::Object(const std::string& key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return std::nullopt;
   return it->second;
 }
 void FakeS3::PutRaw(const std::string& key, std::string data) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   objects_[key] = std::move(data);
 }
 std::vector<std::string> FakeS3::Keys() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const auto& [k, v] : objects_) out.push_back(k);
   return out;
 }
 size_t FakeS3::UploadsInProgress() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return uploads_.size();
 }
 int FakeS3::resets() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return resets_;
 }
 std::vector<std::string> FakeS3::Log() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return log_;
 }
 
@@ -125,7 +125,7 @@ Result<HttpResponse> FakeS3::Send(const HttpRequest& request, const SendOptions&
                               request.body != nullptr ? request.body_size : 0);
   Interceptor interceptor;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     interceptor = interceptor_;
   }
   std::optional<Result<HttpResponse>> intercepted;
@@ -138,7 +138,7 @@ Result<HttpResponse> FakeS3::Send(const HttpRequest& request, const SendOptions&
     if (!parsed.ok()) {
       response = Error(404, "NoSuchBucket", parsed.status().message());
     } else {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       response = Handle(request, *parsed, body);
     }
   }

@@ -21,12 +21,12 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "s3/http.h"
 
 namespace tierckpt::s3 {
@@ -72,28 +72,28 @@ class FakeS3 final : public HttpTransport {
   };
 
   Result<Parsed> Parse(const HttpRequest& request) const;
-  HttpResponse Handle(const HttpRequest& request, const Parsed& p, std::string_view body);
-  HttpResponse Put(const HttpRequest& request, const Parsed& p, std::string_view body);
-  HttpResponse Get(const HttpRequest& request, const Parsed& p);
-  HttpResponse List(const Parsed& p);
-  HttpResponse DeleteMany(const HttpRequest& request, std::string_view body);
-  HttpResponse Complete(const HttpRequest& request, const Parsed& p, std::string_view body);
-  HttpResponse ListUploads(const Parsed& p);
+  HttpResponse Handle(const HttpRequest& request, const Parsed& p, std::string_view body) REQUIRES(mu_);
+  HttpResponse Put(const HttpRequest& request, const Parsed& p, std::string_view body) REQUIRES(mu_);
+  HttpResponse Get(const HttpRequest& request, const Parsed& p) REQUIRES(mu_);
+  HttpResponse List(const Parsed& p) REQUIRES(mu_);
+  HttpResponse DeleteMany(const HttpRequest& request, std::string_view body) REQUIRES(mu_);
+  HttpResponse Complete(const HttpRequest& request, const Parsed& p, std::string_view body) REQUIRES(mu_);
+  HttpResponse ListUploads(const Parsed& p) REQUIRES(mu_);
 
   // Const after construction.
   const std::string bucket_;
 
   // Guarded by mu_.
-  mutable std::mutex mu_;
-  Interceptor interceptor_;
-  ConditionalMode conditional_ = ConditionalMode::kEnforce;
-  std::map<std::string, std::string> objects_;
-  std::map<std::string, Upload> uploads_;  // by upload id
-  std::map<std::string, std::string> delete_failures_;
-  int max_keys_ = 1000;
-  int next_upload_ = 1;
-  int resets_ = 0;
-  std::vector<std::string> log_;
+  mutable Mutex mu_;
+  Interceptor interceptor_ GUARDED_BY(mu_);
+  ConditionalMode conditional_ GUARDED_BY(mu_) = ConditionalMode::kEnforce;
+  std::map<std::string, std::string> objects_ GUARDED_BY(mu_);
+  std::map<std::string, Upload> uploads_ GUARDED_BY(mu_);  // by upload id
+  std::map<std::string, std::string> delete_failures_ GUARDED_BY(mu_);
+  int max_keys_ GUARDED_BY(mu_) = 1000;
+  int next_upload_ GUARDED_BY(mu_) = 1;
+  int resets_ GUARDED_BY(mu_) = 0;
+  std::vector<std::string> log_ GUARDED_BY(mu_);
 };
 
 }  // namespace tierckpt::s3

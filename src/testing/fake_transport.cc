@@ -6,7 +6,7 @@
 namespace tierckpt::s3 {
 
 void FakeTransport::On(Predicate predicate, Handler handler) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   handlers_.emplace_back(std::move(predicate), std::move(handler));
 }
 
@@ -19,7 +19,7 @@ Result<HttpResponse> FakeTransport::Send(const HttpRequest& request, const SendO
   std::string body(static_cast<const char*>(request.body), request.body ? request.body_size : 0);
   Handler handler;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     RecordedRequest recorded{request, body};
     recorded.request.body = nullptr;
     requests_.push_back(std::move(recorded));
@@ -43,17 +43,17 @@ Result<HttpResponse> FakeTransport::Send(const HttpRequest& request, const SendO
 }
 
 void FakeTransport::ResetConnections() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ++resets_;
 }
 
 std::vector<RecordedRequest> FakeTransport::Requests() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return requests_;
 }
 
 int FakeTransport::resets() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return resets_;
 }
 

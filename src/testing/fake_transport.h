@@ -10,9 +10,9 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "s3/http.h"
 
 namespace tierckpt::s3 {
@@ -39,10 +39,10 @@ class FakeTransport final : public HttpTransport {
   int resets() const;
 
  private:
-  mutable std::mutex mu_;
-  std::vector<std::pair<Predicate, Handler>> handlers_;
-  std::vector<RecordedRequest> requests_;
-  int resets_ = 0;
+  mutable Mutex mu_;
+  std::vector<std::pair<Predicate, Handler>> handlers_ GUARDED_BY(mu_);
+  std::vector<RecordedRequest> requests_ GUARDED_BY(mu_);
+  int resets_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tierckpt::s3

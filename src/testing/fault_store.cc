@@ -39,59 +39,59 @@ std::string_view StoreOpName(StoreOp op) {
 FaultInjectingStore::FaultInjectingStore(std::shared_ptr<ObjectStore> base) : base_(std::move(base)) {}
 
 void FaultInjectingStore::FailNthCall(StoreOp op, uint64_t n, Status status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (n == 0) n = 1;
   rules_.push_back({op, calls_[static_cast<size_t>(op)] + n, OrInjectedIoError(std::move(status))});
 }
 
 void FaultInjectingStore::FailEveryCall(StoreOp op, Status status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.push_back({op, 0, OrInjectedIoError(std::move(status))});
 }
 
 void FaultInjectingStore::CorruptReads(std::string name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   corrupt_reads_ = std::move(name);
 }
 
 void FaultInjectingStore::TruncatePuts(std::string name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   truncate_puts_ = std::move(name);
 }
 
 void FaultInjectingStore::ClearFaults() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.clear();
   corrupt_reads_.reset();
   truncate_puts_.reset();
 }
 
 std::vector<size_t> FaultInjectingStore::PutObjectsBatches() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return put_batches_;
 }
 
 Status FaultInjectingStore::PutObjects(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
                                        const std::function<bool()>& cancelled) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     put_batches_.push_back(objects.size());
   }
   return ObjectStore::PutObjects(ns, step, objects, cancelled);
 }
 
 uint64_t FaultInjectingStore::CallCount(StoreOp op) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return calls_[static_cast<size_t>(op)];
 }
 
 uint64_t FaultInjectingStore::InjectedFaults() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return injected_;
 }
 
 Status FaultInjectingStore::OnCall(StoreOp op) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t call = ++calls_[static_cast<size_t>(op)];
   for (auto it = rules_.begin(); it != rules_.end(); ++it) {
     if (it->op != op || (it->at_call != 0 && it->at_call != call)) continue;
@@ -114,7 +114,7 @@ Status FaultInjectingStore::PutObject(std::string_view ns, uint64_t step, std::s
                                       const void* data, size_t size) {
   TC_RETURN_IF_ERROR(OnCall(StoreOp::kPutObject));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (Matches(truncate_puts_, name)) {
       if (size / 2 != size) ++injected_;
       size /= 2;
@@ -127,7 +127,7 @@ Status FaultInjectingStore::ReadObject(std::string_view ns, uint64_t step, std::
                                        uint64_t offset, void* dst, size_t size) {
   TC_RETURN_IF_ERROR(OnCall(StoreOp::kReadObject));
   TC_RETURN_IF_ERROR(base_->ReadObject(ns, step, name, offset, dst, size));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (size > 0 && Matches(corrupt_reads_, name)) {
     static_cast<unsigned char*>(dst)[0] ^= 0xff;
     ++injected_;

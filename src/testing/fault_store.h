@@ -39,12 +39,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "store/object_store.h"
 
 namespace tierckpt {
@@ -113,13 +113,13 @@ class FaultInjectingStore final : public ObjectStore {
   // Const after construction.
   const std::shared_ptr<ObjectStore> base_;
 
-  mutable std::mutex mu_;
-  std::vector<FailRule> rules_;                      // guarded by mu_
-  std::optional<std::string> corrupt_reads_;         // guarded by mu_
-  std::optional<std::string> truncate_puts_;         // guarded by mu_
-  std::array<uint64_t, kStoreOpCount> calls_ = {};   // guarded by mu_
-  uint64_t injected_ = 0;                            // guarded by mu_
-  std::vector<size_t> put_batches_;                  // guarded by mu_
+  mutable Mutex mu_;
+  std::vector<FailRule> rules_ GUARDED_BY(mu_);
+  std::optional<std::string> corrupt_reads_ GUARDED_BY(mu_);
+  std::optional<std::string> truncate_puts_ GUARDED_BY(mu_);
+  std::array<uint64_t, kStoreOpCount> calls_ GUARDED_BY(mu_) = {};
+  uint64_t injected_ GUARDED_BY(mu_) = 0;
+  std::vector<size_t> put_batches_ GUARDED_BY(mu_);
 };
 
 }  // namespace tierckpt

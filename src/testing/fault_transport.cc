@@ -1,11 +1,12 @@
 #include "testing/fault_transport.h"
 
 #include <algorithm>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace tierckpt::peer {
 
@@ -29,18 +30,18 @@ struct FaultPlan {
     uint64_t number = 0;
   };
 
-  std::mutex mu;
-  std::vector<ConnectRule> connect_rules;  // guarded by mu
-  std::vector<uint64_t> drop_sends;        // guarded by mu: absolute Send numbers
-  std::vector<StreamRule> stream_rules;    // guarded by mu
-  Millis delay{0};                         // guarded by mu
-  uint64_t connects = 0;                   // guarded by mu
-  uint64_t sends = 0;                      // guarded by mu
-  uint64_t streams = 0;                    // guarded by mu
-  uint64_t injected = 0;                   // guarded by mu
+  Mutex mu;
+  std::vector<ConnectRule> connect_rules GUARDED_BY(mu);
+  std::vector<uint64_t> drop_sends GUARDED_BY(mu);  // absolute Send numbers
+  std::vector<StreamRule> stream_rules GUARDED_BY(mu);
+  Millis delay GUARDED_BY(mu){0};
+  uint64_t connects GUARDED_BY(mu) = 0;
+  uint64_t sends GUARDED_BY(mu) = 0;
+  uint64_t streams GUARDED_BY(mu) = 0;
+  uint64_t injected GUARDED_BY(mu) = 0;
 
   Status OnConnect() {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     uint64_t k = ++connects;
     for (const ConnectRule& r : connect_rules) {
       if (r.at_call == 0 || r.at_call == k) {
@@ -54,7 +55,7 @@ struct FaultPlan {
 
   // Returns the send's number when it must be dropped; sets *delay.
   std::optional<uint64_t> OnSend(Millis* delay_out) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     uint64_t k = ++sends;
     *delay_out = delay;
     if (std::find(drop_sends.begin(), drop_sends.end(), k) != drop_sends.end()) {
@@ -65,7 +66,7 @@ struct FaultPlan {
   }
 
   StreamPlan OnStream() {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     uint64_t k = ++streams;
     for (const StreamRule& r : stream_rules) {
       if (r.at_stream == k) return StreamPlan{r.fault, r.at_byte, k};
@@ -74,12 +75,12 @@ struct FaultPlan {
   }
 
   Millis Delay() {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     return delay;
   }
 
   void CountInjected() {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     ++injected;
   }
 };
@@ -205,45 +206,45 @@ FaultInjectingTransport::~FaultInjectingTransport() = default;
 
 void FaultInjectingTransport::FailNthConnect(uint64_t n, Status status) {
   if (status.ok()) status = Unavailable("injected: connection refused");
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   plan_->connect_rules.push_back({plan_->connects + std::max<uint64_t>(n, 1), std::move(status)});
 }
 
 void FaultInjectingTransport::FailEveryConnect(Status status) {
   if (status.ok()) status = Unavailable("injected: connection refused");
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   plan_->connect_rules.push_back({0, std::move(status)});
 }
 
 void FaultInjectingTransport::DropNthSend(uint64_t n) {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   plan_->drop_sends.push_back(plan_->sends + std::max<uint64_t>(n, 1));
 }
 
 void FaultInjectingTransport::CorruptNthStream(uint64_t n, uint64_t offset) {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   plan_->stream_rules.push_back({plan_->streams + std::max<uint64_t>(n, 1), StreamFault::kCorrupt, offset});
 }
 
 void FaultInjectingTransport::StallNthStream(uint64_t n, uint64_t after_bytes) {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   plan_->stream_rules.push_back(
       {plan_->streams + std::max<uint64_t>(n, 1), StreamFault::kStall, after_bytes});
 }
 
 void FaultInjectingTransport::TruncateNthStream(uint64_t n, uint64_t after_bytes) {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   plan_->stream_rules.push_back(
       {plan_->streams + std::max<uint64_t>(n, 1), StreamFault::kTruncate, after_bytes});
 }
 
 void FaultInjectingTransport::DelayEverySend(Millis delay) {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   plan_->delay = delay;
 }
 
 void FaultInjectingTransport::ClearFaults() {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   plan_->connect_rules.clear();
   plan_->drop_sends.clear();
   plan_->stream_rules.clear();
@@ -251,22 +252,22 @@ void FaultInjectingTransport::ClearFaults() {
 }
 
 uint64_t FaultInjectingTransport::ConnectCount() const {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   return plan_->connects;
 }
 
 uint64_t FaultInjectingTransport::SendCount() const {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   return plan_->sends;
 }
 
 uint64_t FaultInjectingTransport::StreamCount() const {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   return plan_->streams;
 }
 
 uint64_t FaultInjectingTransport::InjectedFaults() const {
-  std::lock_guard<std::mutex> lock(plan_->mu);
+  MutexLock lock(&plan_->mu);
   return plan_->injected;
 }
 

@@ -171,7 +171,7 @@ Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& step_dir, const
   }
   if (!made.ok()) {
     read_mappings_.ForgetPath(path);  // O_TRUNC may have reused a file of ours
-    ::unlink(path.c_str());
+    RemoveFile(path, IfMissing::kOk).IgnoreError();  // the failure to make it is the answer
     return made;
   }
   object_bytes_ += size;
@@ -325,9 +325,7 @@ void MemoryTier::RecycleFileLocked(const std::string& path, uint64_t recorded_si
   }
   // Unlinked: a kept mapping would pin the file's pages.
   if (S_ISREG(st.st_mode)) read_mappings_.Forget(KeyOf(st));
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(ErrnoStatus("unlink " + path));
-  }
+  if (Status s = RemoveFile(path, IfMissing::kOk); !s.ok()) Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
 }
 
 void MemoryTier::RecycleLocked(StepFiles* files) {

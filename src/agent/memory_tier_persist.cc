@@ -82,8 +82,8 @@ void MemoryTier::FinishPersist(std::string_view ns, uint64_t step, const Status&
     if (s->durable_recheck) s->durable_confirmed = true;
     s->durable_recheck = false;
     std::string marker = Layout::MarkerPath(s->files->dir);
-    if (::unlink(marker.c_str()) != 0 && errno != ENOENT) {
-      Log(LogLevel::kWarn, "persist").Kv("ns", ns).Kv("step", step).Err(ErrnoStatus("unlink " + marker));
+    if (Status rm = RemoveFile(marker, IfMissing::kOk); !rm.ok()) {
+      Log(LogLevel::kWarn, "persist").Kv("ns", ns).Kv("step", step).Err(rm);
     }
   } else if (result.code() == Code::kAborted) {
     s->persist = PersistState::kQueued;  // resumed at the next start (marker kept)
@@ -102,7 +102,8 @@ void MemoryTier::MarkDurable(std::string_view ns, uint64_t step) {
   if (s == nullptr || !s->committed || s->persist == PersistState::kRunning) return;
   s->persist = PersistState::kDurable;
   s->persist_error = Status::Ok();
-  ::unlink(Layout::MarkerPath(s->files->dir).c_str());
+  // A marker left behind only re-queues a persist at the next start, which finds the step durable.
+  RemoveFile(Layout::MarkerPath(s->files->dir), IfMissing::kOk).IgnoreError();
   cv_.SignalAll();
 }
 

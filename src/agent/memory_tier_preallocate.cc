@@ -68,7 +68,7 @@ Result<uint64_t> MemoryTier::Preallocate(uint64_t bytes, uint64_t segment) {
     preallocating_bytes_ = 0;
     Result<uint64_t> put = wrote.ok() ? pool_.Put(tmp) : Result<uint64_t>(wrote);
     if (!put.ok()) {
-      ::unlink(tmp.c_str());
+      RemoveFile(tmp, IfMissing::kOk).IgnoreError();  // a leftover is removed at the next start
       error = put.status().WithContext(
           "preallocating a segment of " + std::to_string(n) + " bytes in " + pool_.dir() +
           " (the segments written before stay in the pool; if the tmpfs is full, lower --preallocate or "

@@ -89,10 +89,17 @@ Result<UniqueFd> CreateFreshFile(const std::string& path, uint64_t size) {
     made = ErrnoStatus("size " + path + " to " + std::to_string(size) + " bytes");
   }
   if (!made.ok()) {
-    ::unlink(path.c_str());
+    RemoveFile(path, IfMissing::kOk).IgnoreError();  // the failure to make it is the answer
     return made;
   }
   return fd;
+}
+
+// Removes the manifest and marker of a step that failed to commit, so that
+// its .partial dir never looks committed; the commit's error is the answer.
+void RemoveStepRecords(const std::string& partial) {
+  RemoveFile(Layout::ManifestPath(partial), IfMissing::kOk).IgnoreError();
+  RemoveFile(Layout::MarkerPath(partial), IfMissing::kOk).IgnoreError();
 }
 
 }  // namespace
@@ -244,7 +251,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
       if (!placed.ok()) placed = placed.WithContext("creating object " + what);
     }
     if (!placed.ok()) {
-      if (made.ok()) ::unlink(fresh.c_str());
+      if (made.ok()) RemoveFile(fresh, IfMissing::kOk).IgnoreError();  // nothing of ours stays; the error above is the answer
       if (ours) {  // otherwise whoever dropped or replaced it settled its bytes
         s->objects.erase(key);
         object_bytes_ -= std::min(object_bytes_, size);
@@ -501,10 +508,7 @@ Status MemoryTier::WriteStepRecords(const std::string& partial, const Manifest& 
                                     bool persist_marker) {
   Status st = WriteFileAtomic(Layout::ManifestPath(partial), manifest.ToJson(), /*durable=*/false);
   if (st.ok() && persist_marker) st = WriteFileAtomic(Layout::MarkerPath(partial), "", false);
-  if (!st.ok()) {
-    ::unlink(Layout::ManifestPath(partial).c_str());
-    ::unlink(Layout::MarkerPath(partial).c_str());
-  }
+  if (!st.ok()) RemoveStepRecords(partial);
   return st;
 }
 
@@ -514,8 +518,7 @@ Status MemoryTier::PublishLocked(const std::string& ns, uint64_t step, StepState
   const std::string final_dir = layout_.StepDir(ns, step);
   Status st = RenamePath(partial, final_dir);
   if (!st.ok()) {
-    ::unlink(Layout::ManifestPath(partial).c_str());
-    ::unlink(Layout::MarkerPath(partial).c_str());
+    RemoveStepRecords(partial);
     return st.WithContext("publishing step " + StepLabel(ns, step));
   }
   s->files->dir = final_dir;

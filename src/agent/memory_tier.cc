@@ -325,7 +325,8 @@ void MemoryTier::RecycleFileLocked(const std::string& path, uint64_t recorded_si
   }
   // Unlinked: a kept mapping would pin the file's pages.
   if (S_ISREG(st.st_mode)) read_mappings_.Forget(KeyOf(st));
-  if (Status s = RemoveFile(path, IfMissing::kOk); !s.ok()) Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
+  if (Status s = RemoveFile(path, IfMissing::kOk); !s.ok())
+    Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
 }
 
 void MemoryTier::RecycleLocked(StepFiles* files) {

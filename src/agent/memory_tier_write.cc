@@ -251,7 +251,9 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
       if (!placed.ok()) placed = placed.WithContext("creating object " + what);
     }
     if (!placed.ok()) {
-      if (made.ok()) RemoveFile(fresh, IfMissing::kOk).IgnoreError();  // nothing of ours stays; the error above is the answer
+      if (made.ok())
+        RemoveFile(fresh, IfMissing::kOk)
+            .IgnoreError();  // nothing of ours stays; the error above is the answer
       if (ours) {  // otherwise whoever dropped or replaced it settled its bytes
         s->objects.erase(key);
         object_bytes_ -= std::min(object_bytes_, size);

@@ -1,5 +1,6 @@
 """Malformed frames, hostile names, oversized requests, foreign users."""
 import os
+import re
 import shutil
 import socket
 import struct
@@ -10,7 +11,9 @@ from pathlib import Path
 import pytest
 
 MAGIC = 0x504B4354
-VERSION = 4  # kProtocolVersion (src/wire/protocol.h)
+# kProtocolVersion, read from src/wire/protocol.h so a version bump needs no edit here.
+VERSION = int(re.search(r"kProtocolVersion = (\d+);",
+                        (Path(__file__).resolve().parents[2] / "src/wire/protocol.h").read_text()).group(1))
 
 
 def frame(msg_type, payload=b"", request_id=1, magic=MAGIC, version=VERSION, length=None):

@@ -213,12 +213,12 @@ void Handlers::AbortLeftoverSteps(ConnectionState& conn, const std::string& ns, 
   }
   for (uint64_t old : leftovers) {
     if (std::find(writing.begin(), writing.end(), old) == writing.end()) continue;  // committed or gone
-    Log(LogLevel::kWarn, "aborting step left half-written by a failed save")
+    Log(LogLevel::kWarn, "leftover_step_aborted")
         .Kv("conn", conn.id)
         .Kv("ns", ns)
         .Kv("step", old);
     if (Status st = d_.tier->AbortStep(ns, old, conn.writer); !st.ok()) {
-      Log(LogLevel::kWarn, "aborting a half-written step failed").Kv("ns", ns).Kv("step", old).Err(st);
+      Log(LogLevel::kWarn, "leftover_step_abort_failed").Kv("ns", ns).Kv("step", old).Err(st);
     }
   }
 }

@@ -5,37 +5,21 @@
 // it needs a new kPeerProtocolVersion, docs/peer-protocol.md and the corpora.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
 
 #include "peer/peer_frame.h"
+#include "testing/golden.h"
 
 namespace tierckpt::peer {
 namespace {
 
-std::string Hex(std::string_view bytes) {
-  std::string out;
-  char b[3];
-  for (unsigned char c : bytes) {
-    std::snprintf(b, sizeof(b), "%02x", c);
-    out += b;
-  }
-  return out;
-}
+using ::tierckpt::testing_util::ExpectGolden;
+using ::tierckpt::testing_util::Hex;
 
 std::string Repeat(std::string_view hex_byte, int n) {
   std::string out;
   for (int i = 0; i < n; ++i) out += hex_byte;
   return out;
-}
-
-template <typename T>
-void ExpectGolden(const T& value, std::string_view hex) {
-  const std::string bytes = value.Encode();
-  EXPECT_EQ(Hex(bytes), hex);
-  Result<T> back = T::Decode(bytes);
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->Encode(), bytes);
 }
 
 TEST(PeerWireFormatGoldenTest, EveryFramePayloadEncodesToTheVersion1Bytes) {

@@ -6,23 +6,15 @@
 // change to a declaration that moves a byte fails here.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
 
 #include "peer/peer_messages.h"
+#include "testing/golden.h"
 
 namespace tierckpt::peer {
 namespace {
 
-std::string Hex(std::string_view bytes) {
-  std::string out;
-  char b[3];
-  for (unsigned char c : bytes) {
-    std::snprintf(b, sizeof(b), "%02x", c);
-    out += b;
-  }
-  return out;
-}
+using ::tierckpt::testing_util::Hex;
 
 TEST(PeerMessagesWireFormatGoldenTest, EveryRequestEncodesToTheVersion1Bytes) {
   const PeerRequest r{"n1", "job", 42, "dir/obj"};

@@ -7,33 +7,16 @@
 // kProtocolVersion, the docs and the corpora updated, and new constants here.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
 
+#include "testing/golden.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::wire {
 namespace {
 
-std::string Hex(std::string_view bytes) {
-  std::string out;
-  char b[3];
-  for (unsigned char c : bytes) {
-    std::snprintf(b, sizeof(b), "%02x", c);
-    out += b;
-  }
-  return out;
-}
-
-// The encoding must match, and decoding it must give back the same bytes.
-template <typename T>
-void ExpectGolden(const T& value, std::string_view hex) {
-  const std::string bytes = value.Encode();
-  EXPECT_EQ(Hex(bytes), hex);
-  Result<T> back = T::Decode(bytes);
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->Encode(), bytes);
-}
+using ::tierckpt::testing_util::ExpectGolden;
+using ::tierckpt::testing_util::Hex;
 
 TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion5Bytes) {
   ExpectGolden(HelloRequest{4242, "tierckpt-cli 0.1", "job:run-7"},
@@ -68,7 +51,8 @@ TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersio
                "0a0000000000000018000000787868332d36343a3030303030303030303030303030666600000000");
   ExpectGolden(OpenObjectResponse{10, "xxh3-64:00000000000000ff", "n2"},
                "0a0000000000000018000000787868332d36343a30303030303030303030303030306666020000006e32");
-  ExpectGolden(CreateNextObjectResponse{4, "__0_4.distcp"}, "04000000000000000c0000005f5f305f342e646973746370");
+  ExpectGolden(CreateNextObjectResponse{4, "__0_4.distcp"},
+               "04000000000000000c0000005f5f305f342e646973746370");
   ExpectGolden(JsonBody{"{\"a\":1}"}, "070000007b2261223a317d");
   EXPECT_EQ(Hex(EncodeResponse(Status::Ok(), "body")), "0000000000000000626f6479");
   EXPECT_EQ(Hex(EncodeResponse(NotFound("gone"), "ignored")), "0200000004000000676f6e65");
@@ -83,10 +67,11 @@ TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersio
 }
 
 TEST(LocalWireFormatGoldenTest, TypeNumbersNamesAndRequestLimitsAreThoseOfVersion5) {
-  const char* const names[] = {"unknown",    "Hello",     "BeginStep", "CreateObject", "SealObject",
-                               "CommitStep", "AbortStep", "List",      "Show",         "OpenObject",
-                               "DeleteStep", "Prune",     "Stats",     "WaitDurable",  "Restore",
-                               "Verify",     "Shutdown",  "Persist",   "CreateNextObject", "BeginSave",
+  const char* const names[] = {"unknown",    "Hello",       "BeginStep",        "CreateObject",
+                               "SealObject", "CommitStep",  "AbortStep",        "List",
+                               "Show",       "OpenObject",  "DeleteStep",       "Prune",
+                               "Stats",      "WaitDurable", "Restore",          "Verify",
+                               "Shutdown",   "Persist",     "CreateNextObject", "BeginSave",
                                "unknown"};
   for (uint16_t t = 0; t <= 20; ++t) {
     EXPECT_EQ(MsgTypeName(t), names[t]) << t;

@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "agent/budget.h"
-#include "agent/commit.h"
-#include "agent/layout.h"
+#include "tier/budget.h"
+#include "replication/commit.h"
+#include "tier/layout.h"
 #include "cluster/hostfile.h"
 #include "common/log.h"
 #include "os/files.h"

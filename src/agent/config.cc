@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "agent/budget.h"
+#include "tier/budget.h"
 #include "cluster/address.h"
 #include "os/files.h"
 #include "wire/socket_path.h"

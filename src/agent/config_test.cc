@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "agent/agent_test_util.h"
+#include "tier/tier_test_util.h"
 #include "os/files.h"
 #include "wire/socket_path.h"
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "agent/commit.h"
+#include "replication/commit.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "wire/protocol.h"

@@ -32,13 +32,13 @@
 #include <functional>
 #include <string>
 
-#include "agent/memory_tier.h"
-#include "agent/replica_tiers.h"
-#include "agent/replicator.h"
-#include "agent/work_queue.h"
-#include "agent/persister.h"
+#include "tier/memory_tier.h"
+#include "replication/replica_tiers.h"
+#include "replication/replicator.h"
+#include "common/work_queue.h"
+#include "tier/persister.h"
 #include "agent/read_path.h"
-#include "agent/recent_errors.h"
+#include "ops/recent_errors.h"
 #include "agent/service.h"
 #include "store/object_store.h"
 

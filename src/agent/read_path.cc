@@ -2,7 +2,7 @@
 // the repair of a corrupt memory copy.
 #include "agent/read_path.h"
 
-#include "agent/step_state.h"
+#include "tier/step_state.h"
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"

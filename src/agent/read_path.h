@@ -38,9 +38,9 @@
 #include <string_view>
 #include <utility>
 
-#include "agent/memory_tier.h"
-#include "agent/replica_tiers.h"
-#include "agent/replicator.h"
+#include "tier/memory_tier.h"
+#include "replication/replica_tiers.h"
+#include "replication/replicator.h"
 #include "common/mutex.h"
 #include "store/object_store.h"
 

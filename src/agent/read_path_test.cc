@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/agent_test_util.h"
-#include "agent/peer_test_nodes.h"
+#include "tier/tier_test_util.h"
+#include "replication/peer_test_nodes.h"
 #include "testing/fault_store.h"
 #include "store/mem_store.h"
 

@@ -23,10 +23,10 @@
 #include <utility>
 #include <vector>
 
-#include "agent/budget.h"
+#include "tier/budget.h"
 #include "agent/handlers.h"
-#include "agent/memory_tier.h"
-#include "agent/recent_errors.h"
+#include "tier/memory_tier.h"
+#include "ops/recent_errors.h"
 #include "tierckpt/manifest.h"
 
 namespace tierckpt::agent {

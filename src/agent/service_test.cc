@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "agent/agent_test_util.h"
+#include "tier/tier_test_util.h"
 #include "agent/service.h"
 #include "os/files.h"
 #include "wire/protocol.h"

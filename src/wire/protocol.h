@@ -95,7 +95,7 @@ Result<FrameHeader> DecodeHeader(const uint8_t in[kFrameHeaderSize]);
 // Hello: the first request on a connection. client: e.g. "tierckpt-cli 0.1",
 // "python". writer: who writes the steps this connection writes, a job's
 // identity, the same on every rank of the job (one writer per step,
-// agent/memory_tier.h); "" = anonymous; ValidateWriterId's rule.
+// tier/memory_tier.h); "" = anonymous; ValidateWriterId's rule.
 #define TIERCKPT_WIRE_HELLO_REQUEST(F)    \
   F(uint32_t, pid, 0, wire::U32())        \
   F(std::string, client, {}, wire::Str()) \

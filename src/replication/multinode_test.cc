@@ -1,0 +1,198 @@
+// Steps spanning nodes, in process (docs/multinode.md): parts committed on
+// every member through the peers, reads of another member's part, and the
+// durable step assembled from part records, with a replica holder uploading
+// the part of a member that is gone. The real agents and torch ranks over TCP
+// are tested in python/tests/test_multinode.py.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "replication/commit.h"
+#include "replication/peer_test_nodes.h"
+#include "cluster/placement_json.h"
+#include "common/names.h"
+#include "store/mem_store.h"
+
+namespace tierckpt::agent {
+namespace {
+
+using testing::Bytes;
+using testing::Members;
+using testing::Node;
+using testing::ReadFd;
+using testing::WriteObject;
+
+class MultiNodeTest : public ::testing::Test {
+ protected:
+  void Start(int n, bool durable = false) {
+    members = Members(n);
+    for (int i = 1; i <= n; ++i) {
+      const std::string id = "n" + std::to_string(i);
+      nodes[id] = std::make_unique<Node>(id, net, members, 2, durable ? &store : nullptr);
+    }
+  }
+  // Each node writes (without committing) the objects given for it.
+  void WriteParts(uint64_t step, const std::map<std::string, std::map<std::string, std::string>>& what) {
+    for (const auto& [node, objects] : what) {
+      for (const auto& [name, data] : objects) {
+        ASSERT_TRUE(WriteObject(*nodes[node]->h.tier, "job", step, name, data).ok()) << node << "/" << name;
+      }
+    }
+  }
+  // What the coordinator's agent does on CommitStep (handlers.cc).
+  Result<Manifest> CommitAcross(const std::string& coordinator, uint64_t step, std::vector<std::string> span,
+                                bool persist = false) {
+    wire::CommitStepRequest req{"job", step, 4, persist, {}, std::move(span)};
+    Node& c = *nodes[coordinator];
+    TC_ASSIGN_OR_RETURN(std::vector<Manifest> others, c.replicator->CommitParts(req));
+    TC_ASSIGN_OR_RETURN(Manifest own, CommitOnNode({c.h.tier.get(), c.replicator.get(), ReplicaAck::kAll, nullptr}, req));
+    others.push_back(std::move(own));
+    return MergeParts(others, coordinator);
+  }
+
+  MemObjectStore store{"durable"};
+  std::shared_ptr<peer::InMemoryNetwork> net = peer::InMemoryNetwork::Create(4u << 20);
+  cluster::Membership members;
+  std::map<std::string, std::unique_ptr<Node>> nodes;
+  const std::map<std::string, std::map<std::string, std::string>> parts = {
+      {"n1", {{".metadata", Bytes(300, 'm')}, {"__0_0.distcp", Bytes(2u << 20, 'a')}}},
+      {"n2", {{"__1_0.distcp", Bytes(1u << 20, 'b')}, {"__2_0.distcp", Bytes(5000, 'c')}}}};
+};
+
+TEST_F(MultiNodeTest, EveryMemberCommitsItsPartAndTheMergedManifestListsAllObjects) {
+  Start(3);
+  WriteParts(7, parts);
+  Result<Manifest> whole = CommitAcross("n1", 7, {"n2", "n1"});
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->members, (std::vector<std::string>{"n1", "n2"}));
+  ASSERT_EQ(whole->objects.size(), 4u);
+  EXPECT_EQ(whole->Find(".metadata")->node, "n1");
+  EXPECT_EQ(whole->Find("__1_0.distcp")->node, "n2");
+  for (const std::string node : {"n1", "n2"}) {
+    Result<Manifest> part = nodes[node]->h.tier->GetManifest("job", 7);
+    ASSERT_TRUE(part.ok()) << node;
+    EXPECT_EQ(part->members, whole->members) << node;
+    EXPECT_EQ(part->objects.size(), 2u) << node;
+  }
+  // The placement is recorded: who holds each node's replicas.
+  Result<cluster::Placement> placement = cluster::ParsePlacementJson(whole->placement, "the merged manifest");
+  ASSERT_TRUE(placement.ok()) << placement.status().ToString();
+  EXPECT_EQ(placement->HoldersOf("n1"), (std::vector<std::string>{"n1", "n2"}));
+  // Each part is replicated to its ring successor as any commit: n2 holds n1's, n3 holds n2's.
+  EXPECT_TRUE((*nodes["n2"]->replica_tiers->Get("n1", false))->HasCommitted("job", 7));
+  EXPECT_TRUE((*nodes["n3"]->replica_tiers->Get("n2", false))->HasCommitted("job", 7));
+}
+
+TEST_F(MultiNodeTest, AMemberThatCannotCommitFailsTheStepAndTheCoordinatorCommitsNothing) {
+  Start(3);
+  WriteParts(7, {{"n1", parts.at("n1")}});  // n2 never wrote its part
+  Result<Manifest> whole = CommitAcross("n1", 7, {"n1", "n2"});
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.status().message().find("n2: "), std::string::npos) << whole.status().ToString();
+  EXPECT_NE(whole.status().message().find("not committed on this node"), std::string::npos);
+  EXPECT_FALSE(nodes["n1"]->h.tier->HasCommitted("job", 7));
+  // A member outside the peer list fails at once, naming it.
+  WriteParts(8, {{"n1", parts.at("n1")}});
+  whole = CommitAcross("n1", 8, {"n1", "n9"});
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.status().message().find("n9"), std::string::npos) << whole.status().ToString();
+}
+
+TEST_F(MultiNodeTest, AnotherMembersPartIsFetchedFromItOrFromItsHolder) {
+  Start(3);
+  WriteParts(7, parts);
+  ASSERT_TRUE(CommitAcross("n1", 7, {"n1", "n2"}).ok());
+  Node& n3 = *nodes["n3"];  // reads n1's part: n1 serves it
+  MemoryTier* copy = *n3.replica_tiers->Get("n1", true);
+  ASSERT_TRUE(n3.replicator->PartManifest("n1", "job", 7).ok());
+  ASSERT_TRUE(n3.replicator->FetchPart(copy, "n1", "job", 7).ok());
+  Result<OpenedObject> o = copy->OpenObject("job", 7, "__0_0.distcp");
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(ReadFd(o->fd.get()), parts.at("n1").at("__0_0.distcp"));
+  // n1 is gone: n1 reads n2's part from n3, the holder of n2's replica, once n2 is gone too.
+  nodes["n2"]->service->Stop();
+  MemoryTier* from_holder = *nodes["n1"]->replica_tiers->Get("n2", true);
+  Status fetched = nodes["n1"]->replicator->FetchPart(from_holder, "n2", "job", 7);
+  ASSERT_TRUE(fetched.ok()) << fetched.ToString();
+  o = from_holder->OpenObject("job", 7, "__1_0.distcp");
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(ReadFd(o->fd.get()), parts.at("n2").at("__1_0.distcp"));
+}
+
+Result<Manifest> WaitDurable(ObjectStore& store, uint64_t step) {
+  for (int i = 0; i < 400; ++i) {
+    Result<Manifest> m = store.ReadManifest("job", step);
+    if (m.ok() || m.status().code() != Code::kNotFound) return m;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return store.ReadManifest("job", step);
+}
+
+TEST_F(MultiNodeTest, EveryMemberUploadsItsPartAndOneManifestCommitsTheDurableStep) {
+  Start(3, /*durable=*/true);
+  WriteParts(7, parts);
+  ASSERT_TRUE(CommitAcross("n1", 7, {"n1", "n2"}, /*persist=*/true).ok());
+  Result<Manifest> durable = WaitDurable(store, 7);
+  ASSERT_TRUE(durable.ok()) << durable.status().ToString();
+  EXPECT_EQ(durable->members, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(durable->objects.size(), 4u);
+  for (const auto& [node, objects] : parts) {
+    for (const auto& [name, data] : objects) {
+      std::string back(data.size(), '\0');
+      ASSERT_TRUE(store.ReadObject("job", 7, name, 0, back.data(), back.size()).ok()) << name;
+      EXPECT_EQ(back, data) << name;
+    }
+    EXPECT_TRUE(store.ObjectSize("job", 7, PartRecordName(node)).ok()) << node;
+  }
+  // Both persisters end with the step durable.
+  for (const std::string node : {"n1", "n2"}) {
+    Result<PersistStatus> st = nodes[node]->h.tier->WaitPersist("job", 7, std::chrono::seconds(10));
+    ASSERT_TRUE(st.ok()) << node;
+    EXPECT_EQ(st->state, PersistState::kDurable) << node << ": " << st->error.ToString();
+  }
+}
+
+TEST_F(MultiNodeTest, AHolderUploadsThePartOfAMemberThatIsGoneAndTheStepBecomesDurable) {
+  Start(3, /*durable=*/true);
+  WriteParts(7, parts);
+  // n2 commits its part (and n3 holds its replica) but dies before it persists anything.
+  nodes["n2"]->persister->Stop(std::chrono::milliseconds(0));
+  ASSERT_TRUE(CommitAcross("n1", 7, {"n1", "n2"}, /*persist=*/true).ok());
+  nodes["n2"]->service->Stop();
+  Result<Manifest> durable = WaitDurable(store, 7);
+  ASSERT_TRUE(durable.ok()) << durable.status().ToString();
+  EXPECT_EQ(durable->objects.size(), 4u);
+  std::string back(parts.at("n2").at("__1_0.distcp").size(), '\0');
+  ASSERT_TRUE(store.ReadObject("job", 7, "__1_0.distcp", 0, back.data(), back.size()).ok());
+  EXPECT_EQ(back, parts.at("n2").at("__1_0.distcp"));
+  Result<PersistStatus> st = nodes["n1"]->h.tier->WaitPersist("job", 7, std::chrono::seconds(10));
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->state, PersistState::kDurable) << st->error.ToString();
+}
+
+TEST(MergePartsTest, RejectsMissingForeignAndDuplicateParts) {
+  auto part = [](std::string node, std::vector<std::string> names) {
+    Manifest m;
+    m.ns = "job";
+    m.step = 3;
+    m.node = node;
+    m.members = {"n1", "n2"};
+    for (auto& n : names) m.objects.push_back({n, 1, ComputeChecksum("x", 1).ToString(), node});
+    return m;
+  };
+  EXPECT_TRUE(MergeParts({part("n1", {"a"}), part("n2", {"b"})}, "n1").ok());
+  Result<Manifest> r = MergeParts({part("n1", {"a"})}, "n1");
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("n2"), std::string::npos);
+  r = MergeParts({part("n1", {"a"}), part("n2", {"a"})}, "n1");
+  EXPECT_EQ(r.status().code(), Code::kCorruption);
+  EXPECT_NE(r.status().message().find("both node n1 and node n2"), std::string::npos) << r.status().ToString();
+  Manifest other = part("n2", {"b"});
+  other.members = {"n1", "n2", "n3"};
+  EXPECT_EQ(MergeParts({part("n1", {"a"}), other}, "n1").status().code(), Code::kCorruption);
+  EXPECT_EQ(MergeParts({part("n1", {"a"}), part("n1", {"b"})}, "n1").status().code(), Code::kCorruption);
+  EXPECT_TRUE(ContainsPart(*MergeParts({part("n1", {"a"}), part("n2", {"b"})}, "n1"), part("n2", {"b"})));
+}
+
+}  // namespace
+}  // namespace tierckpt::agent

@@ -1,0 +1,313 @@
+// peer_service.cc — see peer_service.h.
+#include "replication/peer_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "ops/metrics.h"
+#include "replication/peer_store.h"
+#include "common/checksum.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "os/mapping.h"
+
+namespace tierckpt::agent {
+
+PeerService::PeerService(PeerServiceDeps deps) : deps_(std::move(deps)) {}
+
+PeerService::~PeerService() { Stop(); }
+
+Status PeerService::Start(const std::string& address) {
+  Result<std::unique_ptr<peer::Listener>> l = deps_.transport->Listen(address);
+  if (!l.ok()) return l.status().WithContext("listening for peers at " + address + " (--peer-listen)");
+  listener_ = std::move(l).value();
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  return Status::Ok();
+}
+
+std::string PeerService::address() const { return listener_ != nullptr ? listener_->address() : ""; }
+
+void PeerService::Stop() {
+  {
+    MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (Served& s : served_) {
+      if (s.conn != nullptr) s.conn->Close();
+    }
+  }
+  if (listener_ != nullptr) listener_->Close();
+  if (acceptor_.joinable()) acceptor_.join();
+  std::list<Served> served;
+  {
+    MutexLock lock(&mu_);
+    served.swap(served_);
+  }
+  for (Served& s : served) {
+    if (s.thread.joinable()) s.thread.join();
+  }
+}
+
+void PeerService::AcceptLoop() {
+  for (;;) {
+    Result<std::unique_ptr<peer::Connection>> c = listener_->Accept(peer::Millis(1000));
+    if (!c.ok()) {
+      if (c.status().code() == Code::kTimeout) continue;
+      return;  // closed
+    }
+    MutexLock lock(&mu_);
+    if (stopping_) return;
+    // Reap connections that ended.
+    for (auto it = served_.begin(); it != served_.end();) {
+      if (it->conn == nullptr && it->thread.joinable()) {
+        it->thread.join();
+        it = served_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    served_.push_back(Served{std::move(c).value(), std::thread()});
+    Served& s = served_.back();
+    peer::Connection* conn = s.conn.get();
+    Log(LogLevel::kDebug, "peer_connected").Kv("peer", conn->Describe());
+    s.thread = std::thread([this, conn] {
+      Serve(conn);
+      MutexLock done(&mu_);
+      for (Served& x : served_) {
+        if (x.conn.get() == conn) x.conn.reset();  // the thread is joined at reap or Stop
+      }
+    });
+  }
+}
+
+void PeerService::Serve(peer::Connection* conn) {
+  for (;;) {
+    Result<peer::Message> m = conn->Receive(peer::Millis(1000));
+    if (!m.ok()) {
+      if (m.status().code() == Code::kTimeout) {
+        MutexLock lock(&mu_);
+        if (stopping_) return;
+        continue;
+      }
+      if (m.status().code() != Code::kUnavailable) {
+        Log(LogLevel::kWarn, "peer_connection_failed").Kv("peer", conn->Describe()).Err(m.status());
+      }
+      return;
+    }
+    if (m->kind == peer::Message::Kind::kStream) {
+      Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Kv("error", "unexpected stream");
+      conn->Close();
+      return;
+    }
+    if (!Answer(conn, m->frame)) {
+      conn->Close();
+      return;
+    }
+  }
+}
+
+Result<MemoryTier*> PeerService::TierOf(std::string_view origin) {
+  if (origin == deps_.node_id) return deps_.tier;
+  return deps_.replicas->Get(origin, /*create=*/false);
+}
+
+bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
+  const auto type = static_cast<PeerMsg>(request.type);
+  auto reply = [&](PeerMsg t, std::string payload) {
+    peer::Frame f;
+    f.type = static_cast<uint16_t>(t);
+    f.request_id = request.request_id;
+    f.payload = std::move(payload);
+    Status s = conn->Send(f);
+    if (!s.ok()) Log(LogLevel::kWarn, "peer_reply_failed").Kv("peer", conn->Describe()).Err(s);
+    return s.ok();
+  };
+  auto fail = [&](const Status& s) { return reply(PeerMsg::kError, EncodePeerError(s)); };
+  switch (type) {
+    case PeerMsg::kGetManifest:
+    case PeerMsg::kListSteps:
+    case PeerMsg::kGetObject:
+    case PeerMsg::kReplicate:
+    case PeerMsg::kPersistPart:
+    case PeerMsg::kDropReplica:
+      break;
+    case PeerMsg::kCommitPart: {
+      Result<Manifest> part = CommitPart(conn->peer().node_id, request.payload);
+      if (!part.ok()) {
+        if (part.status().code() == Code::kProtocolError) {
+          Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Err(part.status());
+          return false;
+        }
+        return fail(part.status());
+      }
+      return reply(PeerMsg::kManifest, part->ToJson());
+    }
+    default:
+      Log(LogLevel::kWarn, "peer_protocol")
+          .Kv("peer", conn->Describe())
+          .Kv("error", "unknown request type " + std::to_string(request.type));
+      return false;
+  }
+  Result<PeerRequest> r = DecodePeerRequest(type, request.payload);
+  if (!r.ok()) {
+    Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Err(r.status());
+    return false;
+  }
+  Status valid = ValidateNamespace(r->ns);
+  if (valid.ok()) valid = ValidateStep(r->step);
+  if (valid.ok() && type == PeerMsg::kGetObject) valid = ValidateObjectName(r->name);
+  if (!valid.ok()) return fail(valid);
+  if (type == PeerMsg::kPersistPart) {
+    Status persisted = PersistPart(*r);
+    if (!persisted.ok()) return fail(persisted);
+    return reply(PeerMsg::kDone, "");
+  }
+  if (type == PeerMsg::kDropReplica) {
+    const std::string origin = conn->peer().node_id;
+    Result<MemoryTier*> held = deps_.replicas->Get(origin, /*create=*/false);
+    bool dropped = false;
+    if (held.ok()) {
+      Result<bool> d = (*held)->DeleteStep(r->ns, r->step);
+      if (!d.ok()) return fail(d.status().WithContext("deleting the replica of " + r->ns + " step " +
+                                                      std::to_string(r->step) + " of node " + origin));
+      dropped = *d;
+    }
+    Log(LogLevel::kInfo, "replica_deleted").Kv("origin", origin).Kv("ns", r->ns).Kv("step", r->step).Kv("held", dropped);
+    wire::Encoder e;
+    e.U32(dropped ? 1 : 0);
+    return reply(PeerMsg::kDone, e.Take());
+  }
+  if (type == PeerMsg::kReplicate) {
+    const std::string origin = conn->peer().node_id;
+    Status pulled = PullReplica(origin, *r);
+    if (!pulled.ok()) return fail(pulled);
+    return reply(PeerMsg::kDone, "");
+  }
+  Result<MemoryTier*> tier = TierOf(r->origin);
+  if (!tier.ok()) return fail(tier.status());
+  switch (type) {
+    case PeerMsg::kGetManifest: {
+      Result<Manifest> m = (*tier)->GetManifest(r->ns, r->step);
+      if (!m.ok()) return fail(m.status());
+      return reply(PeerMsg::kManifest, m->ToJson());
+    }
+    case PeerMsg::kListSteps: {
+      std::vector<uint64_t> steps;
+      for (const StepInfo& s : (*tier)->ListSteps(r->ns)) {
+        if (s.committed && s.ns == r->ns) steps.push_back(s.step);
+      }
+      return reply(PeerMsg::kSteps, EncodeSteps(steps));
+    }
+    default: {  // kGetObject
+      // Through the tier's kept read mapping, pinned: no page-table setup and
+      // teardown per request. Until the stream begins, errors are answered.
+      Result<PinnedObject> object = (*tier)->ReadCommittedObject(r->ns, r->step, r->name);
+      if (!object.ok()) return fail(object.status());
+      Status sent = SendObject(conn, request.request_id, r->name, *object);
+      if (sent.ok()) return true;
+      Log(LogLevel::kWarn, "peer_send_failed")
+          .Kv("peer", conn->Describe())
+          .Kv("ns", r->ns)
+          .Kv("step", r->step)
+          .Kv("object", r->name)
+          .Err(sent);
+      // The stream was aborted (the peer sees why) or the connection broke.
+      return sent.code() != Code::kUnavailable && sent.code() != Code::kTimeout &&
+             sent.code() != Code::kIoError;
+    }
+  }
+}
+
+Status PeerService::SendObject(peer::Connection* conn, uint32_t request_id, const std::string& name,
+                               const PinnedObject& object) {
+  peer::StreamHeader h;
+  h.type = static_cast<uint16_t>(PeerMsg::kObject);
+  h.request_id = request_id;
+  h.object_id = request_id;
+  h.size = object.view.size();
+  h.metadata = name;
+  // The checksum taken at commit goes out as the stream's: the receiver
+  // hashes what lands against it, so this side does not hash the object
+  // again (a third of a holder's CPU per restore), and bytes damaged here
+  // since the commit still fail there.
+  Result<Checksum> known = Checksum::Parse(object.checksum);
+  if (known.ok()) return conn->SendStreamKnown(h, object.view.data(), object.view.size(), *known);
+  return conn->SendStream(h, object.view.data(), object.view.size());
+}
+
+Status PeerService::PullReplica(const std::string& origin, const PeerRequest& r) {
+  if (origin == deps_.node_id) {
+    return InvalidArgument("node " + origin + " asked itself to hold its own replica; check the hostfile");
+  }
+  std::optional<std::string> address = deps_.address_of(origin);
+  if (!address) {
+    return FailedPrecondition("node " + origin + " is not in this agent's peer list (--peers); add it to "
+                              "the hostfile of every agent");
+  }
+  TC_ASSIGN_OR_RETURN(MemoryTier * tier, deps_.replicas->Get(origin, /*create=*/true));
+  PeerObjectStore from(deps_.transport, PeerStoreTarget{origin, *address, origin}, deps_.timeout);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = tier->Restore(from, r.ns, r.step);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!s.ok()) {
+    Metrics::Get().replicate.Failed();
+    Log(LogLevel::kWarn, "replica_failed").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Err(s);
+    return s.WithContext("holding a replica of " + r.ns + " step " + std::to_string(r.step) + " of node " +
+                         origin + " on node " + deps_.node_id);
+  }
+  Result<Manifest> held = tier->GetManifest(r.ns, r.step);
+  Metrics::Get().replicate.Succeeded(held.ok() ? held->TotalBytes() : 0, ms / 1e3);
+  Log(LogLevel::kInfo, "replica_held").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Kv("ms", ms);
+  return Status::Ok();
+}
+
+Result<Manifest> PeerService::CommitPart(const std::string& coordinator, std::string_view payload) {
+  TC_ASSIGN_OR_RETURN(wire::CommitStepRequest req, wire::CommitStepRequest::Decode(payload));
+  TC_RETURN_IF_ERROR(ValidateNamespace(req.ns));
+  TC_RETURN_IF_ERROR(ValidateStep(req.step));
+  const std::string label = StepLabel(req.ns, req.step);
+  auto member = [&](const std::string& id) {
+    return std::find(req.members.begin(), req.members.end(), id) != req.members.end();
+  };
+  if (!member(deps_.node_id) || !member(coordinator)) {
+    return InvalidArgument("node " + coordinator + " asked node " + deps_.node_id + " to commit its part of " + label +
+                           ", but the members it names lack " + (member(coordinator) ? deps_.node_id : coordinator));
+  }
+  if (!deps_.commit_part) return FailedPrecondition("node " + deps_.node_id + " cannot commit parts yet (starting)");
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<Manifest> m = deps_.commit_part(req);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!m.ok()) {
+    Log(LogLevel::kWarn, "part_commit_failed").Kv("ns", req.ns).Kv("step", req.step).Kv("by", coordinator).Err(m.status());
+    return m.status().WithContext("committing node " + deps_.node_id + "'s part of " + label);
+  }
+  Log(LogLevel::kInfo, "part_committed")
+      .Kv("ns", req.ns)
+      .Kv("step", req.step)
+      .Kv("by", coordinator)
+      .Kv("bytes", m->TotalBytes())
+      .Kv("ms", ms);
+  return m;
+}
+
+Status PeerService::PersistPart(const PeerRequest& r) {
+  if (!deps_.persist_part) {
+    return FailedPrecondition("node " + deps_.node_id + " has no durable tier (--durable) to upload the part of node " +
+                              r.origin + " of " + StepLabel(r.ns, r.step) + " to");
+  }
+  TC_ASSIGN_OR_RETURN(MemoryTier * tier, TierOf(r.origin));
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = deps_.persist_part(tier, r.ns, r.step);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!s.ok()) return s.WithContext("uploading the part of node " + r.origin + " of " + StepLabel(r.ns, r.step));
+  Log(LogLevel::kInfo, r.origin == deps_.node_id ? "part_persisted" : "part_taken_over")
+      .Kv("ns", r.ns)
+      .Kv("step", r.step)
+      .Kv("origin", r.origin)
+      .Kv("ms", ms);
+  return Status::Ok();
+}
+
+}  // namespace tierckpt::agent

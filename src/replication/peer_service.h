@@ -1,0 +1,97 @@
+// peer_service.h — the agent's side of the peer protocol as a server: it
+// accepts authenticated connections from other agents (peer/transport.h) and
+// answers the requests of peer_messages.h, one thread per connection.
+//
+//   GetManifest / ListSteps / GetObject  read the agent's own tier (origin =
+//       its node id) or the replicas it holds for the origin (ReplicaTiers);
+//       objects are streamed from a read-only mapping of the committed file.
+//   Replicate {ns, step}  the caller (an origin, by its authenticated node
+//       id) asks this agent to hold a replica of its committed step: the
+//       service pulls the step from the caller (PeerObjectStore at the
+//       caller's address from address_of) into the caller's replica tier with
+//       MemoryTier::Restore (every object verified, published last: a replica
+//       is visible only when whole) and answers kDone or the error.
+//   CommitPart {CommitStep request}  the coordinator's agent (one of the
+//       step's members) asks this agent to commit its part of a step spanning
+//       nodes: commit_part, answered with the part manifest.
+//   PersistPart {origin, ns, step}  upload origin's part to the durable tier
+//       with its part record (persist_part): this node's own part, or the
+//       replica it holds for an origin that cannot (docs/multinode.md).
+//   DropReplica {ns, step}  the caller (an origin) deleted its step: this
+//       agent deletes its replica of it, answering whether it held one.
+//
+// A request for a step this agent does not hold is kNotFound. A malformed
+// request closes that connection (logged); others are unaffected.
+// Thread-safe; Stop() closes the listener and every connection and joins.
+#pragma once
+
+#include <functional>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "tier/memory_tier.h"
+#include "replication/peer_messages.h"
+#include "replication/replica_tiers.h"
+#include "common/mutex.h"
+#include "peer/transport.h"
+#include "wire/protocol.h"
+
+namespace tierckpt::agent {
+
+struct PeerServiceDeps {
+  std::string node_id;          // this agent's
+  peer::Transport* transport;   // for listening and for pulling replicas
+  MemoryTier* tier;             // the agent's own tier
+  ReplicaTiers* replicas;       // the replicas it holds
+  // The peer address of a node (the hostfile's); nullopt when unknown.
+  std::function<std::optional<std::string>(std::string_view node_id)> address_of;
+  peer::Millis timeout{30000};  // per request to a peer when pulling
+  // This node's part of a step spanning nodes (replication/commit.h CommitOnNode).
+  std::function<Result<Manifest>(const wire::CommitStepRequest&)> commit_part;
+  // Uploads origin's part of (ns, step) from tier with its part record;
+  // nullptr without a durable tier.
+  std::function<Status(MemoryTier* tier, const std::string& ns, uint64_t step)> persist_part;
+};
+
+class PeerService {
+ public:
+  explicit PeerService(PeerServiceDeps deps);
+  ~PeerService();  // Stop()
+  PeerService(const PeerService&) = delete;
+  PeerService& operator=(const PeerService&) = delete;
+
+  // Listens at address and starts accepting. Errors name the address.
+  Status Start(const std::string& address);
+  // The bound address (port 0 resolved).
+  std::string address() const;
+  void Stop();
+
+ private:
+  void AcceptLoop();
+  void Serve(peer::Connection* conn);
+  // Answers one control request; false when the connection must close.
+  bool Answer(peer::Connection* conn, const peer::Frame& request);
+  Result<MemoryTier*> TierOf(std::string_view origin);
+  Status SendObject(peer::Connection* conn, uint32_t request_id, const std::string& name,
+                    const PinnedObject& object);
+  Status PullReplica(const std::string& origin, const PeerRequest& r);
+  Result<Manifest> CommitPart(const std::string& coordinator, std::string_view payload);
+  Status PersistPart(const PeerRequest& r);
+
+  const PeerServiceDeps deps_;
+  std::unique_ptr<peer::Listener> listener_;
+  std::thread acceptor_;
+
+  Mutex mu_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  struct Served {
+    std::unique_ptr<peer::Connection> conn;
+    std::thread thread;
+  };
+  std::list<Served> served_ GUARDED_BY(mu_);
+};
+
+}  // namespace tierckpt::agent

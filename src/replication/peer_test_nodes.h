@@ -1,0 +1,106 @@
+// peer_test_nodes.h — several nodes of a cluster in one test process
+// (test-only): each Node has its tier, the replicas it holds, a
+// fault-injecting transport over an in-memory network, a Replicator and a
+// PeerService; with a shared durable store it has a Persister too, wired for
+// steps spanning nodes as the agent wires it (agent.cc).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "tier/tier_test_util.h"
+#include "replication/commit.h"
+#include "replication/peer_service.h"
+#include "tier/persister.h"
+#include "ops/recent_errors.h"
+#include "replication/replica_tiers.h"
+#include "replication/replicator.h"
+#include "peer/channel_transport.h"
+#include "peer/peer_test_util.h"
+#include "store/object_store.h"
+#include "testing/fault_transport.h"
+
+namespace tierckpt::agent::testing {
+
+inline std::string Address(const std::string& node) { return node + ".test:7100"; }
+
+// One node: its tier, the replicas it holds, its transport and peer service.
+struct Node {
+  // store: the durable tier every node shares (nullptr: none).
+  Node(const std::string& node_id, std::shared_ptr<peer::InMemoryNetwork> net,
+       const cluster::Membership& members, uint32_t replicas = 2, ObjectStore* store = nullptr)
+      : id(node_id) {
+    h.options.node_id = id;
+    h.options.has_durable = store != nullptr;
+    EXPECT_TRUE(h.Reopen().ok());
+    auto base = peer::InMemoryTransport::Create(std::move(net), peer::testing_util::Options(id));
+    EXPECT_TRUE(base.ok()) << base.status().ToString();
+    faults = std::make_shared<peer::FaultInjectingTransport>(std::shared_ptr<peer::Transport>(std::move(*base)));
+    replica_tiers = std::make_unique<ReplicaTiers>(h.options, h.verifier.get());
+    auto r = Replicator::Create(faults.get(), members, cluster::PlacementPolicy{replicas, 1}, id,
+                                peer::Millis(3000));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    replicator = std::move(*r);
+    PeerServiceDeps d;
+    d.node_id = id;
+    d.transport = faults.get();
+    d.tier = h.tier.get();
+    d.replicas = replica_tiers.get();
+    Replicator* rep = replicator.get();
+    d.address_of = [rep](std::string_view n) { return rep->AddressOf(n); };
+    d.timeout = peer::Millis(3000);
+    const CommitDeps commit{h.tier.get(), rep, ReplicaAck::kAll, nullptr};
+    d.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
+    if (store != nullptr) {
+      persister = std::make_unique<Persister>(PersisterOptions{}, h.tier.get(), store, &errors);
+      PartsOptions parts;
+      parts.node_id = id;
+      parts.ask_elsewhere = [rep](const std::string& origin, const std::string& ns, uint64_t step) {
+        return rep->PersistPartElsewhere(origin, ns, step);
+      };
+      parts.takeover_after = std::chrono::milliseconds(200);
+      parts.wait_limit = std::chrono::seconds(20);
+      persister->SetParts(std::move(parts));
+      Persister* p = persister.get();
+      h.tier->SetPersistHook([p](const std::string& ns, uint64_t step) { p->Enqueue(ns, step); });
+      d.persist_part = [p](MemoryTier* tier, const std::string& ns, uint64_t step) {
+        return p->UploadPart(tier, ns, step);
+      };
+    }
+    service = std::make_unique<PeerService>(std::move(d));
+    EXPECT_TRUE(service->Start(Address(id)).ok());
+  }
+  ~Node() {
+    service->Stop();
+    if (persister != nullptr) persister->Stop(std::chrono::milliseconds(0));
+    replica_tiers->Shutdown();
+  }
+
+  std::string id;
+  TierHarness h;
+  std::shared_ptr<peer::FaultInjectingTransport> faults;
+  std::unique_ptr<ReplicaTiers> replica_tiers;
+  std::unique_ptr<Replicator> replicator;
+  RecentErrors errors;
+  std::unique_ptr<Persister> persister;
+  std::unique_ptr<PeerService> service;
+};
+
+inline cluster::Membership Members(int n) {
+  std::vector<cluster::Member> ms;
+  for (int i = 1; i <= n; ++i) ms.push_back({"n" + std::to_string(i), Address("n" + std::to_string(i)), "", {}});
+  auto m = cluster::Membership::Create(std::move(ms));
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return *m;
+}
+
+inline std::string Bytes(size_t n, char seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 7 + (i >> 9));
+  return s;
+}
+
+}  // namespace tierckpt::agent::testing

@@ -1,0 +1,322 @@
+// replicator.cc — see replicator.h.
+#include "replication/replicator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <optional>
+
+#include "replication/peer_messages.h"
+#include "common/log.h"
+#include "os/parallel.h"
+#include "wire/protocol.h"
+
+namespace tierckpt::agent {
+namespace {
+
+// ask(node) for every node at once, one thread each; the results in nodes' order.
+template <typename Ask>
+auto AskEach(const std::vector<std::string>& nodes, Ask ask) {
+  using R = decltype(ask(std::string()));
+  std::vector<std::optional<R>> slots(nodes.size());
+  const int threads = static_cast<int>(std::min<size_t>(nodes.size(), std::numeric_limits<int>::max()));
+  (void)ParallelFor(nodes.size(), threads, [&](size_t i) {
+    slots[i].emplace(ask(nodes[i]));
+    return Status::Ok();  // each answer, failed or not, is in its slot
+  });
+  std::vector<R> out;
+  for (auto& r : slots) out.push_back(std::move(*r));
+  return out;
+}
+
+}  // namespace
+
+Result<ReplicaAck> ParseReplicaAck(std::string_view text) {
+  if (text == "none") return ReplicaAck::kNone;
+  if (text == "all") return ReplicaAck::kAll;
+  return InvalidArgument("--replica-ack " + std::string(text) +
+                         ": use \"all\" (commit waits for every replica) or \"none\" (replicate after commit)");
+}
+
+std::string_view ReplicaAckName(ReplicaAck ack) { return ack == ReplicaAck::kAll ? "all" : "none"; }
+
+Result<std::unique_ptr<Replicator>> Replicator::Create(peer::Transport* transport, cluster::Membership membership,
+                                                       cluster::PlacementPolicy policy, std::string node_id,
+                                                       peer::Millis timeout) {
+  if (!membership.Contains(node_id)) {
+    return InvalidArgument("this agent's node id " + node_id + " is not in the peer list (" +
+                           membership.Describe() + "); add it to the hostfile or fix --node-id");
+  }
+  TC_ASSIGN_OR_RETURN(cluster::Placement placement, cluster::PlacePrimary(membership, policy));
+  std::vector<std::string> holders = placement.HoldersOf(node_id);
+  if (!holders.empty()) holders.erase(holders.begin());  // the primary: this node
+  return std::unique_ptr<Replicator>(new Replicator(transport, std::move(membership), std::move(placement),
+                                                    std::move(node_id), std::move(holders), timeout));
+}
+
+std::optional<std::string> Replicator::AddressOf(std::string_view node_id) const {
+  const cluster::Member* m = membership_.Find(node_id);
+  if (m == nullptr) return std::nullopt;
+  return m->address;
+}
+
+std::unique_ptr<PeerObjectStore> Replicator::HolderStore(const std::string& holder) const {
+  std::optional<std::string> address = AddressOf(holder);
+  if (!address) return nullptr;
+  return std::make_unique<PeerObjectStore>(transport_, PeerStoreTarget{holder, *address, node_id_}, timeout_);
+}
+
+Result<std::string> Replicator::Call(const std::string& node, PeerMsg type, std::string payload, PeerMsg want,
+                                     peer::Millis reply_timeout) {
+  std::optional<std::string> address = AddressOf(node);
+  if (!address) return NotFound("node " + node + " is not in the peer list (--peers); add it to every agent's hostfile");
+  Result<std::unique_ptr<peer::Connection>> connected = transport_->Connect(*address, timeout_, node);
+  {
+    MutexLock lock(&health_mu_);
+    health_[node] = connected.ok();
+  }
+  if (!connected.ok()) return connected.status();
+  std::unique_ptr<peer::Connection> conn = std::move(connected).value();
+  peer::Frame f;
+  f.type = static_cast<uint16_t>(type);
+  f.request_id = 1;
+  f.payload = std::move(payload);
+  TC_RETURN_IF_ERROR(conn->Send(f));
+  Result<peer::Message> m = conn->Receive(reply_timeout);
+  if (!m.ok()) {
+    MutexLock lock(&health_mu_);
+    health_[node] = false;
+    return m.status();
+  }
+  if (m->kind != peer::Message::Kind::kControl) return ProtocolError(conn->Describe() + " answered with a stream");
+  if (m->frame.type == static_cast<uint16_t>(PeerMsg::kError)) return DecodePeerError(m->frame.payload);
+  if (m->frame.type != static_cast<uint16_t>(want)) {
+    return ProtocolError(conn->Describe() + " answered " + std::string(PeerMsgName(static_cast<uint16_t>(type))) +
+                         " with " + std::string(PeerMsgName(m->frame.type)));
+  }
+  return std::move(m->frame.payload);
+}
+
+Status Replicator::AskToHold(const std::string& holder, std::string_view ns, uint64_t step) {
+  // The holder pulls the whole step before it answers: allow a generous wait
+  // (its reads of our objects each have their own progress timeout).
+  return Call(holder, PeerMsg::kReplicate, EncodePeerRequest(PeerMsg::kReplicate, {"", std::string(ns), step, ""}),
+              PeerMsg::kDone, peer::Millis(3600 * 1000))
+      .status();
+}
+
+Status Replicator::Replicate(std::string_view ns, uint64_t step) {
+  if (holders_.empty()) return Status::Ok();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Status> results = AskEach(holders_, [&](const std::string& h) { return AskToHold(h, ns, step); });
+  std::string failed;
+  Code code = Code::kOk;
+  for (size_t i = 0; i < holders_.size(); ++i) {
+    if (results[i].ok()) continue;
+    if (code == Code::kOk) code = results[i].code();
+    failed += (failed.empty() ? "" : "; ") + holders_[i] + ": " + results[i].ToString();
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!failed.empty()) {
+    Log(LogLevel::kWarn, "replication_failed").Kv("ns", ns).Kv("step", step).Kv("error", failed);
+    return Status(code == Code::kNotFound ? Code::kUnavailable : code,
+                  "replicating " + std::string(ns) + " step " + std::to_string(step) + " of node " + node_id_ +
+                      " failed on " + failed + "; the step is committed in this node's memory, but a loss of "
+                      "this node before it is replicated or persisted loses it");
+  }
+  Log(LogLevel::kInfo, "replicated")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("holders", static_cast<uint64_t>(holders_.size()))
+      .Kv("ms", ms);
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> Replicator::DropReplicas(std::string_view ns, uint64_t step) {
+  const std::string request = EncodePeerRequest(PeerMsg::kDropReplica, {"", std::string(ns), step, ""});
+  std::vector<Result<std::string>> results = AskEach(
+      holders_, [&](const std::string& h) { return Call(h, PeerMsg::kDropReplica, request, PeerMsg::kDone, timeout_); });
+  std::vector<std::string> dropped;
+  std::string failed;
+  for (size_t i = 0; i < holders_.size(); ++i) {
+    if (!results[i].ok()) {
+      failed += (failed.empty() ? "" : "; ") + holders_[i] + ": " + results[i].status().ToString();
+      continue;
+    }
+    wire::Decoder d(*results[i]);
+    uint32_t held = 0;
+    if (!d.U32(&held, "held").ok() || !d.Finish().ok()) {
+      failed += (failed.empty() ? "" : "; ") + holders_[i] + ": a malformed DropReplica answer";
+      continue;
+    }
+    if (held != 0) dropped.push_back(holders_[i]);
+  }
+  if (!failed.empty()) {
+    Log(LogLevel::kWarn, "replica_delete_failed").Kv("ns", ns).Kv("step", step).Kv("error", failed);
+    return Unavailable("the replicas of " + std::string(ns) + " step " + std::to_string(step) + " of node " + node_id_ +
+                       " could not all be deleted (" + failed +
+                       "); those copies remain and a replacement node could restore them: run the delete again "
+                       "once the holder is back");
+  }
+  return dropped;
+}
+
+Result<std::string> Replicator::RestoreFromPeers(MemoryTier* tier, std::string_view ns, uint64_t step) {
+  std::string tried;
+  for (const std::string& holder : holders_) {
+    std::unique_ptr<PeerObjectStore> from = HolderStore(holder);
+    if (from == nullptr) continue;
+    Status s = tier->Restore(*from, ns, step);
+    if (s.ok()) {
+      Log(LogLevel::kInfo, "restored_from_peer").Kv("ns", ns).Kv("step", step).Kv("peer", holder);
+      return holder;
+    }
+    Log(LogLevel::kInfo, "peer_restore_skipped").Kv("ns", ns).Kv("step", step).Kv("peer", holder).Err(s);
+    tried += (tried.empty() ? "" : "; ") + holder + ": " + s.ToString();
+  }
+  return NotFound("no replica holder of node " + node_id_ + " has " + std::string(ns) + " step " +
+                  std::to_string(step) + (tried.empty() ? std::string(" (no holders: --replicas 1)") : " (" + tried + ")"));
+}
+
+std::map<uint64_t, std::string> Replicator::StepsOnPeers(std::string_view ns) {
+  std::map<uint64_t, std::string> out;
+  for (const std::string& holder : holders_) {
+    std::unique_ptr<PeerObjectStore> from = HolderStore(holder);
+    if (from == nullptr) continue;
+    Result<std::vector<uint64_t>> steps = from->ListCommittedSteps(ns);
+    if (!steps.ok()) {
+      Log(LogLevel::kDebug, "peer_list_failed").Kv("ns", ns).Kv("peer", holder).Err(steps.status());
+      continue;
+    }
+    for (uint64_t s : *steps) out.emplace(s, holder);
+  }
+  return out;
+}
+
+Result<Manifest> Replicator::ManifestFromPeers(std::string_view ns, uint64_t step) {
+  std::string tried;
+  for (const std::string& holder : holders_) {
+    std::unique_ptr<PeerObjectStore> from = HolderStore(holder);
+    if (from == nullptr) continue;
+    Result<Manifest> m = from->ReadManifest(ns, step);
+    if (m.ok()) return m;
+    tried += (tried.empty() ? "" : "; ") + holder + ": " + m.status().ToString();
+  }
+  return NotFound("no replica holder of node " + node_id_ + " has " + std::string(ns) + " step " +
+                  std::to_string(step) + (tried.empty() ? std::string() : " (" + tried + ")"));
+}
+
+std::map<std::string, bool> Replicator::PeerHealth() const {
+  MutexLock lock(&health_mu_);
+  return health_;
+}
+
+// ---- Steps spanning nodes ----
+
+std::vector<std::string> Replicator::HoldersOf(std::string_view node) const {
+  std::vector<std::string> holders = placement_.HoldersOf(node);
+  if (!holders.empty() && holders.front() == node) holders.erase(holders.begin());
+  return holders;
+}
+
+std::vector<std::string> Replicator::SourcesOf(std::string_view origin, bool include_self) const {
+  std::vector<std::string> out{std::string(origin)};
+  for (std::string& h : HoldersOf(origin)) {
+    if (include_self || h != node_id_) out.push_back(std::move(h));
+  }
+  return out;
+}
+
+std::unique_ptr<PeerObjectStore> Replicator::StoreOn(const std::string& on, std::string_view origin) const {
+  std::optional<std::string> address = AddressOf(on);
+  if (!address) return nullptr;
+  return std::make_unique<PeerObjectStore>(transport_, PeerStoreTarget{on, *address, std::string(origin)}, timeout_);
+}
+
+Result<std::vector<Manifest>> Replicator::CommitParts(const wire::CommitStepRequest& req) {
+  std::vector<std::string> others;
+  for (const std::string& m : req.members) {
+    if (m != node_id_) others.push_back(m);
+  }
+  std::vector<Result<std::string>> replies(others.size(), Result<std::string>(Internal("not run")));
+  const std::string payload = req.Encode();
+  // At most kMaxParallelCalls members at once; a part commit replicates the
+  // part first (--replica-ack all): as long a wait as Replicate.
+  constexpr int kMaxParallelCalls = 32;
+  (void)ParallelFor(others.size(), kMaxParallelCalls, [&](size_t i) {
+    replies[i] =
+        Call(others[i], PeerMsg::kCommitPart, payload, PeerMsg::kManifest, peer::Millis(3600 * 1000));
+    return Status::Ok();  // every member is asked; the replies are judged below
+  });
+  std::vector<Manifest> parts;
+  std::string failed;
+  Code code = Code::kOk;
+  for (size_t i = 0; i < others.size(); ++i) {
+    Result<Manifest> m = replies[i].ok() ? Manifest::Parse(*replies[i], "the part manifest node " + others[i] + " committed")
+                                         : Result<Manifest>(replies[i].status());
+    if (m.ok() && (m->node != others[i] || m->ns != req.ns || m->step != req.step)) {
+      m = ProtocolError("node " + others[i] + " answered with the part of node " + m->node + " of " +
+                        StepLabel(m->ns, m->step));
+    }
+    if (m.ok()) {
+      parts.push_back(std::move(m).value());
+      continue;
+    }
+    if (code == Code::kOk) code = m.status().code();
+    failed += (failed.empty() ? "" : "; ") + others[i] + ": " + m.status().ToString();
+  }
+  if (!failed.empty()) {
+    Log(LogLevel::kWarn, "commit_parts_failed").Kv("ns", req.ns).Kv("step", req.step).Kv("error", failed);
+    return Status(code, "committing " + StepLabel(req.ns, req.step) + " across nodes failed on " + failed +
+                            "; the step is not committed on this node (the coordinator's part is committed "
+                            "last), so no reader sees it; save it again");
+  }
+  return parts;
+}
+
+Result<std::string> Replicator::PersistPartElsewhere(std::string_view origin, std::string_view ns, uint64_t step) {
+  std::string tried;
+  // This node too when it holds origin's replica: through its own peer
+  // service, which uploads from the replica tier like any holder.
+  for (const std::string& node : SourcesOf(origin, /*include_self=*/true)) {
+    Result<std::string> r =
+        Call(node, PeerMsg::kPersistPart, EncodePeerRequest(PeerMsg::kPersistPart, {std::string(origin), std::string(ns), step, ""}),
+             PeerMsg::kDone, peer::Millis(3600 * 1000));
+    if (r.ok()) return node;
+    Log(LogLevel::kInfo, "persist_part_skipped").Kv("ns", ns).Kv("step", step).Kv("origin", origin).Kv("peer", node).Err(r.status());
+    tried += (tried.empty() ? "" : "; ") + node + ": " + r.status().ToString();
+  }
+  return Unavailable("no node could upload the part of node " + std::string(origin) + " of " + StepLabel(ns, step) +
+                     " (" + (tried.empty() ? std::string("no holder of it but this node") : tried) + ")");
+}
+
+Result<Manifest> Replicator::PartManifest(std::string_view origin, std::string_view ns, uint64_t step) {
+  std::string tried;
+  for (const std::string& node : SourcesOf(origin, /*include_self=*/false)) {
+    std::unique_ptr<PeerObjectStore> from = StoreOn(node, origin);
+    if (from == nullptr) continue;
+    Result<Manifest> m = from->ReadManifest(ns, step);
+    if (m.ok()) return m;
+    tried += (tried.empty() ? "" : "; ") + node + ": " + m.status().ToString();
+  }
+  return NotFound("neither node " + std::string(origin) + " nor a holder of its replicas has its part of " +
+                  StepLabel(ns, step) + " (" + tried + ")");
+}
+
+Status Replicator::FetchPart(MemoryTier* tier, std::string_view origin, std::string_view ns, uint64_t step) {
+  std::string tried;
+  for (const std::string& node : SourcesOf(origin, /*include_self=*/false)) {
+    std::unique_ptr<PeerObjectStore> from = StoreOn(node, origin);
+    if (from == nullptr) continue;
+    Status s = tier->Restore(*from, ns, step);
+    if (s.ok()) {
+      Log(LogLevel::kInfo, "part_fetched").Kv("ns", ns).Kv("step", step).Kv("origin", origin).Kv("peer", node);
+      return s;
+    }
+    tried += (tried.empty() ? "" : "; ") + node + ": " + s.ToString();
+  }
+  return NotFound("neither node " + std::string(origin) + " nor a holder of its replicas could serve its part of " +
+                  StepLabel(ns, step) + " (" + tried + ")");
+}
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,272 @@
+// MemoryTier::Recover: re-index the tmpfs root after a restart or a kill -9.
+//
+// The rule (docs/agent.md): partial and trash dirs are recycled; a committed
+// step survives if its manifest parses, names this step, and every object
+// file exists with its manifest size; checksums are verified lazily (by
+// clients on read, by Verify, by restores), not here.
+//
+// The walk never follows a symbolic link (docs/agent.md, "Root directory
+// safety"): every directory is opened from its parent's fd with
+// O_NOFOLLOW | O_DIRECTORY and every entry typed with
+// fstatat(AT_SYMLINK_NOFOLLOW), so a link planted as a namespace, a step, a
+// .partial, the trash or the pool (or anywhere inside them) is logged and
+// removed as a link, its target untouched, and recovery goes on. Paths built
+// from the walk (for the pool's renames) only pass through directories just
+// opened that way; only the agent's uid can write under its root.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "tier/memory_tier.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "os/files.h"
+
+namespace tierckpt::agent {
+namespace {
+
+// Removes every file under the open directory dir_fd whose path relative to
+// it is not in keep: leftovers of a committed step (temporary files, and
+// links, which are removed as links). Directories are entered without
+// following links.
+void RemoveLeftovers(int dir_fd, const std::string& dir, const std::string& prefix,
+                     const std::set<std::string>& keep) {
+  Result<std::vector<DirEntry>> entries = ListDirAt(dir_fd, dir);
+  if (!entries.ok()) {
+    Log(LogLevel::kWarn, "recovery").Kv("dir", dir).Err(entries.status());
+    return;
+  }
+  for (const DirEntry& e : *entries) {
+    const std::string rel = prefix.empty() ? e.name : prefix + "/" + e.name;
+    const std::string path = JoinPath(dir, e.name);
+    if (e.type == EntryType::kDirectory) {
+      Result<UniqueFd> sub = OpenDirAt(dir_fd, e.name, path);
+      if (sub.ok()) RemoveLeftovers(sub->get(), path, rel, keep);
+      continue;
+    }
+    if (keep.count(rel) != 0 && e.type == EntryType::kRegular) continue;
+    if (e.type == EntryType::kSymlink) {
+      RemovePlantedEntry(dir_fd, e.name, path, "a file of a committed step").IgnoreError();
+      continue;
+    }
+    Status s = RemoveTreeAt(dir_fd, e.name, path);
+    if (s.ok()) {
+      Log(LogLevel::kInfo, "recovery").Kv("removed", path).Kv("why", "leftover file in a committed step");
+    } else {
+      Log(LogLevel::kWarn, "recovery").Kv("path", path).Err(s);
+    }
+  }
+}
+
+}  // namespace
+
+Result<RecoveryReport> MemoryTier::Recover() {
+  MutexLock lock(&mu_);
+  RecoveryReport report;
+  Result<UniqueFd> root = OpenDirNoFollow(layout_.root());
+  if (!root.ok()) return root.status().WithContext("opening the memory tier's root to recover it");
+  TC_RETURN_IF_ERROR(pool_.Load().WithContext("loading the segment pool"));
+  const std::string trash_name(kTrashDirName);
+  TC_ASSIGN_OR_RETURN(DirEntry trash, StatAt(root->get(), trash_name, layout_.TrashDir()));
+  if (trash.type == EntryType::kDirectory) {
+    RecycleTreeAtLocked(root->get(), trash_name, layout_.TrashDir());
+  } else if (trash.type != EntryType::kMissing) {
+    report.errors.push_back(
+        RemovePlantedEntry(root->get(), trash_name, layout_.TrashDir(), "the trash directory"));
+  }
+  TC_ASSIGN_OR_RETURN(DirEntry ns_dir_entry,
+                      StatAt(root->get(), std::string(kNamespacesDirName), layout_.NamespacesDir()));
+  if (ns_dir_entry.type != EntryType::kMissing && ns_dir_entry.type != EntryType::kDirectory) {
+    report.errors.push_back(RemovePlantedEntry(root->get(), std::string(kNamespacesDirName),
+                                               layout_.NamespacesDir(), "the namespaces directory"));
+  }
+  TC_ASSIGN_OR_RETURN(UniqueFd ns_dir,
+                      OpenLayoutDir(root->get(), std::string(kNamespacesDirName), layout_.NamespacesDir()));
+  TC_ASSIGN_OR_RETURN(std::vector<DirEntry> names, ListDirAt(ns_dir.get(), layout_.NamespacesDir()));
+  for (const DirEntry& n : names) {
+    const std::string path = JoinPath(layout_.NamespacesDir(), n.name);
+    if (n.type == EntryType::kSymlink) {
+      report.errors.push_back(RemovePlantedEntry(ns_dir.get(), n.name, path, "a namespace directory"));
+      continue;
+    }
+    if (!ValidateNamespace(n.name).ok() || n.type != EntryType::kDirectory) {
+      Log(LogLevel::kWarn, "recovery")
+          .Kv("entry", path)
+          .Kv("why", n.type == EntryType::kDirectory ? "not a valid namespace name; left alone"
+                                                     : "not a directory; left alone");
+      continue;
+    }
+    RecoverNamespaceLocked(ns_dir.get(), n.name, &report);
+  }
+  // Oldest commit first for eviction: order recovered steps by creation time.
+  std::vector<std::tuple<uint64_t, std::string, uint64_t>> order;
+  for (const auto& [ns, nss] : namespaces_) {
+    for (const auto& [step, s] : nss.steps) order.emplace_back(s->manifest.created_unix_ms, ns, step);
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [ms, ns, step] : order) FindLocked(ns, step)->commit_seq = next_commit_seq_++;
+  // A lowered budget: shrink the pool, then evict by policy.
+  while (UsedLocked() > options_.budget_bytes) {
+    Result<uint64_t> freed = pool_.ReleaseOne(std::nullopt);
+    if (freed.ok() && *freed > 0) continue;
+    if (!EvictOneLocked()) break;
+  }
+  if (UsedLocked() > options_.budget_bytes) {
+    Log(LogLevel::kWarn, "recovery")
+        .Kv("used", UsedLocked())
+        .Kv("budget", options_.budget_bytes)
+        .Kv("why", "the newest steps alone exceed --memory-budget; new writes will fail until steps are deleted");
+  }
+  for (const auto& [ns, nss] : namespaces_) {
+    for (const auto& [step, s] : nss.steps) {
+      if (s->persist == PersistState::kQueued) report.persist_pending.emplace_back(ns, step);
+    }
+  }
+  return report;
+}
+
+void MemoryTier::RecoverNamespaceLocked(int namespaces_fd, const std::string& ns, RecoveryReport* report) {
+  const std::string dir = layout_.NamespaceDir(ns);
+  Result<UniqueFd> ns_fd = OpenDirAt(namespaces_fd, ns, dir);
+  Result<std::vector<DirEntry>> entries =
+      ns_fd.ok() ? ListDirAt(ns_fd->get(), dir) : Result<std::vector<DirEntry>>(ns_fd.status());
+  if (!entries.ok()) {
+    report->errors.push_back(entries.status().WithContext("recovering namespace " + ns));
+    return;
+  }
+  size_t partial = 0;
+  for (const DirEntry& e : *entries) {
+    const std::string path = JoinPath(dir, e.name);
+    uint64_t step = 0;
+    bool is_dir = e.type == EntryType::kDirectory;
+    if (e.type == EntryType::kSymlink) {
+      report->errors.push_back(RemovePlantedEntry(ns_fd->get(), e.name, path, "a step directory"));
+    } else if (is_dir && e.name.size() > kPartialSuffix.size() && e.name.ends_with(kPartialSuffix) &&
+               ParseStepDirName(e.name.substr(0, e.name.size() - kPartialSuffix.size()), &step)) {
+      RecycleTreeAtLocked(ns_fd->get(), e.name, path);
+      ++partial;
+      Log(LogLevel::kInfo, "recovery").Kv("ns", ns).Kv("step", step).Kv("dropped", "partial step");
+    } else if (is_dir && ParseStepDirName(e.name, &step)) {
+      RecoverStepDirLocked(ns_fd->get(), ns, e.name, step, report);
+    } else {
+      Status s = RemoveTreeAt(ns_fd->get(), e.name, path);
+      Log(LogLevel::kWarn, "recovery").Kv("removed", path).Kv("why", "leftover, not a step directory");
+      if (!s.ok()) report->errors.push_back(s);
+    }
+  }
+  report->partial_dropped += partial;
+  auto it = namespaces_.find(ns);
+  if (it == namespaces_.end()) {
+    ::unlinkat(namespaces_fd, ns.c_str(), AT_REMOVEDIR);  // only if empty
+    if (partial > 0) Log(LogLevel::kInfo, "recovered").Kv("ns", ns).Kv("steps", 0).Kv("partial_dropped", partial);
+    return;
+  }
+  uint64_t bytes = 0;
+  for (const auto& [step, s] : it->second.steps) bytes += s->Bytes();
+  Log(LogLevel::kInfo, "recovered")
+      .Kv("ns", ns)
+      .Kv("steps", static_cast<uint64_t>(it->second.steps.size()))
+      .Kv("newest", it->second.steps.rbegin()->first)
+      .Kv("bytes", bytes)
+      .Kv("partial_dropped", partial);
+}
+
+void MemoryTier::RecoverStepDirLocked(int ns_fd, const std::string& ns, const std::string& entry,
+                                      uint64_t step, RecoveryReport* report) {
+  const std::string label = StepLabel(ns, step);
+  const std::string dir = JoinPath(layout_.NamespaceDir(ns), entry);
+  auto drop = [&](const Status& why) REQUIRES(mu_) {
+    Status err = why.WithContext("recovery dropped step " + label + " from the memory tier");
+    Log(LogLevel::kError, "recovery").Kv("ns", ns).Kv("step", step).Kv("dir", dir).Err(err);
+    report->errors.push_back(err);
+    ++report->damaged_dropped;
+    RecycleTreeAtLocked(ns_fd, entry, dir);
+  };
+  Result<UniqueFd> step_fd = OpenDirAt(ns_fd, entry, dir);
+  if (!step_fd.ok()) return drop(step_fd.status());
+  const std::string manifest_path = Layout::ManifestPath(dir);
+  Result<std::string> text = ReadFileBeneath(step_fd->get(), kManifestName, kMaxManifestBytes, manifest_path);
+  if (!text.ok()) return drop(text.status());
+  Result<Manifest> m = Manifest::Parse(*text, manifest_path);
+  if (!m.ok()) return drop(m.status());
+  if (m->ns != ns || m->step != step) {
+    return drop(Corruption("its manifest " + manifest_path + " names step " + StepLabel(m->ns, m->step)));
+  }
+  std::set<std::string> known;
+  for (const auto& e : m->objects) {
+    std::string path = Layout::ObjectPath(dir, e.name);
+    // Every directory on the way and the file itself are looked at without
+    // following links: an object reached through a link is missing.
+    Result<DirEntry> info = StatBeneath(step_fd->get(), e.name, path);
+    if (!info.ok()) return drop(info.status());
+    if (info->type == EntryType::kSymlink) {
+      return drop(Corruption("object file " + path + " is a symbolic link (to " +
+                             LinkTargetAt(step_fd->get(), e.name) + "), not the object; it is not followed"));
+    }
+    if (info->type != EntryType::kRegular) {
+      return drop(Corruption("object file " + path + " is missing" +
+                             (info->type == EntryType::kMissing
+                                  ? ""
+                                  : " (a " + std::string(EntryTypeName(info->type)) + " is in its place)")));
+    }
+    if (info->size != e.size) {
+      return drop(Corruption("object file " + path + " holds " + std::to_string(info->size) +
+                             " bytes but the manifest says " + std::to_string(e.size) + " (truncated)"));
+    }
+    known.insert(e.name);
+  }
+  known.insert(std::string(kManifestName));
+  known.insert(std::string(kPersistMarkerName));
+  RemoveLeftovers(step_fd->get(), dir, "", known);
+  Result<DirEntry> marker = StatAt(step_fd->get(), std::string(kPersistMarkerName), Layout::MarkerPath(dir));
+  bool wants_persist = marker.ok() && marker->type == EntryType::kRegular;
+  auto state = std::make_unique<StepState>();
+  state->instance = next_id_++;
+  state->committed = true;
+  state->files = std::make_shared<StepFiles>();
+  state->files->dir = dir;
+  state->manifest = std::move(m).value();
+  if (wants_persist && options_.has_durable) {
+    state->persist = PersistState::kQueued;
+  } else if (wants_persist) {
+    Log(LogLevel::kWarn, "recovery")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("why", "persistence was requested but no --durable tier is configured; it stays memory-only");
+  }
+  object_bytes_ += state->manifest.TotalBytes();
+  report->bytes += state->manifest.TotalBytes();
+  ++report->committed_steps;
+  namespaces_.try_emplace(ns).first->second.steps[step] = std::move(state);
+}
+
+void MemoryTier::RecycleTreeAtLocked(int parent_fd, const std::string& name, const std::string& path) {
+  Result<UniqueFd> dir = OpenDirAt(parent_fd, name, path);
+  Result<std::vector<DirEntry>> entries =
+      dir.ok() ? ListDirAt(dir->get(), path) : Result<std::vector<DirEntry>>(dir.status());
+  if (entries.ok()) {
+    for (const DirEntry& e : *entries) {
+      const std::string child = JoinPath(path, e.name);
+      if (e.type == EntryType::kDirectory) {
+        RecycleTreeAtLocked(dir->get(), e.name, child);
+      } else if (e.type == EntryType::kRegular) {
+        // child passes only through directories just opened without
+        // following links; RecycleFileLocked does not follow its last one.
+        RecycleFileLocked(child, 0);
+      } else if (e.type == EntryType::kSymlink) {
+        RemovePlantedEntry(dir->get(), e.name, child, "a file of a step being dropped").IgnoreError();
+      }
+    }
+  } else if (entries.status().code() == Code::kFailedPrecondition) {
+    Log(LogLevel::kWarn, "recycle")
+        .Kv("dir", path)
+        .Err(entries.status());  // a link: removed below, as a link
+  }
+  Status s = RemoveTreeAt(parent_fd, name, path);
+  if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", path).Err(s);
+}
+
+}  // namespace tierckpt::agent

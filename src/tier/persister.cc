@@ -1,0 +1,359 @@
+#include "tier/persister.h"
+
+#include <map>
+#include <thread>
+
+#include "tier/parts.h"
+#include "ops/metrics.h"
+#include "common/checksum.h"
+#include "common/names.h"
+#include "common/log.h"
+
+namespace tierckpt::agent {
+
+bool SameObjects(const Manifest& a, const Manifest& b) {
+  if (a.ns != b.ns || a.step != b.step || a.objects.size() != b.objects.size()) return false;
+  for (size_t i = 0; i < a.objects.size(); ++i) {
+    const auto& x = a.objects[i];
+    const auto& y = b.objects[i];
+    if (x.name != y.name || x.size != y.size || x.checksum != y.checksum) return false;
+  }
+  return true;
+}
+
+namespace {
+
+Status DifferentDurable(const ObjectStore& store, const Manifest& m) {
+  return FailedPrecondition("the durable tier " + store.Describe() + " already holds step " +
+                            StepLabel(m.ns, m.step) +
+                            " with different objects or checksums; delete it there (DeleteStep with "
+                            "durable_too) or write the checkpoint under a new step number");
+}
+
+}  // namespace
+
+bool IsRetriable(const Status& s) {
+  switch (s.code()) {
+    case Code::kIoError:
+    case Code::kUnavailable:
+    case Code::kTimeout:
+    case Code::kResourceExhausted:
+    case Code::kInternal:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Persister::Persister(PersisterOptions options, MemoryTier* tier, ObjectStore* store, RecentErrors* errors)
+    : options_(options), tier_(tier), store_(store), errors_(errors), queue_("persist", options.threads) {}
+
+Persister::~Persister() { Stop(std::chrono::milliseconds(0)); }
+
+void Persister::Enqueue(const std::string& ns, uint64_t step) {
+  if (stopping_) return;
+  queue_.Submit([this, ns, step] { Run(ns, step); });
+}
+
+void Persister::Stop(std::chrono::milliseconds grace) {
+  stopping_ = true;
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (queue_.running() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (queue_.running() > 0) {
+    Log(LogLevel::kWarn, "persist")
+        .Kv("why", "shutdown grace expired; cancelling running persists, they resume at the next start")
+        .Kv("running", static_cast<uint64_t>(queue_.running()));
+  }
+  {
+    MutexLock lock(&sleep_mu_);
+    cancel_ = true;
+  }
+  sleep_cv_.SignalAll();
+  queue_.Stop();
+}
+
+bool Persister::Backoff(std::chrono::milliseconds d) {
+  MutexLock lock(&sleep_mu_);
+  const auto deadline = std::chrono::steady_clock::now() + d;
+  while (!cancel_.load()) {
+    if (!sleep_cv_.WaitUntil(deadline)) break;
+  }
+  return !cancel_.load();
+}
+
+void Persister::Run(const std::string& ns, uint64_t step) {
+  if (stopping_) return;  // stays queued; the marker brings it back at the next start
+  Result<PersistLease> lease = tier_->StartPersist(ns, step);
+  if (!lease.ok()) return;  // gone, or not queued any more: nothing to do
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    MutexLock lock(&gc_mu_);  // waits for a running sweep
+    running_.emplace(ns, step);
+  }
+  Status st;
+  int attempt = 0;
+  auto delay = options_.first_backoff;
+  for (;;) {
+    ++attempt;
+    st = PersistOnce(*lease);
+    if (st.ok() || cancel_ || !IsRetriable(st) || attempt > options_.max_retries) break;
+    Metrics::Get().persist_retries.fetch_add(1, std::memory_order_relaxed);
+    Log(LogLevel::kWarn, "persist retry")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("attempt", attempt)
+        .Kv("backoff_ms", static_cast<int64_t>(delay.count()))
+        .Err(st);
+    if (!Backoff(delay)) break;
+    delay *= 4;
+  }
+  if (cancel_ && !st.ok()) st = Aborted("persist of " + StepLabel(ns, step) + " cancelled by shutdown");
+  const uint64_t bytes = lease->manifest.TotalBytes();
+  lease->pin.Reset();
+  {
+    MutexLock lock(&gc_mu_);
+    running_.erase({ns, step});
+  }
+  if (st.ok()) {
+    // A sweep could remove the parts other nodes are still uploading of an
+    // older step spanning nodes: only steps of one node sweep.
+    if (!lease->manifest.SpansNodes()) SweepOnce(ns, step);
+    ApplyDurableRetention(ns);
+    tier_->FinishPersist(ns, step, st);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    Metrics::Get().persist.Succeeded(bytes, ms / 1e3);
+    Log(LogLevel::kInfo, "persist")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("bytes", bytes)
+        .Kv("ms", ms)
+        .Kv("mb_per_s", ms > 0 ? static_cast<double>(bytes) / 1e6 / (ms / 1e3) : 0.0)
+        .Kv("attempts", attempt)
+        .Kv("to", store_->Describe());
+    return;
+  }
+  if (st.code() != Code::kAborted) {
+    st = st.WithContext("persisting " + StepLabel(ns, step) + " to " + store_->Describe() + " (after " +
+                        std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")");
+    Log(LogLevel::kError, "persist").Kv("ns", ns).Kv("step", step).Kv("attempts", attempt).Err(st);
+    Metrics::Get().persist.Failed();
+    errors_->Add("persist", st);
+  }
+  tier_->FinishPersist(ns, step, st);
+}
+
+Status Persister::PersistOnce(const PersistLease& lease) {
+  const Manifest& m = lease.manifest;
+  Result<Manifest> existing = store_->ReadManifest(m.ns, m.step);
+  if (m.SpansNodes()) {
+    if (existing.ok()) return ContainsPart(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);
+    if (existing.status().code() != Code::kNotFound) return existing.status();
+    // The step directory is shared with the other members: never cleared.
+    TC_RETURN_IF_ERROR(UploadPartOf(tier_, lease));
+    return AwaitParts(m);
+  }
+  if (existing.ok()) return SameObjects(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);
+  if (existing.status().code() != Code::kNotFound) return existing.status();
+  // An uncommitted durable step is what an interrupted persist (agent killed,
+  // medium failed) left behind: clear it so no stray file ends up in the step.
+  TC_RETURN_IF_ERROR(store_->DeleteStep(m.ns, m.step));
+  TC_RETURN_IF_ERROR(UploadObjects(tier_, lease));
+  Status committed = store_->CommitStep(m);
+  if (committed.code() == Code::kAlreadyExists) {
+    TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(m.ns, m.step));
+    return SameObjects(there, m) ? Status::Ok() : DifferentDurable(*store_, m);
+  }
+  return committed;
+}
+
+Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
+  const Manifest& m = lease.manifest;
+  // The step goes to the store in as few PutObjects calls as possible, so the
+  // store plans its requests together (S3: one pool of connections for all
+  // objects, s3/upload_plan.h): one call unless the step has very many
+  // objects, whose views (a heap copy each under ReadMappings' min_file_bytes,
+  // a mapping each above it) are then released batch by batch.
+  std::vector<ReadView> views;  // keep the bytes readable through the upload
+  std::vector<ObjectBytes> batch;
+  uint64_t copied = 0;  // bytes of the batch's small objects (heap copies)
+  auto flush = [&]() -> Status {
+    Status put = store_->PutObjects(m.ns, m.step, batch, [this] { return cancel_.load(); });
+    if (put.code() == Code::kAborted && cancel_) return Aborted("persist cancelled by shutdown");
+    views.clear();
+    batch.clear();
+    copied = 0;
+    return put;
+  };
+  for (const auto& e : m.objects) {
+    if (cancel_) return Aborted("persist cancelled by shutdown");
+    const std::string path = Layout::ObjectPath(lease.dir, e.name);
+    TC_ASSIGN_OR_RETURN(ReadView view, tier->read_mappings().Open(path));
+    if (view.size() != e.size) {
+      return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " holds " +
+                        std::to_string(view.size()) + " bytes but its manifest says " +
+                        std::to_string(e.size) +
+                        "; it was resized after commit and is not persisted; write the step again");
+    }
+    std::string actual = ComputeChecksum(view.data(), view.size()).ToString();
+    if (actual != e.checksum) {
+      return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " hashes to " + actual +
+                        " but its manifest says " + e.checksum +
+                        "; it was modified after commit and is not persisted; write the step again");
+    }
+    if (view.size() < tier->read_mappings().options().min_file_bytes) copied += view.size();
+    batch.push_back(ObjectBytes{e.name, view.data(), static_cast<size_t>(view.size())});
+    views.push_back(std::move(view));
+    if (batch.size() >= options_.batch_objects || copied >= options_.batch_copied_bytes) TC_RETURN_IF_ERROR(flush());
+  }
+  return batch.empty() ? Status::Ok() : flush();
+}
+
+Status Persister::UploadPartOf(MemoryTier* tier, const PersistLease& lease) {
+  TC_RETURN_IF_ERROR(UploadObjects(tier, lease));
+  const Manifest& m = lease.manifest;
+  const std::string record = m.ToJson();
+  return store_->PutObject(m.ns, m.step, PartRecordName(m.node), record.data(), record.size());
+}
+
+Status Persister::UploadPart(MemoryTier* tier, const std::string& ns, uint64_t step) {
+  TC_ASSIGN_OR_RETURN(PersistLease lease, tier->PinCommitted(ns, step));
+  if (!lease.manifest.SpansNodes()) {
+    return FailedPrecondition(StepLabel(ns, step) + " does not span nodes; its own agent persists it whole");
+  }
+  return UploadPartOf(tier, lease);
+}
+
+Result<Manifest> Persister::ReadPartRecord(const Manifest& part, const std::string& member) {
+  const std::string name = PartRecordName(member);
+  TC_ASSIGN_OR_RETURN(uint64_t size, store_->ObjectSize(part.ns, part.step, name));
+  const std::string where = store_->Describe() + " " + StepLabel(part.ns, part.step) + "/" + name;
+  if (size > kMaxManifestBytes) return Corruption("part record " + where + " is " + std::to_string(size) + " bytes");
+  std::string text(size, '\0');
+  TC_RETURN_IF_ERROR(store_->ReadObject(part.ns, part.step, name, 0, text.data(), size));
+  TC_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(text, where));
+  if (m.node != member || m.ns != part.ns || m.step != part.step) {
+    return Corruption("part record " + where + " describes node " + m.node + "'s part of " + StepLabel(m.ns, m.step));
+  }
+  return m;
+}
+
+Status Persister::AwaitParts(const Manifest& part) {
+  const auto start = std::chrono::steady_clock::now();
+  auto last_ask = start;
+  auto delay = std::chrono::milliseconds(50);
+  std::map<std::string, Manifest> found;  // member → its part record
+  for (;;) {
+    if (cancel_) return Aborted("persist cancelled by shutdown");
+    Result<Manifest> existing = store_->ReadManifest(part.ns, part.step);
+    if (existing.ok()) return ContainsPart(*existing, part) ? Status::Ok() : DifferentDurable(*store_, part);
+    if (existing.status().code() != Code::kNotFound) return existing.status();
+    // Part records found stay found: only the missing ones are read again.
+    std::vector<std::string> missing;
+    for (const std::string& member : part.members) {
+      if (found.count(member) != 0) continue;
+      Result<Manifest> record = member == part.node ? Result<Manifest>(part) : ReadPartRecord(part, member);
+      if (record.ok()) {
+        found.emplace(member, std::move(record).value());
+      } else if (record.status().code() == Code::kNotFound) {
+        missing.push_back(member);
+      } else {
+        return record.status();
+      }
+    }
+    if (missing.empty()) {
+      std::vector<Manifest> parts;
+      for (auto& [member, m] : found) parts.push_back(m);
+      TC_ASSIGN_OR_RETURN(Manifest whole, MergeParts(parts, parts_.node_id.empty() ? part.node : parts_.node_id));
+      Status committed = store_->CommitStep(whole);
+      if (committed.code() == Code::kAlreadyExists) {
+        TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(part.ns, part.step));
+        return ContainsPart(there, part) ? Status::Ok() : DifferentDurable(*store_, part);
+      }
+      if (committed.ok()) {
+        Log(LogLevel::kInfo, "persist_merged")
+            .Kv("ns", part.ns)
+            .Kv("step", part.step)
+            .Kv("parts", static_cast<uint64_t>(parts.size()))
+            .Kv("bytes", whole.TotalBytes());
+      }
+      return committed;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ask >= parts_.takeover_after && parts_.ask_elsewhere) {
+      last_ask = now;
+      for (const std::string& member : missing) {
+        Result<std::string> by = parts_.ask_elsewhere(member, part.ns, part.step);
+        if (by.ok()) {
+          Log(*by == member ? LogLevel::kInfo : LogLevel::kWarn, *by == member ? "part_requested" : "part_takeover")
+              .Kv("ns", part.ns)
+              .Kv("step", part.step)
+              .Kv("origin", member)
+              .Kv("by", *by);
+        } else {
+          Log(LogLevel::kWarn, "part_missing").Kv("ns", part.ns).Kv("step", part.step).Kv("origin", member).Err(by.status());
+        }
+      }
+      continue;  // look again at once
+    }
+    if (now - start >= parts_.wait_limit) {
+      return FailedPrecondition(
+          "the durable copy of " + StepLabel(part.ns, part.step) + " still lacks the parts of nodes " + JoinIds(missing) +
+          " after " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start).count()) +
+          " s, and neither they nor the holders of their replicas uploaded them; this node's part is uploaded, "
+          "the step is committed once they are (`tierckpt persist` on a node that holds them)");
+    }
+    if (!Backoff(delay)) return Aborted("persist cancelled by shutdown");
+    delay = std::min(delay * 2, std::chrono::milliseconds(1000));
+  }
+}
+
+void Persister::ApplyDurableRetention(const std::string& ns) {
+  if (options_.durable_keep == 0) return;
+  Result<std::vector<uint64_t>> steps = store_->ListCommittedSteps(ns);
+  if (!steps.ok()) {
+    errors_->Add("durable retention", steps.status());
+    Log(LogLevel::kWarn, "durable retention").Kv("ns", ns).Err(steps.status());
+    return;
+  }
+  const size_t keep = options_.durable_keep;
+  for (size_t i = 0; i + keep < steps->size(); ++i) {
+    uint64_t old = (*steps)[i];
+    Status st = store_->DeleteStep(ns, old);
+    if (!st.ok()) {
+      errors_->Add("durable retention", st);
+      Log(LogLevel::kWarn, "durable retention").Kv("ns", ns).Kv("step", old).Err(st);
+      continue;
+    }
+    tier_->MarkNotDurable(ns, old);
+    Log(LogLevel::kInfo, "durable prune").Kv("ns", ns).Kv("step", old).Kv("keep", keep);
+  }
+}
+
+void Persister::SweepOnce(const std::string& ns, uint64_t durable_step) {
+  MutexLock lock(&gc_mu_);
+  if (!swept_.insert(ns).second) return;
+  SweepOptions options;
+  options.below = durable_step;
+  for (const auto& [running_ns, running_step] : running_) {
+    if (running_ns == ns) options.keep.push_back(running_step);
+  }
+  Result<int> swept = store_->SweepUncommitted(ns, options);
+  if (!swept.ok()) {
+    swept_.erase(ns);  // try again after the next persist
+    errors_->Add("durable sweep", swept.status());
+    Log(LogLevel::kWarn, "durable sweep").Kv("ns", ns).Err(swept.status());
+    return;
+  }
+  if (*swept > 0) {
+    Log(LogLevel::kInfo, "durable sweep")
+        .Kv("ns", ns)
+        .Kv("below", durable_step)
+        .Kv("removed", static_cast<int64_t>(*swept))
+        .Kv("store", store_->Describe());
+  }
+}
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,153 @@
+// persister.h — background copies of committed memory-tier steps to the
+// durable tier.
+//
+// A job is one committed step (Enqueue(ns, step); MemoryTier calls it through
+// its persist hook). A persist thread takes the step from the memory tier
+// (StartPersist: pinned, kRunning), clears what an interrupted earlier
+// attempt left of the step in the durable tier (an uncommitted step is
+// garbage; the agent persists whole steps), maps each object file read-only, checks
+// its checksum against the manifest (a damaged memory copy is never
+// persisted), PutObjects() the whole step in one call (S3 plans the requests
+// of all its objects together), then commits the manifest in the durable tier
+// (a durable step already committed with an identical manifest counts as
+// success). Then durable retention (keep the newest durable_keep steps of the
+// namespace; 0 = all; never the newest), the marker is removed and the step
+// is kDurable. One "persist" log line per step with bytes, ms and MB/s.
+//
+// Garbage collection: the first time a step of a namespace becomes durable
+// in this agent's life, the persister sweeps the namespace's uncommitted
+// durable steps older than that step (what interrupted persists of steps no
+// longer in memory left behind: objects without a manifest, open multipart
+// uploads), except steps this persister is writing; jobs wait to start while
+// the sweep runs. Once per namespace and start, because on S3 a sweep costs a
+// listing plus one HEAD per step. Assumes one agent persists a namespace
+// (multi-node writers: issue 5). A failed sweep is logged, never fails the
+// persist.
+//
+// Errors: retriable ones (I/O, unavailable, timeout, resource exhausted,
+// internal) are retried up to max_retries times after backoffs of
+// first_backoff, x4, x16 (100 ms, 400 ms, 1.6 s by default); then, as for
+// non-retriable errors, the step is kFailed with the error (logged, kept in
+// RecentErrors, returned by WaitDurable). The marker stays, so the next
+// agent start retries.
+//
+// Steps spanning nodes (docs/multinode.md): each member persists its own part:
+// its objects, then its part record (PartRecordName(node): its part
+// manifest) into the shared step directory, which is never cleared first
+// (other nodes' objects are there). Then it waits for the other members' part
+// records; whoever sees them all writes the merged manifest (MergeParts) with
+// the store's exclusive commit — the loser of that race finds the same
+// objects committed, which is success. A member whose part record is still
+// missing after takeover_after is asked, through ask_elsewhere, to upload
+// it, and when it cannot answer one of its holders uploads it from its
+// replica; after wait_limit the step fails (marker kept: the next start
+// retries). UploadPart is that upload alone, from any tier (this node's, or
+// a replica tier when this node takes over for another).
+//
+// Shutdown: Stop(grace) lets running jobs finish for up to `grace`, then
+// cancels them before their next store request (the step returns to kQueued and
+// resumes at the next start); jobs not started yet are left queued.
+//
+// Thread safety: all methods are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "tier/memory_tier.h"
+#include "ops/recent_errors.h"
+#include "common/work_queue.h"
+#include "common/mutex.h"
+#include "store/object_store.h"
+
+namespace tierckpt::agent {
+
+// Whether two manifests name the same step with the same objects (names,
+// sizes, checksums): a durable copy that counts as the memory copy's.
+bool SameObjects(const Manifest& a, const Manifest& b);
+
+struct PersisterOptions {
+  int threads = 2;
+  uint32_t durable_keep = 0;  // 0 = keep every durable step
+  int max_retries = 3;
+  std::chrono::milliseconds first_backoff{100};
+  // A step goes to the store in one PutObjects call (the store plans its
+  // requests together) unless it holds more than batch_objects objects or
+  // more than batch_copied_bytes of objects small enough to be read into
+  // heap copies (ReadMappings' min_file_bytes): then in batches of those
+  // bounds, whose memory copies and mappings are released batch by batch.
+  size_t batch_objects = 4096;
+  uint64_t batch_copied_bytes = 256ULL << 20;
+};
+
+struct PartsOptions {
+  std::string node_id;
+  // Has another node upload origin's part (agent: Replicator::PersistPartElsewhere); returns who did.
+  std::function<Result<std::string>(const std::string& origin, const std::string& ns, uint64_t step)> ask_elsewhere;
+  std::chrono::milliseconds takeover_after{60000};
+  std::chrono::milliseconds wait_limit{3600 * 1000};
+};
+
+class Persister {
+ public:
+  // tier, store and errors must outlive the persister.
+  Persister(PersisterOptions options, MemoryTier* tier, ObjectStore* store, RecentErrors* errors);
+  ~Persister();  // Stop(0)
+  Persister(const Persister&) = delete;
+  Persister& operator=(const Persister&) = delete;
+
+  // Before the first Enqueue.
+  void SetParts(PartsOptions parts) { parts_ = std::move(parts); }
+
+  void Enqueue(const std::string& ns, uint64_t step);
+  // Uploads the committed (ns, step) of tier (its objects, checked against
+  // the manifest, then its part record) without merging. Thread-safe.
+  Status UploadPart(MemoryTier* tier, const std::string& ns, uint64_t step);
+  void Stop(std::chrono::milliseconds grace);
+
+  size_t queued() const { return queue_.queued(); }
+  size_t running() const { return queue_.running(); }
+
+ private:
+  void Run(const std::string& ns, uint64_t step);
+  Status PersistOnce(const PersistLease& lease);
+  // Puts every object of the lease's step from tier, each checked first, in
+  // PutObjects batches (options_.batch_objects, batch_copied_bytes): one
+  // for any usual step.
+  Status UploadObjects(MemoryTier* tier, const PersistLease& lease);
+  Status UploadPartOf(MemoryTier* tier, const PersistLease& lease);
+  // The merge loop described above, for this node's part.
+  Status AwaitParts(const Manifest& part);
+  // The part record of member, or kNotFound.
+  Result<Manifest> ReadPartRecord(const Manifest& part, const std::string& member);
+  void ApplyDurableRetention(const std::string& ns);
+  // The once-per-namespace sweep described above.
+  void SweepOnce(const std::string& ns, uint64_t durable_step);
+  // Sleeps unless cancelled; false when cancelled.
+  bool Backoff(std::chrono::milliseconds d);
+
+  // Const after construction.
+  const PersisterOptions options_;
+  PartsOptions parts_;  // set before the first job
+  MemoryTier* const tier_;
+  ObjectStore* const store_;
+  RecentErrors* const errors_;
+
+  std::atomic<bool> stopping_{false};  // no new jobs start
+  std::atomic<bool> cancel_{false};    // running jobs stop at the next object
+  Mutex sleep_mu_;
+  CondVar sleep_cv_{&sleep_mu_};  // wakes backoffs on cancel
+  WorkQueue queue_;
+  Mutex gc_mu_;  // held by a sweep; jobs take it to (un)register
+  std::set<std::pair<std::string, uint64_t>> running_ GUARDED_BY(gc_mu_);
+  std::set<std::string> swept_ GUARDED_BY(gc_mu_);
+};
+
+// True for codes worth retrying against a durable medium.
+bool IsRetriable(const Status& s);
+
+}  // namespace tierckpt::agent

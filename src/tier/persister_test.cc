@@ -1,0 +1,357 @@
+#include "tier/persister.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "tier/tier_test_util.h"
+#include "os/files.h"
+#include "store/mem_store.h"
+#include "testing/fault_store.h"
+
+namespace tierckpt::agent {
+namespace {
+
+using testing::TierHarness;
+using testing::WriteStep;
+
+struct PersistHarness {
+  explicit PersistHarness(uint32_t durable_keep = 0, uint32_t keep_last = 3, PersisterOptions o = {})
+      : h(64u << 20, keep_last, /*has_durable=*/true) {
+    mem = std::make_shared<MemObjectStore>("persist-test");
+    store = std::make_unique<FaultInjectingStore>(mem);
+    o.threads = 2;
+    o.durable_keep = durable_keep;
+    o.first_backoff = std::chrono::milliseconds(1);
+    persister = std::make_unique<Persister>(o, h.tier.get(), store.get(), &errors);
+    Persister* p = persister.get();
+    h.tier->SetPersistHook([p](const std::string& ns, uint64_t step) { p->Enqueue(ns, step); });
+  }
+  ~PersistHarness() { persister->Stop(std::chrono::milliseconds(0)); }
+
+  PersistStatus Wait(const std::string& ns, uint64_t step) {
+    Result<PersistStatus> w = h.tier->WaitPersist(ns, step, std::chrono::seconds(20));
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return w.ok() ? *w : PersistStatus{};
+  }
+
+  TierHarness h;
+  RecentErrors errors;
+  std::shared_ptr<MemObjectStore> mem;
+  std::unique_ptr<FaultInjectingStore> store;
+  std::unique_ptr<Persister> persister;
+};
+
+TEST(PersisterTest, PersistsACommittedStep) {
+  PersistHarness p;
+  Result<Manifest> m = WriteStep(*p.h.tier, "job", 3, {{"a", std::string(100000, 'a')}, {"d/b", "b"}}, true);
+  ASSERT_TRUE(m.ok());
+  PersistStatus s = p.Wait("job", 3);
+  EXPECT_EQ(s.state, PersistState::kDurable);
+  Result<Manifest> durable = p.mem->ReadManifest("job", 3);
+  ASSERT_TRUE(durable.ok()) << durable.status().ToString();
+  EXPECT_EQ(durable->objects.size(), 2u);
+  EXPECT_EQ(durable->objects[0].checksum, m->objects[0].checksum);
+  std::string back(100000, '\0');
+  ASSERT_TRUE(p.mem->ReadObject("job", 3, "a", 0, back.data(), back.size()).ok());
+  EXPECT_EQ(back, std::string(100000, 'a'));
+  EXPECT_FALSE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 3)))->exists);
+  EXPECT_TRUE(p.errors.Snapshot().empty());
+}
+
+TEST(PersisterTest, AStepGoesToTheStoreInOnePutObjectsCall) {
+  PersistHarness p;
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "1"}, {"b", "2"}, {"c/d", "3"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  EXPECT_EQ(p.store->PutObjectsBatches(), std::vector<size_t>{3});
+}
+
+TEST(PersisterTest, AStepOfManyObjectsGoesInBoundedBatches) {
+  PersisterOptions o;
+  o.batch_objects = 2;
+  o.batch_copied_bytes = 1000;  // every object here is read into a heap copy
+  PersistHarness p(0, 3, o);
+  const std::map<std::string, std::string> objects = {{"a", "1"}, {"b", "2"}, {"c", std::string(1500, 'c')}, {"d", "4"}, {"e", "5"}};
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, objects, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  // a b | c (1500 copied bytes) | d e
+  EXPECT_EQ(p.store->PutObjectsBatches(), (std::vector<size_t>{2, 1, 2}));
+  for (const auto& [name, data] : objects) {
+    std::string back(data.size(), '\0');
+    ASSERT_TRUE(p.mem->ReadObject("job", 1, name, 0, back.data(), back.size()).ok()) << name;
+    EXPECT_EQ(back, data) << name;
+  }
+}
+
+TEST(PersisterTest, TheFirstDurableStepOfANamespaceSweepsOlderUncommittedSteps) {
+  PersistHarness p;
+  // What interrupted persists of steps no longer in memory left behind.
+  ASSERT_TRUE(p.mem->PutObject("job", 1, "a", "x", 1).ok());
+  ASSERT_TRUE(p.mem->PutObject("job", 7, "a", "y", 1).ok());   // newer: maybe being written
+  ASSERT_TRUE(p.mem->PutObject("other", 1, "a", "z", 1).ok());  // another namespace
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 5, {{"a", "five"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 5).state, PersistState::kDurable);
+  EXPECT_EQ(p.mem->ObjectSize("job", 1, "a").status().code(), Code::kNotFound);
+  EXPECT_TRUE(p.mem->ObjectSize("job", 7, "a").ok());
+  EXPECT_TRUE(p.mem->ObjectSize("other", 1, "a").ok());
+  // Once per namespace: later persists do not list the namespace again.
+  ASSERT_TRUE(p.mem->PutObject("job", 2, "a", "x", 1).ok());
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 6, {{"a", "six"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 6).state, PersistState::kDurable);
+  EXPECT_TRUE(p.mem->ObjectSize("job", 2, "a").ok());
+  EXPECT_EQ(p.store->CallCount(StoreOp::kSweepUncommitted), 1u);
+  EXPECT_TRUE(p.errors.Snapshot().empty());
+}
+
+TEST(PersisterTest, PersistAndVerifyReadConcurrentlyThroughTheKeptMappings) {
+  PersistHarness p;
+  MemoryTier& t = *p.h.tier;
+  const size_t kMiB = 1 << 20;  // the default threshold: files this large are kept mapped
+  std::map<uint64_t, std::map<std::string, std::string>> steps;
+  for (uint64_t step = 1; step <= 3; ++step) {
+    int i = 0;
+    for (const char* name : {"o0", "d/o1", "o2"}) {
+      std::string data(kMiB, static_cast<char>('a' + step * 3 + static_cast<uint64_t>(i)));
+      data[static_cast<size_t>(i++) * 1000] = 'Z';
+      steps[step][name] = std::move(data);
+    }
+  }
+  for (const auto& [step, objects] : steps) {
+    // Sealed without a checksum: the agent hashes each object (mapping it once).
+    for (const auto& [name, data] : objects) ASSERT_TRUE(testing::WriteObject(t, "job", step, name, data, 1, "").ok());
+    ASSERT_TRUE(t.CommitStep("job", step, 1, false, {}).ok());
+  }
+  ASSERT_EQ(t.read_mappings().Stats().maps, 9u);  // the seal hashes mapped each file once
+
+  std::atomic<bool> go{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> verifiers;
+  for (int v = 0; v < 3; ++v) {
+    verifiers.emplace_back([&] {
+      while (!go) std::this_thread::yield();
+      for (int round = 0; round < 5; ++round) {
+        for (uint64_t step = 1; step <= 3; ++step) {
+          Result<MemoryVerifyResult> r = t.VerifyStep("job", step);
+          if (!r.ok() || !r->errors.empty() || r->objects_checked != 3) ++failures;
+        }
+      }
+    });
+  }
+  go = true;
+  for (uint64_t step = 1; step <= 3; ++step) ASSERT_TRUE(t.RequestPersist("job", step).ok());
+  for (auto& th : verifiers) th.join();
+  for (uint64_t step = 1; step <= 3; ++step) EXPECT_EQ(p.Wait("job", step).state, PersistState::kDurable);
+  EXPECT_EQ(failures.load(), 0);
+  for (const auto& [step, objects] : steps) {
+    for (const auto& [name, data] : objects) {
+      std::string back(data.size(), '\0');
+      ASSERT_TRUE(p.mem->ReadObject("job", step, name, 0, back.data(), back.size()).ok());
+      EXPECT_TRUE(back == data) << "job/" << step << "/" << name;
+    }
+  }
+  ReadMappingsStats s = t.read_mappings().Stats();
+  EXPECT_EQ(s.maps, 9u);  // persist and Verify reused the seal's mappings
+  EXPECT_EQ(s.mappings, 9u);
+  EXPECT_EQ(s.hits, 9u + 3u * 5u * 9u);  // one persist pass + 3 verifiers x 5 rounds x 9 objects
+}
+
+TEST(PersisterTest, RetriesTransientErrors) {
+  PersistHarness p;
+  p.store->FailNthCall(StoreOp::kPutObject, 1, IoError("disk hiccup"));
+  p.store->FailNthCall(StoreOp::kPutObject, 2, Unavailable("server busy"));
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  EXPECT_EQ(p.store->InjectedFaults(), 2u);
+  EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), 3u);
+  EXPECT_TRUE(p.mem->ReadManifest("job", 1).ok());
+}
+
+TEST(PersisterTest, GivesUpAfterRetriesWithAClearError) {
+  PersistHarness p;
+  p.store->FailEveryCall(StoreOp::kPutObject, IoError("disk on fire"));
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  PersistStatus s = p.Wait("job", 1);
+  EXPECT_EQ(s.state, PersistState::kFailed);
+  EXPECT_EQ(s.error.code(), Code::kIoError);
+  EXPECT_NE(s.error.message().find("after 4 attempts"), std::string::npos) << s.error.ToString();
+  EXPECT_NE(s.error.message().find("disk on fire"), std::string::npos);
+  EXPECT_NE(s.error.message().find("job/1"), std::string::npos);
+  EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), 4u);  // first try + 3 retries
+  ASSERT_EQ(p.errors.Snapshot().size(), 1u);
+  EXPECT_EQ(p.errors.Snapshot()[0].event, "persist");
+  EXPECT_TRUE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 1)))->exists);  // retried at next start
+  EXPECT_FALSE(p.mem->ReadManifest("job", 1).ok());
+  // Asking again after the medium recovered works.
+  p.store->ClearFaults();
+  ASSERT_TRUE(p.h.tier->RequestPersist("job", 1).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+}
+
+TEST(PersisterTest, ADifferentDurableCopyIsNotOverwritten) {
+  PersistHarness p;
+  Manifest other;
+  other.ns = "job";
+  other.step = 1;
+  other.node = "elsewhere";
+  std::string data = "zz";
+  ASSERT_TRUE(p.mem->PutObject("job", 1, "a", data.data(), data.size()).ok());
+  other.objects.push_back({"a", 2, testing::ChecksumOf(data), "elsewhere"});
+  ASSERT_TRUE(p.mem->CommitStep(other).ok());
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  PersistStatus s = p.Wait("job", 1);
+  EXPECT_EQ(s.state, PersistState::kFailed);
+  EXPECT_EQ(s.error.code(), Code::kFailedPrecondition);
+  EXPECT_NE(s.error.message().find("different"), std::string::npos) << s.error.ToString();
+  EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), 0u);  // not retried, nothing written
+}
+
+TEST(PersisterTest, AnIdenticalDurableCopyCountsAsSuccess) {
+  PersistHarness p;
+  Result<Manifest> m = WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  const uint64_t puts = p.store->CallCount(StoreOp::kPutObject);
+  ASSERT_TRUE(p.h.tier->DeleteStep("job", 1).ok());
+  // Same bytes committed again (e.g. restored and re-persisted): nothing to copy.
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), puts);
+}
+
+TEST(PersisterTest, DamagedMemoryCopyIsNotPersisted) {
+  PersistHarness p;
+  p.h.tier->SetPersistHook([](const std::string&, uint64_t) {});  // hold the job back
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  {
+    Result<UniqueFd> fd = OpenFile(Layout::ObjectPath(p.h.StepDir("job", 1), "a"), O_RDWR);
+    ASSERT_TRUE(fd.ok());
+    ASSERT_TRUE(PwriteAll(fd->get(), "X", 1, 0, "a").ok());
+  }
+  p.persister->Enqueue("job", 1);
+  PersistStatus s = p.Wait("job", 1);
+  EXPECT_EQ(s.state, PersistState::kFailed);
+  EXPECT_EQ(s.error.code(), Code::kCorruption);
+  EXPECT_FALSE(p.mem->ReadManifest("job", 1).ok());
+}
+
+TEST(PersisterTest, LeftoversOfAnInterruptedPersistAreCleared) {
+  PersistHarness p;
+  // An earlier agent died after putting a stray object of step 1.
+  ASSERT_TRUE(p.mem->PutObject("job", 1, "stray.tmp", "x", 1).ok());
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  EXPECT_EQ(p.mem->ObjectSize("job", 1, "stray.tmp").status().code(), Code::kNotFound);
+  EXPECT_TRUE(p.mem->ObjectSize("job", 1, "a").ok());
+}
+
+TEST(PersisterTest, DurableRetentionKeepsTheNewest) {
+  PersistHarness p(/*durable_keep=*/2, /*keep_last=*/5);
+  for (uint64_t s = 1; s <= 4; ++s) {
+    ASSERT_TRUE(WriteStep(*p.h.tier, "job", s, {{"a", std::to_string(s)}}, true).ok());
+    ASSERT_EQ(p.Wait("job", s).state, PersistState::kDurable);
+  }
+  Result<std::vector<uint64_t>> steps = p.mem->ListCommittedSteps("job");
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(*steps, (std::vector<uint64_t>{3, 4}));
+}
+
+TEST(PersisterTest, StopLeavesUnstartedJobsQueued) {
+  PersistHarness p;
+  p.h.tier->SetPersistHook([](const std::string&, uint64_t) {});
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "a"}}, true).ok());
+  p.persister->Stop(std::chrono::milliseconds(100));
+  p.persister->Enqueue("job", 1);  // refused after Stop
+  std::vector<StepInfo> steps = p.h.tier->ListSteps("job");
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].persist, PersistState::kQueued);
+  EXPECT_TRUE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 1)))->exists);
+}
+
+TEST(PersisterTest, OnlyTransientCodesAreRetried) {
+  EXPECT_TRUE(IsRetriable(IoError("x")));
+  EXPECT_TRUE(IsRetriable(Unavailable("x")));
+  EXPECT_TRUE(IsRetriable(Timeout("x")));
+  EXPECT_FALSE(IsRetriable(Corruption("x")));
+  EXPECT_FALSE(IsRetriable(FailedPrecondition("x")));
+  EXPECT_FALSE(IsRetriable(InvalidArgument("x")));
+}
+
+// Issue 16 item 1: a step whose persistence failed (durable filesystem full)
+// was evicted by ordinary retention three saves later: its only copy, gone.
+TEST(PersisterTest, AStepWhosePersistFailedIsNeitherRetainedAwayNorEvicted) {
+  PersistHarness p(/*durable_keep=*/0, /*keep_last=*/1);
+  p.store->FailEveryCall(StoreOp::kPutObject, ResourceExhausted("No space left on device"));
+  const std::string data(20u << 20, 'f');
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", data}}, true).ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kFailed);
+  p.store->ClearFaults();
+  for (uint64_t s = 2; s <= 4; ++s) ASSERT_TRUE(WriteStep(*p.h.tier, "job", s, {{"a", "x"}}).ok());
+  EXPECT_TRUE(p.h.tier->HasCommitted("job", 1)) << "retention dropped the only copy of a step that failed to persist";
+  EXPECT_FALSE(p.h.tier->HasCommitted("job", 2));
+  // When the budget (64 MiB) forces it, the writer gets a clear error naming
+  // the step kept, and the step stays.
+  Result<CreatedObject> big = p.h.tier->CreateObject("job", 5, "a", 50u << 20, 1);
+  ASSERT_EQ(big.status().code(), Code::kResourceExhausted) << big.status().ToString();
+  EXPECT_NE(big.status().message().find("job/1 failed to persist"), std::string::npos) << big.status().ToString();
+  EXPECT_NE(big.status().message().find("No space left"), std::string::npos) << big.status().ToString();
+  EXPECT_TRUE(p.h.tier->HasCommitted("job", 1));
+  ASSERT_TRUE(p.h.tier->AbortStep("job", 5).ok());
+  // Persisted again once the medium has room, retention may then drop it.
+  ASSERT_TRUE(p.h.tier->RequestPersist("job", 1).ok());
+  for (int i = 0; i < 2000 && p.h.tier->HasCommitted("job", 1); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(p.h.tier->HasCommitted("job", 1));
+  EXPECT_TRUE(p.mem->ReadManifest("job", 1).ok());
+}
+
+// Issue 16 item 3: a durable step whose durable manifest was deleted: persist
+// answered "is durable" and wrote nothing, and retention then dropped the
+// memory copy, the last one left.
+TEST(PersisterTest, ADurableStepDeletedBehindTheAgentsBackIsWrittenAgainNotLost) {
+  PersistHarness p(/*durable_keep=*/0, /*keep_last=*/1);
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "one"}}, true).ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  ASSERT_TRUE(p.mem->DeleteStep("job", 1).ok());  // someone cleans the bucket
+  // Asking to persist it finds out and writes it again.
+  ASSERT_TRUE(p.h.tier->RequestPersist("job", 1).ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  ASSERT_TRUE(p.mem->ReadManifest("job", 1).ok()) << "persist answered durable and wrote nothing";
+  // Deleted again; retention is about to drop the memory copy: the persister
+  // checks the durable copy first and writes it again.
+  ASSERT_TRUE(p.mem->DeleteStep("job", 1).ok());
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 2, {{"a", "two"}}).ok());
+  for (int i = 0; i < 2000 && p.h.tier->HasCommitted("job", 1); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(p.h.tier->HasCommitted("job", 1));
+  Result<Manifest> back = p.mem->ReadManifest("job", 1);
+  ASSERT_TRUE(back.ok()) << "retention dropped the last copy: " << back.status().ToString();
+  std::string bytes(3, '\0');
+  ASSERT_TRUE(p.mem->ReadObject("job", 1, "a", 0, bytes.data(), bytes.size()).ok());
+  EXPECT_EQ(bytes, "one");
+}
+
+// A durable step deleted on purpose (durable retention) is not written again
+// when memory retention drops it.
+TEST(PersisterTest, DurableRetentionDeletionsAreNotWrittenBackByMemoryRetention) {
+  PersistHarness p(/*durable_keep=*/1, /*keep_last=*/2);
+  for (uint64_t s = 1; s <= 4; ++s) {
+    ASSERT_TRUE(WriteStep(*p.h.tier, "job", s, {{"a", std::to_string(s)}}, true).ok());
+    ASSERT_EQ(p.Wait("job", s).state, PersistState::kDurable);
+  }
+  for (int i = 0; i < 2000 && p.h.tier->ListSteps("job").size() > 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  p.persister->Stop(std::chrono::seconds(5));
+  Result<std::vector<uint64_t>> steps = p.mem->ListCommittedSteps("job");
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(*steps, (std::vector<uint64_t>{4}));
+  EXPECT_EQ(p.h.tier->ListSteps("job").size(), 2u);
+}
+
+}  // namespace
+}  // namespace tierckpt::agent

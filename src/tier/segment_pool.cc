@@ -1,0 +1,131 @@
+#include "tier/segment_pool.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "tier/layout.h"
+#include "os/fd.h"
+#include "os/files.h"
+
+namespace tierckpt::agent {
+
+std::string SegmentPool::SegPath(uint64_t id) const {
+  return JoinPath(dir_, std::string(kPoolSegmentPrefix) + std::to_string(id));
+}
+
+Status SegmentPool::Load() {
+  // The pool dir and what is in it are opened without following links: a
+  // link planted as the pool or as a segment is removed as a link and never
+  // leads the pool to adopt (and later truncate, hand out or unlink) a file
+  // outside the root.
+  const std::string parent = DirName(dir_);
+  TC_ASSIGN_OR_RETURN(UniqueFd parent_fd, OpenDirNoFollow(parent));
+  std::string_view name = dir_;
+  while (name.size() > 1 && name.back() == '/') name.remove_suffix(1);
+  name = name.substr(name.rfind('/') + 1);  // npos + 1 == 0
+  TC_ASSIGN_OR_RETURN(UniqueFd dir, OpenLayoutDir(parent_fd.get(), std::string(name), dir_));
+  TC_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirAt(dir.get(), dir_));
+  for (const DirEntry& e : entries) {
+    const std::string path = JoinPath(dir_, e.name);
+    bool ours = e.name.rfind(kPoolSegmentPrefix, 0) == 0 && e.type == EntryType::kRegular && e.size > 0;
+    uint64_t id = 0;
+    if (ours) {
+      std::string digits = e.name.substr(kPoolSegmentPrefix.size());
+      char* end = nullptr;
+      id = std::strtoull(digits.c_str(), &end, 10);
+      ours = !digits.empty() && end != nullptr && *end == '\0';
+    }
+    if (!ours) {
+      if (e.type == EntryType::kSymlink) {
+        RemovePlantedEntry(dir.get(), e.name, path, "a pool segment").IgnoreError();
+        continue;
+      }
+      TC_RETURN_IF_ERROR(RemoveTreeAt(dir.get(), e.name, path));
+      continue;
+    }
+    segs_.insert({e.size, id});
+    bytes_ += e.size;
+    if (id >= next_id_) next_id_ = id + 1;
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> SegmentPool::Put(const std::string& path) {
+  Result<DirEntry> entry = StatNoFollow(path);
+  if (!entry.ok()) return entry.status().WithContext("recycling into the segment pool");
+  // Nothing there is an error: the caller hands in a file it made.
+  if (entry->type == EntryType::kMissing) return ErrnoStatus("stat " + path + " to recycle it", ENOENT);
+  if (entry->type != EntryType::kRegular || entry->size == 0) {
+    TC_RETURN_IF_ERROR(RemoveTree(path));
+    return uint64_t{0};
+  }
+  uint64_t id = next_id_++;
+  TC_RETURN_IF_ERROR(RenamePath(path, SegPath(id)));
+  const uint64_t size = entry->size;
+  segs_.insert({size, id});
+  bytes_ += size;
+  return size;
+}
+
+std::set<SegmentPool::Seg>::const_iterator SegmentPool::Pick(uint64_t size) const {
+  auto it = segs_.lower_bound({size, 0});
+  if (it != segs_.end()) return it;
+  return segs_.empty() ? segs_.end() : std::prev(segs_.end());
+}
+
+std::optional<uint64_t> SegmentPool::BestFit(uint64_t size) const {
+  auto it = Pick(size);
+  if (it == segs_.end()) return std::nullopt;
+  return it->first;
+}
+
+Result<uint64_t> SegmentPool::Take(uint64_t size, const std::string& dest) {
+  auto it = Pick(size);
+  if (it == segs_.end()) return Internal("SegmentPool::Take on an empty pool " + dir_);
+  Seg seg = *it;
+  std::string src = SegPath(seg.second);
+  if (seg.first != size) {
+    // O_NOFOLLOW: resize the segment, never what a link in its place names.
+    Result<UniqueFd> fd = OpenFile(src, O_WRONLY | O_NOFOLLOW);
+    if (!fd.ok()) return fd.status().WithContext("resize pool segment " + src);
+    TC_RETURN_IF_ERROR(
+        TruncateFd(fd->get(), size, "resize pool segment " + src + " to " + std::to_string(size) + " bytes"));
+  }
+  Status moved = RenamePath(src, dest);
+  if (!moved.ok()) {
+    if (seg.first != size) {
+      // Keep the index true to the file on disk.
+      segs_.erase(seg);
+      bytes_ -= seg.first;
+      segs_.insert({size, seg.second});
+      bytes_ += size;
+    }
+    return moved;
+  }
+  segs_.erase(seg);
+  bytes_ -= seg.first;
+  return seg.first;
+}
+
+Result<uint64_t> SegmentPool::ReleaseOne(std::optional<uint64_t> keep_for) {
+  if (segs_.empty()) return uint64_t{0};
+  auto keep = keep_for ? Pick(*keep_for) : segs_.end();
+  auto it = std::prev(segs_.end());
+  if (it == keep) {
+    if (it == segs_.begin()) return uint64_t{0};
+    it = std::prev(it);
+  }
+  Seg seg = *it;
+  std::string path = SegPath(seg.second);
+  if (mappings_ != nullptr) mappings_->ForgetPath(path);
+  TC_RETURN_IF_ERROR(RemoveFile(path, IfMissing::kOk, "unlink pool segment"));
+  segs_.erase(seg);
+  bytes_ -= seg.first;
+  return seg.first;
+}
+
+}  // namespace tierckpt::agent

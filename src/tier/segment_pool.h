@@ -1,0 +1,81 @@
+// segment_pool.h — recycled tmpfs files ("segments") of the memory tier.
+//
+// Fresh tmpfs pages cost ~60x a memcpy to fault in (docs/agent.md,
+// design.md), so the agent does not unlink the object files of evicted,
+// deleted or aborted steps: it renames them into <root>/pool/seg_<n> (same
+// inode, pages stay resident) and hands them out again for new objects. A
+// client that keeps its mapping of an inode across saves then writes into
+// already-faulted pages.
+//
+// Take picks the best fit: the smallest segment with size >= the request,
+// else the largest one (grown); it is truncated to the exact size and renamed
+// to its destination. Pool bytes count as used memory; the memory tier
+// shrinks the pool first when it needs space (ReleaseOne).
+//
+// The agent keeps read mappings of these files (tier/read_mappings.h): a
+// segment's mapping follows it into and out of the pool, and ReleaseOne tells
+// the mappings before it unlinks one.
+//
+// Thread-compatible: the memory tier guards it with its mutex.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "tier/read_mappings.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt::agent {
+
+class SegmentPool {
+ public:
+  // mappings (may be null; must outlive the pool) is told of every segment
+  // ReleaseOne unlinks.
+  explicit SegmentPool(std::string dir, ReadMappings* mappings = nullptr)
+      : dir_(std::move(dir)), mappings_(mappings) {}
+
+  // Creates the pool dir (0700; its parent must exist) and adopts every
+  // regular seg_* file in it; anything else there is removed. Never follows
+  // a symbolic link: a link in place of the pool dir or of a segment is
+  // logged and removed as a link, its target untouched (layout.h). Call once
+  // before other methods.
+  Status Load();
+
+  // Moves the file at path (on the same filesystem) into the pool and returns
+  // the bytes it adds (its real size). Empty or non-regular files are removed
+  // instead (returns 0). kNotFound if path does not exist.
+  Result<uint64_t> Put(const std::string& path);
+
+  // Size of the segment Take(size, ...) would use; nullopt if the pool is empty.
+  std::optional<uint64_t> BestFit(uint64_t size) const;
+
+  // Moves the best-fit segment to dest (its parent dir must exist), truncated
+  // to exactly size bytes, and returns the segment's previous size.
+  // Precondition: !empty(). On failure the segment stays in the pool.
+  Result<uint64_t> Take(uint64_t size, const std::string& dest);
+
+  // Unlinks one segment, the largest except the one BestFit(keep_for) names
+  // (when keep_for is set); returns the bytes freed, 0 if nothing to release.
+  Result<uint64_t> ReleaseOne(std::optional<uint64_t> keep_for);
+
+  uint64_t bytes() const { return bytes_; }
+  size_t count() const { return segs_.size(); }
+  bool empty() const { return segs_.empty(); }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  using Seg = std::pair<uint64_t, uint64_t>;  // (size, id)
+  std::set<Seg>::const_iterator Pick(uint64_t size) const;
+  std::string SegPath(uint64_t id) const;
+
+  const std::string dir_;
+  ReadMappings* const mappings_;
+  std::set<Seg> segs_;
+  uint64_t next_id_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace tierckpt::agent

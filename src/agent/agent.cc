@@ -11,13 +11,13 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "tier/budget.h"
-#include "replication/commit.h"
-#include "tier/layout.h"
 #include "cluster/hostfile.h"
 #include "common/log.h"
 #include "os/files.h"
 #include "peer/channel_transport.h"
+#include "replication/commit.h"
+#include "tier/budget.h"
+#include "tier/layout.h"
 
 namespace tierckpt::agent {
 namespace {

@@ -22,17 +22,17 @@
 
 #include "agent/config.h"
 #include "agent/handlers.h"
-#include "ops/metrics_server.h"
-#include "tier/memory_tier.h"
-#include "replication/peer_service.h"
-#include "tier/persister.h"
-#include "ops/recent_errors.h"
-#include "replication/replica_tiers.h"
-#include "replication/replicator.h"
 #include "agent/service.h"
 #include "common/work_queue.h"
+#include "ops/metrics_server.h"
+#include "ops/recent_errors.h"
 #include "os/fd.h"
+#include "replication/peer_service.h"
+#include "replication/replica_tiers.h"
+#include "replication/replicator.h"
 #include "store/object_store.h"
+#include "tier/memory_tier.h"
+#include "tier/persister.h"
 
 namespace tierckpt::agent {
 

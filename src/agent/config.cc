@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <thread>
 
-#include "tier/budget.h"
 #include "cluster/address.h"
 #include "os/files.h"
+#include "tier/budget.h"
 #include "wire/socket_path.h"
 #include "wire/unix_socket.h"
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "tier/tier_test_util.h"
 #include "os/files.h"
+#include "tier/tier_test_util.h"
 #include "wire/socket_path.h"
 
 namespace tierckpt::agent {

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "replication/commit.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "replication/commit.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {

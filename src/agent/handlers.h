@@ -32,15 +32,15 @@
 #include <functional>
 #include <string>
 
-#include "tier/memory_tier.h"
+#include "agent/read_path.h"
+#include "agent/service.h"
+#include "common/work_queue.h"
+#include "ops/recent_errors.h"
 #include "replication/replica_tiers.h"
 #include "replication/replicator.h"
-#include "common/work_queue.h"
-#include "tier/persister.h"
-#include "agent/read_path.h"
-#include "ops/recent_errors.h"
-#include "agent/service.h"
 #include "store/object_store.h"
+#include "tier/memory_tier.h"
+#include "tier/persister.h"
 
 namespace tierckpt::agent {
 

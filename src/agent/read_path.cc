@@ -2,10 +2,10 @@
 // the repair of a corrupt memory copy.
 #include "agent/read_path.h"
 
-#include "tier/step_state.h"
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "tier/step_state.h"
 
 namespace tierckpt::agent {
 

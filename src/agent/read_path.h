@@ -38,11 +38,11 @@
 #include <string_view>
 #include <utility>
 
-#include "tier/memory_tier.h"
+#include "common/mutex.h"
 #include "replication/replica_tiers.h"
 #include "replication/replicator.h"
-#include "common/mutex.h"
 #include "store/object_store.h"
+#include "tier/memory_tier.h"
 
 namespace tierckpt::agent {
 

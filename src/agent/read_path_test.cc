@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "tier/tier_test_util.h"
 #include "replication/peer_test_nodes.h"
-#include "testing/fault_store.h"
 #include "store/mem_store.h"
+#include "testing/fault_store.h"
+#include "tier/tier_test_util.h"
 
 namespace tierckpt::agent {
 namespace {

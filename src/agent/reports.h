@@ -23,10 +23,10 @@
 #include <utility>
 #include <vector>
 
-#include "tier/budget.h"
 #include "agent/handlers.h"
-#include "tier/memory_tier.h"
 #include "ops/recent_errors.h"
+#include "tier/budget.h"
+#include "tier/memory_tier.h"
 #include "tierckpt/manifest.h"
 
 namespace tierckpt::agent {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "tier/tier_test_util.h"
 #include "agent/service.h"
 #include "os/files.h"
+#include "tier/tier_test_util.h"
 #include "wire/protocol.h"
 #include "wire/unix_socket.h"
 

@@ -1,8 +1,8 @@
 // commit.cc — see commit.h.
 #include "replication/commit.h"
 
-#include "ops/metrics.h"
 #include "cluster/placement_json.h"
+#include "ops/metrics.h"
 
 namespace tierckpt::agent {
 

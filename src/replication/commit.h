@@ -15,9 +15,9 @@
 
 #include <string_view>
 
-#include "tier/memory_tier.h"
-#include "replication/replicator.h"
 #include "common/work_queue.h"
+#include "replication/replicator.h"
+#include "tier/memory_tier.h"
 #include "tier/parts.h"
 #include "tierckpt/manifest.h"
 #include "wire/protocol.h"

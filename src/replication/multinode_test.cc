@@ -7,10 +7,10 @@
 
 #include <thread>
 
-#include "replication/commit.h"
-#include "replication/peer_test_nodes.h"
 #include "cluster/placement_json.h"
 #include "common/names.h"
+#include "replication/commit.h"
+#include "replication/peer_test_nodes.h"
 #include "store/mem_store.h"
 
 namespace tierckpt::agent {

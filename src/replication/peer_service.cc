@@ -5,12 +5,12 @@
 #include <chrono>
 #include <utility>
 
-#include "ops/metrics.h"
-#include "replication/peer_store.h"
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "ops/metrics.h"
 #include "os/mapping.h"
+#include "replication/peer_store.h"
 
 namespace tierckpt::agent {
 

@@ -32,11 +32,11 @@
 #include <string>
 #include <thread>
 
-#include "tier/memory_tier.h"
-#include "replication/peer_messages.h"
-#include "replication/replica_tiers.h"
 #include "common/mutex.h"
 #include "peer/transport.h"
+#include "replication/peer_messages.h"
+#include "replication/replica_tiers.h"
+#include "tier/memory_tier.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {

@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "replication/peer_messages.h"
 #include "common/mutex.h"
 #include "peer/transport.h"
+#include "replication/peer_messages.h"
 #include "store/object_store.h"
 
 namespace tierckpt::agent {

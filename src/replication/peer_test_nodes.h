@@ -11,17 +11,17 @@
 #include <memory>
 #include <string>
 
-#include "tier/tier_test_util.h"
-#include "replication/commit.h"
-#include "replication/peer_service.h"
-#include "tier/persister.h"
 #include "ops/recent_errors.h"
-#include "replication/replica_tiers.h"
-#include "replication/replicator.h"
 #include "peer/channel_transport.h"
 #include "peer/peer_test_util.h"
+#include "replication/commit.h"
+#include "replication/peer_service.h"
+#include "replication/replica_tiers.h"
+#include "replication/replicator.h"
 #include "store/object_store.h"
 #include "testing/fault_transport.h"
+#include "tier/persister.h"
+#include "tier/tier_test_util.h"
 
 namespace tierckpt::agent::testing {
 

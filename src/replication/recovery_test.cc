@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <map>
 
-#include "tier/tier_test_util.h"
-#include "tier/memory_tier.h"
-#include "replication/replica_tiers.h"
 #include "os/files.h"
+#include "replication/replica_tiers.h"
+#include "tier/memory_tier.h"
+#include "tier/tier_test_util.h"
 
 namespace tierckpt::agent {
 namespace {

@@ -1,10 +1,10 @@
 // replica_tiers.cc — see replica_tiers.h.
 #include "replication/replica_tiers.h"
 
-#include "tier/layout.h"
 #include "cluster/address.h"
 #include "common/log.h"
 #include "os/files.h"
+#include "tier/layout.h"
 
 namespace tierckpt::agent {
 

@@ -22,9 +22,9 @@
 #include <string_view>
 #include <vector>
 
-#include "tier/memory_tier.h"
-#include "common/work_queue.h"
 #include "common/mutex.h"
+#include "common/work_queue.h"
+#include "tier/memory_tier.h"
 
 namespace tierckpt::agent {
 

@@ -10,11 +10,11 @@
 #include <memory>
 #include <string>
 
-#include "tier/layout.h"
+#include "os/files.h"
 #include "replication/peer_messages.h"
 #include "replication/peer_store.h"
 #include "replication/peer_test_nodes.h"
-#include "os/files.h"
+#include "tier/layout.h"
 
 namespace tierckpt::agent {
 namespace {

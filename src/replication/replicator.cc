@@ -6,9 +6,9 @@
 #include <limits>
 #include <optional>
 
-#include "replication/peer_messages.h"
 #include "common/log.h"
 #include "os/parallel.h"
+#include "replication/peer_messages.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {

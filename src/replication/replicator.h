@@ -28,12 +28,12 @@
 #include <string_view>
 #include <vector>
 
-#include "tier/memory_tier.h"
-#include "replication/peer_store.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
 #include "common/mutex.h"
 #include "peer/transport.h"
+#include "replication/peer_store.h"
+#include "tier/memory_tier.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {

@@ -12,10 +12,10 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "tier/budget.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "os/files.h"
+#include "tier/budget.h"
 
 namespace tierckpt::agent {
 

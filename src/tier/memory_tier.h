@@ -82,14 +82,14 @@
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/work_queue.h"
+#include "os/fd.h"
+#include "store/object_store.h"
 #include "tier/layout.h"
 #include "tier/read_mappings.h"
 #include "tier/segment_pool.h"
 #include "tier/step_state.h"
-#include "common/work_queue.h"
-#include "common/mutex.h"
-#include "os/fd.h"
-#include "store/object_store.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
 

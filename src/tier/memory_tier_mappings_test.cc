@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "tier/tier_test_util.h"
-#include "tier/memory_tier.h"
 #include "os/files.h"
+#include "tier/memory_tier.h"
+#include "tier/tier_test_util.h"
 
 namespace tierckpt::agent {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <cerrno>
 
-#include "tier/memory_tier.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "os/files.h"
+#include "tier/memory_tier.h"
 
 namespace tierckpt::agent {
 

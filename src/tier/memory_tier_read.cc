@@ -3,11 +3,11 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "tier/memory_tier.h"
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "os/files.h"
+#include "tier/memory_tier.h"
 
 namespace tierckpt::agent {
 namespace {

@@ -20,10 +20,10 @@
 #include <set>
 #include <tuple>
 
-#include "tier/memory_tier.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "os/files.h"
+#include "tier/memory_tier.h"
 
 namespace tierckpt::agent {
 namespace {

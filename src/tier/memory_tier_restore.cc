@@ -9,10 +9,10 @@
 
 #include "tier/memory_tier.h"
 
-#include "ops/metrics.h"
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "ops/metrics.h"
 #include "os/files.h"
 #include "os/mapping.h"
 

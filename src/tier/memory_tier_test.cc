@@ -7,9 +7,9 @@
 
 #include <thread>
 
-#include "tier/tier_test_util.h"
 #include "common/names.h"
 #include "os/files.h"
+#include "tier/tier_test_util.h"
 
 namespace tierckpt::agent {
 namespace {

@@ -10,11 +10,11 @@
 
 #include "tier/memory_tier.h"
 
-#include "ops/metrics.h"
-#include "ops/recent_errors.h"
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "ops/metrics.h"
+#include "ops/recent_errors.h"
 #include "os/files.h"
 
 namespace tierckpt::agent {

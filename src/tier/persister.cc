@@ -3,11 +3,11 @@
 #include <map>
 #include <thread>
 
-#include "tier/parts.h"
-#include "ops/metrics.h"
 #include "common/checksum.h"
-#include "common/names.h"
 #include "common/log.h"
+#include "common/names.h"
+#include "ops/metrics.h"
+#include "tier/parts.h"
 
 namespace tierckpt::agent {
 

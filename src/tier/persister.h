@@ -58,11 +58,11 @@
 #include <set>
 #include <string>
 
-#include "tier/memory_tier.h"
-#include "ops/recent_errors.h"
-#include "common/work_queue.h"
 #include "common/mutex.h"
+#include "common/work_queue.h"
+#include "ops/recent_errors.h"
 #include "store/object_store.h"
+#include "tier/memory_tier.h"
 
 namespace tierckpt::agent {
 

@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "tier/tier_test_util.h"
+#include "os/files.h"
 #include "tier/layout.h"
 #include "tier/memory_tier.h"
-#include "os/files.h"
+#include "tier/tier_test_util.h"
 
 namespace tierckpt::agent {
 namespace {

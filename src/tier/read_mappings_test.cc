@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "tier/tier_test_util.h"
 #include "os/files.h"
+#include "tier/tier_test_util.h"
 
 namespace tierckpt::agent {
 namespace {

@@ -1,10 +1,10 @@
 // MemoryTier::Restore — durable tier → memory tier.
 #include <gtest/gtest.h>
 
-#include "tier/tier_test_util.h"
-#include "tier/memory_tier.h"
 #include "store/mem_store.h"
 #include "testing/fault_store.h"
+#include "tier/memory_tier.h"
+#include "tier/tier_test_util.h"
 
 namespace tierckpt::agent {
 namespace {

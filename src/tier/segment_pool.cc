@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "tier/layout.h"
 #include "os/fd.h"
 #include "os/files.h"
+#include "tier/layout.h"
 
 namespace tierckpt::agent {
 

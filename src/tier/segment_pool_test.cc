@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "tier/tier_test_util.h"
 #include "os/files.h"
+#include "tier/tier_test_util.h"
 
 namespace tierckpt::agent {
 namespace {

@@ -15,11 +15,11 @@
 #include <memory>
 #include <string>
 
-#include "tier/memory_tier.h"
-#include "common/work_queue.h"
 #include "common/checksum.h"
+#include "common/work_queue.h"
 #include "os/files.h"
 #include "testing/temp_dir.h"
+#include "tier/memory_tier.h"
 
 namespace tierckpt::agent::testing {
 

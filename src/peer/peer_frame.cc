@@ -44,7 +44,16 @@ uint32_t MaxPayloadFor(FrameKind kind) {
   return 0;
 }
 
-std::string_view RoleName(Role role) { return role == Role::kClient ? "client" : "server"; }
+std::string_view RoleName(Role role) {
+  switch (role) {
+#define TIERCKPT_PEER_ROLE_NAME(name, number, text) \
+  case Role::name:                                  \
+    return text;
+    TIERCKPT_PEER_ROLES(TIERCKPT_PEER_ROLE_NAME)
+#undef TIERCKPT_PEER_ROLE_NAME
+  }
+  return "unknown";
+}
 
 void EncodePeerHeader(const PeerFrameHeader& h, uint8_t out[kPeerFrameHeaderSize]) {
   StoreLe(out, h.magic, 4);

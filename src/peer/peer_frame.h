@@ -96,8 +96,16 @@ std::string_view FrameKindName(FrameKind kind);
 // The largest payload_len a frame of this kind may declare.
 uint32_t MaxPayloadFor(FrameKind kind);
 
-enum class Role : uint8_t { kClient = 1, kServer = 2 };
-std::string_view RoleName(Role role);  // "client" / "server"
+// Which end of a connection a Hello comes from: X(name, number, text).
+#define TIERCKPT_PEER_ROLES(X) \
+  X(kClient, 1, "client")      \
+  X(kServer, 2, "server")
+enum class Role : uint8_t {
+#define TIERCKPT_PEER_ROLE_ENUM(name, number, text) name = number,
+  TIERCKPT_PEER_ROLES(TIERCKPT_PEER_ROLE_ENUM)
+#undef TIERCKPT_PEER_ROLE_ENUM
+};
+std::string_view RoleName(Role role);  // "client" / "server"; "unknown" otherwise
 
 struct PeerFrameHeader {
   uint32_t magic = kPeerFrameMagic;

@@ -52,6 +52,12 @@ TEST(PeerFrameTest, EveryBadHeaderFieldIsAProtocolErrorNamingPeerAndField) {
   EXPECT_TRUE(Contains(DecodePeerHeader(buf, "p").status(), "field type"));
 }
 
+TEST(PeerFrameTest, RolesAreNamedFromTheirDeclaration) {
+  EXPECT_EQ(RoleName(Role::kClient), "client");
+  EXPECT_EQ(RoleName(Role::kServer), "server");
+  EXPECT_EQ(RoleName(static_cast<Role>(9)), "unknown");
+}
+
 TEST(PeerFrameTest, PayloadLimitsArePerKind) {
   struct Case {
     FrameKind kind;
@@ -76,7 +82,8 @@ TEST(PeerFrameTest, PayloadLimitsArePerKind) {
 }
 
 TEST(PeerFrameTest, HelloRejectsNodeIdsOutsideTheClusterRule) {
-  for (std::string bad : {std::string("a b"), std::string("host:1"), std::string(kMaxNodeIdLength + 1, 'n')}) {
+  for (std::string bad :
+       {std::string("a b"), std::string("host:1"), std::string(kMaxNodeIdLength + 1, 'n')}) {
     HelloPayload hello{Role::kServer, 1, 3, bad, std::string(kNonceSize, 'n')};
     auto h = HelloPayload::Decode(hello.Encode());
     ASSERT_FALSE(h.ok()) << bad;

@@ -80,6 +80,8 @@ class Decoder {
   Status U64List(std::vector<uint64_t>* v, std::string_view field, uint32_t max_count);
   // kProtocolError if bytes remain.
   Status Finish();
+  // The bytes decoded so far.
+  size_t consumed() const { return pos_; }
 
   // "<label>.<field>", or field without a label: for errors of checks made
   // outside the decoder.
@@ -211,6 +213,24 @@ Result<M> DecodeMessage(std::string_view payload) {
   TC_RETURN_IF_ERROR(st);
   if constexpr (requires { m.CheckDecoded(); }) TC_RETURN_IF_ERROR(m.CheckDecoded());
   TC_RETURN_IF_ERROR(d.Finish());
+  return m;
+}
+
+// A declared message M at the start of `payload`, followed by bytes of the
+// caller's (the local response envelope: a header, then the body). On
+// success *rest is what follows M. Errors as DecodeMessage, but trailing
+// bytes are not one.
+template <typename M>
+Result<M> DecodeMessagePrefix(std::string_view payload, std::string_view* rest) {
+  Decoder d(payload, M::kLabel);
+  M m;
+  Status st;
+  m.ForEachField([&](std::string_view name, auto& value, const auto& codec) {
+    if (st.ok()) st = Get(d, codec, &value, name);
+  });
+  TC_RETURN_IF_ERROR(st);
+  if constexpr (requires { m.CheckDecoded(); }) TC_RETURN_IF_ERROR(m.CheckDecoded());
+  *rest = payload.substr(d.consumed());
   return m;
 }
 

@@ -9,7 +9,6 @@ namespace {
 
 // Longest error message an agent puts in a response; longer ones are cut so
 // a response always fits in one frame.
-constexpr size_t kMaxResponseMessage = 64u << 10;
 
 }  // namespace
 
@@ -88,34 +87,24 @@ Status ValidateWriterId(std::string_view id) {
 // ---- Response envelope ----
 
 std::string EncodeResponse(const Status& status, std::string_view body) {
-  Encoder e;
-  e.U32(static_cast<uint32_t>(status.code()));
-  if (status.ok()) {
-    e.Str("");
-    std::string out = e.Take();
-    out.append(body.data(), body.size());
-    return out;
-  }
-  std::string_view message = status.message();
-  if (message.size() > kMaxResponseMessage) message = message.substr(0, kMaxResponseMessage);
-  e.Str(message);
-  return e.Take();
+  std::string out =
+      ResponseHeader{static_cast<uint32_t>(status.code()), status.ok() ? std::string() : status.message()}
+          .Encode();
+  if (status.ok()) out.append(body.data(), body.size());
+  return out;
 }
 
 Result<std::string> DecodeResponse(std::string_view payload) {
-  Decoder d(payload);
-  uint32_t code = 0;
-  std::string message;
-  TC_RETURN_IF_ERROR(d.U32(&code, "Response.code"));
-  TC_RETURN_IF_ERROR(d.Str(&message, "Response.message"));
-  size_t header_bytes = 4 + 4 + message.size();
-  if (code == 0) return std::string(payload.substr(header_bytes));
-  TC_RETURN_IF_ERROR(d.Finish().WithContext("error response"));
-  Code c = CodeFromNumber(code);
-  if (c == Code::kInternal && code != static_cast<uint32_t>(Code::kInternal)) {
-    message = "agent sent unknown status code " + std::to_string(code) + ": " + message;
+  std::string_view body;
+  TC_ASSIGN_OR_RETURN(ResponseHeader h, DecodeMessagePrefix<ResponseHeader>(payload, &body));
+  if (h.code == 0) return std::string(body);
+  // An error carries no body: the whole payload is the header.
+  TC_RETURN_IF_ERROR(ResponseHeader::Decode(payload).status().WithContext("error response"));
+  Code c = CodeFromNumber(h.code);
+  if (c == Code::kInternal && h.code != static_cast<uint32_t>(Code::kInternal)) {
+    h.message = "agent sent unknown status code " + std::to_string(h.code) + ": " + h.message;
   }
-  return Status(c, std::move(message));
+  return Status(c, std::move(h.message));
 }
 
 }  // namespace tierckpt::wire

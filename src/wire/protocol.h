@@ -250,8 +250,8 @@ TIERCKPT_WIRE_MESSAGE(JsonBody, "JsonBody", TIERCKPT_WIRE_JSON_BODY);
   X(kVerify, 15, "Verify", StepRequest, JsonBody, kMaxSmallRequestPayload)                        \
   X(kShutdown, 16, "Shutdown", Empty, Empty, kMaxSmallRequestPayload)                             \
   X(kPersist, 17, "Persist", StepRequest, Empty, kMaxSmallRequestPayload)                         \
-  X(kCreateNextObject, 18, "CreateNextObject", CreateNextObjectRequest, CreateNextObjectResponse,   \
-    kMaxSmallRequestPayload)                                                                        \
+  X(kCreateNextObject, 18, "CreateNextObject", CreateNextObjectRequest, CreateNextObjectResponse, \
+    kMaxSmallRequestPayload)                                                                      \
   X(kBeginSave, 19, "BeginSave", StepRequest, Empty, kMaxSmallRequestPayload)
 
 enum class MsgType : uint16_t {
@@ -261,7 +261,15 @@ enum class MsgType : uint16_t {
 };
 
 // ---- Response envelope ----
-// payload = u32 code + string message + (body if code == 0).
+// payload = ResponseHeader + (the body if code == 0). code is the Status code
+// (tierckpt/status.h); message is "" when ok, else the error's message cut
+// to kMaxResponseMessage bytes.
+inline constexpr uint32_t kMaxResponseMessage = 64u << 10;
+#define TIERCKPT_WIRE_RESPONSE_HEADER(F) \
+  F(uint32_t, code, 0, wire::U32())      \
+  F(std::string, message, {}, wire::Str(kMaxFieldBytes, kMaxResponseMessage))
+TIERCKPT_WIRE_MESSAGE(ResponseHeader, "Response", TIERCKPT_WIRE_RESPONSE_HEADER);
+
 std::string EncodeResponse(const Status& status, std::string_view body);
 // Splits a response payload: returns the body, or the non-ok Status the agent
 // sent (code and message as sent).

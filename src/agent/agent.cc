@@ -1,19 +1,17 @@
 #include "agent/agent.h"
 
-#include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
-#include <sys/file.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
+#include <optional>
 
 #include "cluster/hostfile.h"
 #include "common/log.h"
 #include "os/files.h"
+#include "os/fs_stat.h"
 #include "peer/channel_transport.h"
 #include "replication/commit.h"
 #include "tier/budget.h"
@@ -38,15 +36,15 @@ std::string UidLabel(uid_t uid) {
 // its parent (a rename there outruns any check made here).
 void WarnIfParentIsShared(const std::string& root) {
   const std::string parent = DirName(root);
-  struct stat st;
-  if (::stat(parent.c_str(), &st) != 0) return;
-  bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0;
-  bool foreign = st.st_uid != 0 && st.st_uid != ::geteuid();
+  Result<FileStat> st = StatFile(parent, Follow::kYes, IfMissing::kFail);
+  if (!st.ok()) return;
+  bool others_write = (st->mode & (S_IWGRP | S_IWOTH)) != 0 && (st->mode & S_ISVTX) == 0;
+  bool foreign = st->uid != 0 && st->uid != ::geteuid();
   if (!others_write && !foreign) return;
   Log(LogLevel::kWarn, "root_safety")
       .Kv("root", root)
       .Kv("parent", parent)
-      .Kv("parent_owner", UidLabel(st.st_uid))
+      .Kv("parent_owner", UidLabel(st->uid))
       .Kv("why",
           "other users can rename or replace --root in its parent while tierckptd runs; choose a --root in a "
           "directory only root and this user can write, or one with the sticky bit (like /dev/shm)");
@@ -86,37 +84,34 @@ Status Agent::PrepareRoot() {
   // without following a link (docs/agent.md, "Root directory safety").
   TC_RETURN_IF_ERROR(
       MakeDirs(DirName(root), 0700).WithContext("creating the parent directory of --root " + root));
-  if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("creating --root " + root);
-  struct stat lst;
-  if (::lstat(root.c_str(), &lst) != 0) return ErrnoStatus("stat --root " + root);
-  if (S_ISLNK(lst.st_mode)) {
-    char buf[4096];
-    ssize_t n = ::readlink(root.c_str(), buf, sizeof(buf));
-    std::string target = n < 0 ? "?" : std::string(buf, static_cast<size_t>(n));
+  TC_RETURN_IF_ERROR(MakeDir(root, 0700, "creating --root"));  // ok when something is there: judged below
+  TC_ASSIGN_OR_RETURN(FileStat lst, StatFile(root, Follow::kNo, IfMissing::kFail, "stat --root"));
+  if (lst.type == EntryType::kSymlink) {
+    Result<std::string> link = ReadLink(root);
+    const std::string target = link.ok() ? *link : "?";
     return PermissionDenied("--root " + root + " is a symbolic link (to " + target + ", the link owned by " +
-                            UidLabel(lst.st_uid) +
+                            UidLabel(lst.uid) +
                             "); tierckptd never uses a linked root: whoever made the link would choose which "
                             "directory it restricts to mode 0700, cleans and writes. Remove the link (rm " +
                             root + ") or choose another --root");
   }
-  if (!S_ISDIR(lst.st_mode)) {
+  if (lst.type != EntryType::kDirectory) {
     return AlreadyExists("--root " + root +
                          " exists and is not a directory; remove it or choose another --root");
   }
   Result<UniqueFd> fd = OpenDirNoFollow(root);
   if (!fd.ok()) return fd.status().WithContext("opening --root " + root);
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus("stat --root " + root);
-  if (st.st_uid != ::geteuid()) {
+  TC_ASSIGN_OR_RETURN(FileStat st, StatOpenFd(fd->get(), "stat --root " + root));
+  if (st.uid != ::geteuid()) {
     return PermissionDenied(
-        "--root " + root + " belongs to " + UidLabel(st.st_uid) + ", not to " + UidLabel(::geteuid()) +
+        "--root " + root + " belongs to " + UidLabel(st.uid) + ", not to " + UidLabel(::geteuid()) +
         " running tierckptd; tierckptd never adopts another user's directory (whoever made "
         "it could read, replace or plant links in the checkpoints). Remove it (as root or "
         "its owner) or choose another --root");
   }
   // fchmod on the fd just checked: never the target of a link put in its place.
-  if ((st.st_mode & 07777) != 0700 && ::fchmod(fd->get(), 0700) != 0) {
-    return ErrnoStatus("restricting --root " + root + " to mode 0700");
+  if (st.mode != 0700) {
+    TC_RETURN_IF_ERROR(ChmodFd(fd->get(), 0700, "restricting --root " + root + " to mode 0700"));
   }
   WarnIfParentIsShared(root);
   return Status::Ok();
@@ -127,37 +122,32 @@ Status Agent::TakeLock() {
   const std::string path = JoinPath(config_.root, name);
   Result<UniqueFd> root = OpenDirNoFollow(config_.root);
   if (!root.ok()) return root.status().WithContext("opening --root " + config_.root + " to lock it");
-  UniqueFd fd;
-  for (int attempt = 0; !fd.valid(); ++attempt) {
-    // O_NOFOLLOW: a link planted as the lock file is never truncated through.
-    // O_NONBLOCK: nor does a FIFO there hang the start.
-    int raw =
-        ::openat(root->get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-    if (raw >= 0) {
-      fd.Reset(raw);
-      struct stat st;
-      if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path);
-      if (S_ISREG(st.st_mode)) break;
-      fd.Reset();
-    } else if (errno != ELOOP && errno != EISDIR && errno != ENXIO) {
-      return ErrnoStatus("opening " + path);
+  FileLock lock;
+  for (int attempt = 0; !lock.valid(); ++attempt) {
+    // FileLock::Open never truncates through a link planted as the lock
+    // file, nor hangs on a FIFO there: it reports them (kFailedPrecondition).
+    Result<FileLock> opened = FileLock::Open(root->get(), name, path);
+    if (opened.ok()) {
+      lock = std::move(opened).value();
+      break;
     }
+    if (opened.status().code() != Code::kFailedPrecondition) return opened.status();
     if (attempt > 0) return FailedPrecondition(path + " is not a regular file; remove it and start again");
     RemovePlantedEntry(root->get(), name, path, "the agent's lock file").IgnoreError();
   }
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) return ErrnoStatus("locking " + path);
+  TC_ASSIGN_OR_RETURN(bool locked, lock.TryLockExclusive());
+  if (!locked) {
     std::string owner = "unknown";
     char buf[32] = {};
-    if (::pread(fd.get(), buf, sizeof(buf) - 1, 0) > 0)
+    if (::pread(lock.fd(), buf, sizeof(buf) - 1, 0) > 0)
       owner = std::to_string(std::strtoll(buf, nullptr, 10));
     return AlreadyExists("another tierckptd (pid " + owner + ") owns " + config_.root +
                          "; stop it (`tierckpt agent stop`) or give this one another --root");
   }
   std::string pid = std::to_string(::getpid()) + "\n";
-  TC_RETURN_IF_ERROR(TruncateFd(fd.get(), 0, "truncating " + path));
-  TC_RETURN_IF_ERROR(PwriteAll(fd.get(), pid.data(), pid.size(), 0, path));
-  lock_fd_ = std::move(fd);
+  TC_RETURN_IF_ERROR(TruncateFd(lock.fd(), 0, "truncating " + path));
+  TC_RETURN_IF_ERROR(PwriteAll(lock.fd(), pid.data(), pid.size(), 0, path));
+  lock_ = std::move(lock);
   return Status::Ok();
 }
 
@@ -167,15 +157,11 @@ Status Agent::Start(bool handle_signals) {
   TC_RETURN_IF_ERROR(SetLogFile(config_.log_file).WithContext("--log-file"));
   if (handle_signals) {
     ::signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
     // Blocked before any thread starts, so every thread inherits the mask and
     // the signals arrive only through the signalfd.
-    if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Internal("blocking SIGINT/SIGTERM failed");
-    signal_fd_.Reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (!signal_fd_.valid()) return ErrnoStatus("creating a signalfd for SIGINT/SIGTERM");
+    Result<SignalFd> signals = SignalFd::Open({SIGINT, SIGTERM}, "SIGINT/SIGTERM");
+    if (!signals.ok()) return signals.status();
+    signal_fd_ = std::move(signals).value();
   }
   TC_RETURN_IF_ERROR(PrepareRoot());
   TC_RETURN_IF_ERROR(TakeLock());
@@ -288,17 +274,14 @@ Status Agent::Start(bool handle_signals) {
 
 void Agent::Run() {
   if (service_ == nullptr) return;
-  service_->Run(signal_fd_.get(), [this] {
+  service_->Run(signal_fd_.fd(), [this] {
     tier_->Shutdown();
     if (replicas_ != nullptr) replicas_->Shutdown();
   });
   StopPeers();
   StopPreallocating();
-  if (signal_fd_.valid()) {
-    signalfd_siginfo info{};
-    if (::read(signal_fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-      Log(LogLevel::kInfo, "signal").Kv("signal", static_cast<uint64_t>(info.ssi_signo)).Kv("action", "shutdown");
-    }
+  if (std::optional<int> sig = signal_fd_.ReadSignal(); sig.has_value()) {
+    Log(LogLevel::kInfo, "signal").Kv("signal", static_cast<uint64_t>(*sig)).Kv("action", "shutdown");
   }
   Log(LogLevel::kInfo, "stopping").Kv("grace_s", config_.shutdown_grace_s);
   if (persister_ != nullptr) persister_->Stop(std::chrono::seconds(config_.shutdown_grace_s));

@@ -27,6 +27,8 @@
 #include "ops/metrics_server.h"
 #include "ops/recent_errors.h"
 #include "os/fd.h"
+#include "os/file_lock.h"
+#include "os/signal_fd.h"
 #include "replication/peer_service.h"
 #include "replication/replica_tiers.h"
 #include "replication/replicator.h"
@@ -67,8 +69,8 @@ class Agent {
   void StopPreallocating();  // shuts the tier down first: only at shutdown
 
   RecentErrors errors_;
-  UniqueFd lock_fd_;
-  UniqueFd signal_fd_;
+  FileLock lock_;       // the agent lock file, held from TakeLock on
+  SignalFd signal_fd_;  // SIGINT/SIGTERM, when Start handles signals
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<MemoryTier> tier_;
   std::unique_ptr<WorkQueue> verifier_;

@@ -1,12 +1,13 @@
 #include "client/mapping_cache.h"
 
 #include <sys/resource.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
 #include <string>
 #include <utility>
+
+#include "os/fs_stat.h"
 
 namespace tierckpt::client {
 namespace {
@@ -53,17 +54,16 @@ MappingCache::MappingCache(const Options& options) : options_(options) {
 
 MappingCache::~MappingCache() = default;
 
-Result<MappingCache::Lease> MappingCache::Acquire(UniqueFd fd, uint64_t expected_size,
-                                                  Mapping::Access access, std::string_view what) {
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat the fd of " + std::string(what));
-  if (static_cast<uint64_t>(st.st_size) != expected_size) {
-    return ProtocolError("the agent passed a file of " + std::to_string(st.st_size) + " bytes for " +
+Result<MappingCache::Lease> MappingCache::Acquire(UniqueFd fd, uint64_t expected_size, Mapping::Access access,
+                                                  std::string_view what) {
+  TC_ASSIGN_OR_RETURN(FileStat st, StatOpenFd(fd.get(), "fstat the fd of " + std::string(what)));
+  if (st.size != expected_size) {
+    return ProtocolError("the agent passed a file of " + std::to_string(st.size) + " bytes for " +
                          std::string(what) + ", expected " + std::to_string(expected_size) +
                          " bytes; the agent and client disagree (check both are the same version)");
   }
   const bool writable = access == Mapping::Access::kReadWrite;
-  const Key key{st.st_dev, st.st_ino, expected_size, writable ? 1 : 0};
+  const Key key{static_cast<dev_t>(st.dev), static_cast<ino_t>(st.ino), expected_size, writable ? 1 : 0};
   const bool cacheable =
       options_.capacity_bytes > 0 && expected_size > 0 && expected_size <= options_.capacity_bytes;
 
@@ -85,8 +85,9 @@ Result<MappingCache::Lease> MappingCache::Acquire(UniqueFd fd, uint64_t expected
     }
     // Mappings of the same file at another size are stale (the file was
     // resized for reuse): drop them so their address space is released.
-    for (auto s = index_.lower_bound(Key{st.st_dev, st.st_ino, 0, 0});
-         s != index_.end() && std::get<0>(s->first) == st.st_dev && std::get<1>(s->first) == st.st_ino;) {
+    for (auto s = index_.lower_bound(Key{std::get<0>(key), std::get<1>(key), 0, 0});
+         s != index_.end() && std::get<0>(s->first) == std::get<0>(key) &&
+         std::get<1>(s->first) == std::get<1>(key);) {
       auto next = std::next(s);
       if (std::get<2>(s->first) != expected_size) EraseLocked(s);
       s = next;
@@ -133,10 +134,10 @@ size_t MappingCache::SweepLocked() {
   size_t dropped = 0;
   for (auto it = index_.begin(); it != index_.end();) {
     auto next = std::next(it);
-    struct stat st {};
     const Entry& e = **it->second;
     // An fstat failure on an fd we own means the fd is unusable: drop it too.
-    if (::fstat(e.fd.get(), &st) != 0 || st.st_nlink == 0) {
+    Result<FileStat> st = StatOpenFd(e.fd.get(), "stat a cached mapping's fd");
+    if (!st.ok() || st->nlink == 0) {
       EraseLocked(it);
       ++dropped;
     }

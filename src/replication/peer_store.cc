@@ -1,13 +1,12 @@
 // peer_store.cc — see peer_store.h.
 #include "replication/peer_store.h"
 
-#include <sys/stat.h>
-
 #include <span>
 #include <utility>
 
 #include "common/names.h"
 #include "os/files.h"
+#include "os/fs_stat.h"
 #include "os/mapping.h"
 
 namespace tierckpt::agent {
@@ -155,8 +154,8 @@ Result<std::string> PeerObjectStore::ReadObjectToFileHashed(std::string_view ns,
   // into a mapping of it: one copy fewer than a receive buffer + pwrite. A
   // fresh file takes pwrite, which spares the kernel zeroing pages that a
   // mapping would fault in first (docs/decisions.md #11).
-  struct stat st;
-  if (size > 0 && ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_blocks) * 512 >= size) {
+  Result<FileStat> st = StatOpenFd(fd, "stat the destination of " + std::string(name));
+  if (size > 0 && st.ok() && st->allocated_bytes >= size) {
     Result<Mapping> map = Mapping::Map(fd, static_cast<size_t>(size), Mapping::Access::kReadWrite,
                                        /*populate=*/true, "the destination of " + std::string(name));
     if (map.ok()) {

@@ -2,12 +2,12 @@
 #include "sync/journal.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
 #include "os/files.h"
+#include "os/fs_stat.h"
 
 namespace tierckpt::sync {
 namespace {
@@ -21,13 +21,9 @@ std::string Line(const std::string& path, int64_t size, int64_t mtime_ns) {
 }  // namespace
 
 Result<FileVersion> VersionOf(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return NotFound("no file " + path);
-    return ErrnoStatus("stat " + path);
-  }
-  return FileVersion{static_cast<uint64_t>(st.st_size),
-                     static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec};
+  TC_ASSIGN_OR_RETURN(FileStat st, StatFile(path, Follow::kYes, IfMissing::kOk));
+  if (st.type == EntryType::kMissing) return NotFound("no file " + path);
+  return FileVersion{st.size, st.mtime_ns};
 }
 
 Result<Journal> Journal::Open(const std::string& dir, const std::string& instance) {

@@ -1,10 +1,6 @@
 // watcher.cc — see watcher.h.
 #include "sync/watcher.h"
 
-#include <sys/inotify.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <filesystem>
 
 #include "os/files.h"
@@ -22,9 +18,8 @@ bool Under(const std::string& path, const std::string& dir) {
 }  // namespace
 
 Result<std::unique_ptr<DirectoryWatcher>> DirectoryWatcher::Create(const std::string& root) {
-  UniqueFd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus("inotify_init1 (raise fs.inotify.max_user_instances?)");
-  std::unique_ptr<DirectoryWatcher> w(new DirectoryWatcher(root, std::move(fd)));
+  TC_ASSIGN_OR_RETURN(Inotify inotify, Inotify::Open());
+  std::unique_ptr<DirectoryWatcher> w(new DirectoryWatcher(root, std::move(inotify)));
   TC_RETURN_IF_ERROR(w->AddTree(""));
   return w;
 }
@@ -35,12 +30,12 @@ std::string DirectoryWatcher::Join(const std::string& dir, const std::string& na
 
 Status DirectoryWatcher::AddTree(const std::string& rel) {
   const std::string full = rel.empty() ? root_ : JoinPath(root_, rel);
-  const int wd = ::inotify_add_watch(fd_.get(), full.c_str(), kDirMask);
-  if (wd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return Status::Ok();  // gone meanwhile
-    return ErrnoStatus("watching " + full + (errno == ENOSPC ? " (raise fs.inotify.max_user_watches)" : ""));
+  Result<int> wd = inotify_.AddWatch(full, kDirMask);
+  if (!wd.ok()) {
+    if (wd.status().code() == Code::kNotFound) return Status::Ok();  // gone meanwhile
+    return wd.status();
   }
-  dirs_[wd] = rel;
+  dirs_[*wd] = rel;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(full, ec)) {
     if (entry.is_directory(ec) && !entry.is_symlink(ec)) {
@@ -53,7 +48,7 @@ Status DirectoryWatcher::AddTree(const std::string& rel) {
 void DirectoryWatcher::DropTree(const std::string& rel) {
   for (auto it = dirs_.begin(); it != dirs_.end();) {
     if (Under(it->second, rel)) {
-      ::inotify_rm_watch(fd_.get(), it->first);
+      inotify_.RemoveWatch(it->first);
       it = dirs_.erase(it);
     } else {
       ++it;
@@ -63,36 +58,32 @@ void DirectoryWatcher::DropTree(const std::string& rel) {
 
 Result<std::vector<WatchEvent>> DirectoryWatcher::Read() {
   std::vector<WatchEvent> out;
-  alignas(inotify_event) char buf[64 * 1024];
   for (;;) {
-    const ssize_t n = ::read(fd_.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return out;
-    if (n <= 0) return ErrnoStatus("reading inotify events of " + root_);
-    for (ssize_t off = 0; off < n;) {
-      const auto* e = reinterpret_cast<const inotify_event*>(buf + off);
-      off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
-      if (e->mask & IN_Q_OVERFLOW) {
+    // One read(2) at a time: a watch AddTree adds here reports in a later read.
+    TC_ASSIGN_OR_RETURN(std::vector<Inotify::Event> events, inotify_.ReadEvents(root_));
+    if (events.empty()) return out;
+    for (const Inotify::Event& e : events) {
+      if (e.mask & IN_Q_OVERFLOW) {
         out.push_back({WatchEvent::Kind::kOverflow, ""});
         continue;
       }
-      if (e->mask & IN_IGNORED) {
-        dirs_.erase(e->wd);
+      if (e.mask & IN_IGNORED) {
+        dirs_.erase(e.wd);
         continue;
       }
-      auto dir = dirs_.find(e->wd);
-      if (dir == dirs_.end() || e->len == 0) continue;
-      const std::string path = Join(dir->second, e->name);
-      const bool is_dir = (e->mask & IN_ISDIR) != 0;
-      if (is_dir && (e->mask & (IN_CREATE | IN_MOVED_TO))) {
+      auto dir = dirs_.find(e.wd);
+      if (dir == dirs_.end() || e.name.empty()) continue;
+      const std::string path = Join(dir->second, e.name);
+      const bool is_dir = (e.mask & IN_ISDIR) != 0;
+      if (is_dir && (e.mask & (IN_CREATE | IN_MOVED_TO))) {
         TC_RETURN_IF_ERROR(AddTree(path));
         out.push_back({WatchEvent::Kind::kDirAppeared, path});
-      } else if (is_dir && (e->mask & (IN_DELETE | IN_MOVED_FROM))) {
+      } else if (is_dir && (e.mask & (IN_DELETE | IN_MOVED_FROM))) {
         DropTree(path);
         out.push_back({WatchEvent::Kind::kDirGone, path});
-      } else if (!is_dir && (e->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))) {
+      } else if (!is_dir && (e.mask & (IN_CLOSE_WRITE | IN_MOVED_TO))) {
         out.push_back({WatchEvent::Kind::kFileReady, path});
-      } else if (!is_dir && (e->mask & (IN_DELETE | IN_MOVED_FROM))) {
+      } else if (!is_dir && (e.mask & (IN_DELETE | IN_MOVED_FROM))) {
         out.push_back({WatchEvent::Kind::kFileGone, path});
       }
     }

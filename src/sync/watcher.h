@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "os/fd.h"
+#include "os/inotify.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::sync {
@@ -37,19 +37,20 @@ class DirectoryWatcher {
   static Result<std::unique_ptr<DirectoryWatcher>> Create(const std::string& root);
 
   // For poll(2): readable when events wait.
-  int fd() const { return fd_.get(); }
+  int fd() const { return inotify_.fd(); }
   // The events waiting now (none when there are none; never blocks).
   Result<std::vector<WatchEvent>> Read();
 
  private:
-  explicit DirectoryWatcher(std::string root, UniqueFd fd) : root_(std::move(root)), fd_(std::move(fd)) {}
+  DirectoryWatcher(std::string root, Inotify inotify)
+      : root_(std::move(root)), inotify_(std::move(inotify)) {}
   // Watches dir (relative) and everything below it.
   Status AddTree(const std::string& rel);
   void DropTree(const std::string& rel);
   std::string Join(const std::string& dir, const std::string& name) const;
 
   const std::string root_;
-  UniqueFd fd_;
+  Inotify inotify_;
   std::map<int, std::string> dirs_;  // watch descriptor → relative dir ("" = root)
 };
 

@@ -1,7 +1,5 @@
 #include "tier/budget.h"
 
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -12,6 +10,7 @@
 
 #include "os/fd.h"
 #include "os/files.h"
+#include "os/fs_stat.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -142,22 +141,17 @@ std::string FormatBytes(uint64_t bytes) {
 }
 
 Result<MountSpace> MountSpaceOf(const std::string& path) {
-  struct statvfs st;
-  if (::statvfs(path.c_str(), &st) != 0) return ErrnoStatus("statvfs " + path);
+  TC_ASSIGN_OR_RETURN(FsSpace fs, StatFsSpace(path));
   MountSpace m;
-  m.free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  m.total_bytes = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+  m.free_bytes = fs.free_bytes;
+  m.total_bytes = fs.total_bytes;
   return m;
 }
 
 Result<uint64_t> AllocatedBytesUnder(const std::string& dir) {
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) {
-    if (errno == ENOENT) return uint64_t{0};
-    return ErrnoStatus("stat " + dir);
-  }
-  if (S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_blocks) * 512;
-  if (!S_ISDIR(st.st_mode)) return uint64_t{0};
+  TC_ASSIGN_OR_RETURN(FileStat st, StatFile(dir, Follow::kNo, IfMissing::kOk));
+  if (st.type == EntryType::kRegular) return st.allocated_bytes;
+  if (st.type != EntryType::kDirectory) return uint64_t{0};  // kMissing included
   TC_ASSIGN_OR_RETURN(auto names, ListDir(dir));
   uint64_t total = 0;
   for (const auto& n : names) {

@@ -7,6 +7,7 @@
 
 #include "os/fd.h"
 #include "os/files.h"
+#include "os/fs_stat.h"
 
 namespace tierckpt::agent {
 
@@ -14,13 +15,14 @@ FileKey KeyOf(const struct stat& st) {
   return FileKey{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
 }
 
+FileKey KeyOf(const FileStat& st) { return FileKey{st.dev, st.ino}; }
+
 Result<ReadView> ReadMappings::Open(const std::string& path) {
   TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDONLY));
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path);
+  TC_ASSIGN_OR_RETURN(FileStat st, StatOpenFd(fd.get(), "stat " + path));
   ReadView view;
   view.key_ = KeyOf(st);
-  view.size_ = static_cast<uint64_t>(st.st_size);
+  view.size_ = st.size;
   const uint64_t size = view.size_;
   if (size == 0) return view;
   if (size < options_.min_file_bytes) {
@@ -104,9 +106,9 @@ void ReadMappings::Forget(FileKey key) {
 }
 
 void ReadMappings::ForgetPath(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-  Forget(KeyOf(st));
+  Result<FileStat> st = StatFile(path, Follow::kNo, IfMissing::kOk);
+  if (!st.ok() || st->type != EntryType::kRegular) return;
+  Forget(KeyOf(*st));
 }
 
 ReadMappingsStats ReadMappings::Stats() const {

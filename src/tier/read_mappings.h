@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "os/fs_stat.h"
 #include "os/mapping.h"
 #include "tierckpt/status.h"
 
@@ -69,6 +70,7 @@ struct FileKey {
   auto operator<=>(const FileKey&) const = default;
 };
 FileKey KeyOf(const struct stat& st);
+FileKey KeyOf(const FileStat& st);
 
 // The bytes of one file as they were sized when it was opened. Copyable;
 // the bytes stay readable while any copy lives.

@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "os/files.h"
+#include "os/fs_stat.h"
+
 namespace tierckpt::wire {
 namespace {
 
@@ -207,19 +210,19 @@ Status RecvTimeout(const FrameReader& reader, size_t expected, const RecvLimits&
 }
 
 // Who owns path, in words for messages.
-std::string Describe(const struct stat& st) {
+std::string Describe(const FileStat& st) {
   char mode[8];
-  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  return "owned by uid " + std::to_string(st.st_uid) + ", mode " + mode;
+  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.mode));
+  return "owned by uid " + std::to_string(st.uid) + ", mode " + mode;
 }
 
 }  // namespace
 
 Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
   TC_ASSIGN_OR_RETURN(sockaddr_un addr, MakeAddress(path));
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
+  TC_ASSIGN_OR_RETURN(FileStat st, StatFile(path, Follow::kNo, IfMissing::kOk, "checking the socket path"));
+  if (st.type != EntryType::kMissing) {
+    if (!st.is_socket) {
       return AlreadyExists("socket path " + path +
                            " exists and is not a socket; remove it or choose another socket path");
     }
@@ -233,11 +236,7 @@ Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
       return ErrnoStatus("probing the existing socket " + path, err);
     }
     // Nobody listens: a stale socket left by an agent that died.
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return ErrnoStatus("removing the stale socket " + path);
-    }
-  } else if (errno != ENOENT) {
-    return ErrnoStatus("checking the socket path " + path);
+    TC_RETURN_IF_ERROR(RemoveFile(path, IfMissing::kOk, "removing the stale socket"));
   }
 
   TC_ASSIGN_OR_RETURN(UniqueFd fd, NewSocket(path));
@@ -249,14 +248,13 @@ Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
     return ErrnoStatus("binding the Unix socket " + path +
                        " (does its directory exist and is it writable?)");
   }
-  if (::chmod(path.c_str(), 0600) != 0) {
-    Status s = ErrnoStatus("restricting the socket " + path + " to mode 0600");
-    ::unlink(path.c_str());
+  if (Status s = ChmodPath(path, 0600, "setting mode 0600 on the socket"); !s.ok()) {
+    RemoveFile(path, IfMissing::kOk).IgnoreError();  // the chmod failure is the one to report
     return s;
   }
   if (::listen(fd.get(), backlog) != 0) {
     Status s = ErrnoStatus("listening on the Unix socket " + path);
-    ::unlink(path.c_str());
+    RemoveFile(path, IfMissing::kOk).IgnoreError();  // the listen failure is the one to report
     return s;
   }
   return fd;
@@ -458,26 +456,26 @@ Status CheckSocketDir(const std::string& dir, uid_t trusted_uid) {
     if (prefix.empty()) prefix = "/";
     if (prefix.size() > 1 && prefix.back() == '/') continue;  // "a//b"
     const bool leaf = next == std::string::npos || abs.find_first_not_of('/', next) == std::string::npos;
-    struct stat lst {};
-    if (::lstat(prefix.c_str(), &lst) != 0) return ErrnoStatus("checking the socket directory " + prefix);
-    if (S_ISLNK(lst.st_mode) && !trusted(lst.st_uid)) {
+    TC_ASSIGN_OR_RETURN(FileStat lst,
+                        StatFile(prefix, Follow::kNo, IfMissing::kFail, "checking the socket directory"));
+    if (lst.type == EntryType::kSymlink && !trusted(lst.uid)) {
       return PermissionDenied("socket directory " + dir + ": " + prefix + " is a symbolic link " +
                               Describe(lst) + ", not by " + whose +
                               "; another user could redirect the socket: use a path without it");
     }
-    struct stat st {};
-    if (::stat(prefix.c_str(), &st) != 0) return ErrnoStatus("checking the socket directory " + prefix);
-    if (!S_ISDIR(st.st_mode)) {
+    TC_ASSIGN_OR_RETURN(FileStat st,
+                        StatFile(prefix, Follow::kYes, IfMissing::kFail, "checking the socket directory"));
+    if (st.type != EntryType::kDirectory) {
       return PermissionDenied("socket directory " + dir + ": " + prefix + " is not a directory");
     }
-    if (!trusted(st.st_uid)) {
+    if (!trusted(st.uid)) {
       return PermissionDenied("socket directory " + prefix + " is " + Describe(st) + ", not by " + whose +
                               " (this process expects the agent to run as uid " + std::to_string(trusted_uid) +
                               "): another user could run an impostor agent there; remove it, or choose a "
                               "directory you own with --socket / TIERCKPT_SOCKET (or set XDG_RUNTIME_DIR)");
     }
-    const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-    if (others_write && (leaf || (st.st_mode & S_ISVTX) == 0)) {
+    const bool others_write = (st.mode & (S_IWGRP | S_IWOTH)) != 0;
+    if (others_write && (leaf || (st.mode & S_ISVTX) == 0)) {
       return PermissionDenied("socket directory " + prefix + " is " + Describe(st) +
                               ": group or others may write it, so another user could replace the socket; "
                               "`chmod go-w " + prefix + "` (0700 is best) or choose a private directory");

@@ -1,16 +1,13 @@
 // tierckpt agent start: find tierckptd, start it detached (or in the
 // foreground), and wait until it answers on its socket.
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +16,8 @@
 #include "cli.h"
 #include "os/fd.h"
 #include "os/files.h"
+#include "os/fs_stat.h"
+#include "os/process.h"
 #include "output.h"
 #include "wire/unix_socket.h"
 
@@ -35,25 +34,17 @@ struct StartOptions {
   std::vector<std::string> extra;  // after "--"
 };
 
-bool IsExecutable(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
 Result<std::string> FindAgentBinary(const std::string& explicit_bin) {
   if (!explicit_bin.empty()) {
-    if (IsExecutable(explicit_bin)) return explicit_bin;
+    if (IsExecutableFile(explicit_bin)) return explicit_bin;
     return NotFound("--agent-bin/TIERCKPT_AGENT_BIN " + explicit_bin + " is not an executable file");
   }
   std::vector<std::string> tried;
-  char exe[4096];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    const std::string dir = DirName(exe);
+  if (Result<std::string> exe = SelfExecutablePath(); exe.ok()) {
+    const std::string dir = DirName(*exe);
     // Installed side by side, or the build tree (tools/cli and tools/tierckptd).
     for (const std::string& c : {JoinPath(dir, "tierckptd"), JoinPath(DirName(dir), "tierckptd/tierckptd")}) {
-      if (IsExecutable(c)) return c;
+      if (IsExecutableFile(c)) return c;
       tried.push_back(c);
     }
   }
@@ -63,7 +54,7 @@ Result<std::string> FindAgentBinary(const std::string& explicit_bin) {
     size_t end = path.find(':', start);
     if (end == std::string::npos) end = path.size();
     std::string dir = path.substr(start, end - start);
-    if (!dir.empty() && IsExecutable(JoinPath(dir, "tierckptd"))) return JoinPath(dir, "tierckptd");
+    if (!dir.empty() && IsExecutableFile(JoinPath(dir, "tierckptd"))) return JoinPath(dir, "tierckptd");
     start = end + 1;
   }
   std::string where;
@@ -158,14 +149,7 @@ int RunStart(const GlobalOptions& g, const StartOptions& o) {
   Result<std::string> bin = FindAgentBinary(o.agent_bin);
   if (!bin.ok()) return Fail(bin.status());
   std::vector<std::string> args = AgentArgs(*bin, socket, o);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  if (o.foreground) {
-    ::execv(argv[0], argv.data());
-    return Fail(ErrnoStatus("exec " + *bin));
-  }
+  if (o.foreground) return Fail(ExecReplace(args));  // returns only when exec failed
 
   const std::string log = DefaultLogPath(o);
   Status dirs = MakeDirs(DirName(log), 0700);
@@ -180,47 +164,51 @@ int RunStart(const GlobalOptions& g, const StartOptions& o) {
   if (!log_fd.ok()) return Fail(log_fd.status().WithContext("opening the agent log (choose another with --log-file)"));
   Result<UniqueFd> null_fd = OpenFile("/dev/null", O_RDONLY | O_CLOEXEC);
   if (!null_fd.ok()) return Fail(null_fd.status());
-  struct stat st {};
-  uint64_t log_offset = ::fstat(log_fd->get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  Result<FileStat> log_stat = StatOpenFd(log_fd->get(), "stat " + log);
+  uint64_t log_offset = log_stat.ok() ? log_stat->size : 0;
   std::fflush(nullptr);
 
-  pid_t pid = ::fork();
-  if (pid < 0) return Fail(ErrnoStatus("fork"));
-  if (pid == 0) {
-    ::setsid();
-    ::dup2(null_fd->get(), STDIN_FILENO);
-    ::dup2(log_fd->get(), STDOUT_FILENO);
-    ::dup2(log_fd->get(), STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    const char* err = std::strerror(errno);
-    (void)!::write(STDERR_FILENO, "tierckpt: exec tierckptd failed: ", 33);
-    (void)!::write(STDERR_FILENO, err, std::strlen(err));
-    (void)!::write(STDERR_FILENO, "\n", 1);
-    ::_exit(127);
-  }
+  SpawnOptions spawn;
+  spawn.argv = std::move(args);
+  spawn.new_session = true;  // detached: the terminal's ^C and hang-up do not reach it
+  spawn.stdin_fd = null_fd->get();
+  spawn.stdout_fd = log_fd->get();
+  spawn.stderr_fd = log_fd->get();
+  spawn.exec_failure_prefix = "tierckpt: exec tierckptd failed: ";
+  Result<Child> child = Child::Spawn(spawn);
+  if (!child.ok()) return Fail(child.status());
+  const pid_t pid = child->pid();
 
   const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
   ClientOptions co;
   co.socket_path = socket;
   co.client_name = ClientName();
   while (true) {
-    int wstatus = 0;
-    if (::waitpid(pid, &wstatus, WNOHANG) == pid) {
-      std::string how = WIFEXITED(wstatus) ? "with status " + std::to_string(WEXITSTATUS(wstatus))
-                        : WIFSIGNALED(wstatus) ? "on signal " + std::to_string(WTERMSIG(wstatus))
-                                               : "";
-      std::fprintf(stderr, "tierckpt: tierckptd exited %s before it answered on %s; the end of its log %s:\n%s",
+    Result<std::optional<ExitStatus>> exited = child->Poll();
+    if (!exited.ok()) {
+      child->Detach();  // it may still run: leave it be, as a timeout does
+      return Fail(exited.status());
+    }
+    if (exited->has_value()) {
+      const std::string how = (*exited)->Describe();
+      std::fprintf(stderr,
+                   "tierckpt: tierckptd exited %s before it answered on %s; the end of its log %s:\n%s",
                    how.c_str(), socket.c_str(), log.c_str(), LogTail(log, log_offset).c_str());
       return kExitFailure;
     }
     Result<std::unique_ptr<Client>> c = Client::Connect(co);
-    if (c.ok()) return ReportStarted(g, **c, pid, socket, o.root, log);
+    if (c.ok()) {
+      child->Detach();  // the agent outlives this command
+      return ReportStarted(g, **c, pid, socket, o.root, log);
+    }
     if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr,
-                   "tierckpt: tierckptd (pid %d) did not answer on %s within %lld s (last error: %s); it is still "
-                   "running: see its log %s, or stop it with `kill %d`. The end of the log:\n%s",
-                   static_cast<int>(pid), socket.c_str(), static_cast<long long>(kStartTimeout.count()),
-                   c.status().message().c_str(), log.c_str(), static_cast<int>(pid), LogTail(log, log_offset).c_str());
+      child->Detach();  // left running, as the message says
+      std::fprintf(
+          stderr,
+          "tierckpt: tierckptd (pid %d) did not answer on %s within %lld s (last error: %s); it is still "
+          "running: see its log %s, or stop it with `kill %d`. The end of the log:\n%s",
+          static_cast<int>(pid), socket.c_str(), static_cast<long long>(kStartTimeout.count()),
+          c.status().message().c_str(), log.c_str(), static_cast<int>(pid), LogTail(log, log_offset).c_str());
       return kExitFailure;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

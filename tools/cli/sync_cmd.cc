@@ -4,16 +4,11 @@
 // (sync_loop.h) until SIGTERM/SIGINT or until COMMAND exits, then a final
 // flush within --grace seconds.
 #include <signal.h>
-#include <sys/signalfd.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <vector>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <optional>
 #include <memory>
 #include <string>
@@ -21,7 +16,8 @@
 #include "cli.h"
 #include "output.h"
 #include "common/log.h"
-#include "os/fd.h"
+#include "os/process.h"
+#include "os/signal_fd.h"
 #include "sync/sync.h"
 #include "sync/sync_loop.h"
 
@@ -41,17 +37,13 @@ struct SyncCommandOptions {
   std::vector<std::string> command;
 };
 
-// Runs command with the signals unblocked; -1 when it cannot start.
-pid_t StartCommand(const std::vector<std::string>& command, const sigset_t& unblock) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  ::sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
-  std::vector<char*> argv;
-  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  std::fprintf(stderr, "tierckpt sync: cannot run %s: %s\n", argv[0], std::strerror(errno));
-  ::_exit(127);
+// Runs command (looked up on PATH), with the signals unblocked.
+Result<Child> StartCommand(const std::vector<std::string>& command) {
+  SpawnOptions spawn;
+  spawn.argv = command;
+  spawn.search_path = true;
+  spawn.exec_failure_prefix = "tierckpt sync: cannot run " + command[0] + ": ";
+  return Child::Spawn(spawn);
 }
 
 std::string StatusLine(const sync::SyncStatus& s) {
@@ -64,14 +56,9 @@ std::string StatusLine(const sync::SyncStatus& s) {
 
 int RunWatch(const GlobalOptions& g, const SyncCommandOptions& o, sync::BlobStore& remote, sync::SyncOptions so) {
   (void)g;
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGCHLD);
-  if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return Fail(ErrnoStatus("blocking signals"));
-  UniqueFd sfd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!sfd.valid()) return Fail(ErrnoStatus("creating a signalfd"));
+  // SIGCHLD too: the command's exit wakes the loop.
+  Result<SignalFd> sfd = SignalFd::Open({SIGINT, SIGTERM, SIGCHLD}, "SIGINT/SIGTERM/SIGCHLD");
+  if (!sfd.ok()) return Fail(sfd.status());
   sync::WatchOptions wo;
   wo.sync = std::move(so);
   wo.settle = std::chrono::milliseconds(o.settle_ms);
@@ -81,35 +68,36 @@ int RunWatch(const GlobalOptions& g, const SyncCommandOptions& o, sync::BlobStor
   std::fprintf(stderr, "sync: watching %s -> %s%s (pulled %zu file(s), pushed %zu)\n", o.local.c_str(),
                remote.Describe().c_str(), o.instance.empty() ? "" : (o.instance + "/").c_str(), first->pulled,
                first->pushed);
-  pid_t child = -1;
+  Child child;  // killed and reaped on every return, if it still runs
   if (!o.command.empty()) {
-    child = StartCommand(o.command, set);
-    if (child < 0) return Fail(ErrnoStatus("starting " + o.command[0]));
+    Result<Child> started = StartCommand(o.command);
+    if (!started.ok()) return Fail(started.status().WithContext("starting " + o.command[0]));
+    child = std::move(started).value();
   }
+  const bool has_child = child.running();
   int child_status = -1;
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> deadline;
   std::string last_line;
   Clock::time_point last_print = Clock::now();
   for (;;) {
-    Result<bool> woke = loop.Step(sfd.get(), std::chrono::milliseconds(500));
+    Result<bool> woke = loop.Step(sfd->fd(), std::chrono::milliseconds(500));
     if (!woke.ok()) {
       std::fprintf(stderr, "tierckpt sync: %s; flushing and stopping\n", woke.status().ToString().c_str());
       if (!deadline) deadline = Clock::now() + std::chrono::seconds(o.grace_s);
       break;
     }
     if (*woke) {
-      signalfd_siginfo info{};
-      while (::read(sfd.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-        if (info.ssi_signo == SIGCHLD) continue;
-        std::fprintf(stderr, "sync: signal %u: flushing within %d s\n", info.ssi_signo, o.grace_s);
+      while (std::optional<int> sig = sfd->ReadSignal()) {
+        if (*sig == SIGCHLD) continue;
+        std::fprintf(stderr, "sync: signal %d: flushing within %d s\n", *sig, o.grace_s);
         if (!deadline) deadline = Clock::now() + std::chrono::seconds(o.grace_s);
-        if (child > 0) ::kill(child, static_cast<int>(info.ssi_signo));  // the trainer saves and exits
+        if (child.running()) child.Signal(*sig).IgnoreError();  // the trainer saves and exits; gone is fine
       }
     }
-    if (child > 0 && child_status < 0) {
-      int st = 0;
-      if (::waitpid(child, &st, WNOHANG) == child) child_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (child.running()) {
+      Result<std::optional<ExitStatus>> exited = child.Poll();
+      if (exited.ok() && exited->has_value()) child_status = (*exited)->ShellCode();
     }
     const std::string line = StatusLine(loop.status());
     if (line != last_line && Clock::now() - last_print > std::chrono::seconds(2)) {
@@ -117,16 +105,15 @@ int RunWatch(const GlobalOptions& g, const SyncCommandOptions& o, sync::BlobStor
       last_line = line;
       last_print = Clock::now();
     }
-    if (child > 0 && child_status >= 0) break;             // the trainer is done
-    if (deadline && (child <= 0 || Clock::now() >= *deadline)) break;  // stopping
+    if (has_child && child_status >= 0) break;                         // the trainer is done
+    if (deadline && (!has_child || Clock::now() >= *deadline)) break;  // stopping
   }
   if (!deadline) deadline = Clock::now() + std::chrono::seconds(o.grace_s);
   Status flushed = loop.Flush(*deadline);
   std::fprintf(stderr, "%s\n", StatusLine(loop.status()).c_str());
-  if (child > 0 && child_status < 0) {  // the grace ran out first
-    ::kill(child, SIGKILL);
-    int st = 0;
-    ::waitpid(child, &st, 0);
+  if (child.running()) {  // the grace ran out first
+    child.Signal(SIGKILL).IgnoreError();
+    child.Wait().status().IgnoreError();
     child_status = 128 + SIGKILL;
   }
   if (!flushed.ok()) {

@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "os/descriptors.h"
 #include "os/fd.h"
 
 namespace tierckpt::peer {
@@ -218,9 +218,7 @@ class TcpAcceptor final : public ChannelAcceptor {
 
   void Shutdown() override {
     if (shut_.exchange(true)) return;
-    uint64_t one = 1;
-    ssize_t ignored = ::write(wake_.get(), &one, sizeof(one));
-    (void)ignored;
+    SignalEventFd(wake_.get());
     ::shutdown(fd_.get(), SHUT_RDWR);
   }
 
@@ -328,8 +326,7 @@ Result<std::unique_ptr<ChannelAcceptor>> TcpBind(const std::string& address, con
     if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
       return ErrnoStatus("reading the bound port of " + address);
     }
-    UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!wake.valid()) return ErrnoStatus("creating the wake-up eventfd for the listener on " + address);
+    TC_ASSIGN_OR_RETURN(UniqueFd wake, OpenEventFd("the wake-up eventfd for the listener on " + address));
     return std::unique_ptr<ChannelAcceptor>(
         std::make_unique<TcpAcceptor>(std::move(fd), std::move(wake), FormatSockaddr(ss), options));
   }

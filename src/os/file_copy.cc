@@ -12,7 +12,8 @@
 namespace tierckpt {
 
 Status SendFileExact(int out_fd, int in_fd, uint64_t size, std::string_view what) {
-  if (::lseek(out_fd, 0, SEEK_SET) != 0) return ErrnoStatus(std::string(what) + ": seeking the destination to 0");
+  if (::lseek(out_fd, 0, SEEK_SET) != 0)
+    return ErrnoStatus(std::string(what) + ": seeking the destination to 0");
   off_t in = 0;
   while (static_cast<uint64_t>(in) < size) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(size - static_cast<uint64_t>(in), 1u << 30));
@@ -23,8 +24,8 @@ Status SendFileExact(int out_fd, int in_fd, uint64_t size, std::string_view what
     }
     if (n < 0) return ErrnoStatus(std::string(what) + " at offset " + std::to_string(in) + " (sendfile)");
     if (n == 0) {
-      return Corruption(std::string(what) + ": the source ended at " + std::to_string(in) + " bytes, short of " +
-                        std::to_string(size) + "; it was truncated meanwhile");
+      return Corruption(std::string(what) + ": the source ended at " + std::to_string(in) +
+                        " bytes, short of " + std::to_string(size) + "; it was truncated meanwhile");
     }
   }
   return Status::Ok();

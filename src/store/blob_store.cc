@@ -32,6 +32,8 @@ Status BlobStore::ReadToFile(std::string_view path, int fd, uint64_t size) {
 
 Status BlobStore::SyncParents(const std::vector<std::string>&) { return Status::Ok(); }
 
-Result<int> BlobStore::AbortUploads(std::string_view, const std::function<bool(std::string_view)>&) { return 0; }
+Result<int> BlobStore::AbortUploads(std::string_view, const std::function<bool(std::string_view)>&) {
+  return 0;
+}
 
 }  // namespace tierckpt

@@ -124,7 +124,8 @@ class BlobStore {
   virtual Status DeleteBelow(std::string_view prefix) = 0;
   // Aborts the in-progress uploads below prefix (S3 multipart) whose path
   // `which` accepts; returns how many. No-op (0) elsewhere.
-  virtual Result<int> AbortUploads(std::string_view prefix, const std::function<bool(std::string_view)>& which);
+  virtual Result<int> AbortUploads(std::string_view prefix,
+                                   const std::function<bool(std::string_view)>& which);
 };
 
 }  // namespace tierckpt

@@ -2,9 +2,8 @@
 // in-process fake bucket (FakeS3) with small parts, so larger blobs go
 // multipart and reads use parallel ranges.
 
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 
 #include <functional>
 #include <memory>
@@ -41,7 +40,8 @@ std::vector<BlobFactory> AllBlobStores() {
          EXPECT_TRUE(s.ok()) << s.status().ToString();
          return s.ok() ? std::shared_ptr<BlobStore>(std::move(s).value()) : nullptr;
        }},
-      {"Mem", [](const std::string&) -> std::shared_ptr<BlobStore> { return std::make_shared<MemBlobStore>("t"); }},
+      {"Mem",
+       [](const std::string&) -> std::shared_ptr<BlobStore> { return std::make_shared<MemBlobStore>("t"); }},
       {"FakeS3",
        [](const std::string&) -> std::shared_ptr<BlobStore> {
          s3::S3Config config = s3::testing_util::TestConfig();
@@ -142,8 +142,8 @@ TEST_P(BlobStoreConformance, ListsSortedWithSizesAndOneLevel) {
   Put("ns/top", "4444");
   Put("other/x", "5");
   Put("nsx/y", "6");  // not below "ns/"
-  EXPECT_EQ(Paths("ns/"), (std::vector<std::string>{"ns/step_1/a/deep:1", "ns/step_1/b:2", "ns/step_2/c:3",
-                                                    "ns/top:4"}));
+  EXPECT_EQ(Paths("ns/"),
+            (std::vector<std::string>{"ns/step_1/a/deep:1", "ns/step_1/b:2", "ns/step_2/c:3", "ns/top:4"}));
   auto level = store_->List("ns/", /*one_level=*/true);
   ASSERT_TRUE(level.ok()) << level.status().ToString();
   EXPECT_EQ(level->dirs, (std::vector<std::string>{"ns/step_1/", "ns/step_2/"}));

@@ -68,18 +68,21 @@ Result<std::unique_ptr<FsBlobStore>> FsBlobStore::Open(std::string_view base, Fs
   while (norm.size() > 1 && norm.back() == '/') norm.pop_back();
   Status made = MakeDirs(norm, 0755);
   if (made.code() == Code::kAlreadyExists) {
-    return FailedPrecondition("durable base " + norm + " (or a parent) exists and is not a "
+    return FailedPrecondition("durable base " + norm +
+                              " (or a parent) exists and is not a "
                               "directory; point the durable base at a directory");
   }
   if (!made.ok()) return made.WithContext("cannot create the durable base directory " + norm);
   TC_ASSIGN_OR_RETURN(FileInfo info, StatPath(norm));
   if (!info.is_dir) {
-    return FailedPrecondition("durable base " + norm + " is not a directory; point the durable "
+    return FailedPrecondition("durable base " + norm +
+                              " is not a directory; point the durable "
                               "base at a directory");
   }
   Status writable = CheckAccess(norm, W_OK | X_OK, "durable base");
   if (!writable.ok()) {
-    return FailedPrecondition(writable.message() + " is not writable; fix its permissions or choose another directory");
+    return FailedPrecondition(writable.message() +
+                              " is not writable; fix its permissions or choose another directory");
   }
   return std::unique_ptr<FsBlobStore>(new FsBlobStore(std::move(norm), std::move(options)));
 }
@@ -102,14 +105,16 @@ Result<std::string> FsBlobStore::PrepareFile(std::string_view path) {
   std::string full = FullPath(path);
   Status made = MakeDirs(DirName(full), 0755);
   if (made.code() == Code::kAlreadyExists) {
-    return FailedPrecondition("a parent of " + full + " is a file, not a directory (an object "
+    return FailedPrecondition("a parent of " + full +
+                              " is a file, not a directory (an object "
                               "of this step, or a foreign file in the base); an object "
                               "name cannot also be a directory");
   }
   TC_RETURN_IF_ERROR(made);
   TC_ASSIGN_OR_RETURN(FileInfo existing, StatPath(full));
   if (existing.exists && !existing.is_regular) {
-    return FailedPrecondition(full + " is a directory holding other objects; an object name "
+    return FailedPrecondition(full +
+                              " is a directory holding other objects; an object name "
                               "cannot also be a directory");
   }
   return full;
@@ -192,7 +197,8 @@ Result<std::string> FsBlobStore::ReadSmall(std::string_view path, size_t max_byt
 Result<uint64_t> FsBlobStore::Size(std::string_view path) {
   const std::string full = FullPath(path);
   TC_ASSIGN_OR_RETURN(FileInfo info, StatPath(full));
-  if (!info.exists) return NotFound("no object file at " + full + "; it was never put or its step was deleted");
+  if (!info.exists)
+    return NotFound("no object file at " + full + "; it was never put or its step was deleted");
   if (!info.is_regular) return FailedPrecondition(NotABlob(full));
   return info.size;
 }
@@ -211,7 +217,8 @@ Result<BlobListing> FsBlobStore::List(std::string_view prefix, bool one_level) {
   std::string rel(DirOf(prefix));
   if (!rel.empty()) rel += "/";
   TC_RETURN_IF_ERROR(Walk(fd->get(), rel, dir, out, one_level));
-  std::sort(out.blobs.begin(), out.blobs.end(), [](const BlobInfo& a, const BlobInfo& b) { return a.path < b.path; });
+  std::sort(out.blobs.begin(), out.blobs.end(),
+            [](const BlobInfo& a, const BlobInfo& b) { return a.path < b.path; });
   return out;
 }
 
@@ -253,7 +260,8 @@ Status FsBlobStore::Delete(const std::vector<std::string>& paths) {
 }
 
 Status FsBlobStore::DeleteBelow(std::string_view prefix) {
-  if (DirOf(prefix).empty()) return InvalidArgument("DeleteBelow of " + describe_ + ": refusing to delete the base");
+  if (DirOf(prefix).empty())
+    return InvalidArgument("DeleteBelow of " + describe_ + ": refusing to delete the base");
   const std::string dir = FullPath(DirOf(prefix));
   TC_ASSIGN_OR_RETURN(DirEntry entry, StatNoFollow(dir));
   if (entry.type != EntryType::kDirectory) return Status::Ok();  // absent (or a foreign entry we leave alone)

@@ -50,7 +50,8 @@ class FsBlobStore final : public BlobStore {
 
   std::string Describe() const override;  // "file://<base>"
   bool KeepsTemporaries() const override { return true; }
-  Status Put(std::string_view path, const void* data, size_t size, const BlobPutOptions& options = {}) override;
+  Status Put(std::string_view path, const void* data, size_t size,
+             const BlobPutOptions& options = {}) override;
   // Copies the file with sendfile(2) into the temporary, then renames it.
   Status PutFile(std::string_view path, int fd, uint64_t size, const BlobPutOptions& options = {}) override;
   Status Read(std::string_view path, uint64_t offset, void* dst, size_t size) override;

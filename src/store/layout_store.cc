@@ -35,7 +35,9 @@ std::string StepPrefix(std::string_view ns, uint64_t step) { return NsPrefix(ns)
 std::string ObjectPath(std::string_view ns, uint64_t step, std::string_view name) {
   return StepPrefix(ns, step) + std::string(name);
 }
-std::string ManifestPath(std::string_view ns, uint64_t step) { return StepPrefix(ns, step) + std::string(kManifestName); }
+std::string ManifestPath(std::string_view ns, uint64_t step) {
+  return StepPrefix(ns, step) + std::string(kManifestName);
+}
 
 std::string NsLabel(const std::string& store, std::string_view ns) {
   return store + " namespace " + QuoteForMessage(ns);
@@ -100,7 +102,8 @@ Status LayoutStore::PutObject(std::string_view ns, uint64_t step, std::string_vi
 
 Status LayoutStore::PutObjects(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
                                const std::function<bool()>& cancelled) {
-  for (const ObjectBytes& o : objects) TC_RETURN_IF_ERROR(ValidateObjectFor("PutObjects", describe_, ns, step, o.name));
+  for (const ObjectBytes& o : objects)
+    TC_RETURN_IF_ERROR(ValidateObjectFor("PutObjects", describe_, ns, step, o.name));
   std::shared_lock<std::shared_mutex> lock(StepLock(ns, step));
   return Ctx(PutManyImpl(ns, step, objects, cancelled), "PutObjects", StepLabel(describe_, ns, step));
 }
@@ -179,8 +182,9 @@ Status LayoutStore::CommitImpl(const Manifest& m) {
     std::string path = ObjectPath(m.ns, m.step, e.name);
     auto it = sizes.find(path);
     if (it == sizes.end()) {
-      return FailedPrecondition("object " + QuoteForMessage(e.name) + " is listed in the manifest but was never put (no " +
-                                path + " in " + describe_ + "); put every object before committing");
+      return FailedPrecondition("object " + QuoteForMessage(e.name) +
+                                " is listed in the manifest but was never put (no " + path + " in " +
+                                describe_ + "); put every object before committing");
     }
     if (it->second != e.size) {
       return FailedPrecondition("object " + QuoteForMessage(e.name) + " is " + std::to_string(it->second) +
@@ -247,7 +251,8 @@ Result<std::vector<uint64_t>> LayoutStore::ListCommittedSteps(std::string_view n
 }
 
 Result<std::vector<std::string>> LayoutStore::ListNamespaces() {
-  TC_ASSIGN_OR_RETURN(BlobListing top, Ctx(blobs_->List("", /*one_level=*/true), "ListNamespaces", describe_));
+  TC_ASSIGN_OR_RETURN(BlobListing top,
+                      Ctx(blobs_->List("", /*one_level=*/true), "ListNamespaces", describe_));
   std::vector<std::string> out;
   for (const std::string& d : top.dirs) {
     const std::string ns = d.substr(0, d.size() - 1);
@@ -325,7 +330,10 @@ void LayoutStore::RemoveStrayTemporaries(std::string_view ns, uint64_t step) {
   auto listed = manifest.ok() ? blobs_->List(StepPrefix(ns, step)) : Result<BlobListing>(manifest.status());
   if (!listed.ok()) {
     Log(LogLevel::kWarn, "store_sweep_skipped_step")
-        .Kv("store", describe_).Kv("ns", ns).Kv("step", step).Err(listed.status());
+        .Kv("store", describe_)
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Err(listed.status());
     return;
   }
   const std::string prefix = StepPrefix(ns, step);

@@ -20,13 +20,15 @@ Result<MemBlobStore::Bytes> MemBlobStore::Find(std::string_view path) {
   return NotFound(Url(path) + " does not exist; it was never put or its step was deleted");
 }
 
-Status MemBlobStore::Put(std::string_view path, const void* data, size_t size, const BlobPutOptions& options) {
+Status MemBlobStore::Put(std::string_view path, const void* data, size_t size,
+                         const BlobPutOptions& options) {
   auto bytes = std::make_shared<const std::string>(static_cast<const char*>(data), size);
   MutexLock lock(&mu_);
   // "a" and "a/b" cannot coexist (a file cannot also be a directory on disk).
   for (size_t slash = path.find('/'); slash != std::string_view::npos; slash = path.find('/', slash + 1)) {
     if (blobs_.count(path.substr(0, slash)) != 0) {
-      return FailedPrecondition(Url(path) + " would sit below object " + QuoteForMessage(path.substr(0, slash)) +
+      return FailedPrecondition(Url(path) + " would sit below object " +
+                                QuoteForMessage(path.substr(0, slash)) +
                                 "; an object name cannot also be a directory");
     }
   }

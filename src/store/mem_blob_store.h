@@ -25,7 +25,8 @@ class MemBlobStore final : public BlobStore {
   explicit MemBlobStore(std::string name = "anonymous");
 
   std::string Describe() const override;
-  Status Put(std::string_view path, const void* data, size_t size, const BlobPutOptions& options = {}) override;
+  Status Put(std::string_view path, const void* data, size_t size,
+             const BlobPutOptions& options = {}) override;
   Status Read(std::string_view path, uint64_t offset, void* dst, size_t size) override;
   Result<std::string> ReadSmall(std::string_view path, size_t max_bytes) override;
   Result<uint64_t> Size(std::string_view path) override;

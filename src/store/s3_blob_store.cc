@@ -63,7 +63,8 @@ Status S3BlobStore::PutMany(const std::vector<BlobBytes>& blobs, const std::func
   if (check_tree) {
     std::set<std::string> names;  // the batch's paths must not clash among themselves either
     for (const BlobBytes& b : blobs) TC_RETURN_IF_ERROR(store_internal::AddToTree(names, b.path));
-    TC_RETURN_IF_ERROR(ParallelFor(blobs.size(), Concurrency(), [&](size_t i) { return CheckTree(blobs[i].path); }));
+    TC_RETURN_IF_ERROR(
+        ParallelFor(blobs.size(), Concurrency(), [&](size_t i) { return CheckTree(blobs[i].path); }));
   }
   std::vector<s3::UploadItem> items;
   items.reserve(blobs.size());
@@ -92,12 +93,12 @@ Status S3BlobStore::ReadRange(std::string_view path, uint64_t offset, const s3::
   }
   Status s = client_.Download(key, offset, dst, size);
   if (s.code() == Code::kNotFound) {
-    return NotFound("no object at " + Url(path) + "; it was never put or its step was deleted (" + s.message() +
-                    ")");
+    return NotFound("no object at " + Url(path) + "; it was never put or its step was deleted (" +
+                    s.message() + ")");
   }
   if (s.code() == Code::kCorruption) {
-    return Corruption("object " + Url(path) + " is shorter than the requested range " + range + " (" + s.message() +
-                      "); the copy is truncated, restore the step from another tier");
+    return Corruption("object " + Url(path) + " is shorter than the requested range " + range + " (" +
+                      s.message() + "); the copy is truncated, restore the step from another tier");
   }
   return s;
 }
@@ -141,7 +142,8 @@ Result<BlobListing> S3BlobStore::List(std::string_view prefix, bool one_level) {
       out.dirs.push_back(p.substr(base_.size()));
     }
   }
-  std::sort(out.blobs.begin(), out.blobs.end(), [](const BlobInfo& a, const BlobInfo& b) { return a.path < b.path; });
+  std::sort(out.blobs.begin(), out.blobs.end(),
+            [](const BlobInfo& a, const BlobInfo& b) { return a.path < b.path; });
   std::sort(out.dirs.begin(), out.dirs.end());
   return out;
 }
@@ -164,7 +166,8 @@ Status S3BlobStore::DeleteBelow(std::string_view prefix) {
   return client_.DeleteObjects(keys);
 }
 
-Result<int> S3BlobStore::AbortUploads(std::string_view prefix, const std::function<bool(std::string_view)>& which) {
+Result<int> S3BlobStore::AbortUploads(std::string_view prefix,
+                                      const std::function<bool(std::string_view)>& which) {
   TC_ASSIGN_OR_RETURN(std::vector<s3::MultipartUpload> uploads, client_.ListMultipartUploads(Key(prefix)));
   int aborted = 0;
   for (const s3::MultipartUpload& u : uploads) {

@@ -50,7 +50,8 @@ class S3BlobStore final : public BlobStore {
 
   std::string Describe() const override;  // "s3://bucket/prefix"
   int Concurrency() const override;
-  Status Put(std::string_view path, const void* data, size_t size, const BlobPutOptions& options = {}) override;
+  Status Put(std::string_view path, const void* data, size_t size,
+             const BlobPutOptions& options = {}) override;
   Status PutMany(const std::vector<BlobBytes>& blobs, const std::function<bool()>& cancelled,
                  bool check_tree = true) override;
   Status Read(std::string_view path, uint64_t offset, void* dst, size_t size) override;
@@ -60,7 +61,8 @@ class S3BlobStore final : public BlobStore {
   Result<BlobListing> List(std::string_view prefix, bool one_level = false) override;
   Status Delete(const std::vector<std::string>& paths) override;
   Status DeleteBelow(std::string_view prefix) override;
-  Result<int> AbortUploads(std::string_view prefix, const std::function<bool(std::string_view)>& which) override;
+  Result<int> AbortUploads(std::string_view prefix,
+                           const std::function<bool(std::string_view)>& which) override;
 
  private:
   std::string Key(std::string_view path) const { return base_ + std::string(path); }

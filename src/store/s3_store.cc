@@ -14,13 +14,13 @@ Result<std::unique_ptr<S3ObjectStore>> S3ObjectStore::Open(const s3::S3Config& c
   const size_t fixed = kMaxNamespaceLength + 1 + StepDirName(0).size() + 1 + kMaxObjectNameLength;
   const size_t with_prefix = (config.prefix.empty() ? 0 : config.prefix.size() + 1) + fixed;
   if (with_prefix > kS3MaxKeyBytes) {
-    return InvalidArgument("the S3 prefix " + QuoteForMessage(config.prefix) + " of s3://" + config.bucket + " is " +
-                           std::to_string(config.prefix.size()) + " bytes: with the longest namespace (" +
-                           std::to_string(kMaxNamespaceLength) + " bytes) and object name (" +
-                           std::to_string(kMaxObjectNameLength) + " bytes) tierckpt accepts, keys would be " +
-                           std::to_string(with_prefix) + " bytes, past S3's limit of " +
-                           std::to_string(kS3MaxKeyBytes) + "; use a prefix of at most " +
-                           std::to_string(kS3MaxKeyBytes - fixed - 1) + " bytes");
+    return InvalidArgument(
+        "the S3 prefix " + QuoteForMessage(config.prefix) + " of s3://" + config.bucket + " is " +
+        std::to_string(config.prefix.size()) + " bytes: with the longest namespace (" +
+        std::to_string(kMaxNamespaceLength) + " bytes) and object name (" +
+        std::to_string(kMaxObjectNameLength) + " bytes) tierckpt accepts, keys would be " +
+        std::to_string(with_prefix) + " bytes, past S3's limit of " + std::to_string(kS3MaxKeyBytes) +
+        "; use a prefix of at most " + std::to_string(kS3MaxKeyBytes - fixed - 1) + " bytes");
   }
   TC_ASSIGN_OR_RETURN(std::unique_ptr<S3BlobStore> s3, S3BlobStore::Open(config));
   return std::unique_ptr<S3ObjectStore>(new S3ObjectStore(std::shared_ptr<S3BlobStore>(std::move(s3))));

@@ -51,11 +51,14 @@ class DirectoryRemote final : public BlobStore {
     return base_->ReadSmall(path, max_bytes);
   }
   Result<uint64_t> Size(std::string_view path) override { return base_->Size(path); }
-  Result<BlobListing> List(std::string_view prefix, bool one_level) override { return base_->List(prefix, one_level); }
+  Result<BlobListing> List(std::string_view prefix, bool one_level) override {
+    return base_->List(prefix, one_level);
+  }
   Status SyncParents(const std::vector<std::string>& paths) override { return base_->SyncParents(paths); }
   Status Delete(const std::vector<std::string>& paths) override { return base_->Delete(paths); }
   Status DeleteBelow(std::string_view prefix) override { return base_->DeleteBelow(prefix); }
-  Result<int> AbortUploads(std::string_view prefix, const std::function<bool(std::string_view)>& which) override {
+  Result<int> AbortUploads(std::string_view prefix,
+                           const std::function<bool(std::string_view)>& which) override {
     return base_->AbortUploads(prefix, which);
   }
 
@@ -83,7 +86,8 @@ Status ValidateRelativePath(std::string_view path) {
     if (c == "." || c == "..") return bad("contains \".\" or \"..\"");
     if (c.size() > kMaxComponent) return bad("has a component longer than 255 bytes");
     for (unsigned char ch : c) {
-      if (ch < 0x20 || ch >= 0x7f || ch == '\\') return bad("contains a control, non-ASCII or '\\' character");
+      if (ch < 0x20 || ch >= 0x7f || ch == '\\')
+        return bad("contains a control, non-ASCII or '\\' character");
     }
     start = end + 1;
   }
@@ -92,7 +96,8 @@ Status ValidateRelativePath(std::string_view path) {
 
 bool IsSyncOwn(std::string_view rel) {
   return rel.find(kPartialSuffix) != std::string_view::npos || rel == kStateDir ||
-         (rel.size() > kStateDir.size() && rel.substr(0, kStateDir.size()) == kStateDir && rel[kStateDir.size()] == '/');
+         (rel.size() > kStateDir.size() && rel.substr(0, kStateDir.size()) == kStateDir &&
+          rel[kStateDir.size()] == '/');
 }
 
 Result<std::vector<BlobInfo>> ListRemote(BlobStore& remote, std::vector<std::string>* bad) {
@@ -160,7 +165,8 @@ Result<std::unique_ptr<BlobStore>> OpenBlobStore(std::string_view url) {
   }
   std::string dir(url.substr(0, 7) == "file://" ? url.substr(7) : url);
   if (dir.find("://") != std::string::npos) {
-    return InvalidArgument("remote " + QuoteForMessage(url) + " has an unknown scheme; give s3://bucket/prefix or "
+    return InvalidArgument("remote " + QuoteForMessage(url) +
+                           " has an unknown scheme; give s3://bucket/prefix or "
                            "a directory (file:///path or /path)");
   }
   std::error_code ec;

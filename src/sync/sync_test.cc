@@ -47,7 +47,7 @@ TEST(SyncOnceTest, PullsWhatIsMissingPushesWhatIsNewAndNeverDeletes) {
   Write(d.Sub("remote/checkpoint-1/model.bin"), "remote-model");
   Write(d.Sub("remote/checkpoint-1/state.json"), "{}");
   Write(d.Sub("local/checkpoint-2/model.bin"), "new-model");
-  Write(d.Sub("local/checkpoint-1/state.json"), "{\"x\":1}");  // another size: local wins
+  Write(d.Sub("local/checkpoint-1/state.json"), "{\"x\":1}");   // another size: local wins
   Write(d.Sub("local/skip.bin.tierckpt-partial.123"), "half");  // our temporary: never pushed
 
   SyncOptions o;
@@ -90,7 +90,7 @@ TEST(SyncOnceTest, TheJournalCatchesAFileRewrittenWithTheSameSize) {
   ASSERT_EQ(SyncOnce(**remote, o)->pushed, 1u);
   EXPECT_EQ(Read(d.Sub("remote/last.ckpt")), "version-1");
   EXPECT_EQ(Read(d.Sub("remote/.tierckpt-sync/journal-_")), "<missing>");  // sync's state is not mirrored
-  Write(d.Sub("local/last.ckpt"), "version-2");  // same size, new content
+  Write(d.Sub("local/last.ckpt"), "version-2");                            // same size, new content
   struct timespec times[2] = {{0, UTIME_OMIT}, {1700000000, 5}};  // a different mtime, whatever the clock
   ASSERT_EQ(::utimensat(AT_FDCWD, d.Sub("local/last.ckpt").c_str(), times, 0), 0);
   auto r = SyncOnce(**remote, o);
@@ -203,7 +203,8 @@ TEST(SyncOnceTest, MirrorsThroughTheS3BottomUnderTheInstancePrefix) {
   auto pushed = SyncOnce(remote, o);
   ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
   EXPECT_EQ(pushed->pushed, 2u);
-  EXPECT_EQ(fake->Keys(), (std::vector<std::string>{"pre/host-a/ckpt/meta.json", "pre/host-a/ckpt/model.bin"}));
+  EXPECT_EQ(fake->Keys(),
+            (std::vector<std::string>{"pre/host-a/ckpt/meta.json", "pre/host-a/ckpt/model.bin"}));
   o.local = d.Sub("b");
   auto pulled = SyncOnce(remote, o);
   ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();

@@ -9,7 +9,9 @@
 // invisible to ListCommittedSteps/ReadManifest and is garbage for
 // SweepUncommitted.
 //
-// Implementations: FsObjectStore (local dir or NFS), MemObjectStore (tests),
+// The step layout is written once, LayoutStore (layout_store.h), over the
+// storage bottom BlobStore (blob_store.h). Implementations: FsObjectStore
+// (local dir or NFS), MemObjectStore (tests),
 // FaultInjectingStore (wraps any store), S3ObjectStore (s3_store.h). One conformance suite
 // (object_store_conformance_test.cc) runs against all of them.
 //

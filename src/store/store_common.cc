@@ -57,8 +57,21 @@ Status ValidateObjectFor(std::string_view op, std::string_view store, std::strin
   return InContext(ValidateObjectName(name), op, store);
 }
 
-std::string TmpSuffix(uint64_t pid, uint64_t n) {
-  return ".tmp." + std::to_string(pid) + "." + std::to_string(n);
+Status AddToTree(std::set<std::string>& names, std::string_view name) {
+  for (size_t slash = name.find('/'); slash != std::string_view::npos; slash = name.find('/', slash + 1)) {
+    if (names.count(std::string(name.substr(0, slash))) != 0) {
+      return FailedPrecondition("object " + QuoteForMessage(name.substr(0, slash)) +
+                                " exists, so it cannot also be a directory holding " + QuoteForMessage(name));
+    }
+  }
+  const std::string below = std::string(name) + "/";
+  auto next = names.lower_bound(below);
+  if (next != names.end() && next->compare(0, below.size(), below) == 0) {
+    return FailedPrecondition("object " + QuoteForMessage(*next) + " lies below " + QuoteForMessage(name) +
+                              "; an object name cannot also be a directory");
+  }
+  names.emplace(name);
+  return Status::Ok();
 }
 
 bool LooksLikeTmpName(std::string_view file_name) {

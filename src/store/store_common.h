@@ -1,12 +1,14 @@
 // store_common.h — helpers shared by the ObjectStore implementations: name
 // validation of every call, the labels that put the store, namespace, step
-// and object into each error, and the spelling of in-flight temporary files.
+// and object into each error, the tree rule of names, and the spelling of
+// in-flight temporary files.
 //
 // Internal to src/store. All functions are pure and thread-safe. Validation
 // errors are kInvalidArgument and carry the store and the operation.
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -36,11 +38,12 @@ Status ValidateObjectFor(std::string_view op, std::string_view store, std::strin
 Result<Manifest> ParseStepManifest(std::string_view text, const std::string& where, std::string_view ns,
                                    uint64_t step);
 
-// Suffix of a temporary file written before its rename into place:
-// ".tmp.<pid>.<n>".
-std::string TmpSuffix(uint64_t pid, uint64_t n);
+// Adds name to names unless a parent of it is there or it is a parent of
+// one there ("a" and "a/b" cannot coexist): kFailedPrecondition then.
+Status AddToTree(std::set<std::string>& names, std::string_view name);
+
 // True for a file name ending in ".tmp.<digits>.<digits>" with a non-empty
-// stem: the shape TmpSuffix (and WriteFileAtomic) produce.
+// stem: the shape FsBlobStore (and WriteFileAtomic) produce.
 bool LooksLikeTmpName(std::string_view file_name);
 
 }  // namespace tierckpt::store_internal

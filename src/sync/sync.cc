@@ -27,7 +27,7 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
   const std::string scope = o.instance.empty() ? "" : o.instance + "/";
   SyncReport report;
   std::vector<std::string> bad_remote;
-  TC_ASSIGN_OR_RETURN(std::vector<BlobInfo> listed, remote.List(&bad_remote));
+  TC_ASSIGN_OR_RETURN(std::vector<BlobInfo> listed, ListRemote(remote, &bad_remote));
   for (auto& b : bad_remote) report.bad_names.push_back(remote.Describe() + b);
   std::map<std::string, uint64_t> theirs;  // relative to the scope
   for (const BlobInfo& b : listed) {
@@ -89,13 +89,13 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
       Result<FileVersion> before = pull ? Result<FileVersion>(FileVersion{}) : VersionOf(local);
       Status st = Status::Ok();
       if (pull) {
-        st = remote.GetFile(scope + m.path, m.size, local)
+        st = GetFile(remote, scope + m.path, m.size, local)
                  .WithContext("pulling " + m.path + " into " + o.local);
       } else {
         // A file that changes while it is uploaded may have gone up half
         // written: upload it again until it holds still (a few tries).
         for (int attempt = 1;; ++attempt) {
-          st = remote.PutFile(scope + m.path, local)
+          st = PutFile(remote, scope + m.path, local)
                    .WithContext("pushing " + local + " to " + remote.Describe());
           Result<FileVersion> after = VersionOf(local);
           if (!st.ok() || !before.ok() || !after.ok() || *after == *before) break;

@@ -33,7 +33,7 @@ Result<SyncReport> SyncLoop::Start() {
   stats_.uploaded_bytes = first.pushed_bytes;
   TC_ASSIGN_OR_RETURN(Journal journal, Journal::Open(o_.sync.local, o_.sync.instance));
   journal_ = std::make_unique<Journal>(std::move(journal));
-  TC_ASSIGN_OR_RETURN(std::vector<BlobInfo> listed, remote_->List());
+  TC_ASSIGN_OR_RETURN(std::vector<BlobInfo> listed, ListRemote(*remote_));
   for (const BlobInfo& b : listed) {
     if (b.path.compare(0, scope_.size(), scope_) == 0) remote_files_[b.path.substr(scope_.size())] = b.size;
   }
@@ -144,7 +144,7 @@ void SyncLoop::Work(bool force) {
       uploads_.erase(p);  // already there in this version (pulled at start, or pushed by the first pass)
       continue;
     }
-    Status s = remote_->PutFile(Scoped(p), local);
+    Status s = PutFile(*remote_, Scoped(p), local);
     if (s.ok() && version.ok()) {
       s = journal_->Record(p, *version);
       journal_dirty_ = true;

@@ -9,6 +9,9 @@
 #include <string>
 
 #include "os/files.h"
+#include "s3/s3_client_test_util.h"
+#include "store/s3_blob_store.h"
+#include "testing/fake_s3.h"
 #include "testing/temp_dir.h"
 
 namespace tierckpt::sync {
@@ -44,7 +47,7 @@ TEST(SyncOnceTest, PullsWhatIsMissingPushesWhatIsNewAndNeverDeletes) {
   Write(d.Sub("remote/checkpoint-1/model.bin"), "remote-model");
   Write(d.Sub("remote/checkpoint-1/state.json"), "{}");
   Write(d.Sub("local/checkpoint-2/model.bin"), "new-model");
-  Write(d.Sub("local/checkpoint-1/state.json"), "{\"x\":1}");  // another size: local wins
+  Write(d.Sub("local/checkpoint-1/state.json"), "{\"x\":1}");   // another size: local wins
   Write(d.Sub("local/skip.bin.tierckpt-partial.123"), "half");  // our temporary: never pushed
 
   SyncOptions o;
@@ -87,7 +90,7 @@ TEST(SyncOnceTest, TheJournalCatchesAFileRewrittenWithTheSameSize) {
   ASSERT_EQ(SyncOnce(**remote, o)->pushed, 1u);
   EXPECT_EQ(Read(d.Sub("remote/last.ckpt")), "version-1");
   EXPECT_EQ(Read(d.Sub("remote/.tierckpt-sync/journal-_")), "<missing>");  // sync's state is not mirrored
-  Write(d.Sub("local/last.ckpt"), "version-2");  // same size, new content
+  Write(d.Sub("local/last.ckpt"), "version-2");                            // same size, new content
   struct timespec times[2] = {{0, UTIME_OMIT}, {1700000000, 5}};  // a different mtime, whatever the clock
   ASSERT_EQ(::utimensat(AT_FDCWD, d.Sub("local/last.ckpt").c_str(), times, 0), 0);
   auto r = SyncOnce(**remote, o);
@@ -108,17 +111,22 @@ class RacingStore final : public BlobStore {
  public:
   RacingStore(std::string local, int changes) : local_(std::move(local)), changes_(changes) {}
   std::string Describe() const override { return "racing://"; }
-  Result<std::vector<BlobInfo>> List(std::vector<std::string>*) override { return std::vector<BlobInfo>{}; }
-  Status PutFile(std::string_view, const std::string& local) override {
+  Result<BlobListing> List(std::string_view, bool) override { return BlobListing{}; }
+  Status PutFile(std::string_view, int fd, uint64_t, const BlobPutOptions&) override {
     ++puts;
     if (changes_-- > 0) {
-      std::string more = *ReadFileToString(local, 1 << 20) + "+";
+      EXPECT_GE(fd, 0);
+      std::string more = *ReadFileToString(local_, 1 << 20) + "+";
       EXPECT_TRUE(WriteFileAtomic(local_, more, false).ok());
     }
     return Status::Ok();
   }
-  Status GetFile(std::string_view, uint64_t, const std::string&) override { return Status::Ok(); }
+  Status Put(std::string_view, const void*, size_t, const BlobPutOptions&) override { return Status::Ok(); }
+  Status Read(std::string_view, uint64_t, void*, size_t) override { return Status::Ok(); }
+  Result<std::string> ReadSmall(std::string_view, size_t) override { return std::string(); }
+  Result<uint64_t> Size(std::string_view) override { return uint64_t{0}; }
   Status Delete(const std::vector<std::string>&) override { return Status::Ok(); }
+  Status DeleteBelow(std::string_view) override { return Status::Ok(); }
   int puts = 0;
 
  private:
@@ -176,6 +184,35 @@ TEST(SyncOnceTest, RemoteNamesThatWouldEscapeAreReportedNotWritten) {
   ASSERT_EQ(r->bad_names.size(), 1u);
   EXPECT_NE(r->bad_names[0].find("bad\\name"), std::string::npos);
   EXPECT_EQ(Read(d.Sub("local/bad\\name")), "<missing>");
+}
+
+TEST(SyncOnceTest, MirrorsThroughTheS3BottomUnderTheInstancePrefix) {
+  TempDir d;
+  auto fake = std::make_shared<s3::FakeS3>("bkt");
+  s3::S3Config config = s3::testing_util::TestConfig();
+  config.part_size = 8192;
+  config.multipart_threshold = 8192;
+  S3BlobStore remote(config, fake, std::make_shared<s3::testing_util::MarkingSigner>(),
+                     s3::testing_util::InstantRetries());
+  const std::string big(20000, 'b');  // multipart
+  Write(d.Sub("a/ckpt/model.bin"), big);
+  Write(d.Sub("a/ckpt/meta.json"), "{}");
+  SyncOptions o;
+  o.local = d.Sub("a");
+  o.instance = "host-a";
+  auto pushed = SyncOnce(remote, o);
+  ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+  EXPECT_EQ(pushed->pushed, 2u);
+  EXPECT_EQ(fake->Keys(),
+            (std::vector<std::string>{"pre/host-a/ckpt/meta.json", "pre/host-a/ckpt/model.bin"}));
+  o.local = d.Sub("b");
+  auto pulled = SyncOnce(remote, o);
+  ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+  EXPECT_EQ(pulled->pulled, 2u);
+  EXPECT_EQ(Read(d.Sub("b/ckpt/model.bin")), big);
+  o.local = d.Sub("c");
+  o.instance = "host-b";  // another instance's files are not pulled
+  EXPECT_EQ(SyncOnce(remote, o)->pulled, 0u);
 }
 
 TEST(OpenBlobStoreTest, UnknownSchemesAndEmptyRemotesAreRefused) {

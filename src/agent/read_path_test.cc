@@ -221,7 +221,7 @@ class ReadPathPeersTest : public ::testing::Test {
     }
   }
   ReadPathDeps DepsOf(Node& n) {
-    return {n.id, n.h.tier.get(), &store, n.replicator.get(), n.replica_tiers.get()};
+    return {n.id, n.h.tier.get(), &store, n.cluster.get()};
   }
 
   MemObjectStore store{"durable"};

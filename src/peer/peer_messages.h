@@ -13,7 +13,7 @@
 //   kReplicate    {ns, step}                → kDone | kError
 //   kCommitPart   wire::CommitStepRequest   → kManifest {json} | kError
 //   kPersistPart  {origin, ns, step}        → kDone | kError
-//   kDropReplica  {ns, step}                → kDone {u32 1 = dropped, 0 = held none} | kError
+//   kDropReplica  {ns, step}                → kDone DropReplicaAnswer {u32 1 = dropped, 0 = held none} | kError
 //
 // `origin` is the node whose data is asked for: the serving agent's own node
 // id means its own memory tier; another node id means the replicas it holds
@@ -87,6 +87,12 @@ TIERCKPT_WIRE_MESSAGE(PeerErrorPayload, "Error", TIERCKPT_PEER_ERROR_PAYLOAD);
 inline constexpr uint32_t kMaxSteps = 1u << 20;
 #define TIERCKPT_PEER_STEPS_PAYLOAD(F) F(std::vector<uint64_t>, steps, {}, wire::U64List(kMaxSteps))
 TIERCKPT_WIRE_MESSAGE(StepsPayload, "Steps", TIERCKPT_PEER_STEPS_PAYLOAD);
+
+// kDone's payload answering kDropReplica: whether the receiver held the
+// replica it dropped (1) or held none (0). kDone answers the other requests
+// with no payload, so its Payload column stays RawBytes.
+#define TIERCKPT_PEER_DROP_REPLICA_ANSWER(F) F(uint32_t, held, 0, wire::U32())
+TIERCKPT_WIRE_MESSAGE(DropReplicaAnswer, "DropReplica answer", TIERCKPT_PEER_DROP_REPLICA_ANSWER);
 
 // What a payload without a declared message holds (the Payload column).
 struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's stream

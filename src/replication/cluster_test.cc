@@ -38,7 +38,8 @@ TEST(SingleNodeTest, HasNoPeersReplicatesNothingAndRefusesStepsSpanningNodes) {
       single.CommitOtherParts(wire::CommitStepRequest{"job", 3, 2, false, {}, {"n1", "n2"}});
   ASSERT_FALSE(parts.ok());
   EXPECT_EQ(parts.status().code(), Code::kFailedPrecondition);
-  EXPECT_NE(parts.status().message().find("spans 2 nodes, but this agent runs without peers"), std::string::npos)
+  EXPECT_NE(parts.status().message().find("spans 2 nodes, but this agent runs without peers"),
+            std::string::npos)
       << parts.status().ToString();
   Manifest own;
   own.ns = "job";
@@ -86,7 +87,8 @@ TEST_F(MultiNodeClusterTest, ACommitIsReplicatedToTheHoldersAndCountedWhereEachP
   EXPECT_EQ(n1.cluster->holders(), std::vector<std::string>{"n2"});
   EXPECT_FALSE(n1.cluster->PlacementJson().empty());
   ASSERT_TRUE(Write(n1, 4).ok());
-  Result<Manifest> m = CommitOnNode({n1.h.tier.get(), n1.cluster.get()}, wire::CommitStepRequest{"job", 4, 1, false, {}, {}});
+  Result<Manifest> m =
+      CommitOnNode({n1.h.tier.get(), n1.cluster.get()}, wire::CommitStepRequest{"job", 4, 1, false, {}, {}});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   // kAll: the replica is there when the commit returns.
   Result<MemoryTier*> held = n2.replica_tiers->Get("n1", false);
@@ -130,7 +132,8 @@ TEST_F(MultiNodeClusterTest, WithAckNoneTheReplicationRunsOnTheQueueAfterTheComm
   MultiNode none(std::move(d));
   EXPECT_EQ(none.Stats()->replica_ack, "none");
   ASSERT_TRUE(Write(n1, 5).ok());
-  ASSERT_TRUE(CommitOnNode({n1.h.tier.get(), &none}, wire::CommitStepRequest{"job", 5, 1, false, {}, {}}).ok());
+  ASSERT_TRUE(
+      CommitOnNode({n1.h.tier.get(), &none}, wire::CommitStepRequest{"job", 5, 1, false, {}, {}}).ok());
   queue.Drain();
   Result<MemoryTier*> held = nodes["n2"]->replica_tiers->Get("n1", false);
   ASSERT_TRUE(held.ok());

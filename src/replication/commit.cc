@@ -5,7 +5,8 @@
 
 namespace tierckpt::agent {
 
-Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest& req, std::string_view writer) {
+Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest& req,
+                              std::string_view writer) {
   StepSpan span;
   span.members = req.members;
   span.placement = d.cluster->PlacementJson();

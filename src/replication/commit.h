@@ -28,7 +28,7 @@
 namespace tierckpt::agent {
 
 struct CommitDeps {
-  MemoryTier* tier = nullptr;                // required
+  MemoryTier* tier = nullptr;              // required
   Cluster* cluster = SingleNodeCluster();  // who replicates the commit
 };
 

@@ -61,8 +61,8 @@ Result<PartObject> MultiNode::OpenFromOtherParts(const Manifest& own, const std:
     if (opened.status().code() != Code::kNotFound) return opened.status();
   }
   return NotFound("object " + name + " is in no part of " + StepLabel(ns, step) + " that nodes " +
-                  JoinIds(own.members) + " (or the holders of their replicas) could serve; `tierckpt ls " + ns +
-                  "` shows what exists");
+                  JoinIds(own.members) + " (or the holders of their replicas) could serve; `tierckpt ls " +
+                  ns + "` shows what exists");
 }
 
 std::optional<PeerStatsInput> MultiNode::Stats() const {

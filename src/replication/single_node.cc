@@ -1,6 +1,5 @@
 // single_node.cc — see cluster.h: the cluster of an agent without peers.
 #include "replication/cluster.h"
-
 #include "tier/step_state.h"
 
 namespace tierckpt::agent {
@@ -10,9 +9,10 @@ Status ObjectNotInStep(std::string_view ns, uint64_t step, std::string_view name
 }
 
 Result<std::vector<Manifest>> SingleNode::CommitOtherParts(const wire::CommitStepRequest& req) {
-  return FailedPrecondition("step " + StepLabel(req.ns, req.step) + " spans " + std::to_string(req.members.size()) +
-                            " nodes, but this agent runs without peers; start every node's agent with --peers and "
-                            "--peer-secret-file (docs/multinode.md), or save from one node");
+  return FailedPrecondition(
+      "step " + StepLabel(req.ns, req.step) + " spans " + std::to_string(req.members.size()) +
+      " nodes, but this agent runs without peers; start every node's agent with --peers and "
+      "--peer-secret-file (docs/multinode.md), or save from one node");
 }
 
 Result<PartObject> SingleNode::OpenFromOtherParts(const Manifest& own, const std::string& name) {

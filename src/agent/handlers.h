@@ -76,8 +76,7 @@ struct HandlerDeps {
 class Handlers final : public RequestHandler {
  public:
   explicit Handlers(HandlerDeps deps)
-      : d_(std::move(deps)),
-        read_path_(ReadPathDeps{d_.info.node_id, d_.tier, d_.store, d_.cluster}) {}
+      : d_(std::move(deps)), read_path_(ReadPathDeps{d_.info.node_id, d_.tier, d_.store, d_.cluster}) {}
 
   Reply Handle(ConnectionState& conn, const wire::Frame& frame) override;
   void OnClose(ConnectionState& conn) override;

@@ -13,7 +13,7 @@
 //   kReplicate    {ns, step}                → kDone | kError
 //   kCommitPart   wire::CommitStepRequest   → kManifest {json} | kError
 //   kPersistPart  {origin, ns, step}        → kDone | kError
-//   kDropReplica  {ns, step}                → kDone DropReplicaAnswer {u32 1 = dropped, 0 = held none} | kError
+//   kDropReplica  {ns, step}                → kDone {u32 1 = dropped, 0 = held none} | kError
 //
 // `origin` is the node whose data is asked for: the serving agent's own node
 // id means its own memory tier; another node id means the replicas it holds

@@ -2,8 +2,9 @@
 // (test-only): each Node has its tier, the replicas it holds, a
 // fault-injecting transport over an in-memory network, a Replicator, the
 // MultiNode cluster over them (as the handlers see it) and a PeerService;
-// every part reports into the harness's Metrics (h.metrics); with a shared durable store it has a Persister too, wired for
-// steps spanning nodes as the agent wires it (agent.cc).
+// every part reports into the harness's Metrics (h.metrics). With a shared
+// durable store it has a Persister too, wired for steps spanning nodes as
+// the agent wires it (agent.cc).
 #pragma once
 
 #include <gtest/gtest.h>

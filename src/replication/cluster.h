@@ -138,7 +138,7 @@ class SingleNode final : public Cluster {
   void Stop() override {}
 
  private:
-  const std::vector<std::string> no_holders_;
+  const std::vector<std::string> no_holders_{};
 };
 
 // A shared SingleNode: the default of the deps that take a Cluster (as

@@ -14,6 +14,7 @@
 #include "os/fs_stat.h"
 #include "peer/channel_transport.h"
 #include "replication/commit.h"
+#include "replication/multi_node.h"
 #include "tier/budget.h"
 #include "tier/layout.h"
 
@@ -191,11 +192,13 @@ Status Agent::Start(bool handle_signals) {
   mo.has_durable = store_ != nullptr;
   mo.verify_on_seal = config_.verify_on_seal;
   mo.node_id = config_.node_id;
+  mo.metrics = &metrics_;
   tier_ = std::make_unique<MemoryTier>(mo, verifier_.get());
   if (store_ != nullptr) {
     PersisterOptions po;
     po.threads = config_.persist_threads;
     po.durable_keep = config_.durable_keep;
+    po.metrics = &metrics_;
     persister_ = std::make_unique<Persister>(po, tier_.get(), store_.get(), &errors_);
     Persister* p = persister_.get();
     tier_->SetPersistHook([p](const std::string& ns, uint64_t step) { p->Enqueue(ns, step); });
@@ -233,17 +236,10 @@ Status Agent::Start(bool handle_signals) {
   deps.store = store_.get();
   deps.errors = &errors_;
   deps.connection_count = [this] { return service_ != nullptr ? service_->connections() : 0; };
-  deps.replicator = replicator_.get();
-  deps.replication_queue = replication_queue_.get();
-  deps.replicas = replicas_.get();
-  deps.peer_listen = peer_service_ != nullptr ? peer_service_->address() : "";
-  deps.replica_count = config_.replicas;
-  if (!config_.replica_ack.empty()) {
-    TC_ASSIGN_OR_RETURN(deps.replica_ack, ParseReplicaAck(config_.replica_ack));
-  }
+  deps.cluster = cluster_.get();
   handlers_ = std::make_unique<Handlers>(std::move(deps));
   if (!config_.metrics_listen.empty()) {
-    metrics_server_ = std::make_unique<MetricsServer>([this] { return Gauges(); });
+    metrics_server_ = std::make_unique<MetricsServer>(&metrics_, [this] { return Gauges(); });
     TC_RETURN_IF_ERROR(metrics_server_->Start(config_.metrics_listen));
   }
   ServiceOptions so;
@@ -255,6 +251,7 @@ Status Agent::Start(bool handle_signals) {
     std::string pid = std::to_string(::getpid()) + "\n";
     TC_RETURN_IF_ERROR(WriteFileAtomic(config_.pid_file, pid, false).WithContext("--pid-file"));
   }
+  const std::optional<PeerStatsInput> peers = cluster_->Stats();
   Log(LogLevel::kInfo, "ready")
       .Kv("socket", config_.socket_path)
       .Kv("root", config_.root)
@@ -263,9 +260,9 @@ Status Agent::Start(bool handle_signals) {
       .Kv("durable", store_ != nullptr ? store_->Describe() : "none")
       .Kv("node", config_.node_id)
       .Kv("keep_last", config_.keep_last)
-      .Kv("peers", peer_service_ != nullptr ? peer_service_->address() : "none")
+      .Kv("peers", peers ? peers->listen : "none")
       .Kv("metrics", metrics_server_ != nullptr ? metrics_server_->address() : "off")
-      .Kv("replica_holders", replicator_ != nullptr ? JoinIds(replicator_->holders(), ",") : "")
+      .Kv("replica_holders", JoinIds(cluster_->holders(), ","))
       .Kv("recovered_steps", static_cast<uint64_t>(report.committed_steps))
       .Kv("recovered_bytes", report.bytes)
       .Kv("pid", static_cast<int64_t>(::getpid()));
@@ -276,7 +273,7 @@ void Agent::Run() {
   if (service_ == nullptr) return;
   service_->Run(signal_fd_.fd(), [this] {
     tier_->Shutdown();
-    if (replicas_ != nullptr) replicas_->Shutdown();
+    cluster_->Shutdown();
   });
   StopPeers();
   StopPreallocating();
@@ -318,16 +315,26 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   replicas_ = std::make_unique<ReplicaTiers>(tier_options, verifier_.get());
   if (Status r = replicas_->RecoverAll(); !r.ok()) errors_.Add("replica recovery", r);
   replication_queue_ = std::make_unique<WorkQueue>("replicate", 1);
+  TC_ASSIGN_OR_RETURN(ReplicaAck ack, ParseReplicaAck(config_.replica_ack));
+  MultiNodeDeps md;
+  md.node_id = config_.node_id;
+  md.replicator = replicator_.get();
+  md.replicas = replicas_.get();
+  md.queue = replication_queue_.get();
+  md.ack = ack;
+  md.replica_count = config_.replicas;
+  md.listen = [this] { return peer_service_->address(); };
+  cluster_ = std::make_unique<MultiNode>(std::move(md));
   PeerServiceDeps pd;
   pd.node_id = config_.node_id;
   pd.transport = transport_.get();
   pd.tier = tier_.get();
   pd.replicas = replicas_.get();
+  pd.metrics = &metrics_;
   pd.timeout = timeout;
   Replicator* rep = replicator_.get();
   pd.address_of = [rep](std::string_view id) { return rep->AddressOf(id); };
-  TC_ASSIGN_OR_RETURN(ReplicaAck ack, ParseReplicaAck(config_.replica_ack));
-  const CommitDeps commit{tier_.get(), rep, ack, replication_queue_.get()};
+  const CommitDeps commit{tier_.get(), cluster_.get()};
   pd.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
   if (persister_ != nullptr) {
     Persister* p = persister_.get();
@@ -368,24 +375,7 @@ std::vector<Gauge> Agent::Gauges() const {
     add("tierckpt_persist_queue", "steps waiting for or being persisted", static_cast<double>(persister_->running()), {{"state", "running"}});
   }
   add("tierckpt_connections", "local client connections", static_cast<double>(service_ != nullptr ? service_->connections() : 0));
-  if (replication_queue_ != nullptr) {
-    add("tierckpt_replication_queue", "replications queued (--replica-ack none)",
-        static_cast<double>(replication_queue_->queued() + replication_queue_->running()));
-  }
-  if (replicas_ != nullptr) {
-    for (const std::string& origin : replicas_->Origins()) {
-      Result<MemoryTier*> r = replicas_->Get(origin, false);
-      if (!r.ok()) continue;
-      const TierStats rs = (*r)->Stats();
-      add("tierckpt_replica_bytes", "bytes of the replicas this node holds, by origin node", static_cast<double>(rs.object_bytes),
-          {{"origin", origin}});
-    }
-  }
-  if (replicator_ != nullptr) {
-    for (const auto& [peer, up] : replicator_->PeerHealth()) {
-      add("tierckpt_peer_up", "1 if the last request to the peer was answered, 0 if it failed", up ? 1 : 0, {{"peer", peer}});
-    }
-  }
+  cluster_->AddGauges(&g);
   return g;
 }
 
@@ -397,7 +387,7 @@ void Agent::StopPreallocating() {
 
 void Agent::StopPeers() {
   if (peer_service_ != nullptr) peer_service_->Stop();
-  if (replication_queue_ != nullptr) replication_queue_->Stop();
+  cluster_->Stop();
 }
 
 void Agent::Stop() {

@@ -24,11 +24,13 @@
 #include "agent/handlers.h"
 #include "agent/service.h"
 #include "common/work_queue.h"
+#include "ops/metrics.h"
 #include "ops/metrics_server.h"
 #include "ops/recent_errors.h"
 #include "os/fd.h"
 #include "os/file_lock.h"
 #include "os/signal_fd.h"
+#include "replication/cluster.h"
 #include "replication/peer_service.h"
 #include "replication/replica_tiers.h"
 #include "replication/replicator.h"
@@ -68,18 +70,24 @@ class Agent {
   void StopPeers();
   void StopPreallocating();  // shuts the tier down first: only at shutdown
 
-  RecentErrors errors_;
+  // What every part reports into (metrics.h); first: the parts outlive none of it.
+  Metrics metrics_;
+  RecentErrors errors_{&metrics_};
   FileLock lock_;       // the agent lock file, held from TakeLock on
   SignalFd signal_fd_;  // SIGINT/SIGTERM, when Start handles signals
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<MemoryTier> tier_;
   std::unique_ptr<WorkQueue> verifier_;
   std::unique_ptr<Persister> persister_;
-  // Multi-node (--peers): all nullptr on a single node.
+  // Multi-node (--peers): the parts of the MultiNode cluster and the peer
+  // service, all nullptr on a single node; only StartPeers builds them.
   std::unique_ptr<peer::Transport> transport_;
   std::unique_ptr<ReplicaTiers> replicas_;
   std::unique_ptr<Replicator> replicator_;
   std::unique_ptr<WorkQueue> replication_queue_;
+  // This node's place in a cluster, what the handlers ask: a SingleNode, or
+  // with --peers the MultiNode over the parts above.
+  std::unique_ptr<Cluster> cluster_ = std::make_unique<SingleNode>();
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<Handlers> handlers_;
   std::unique_ptr<Service> service_;

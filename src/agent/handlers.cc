@@ -234,7 +234,7 @@ Reply Handlers::CommitStep(const ConnectionState& conn, std::string_view p) {
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
   std::sort(req.members.begin(), req.members.end());
   req.members.erase(std::unique(req.members.begin(), req.members.end()), req.members.end());
-  const CommitDeps commit{d_.tier, d_.replicator, d_.replica_ack, d_.replication_queue};
+  const CommitDeps commit{d_.tier, d_.cluster};
   if (req.members.size() <= 1) {
     if (req.members.size() == 1 && req.members[0] != d_.info.node_id) {
       return StatusReply(InvalidArgument("commit of " + StepLabel(req.ns, req.step) + " names node " + req.members[0] +
@@ -247,18 +247,8 @@ Reply Handlers::CommitStep(const ConnectionState& conn, std::string_view p) {
   }
   // A step spanning nodes (docs/multinode.md): every other member's part
   // first, this node's part last, so a part here means the step is whole.
-  if (d_.replicator == nullptr) {
-    return StatusReply(FailedPrecondition(
-        "step " + StepLabel(req.ns, req.step) + " spans " + std::to_string(req.members.size()) +
-        " nodes, but this agent runs without peers; start every node's agent with --peers and "
-        "--peer-secret-file (docs/multinode.md), or save from one node"));
-  }
-  if (!std::binary_search(req.members.begin(), req.members.end(), d_.info.node_id)) {
-    return StatusReply(InvalidArgument("commit of " + StepLabel(req.ns, req.step) +
-                                       " names members without this node (" + d_.info.node_id +
-                                       "); the coordinator commits through its own node's agent"));
-  }
-  Result<std::vector<Manifest>> parts = d_.replicator->CommitParts(req);
+  // A single node refuses it (Cluster::CommitOtherParts).
+  Result<std::vector<Manifest>> parts = d_.cluster->CommitOtherParts(req);
   if (!parts.ok()) return StatusReply(parts.status());
   Result<Manifest> own = CommitOnNode(commit, req, conn.writer);
   if (!own.ok()) return StatusReply(own.status());

@@ -36,8 +36,7 @@
 #include "agent/service.h"
 #include "common/work_queue.h"
 #include "ops/recent_errors.h"
-#include "replication/replica_tiers.h"
-#include "replication/replicator.h"
+#include "replication/cluster.h"
 #include "store/object_store.h"
 #include "tier/memory_tier.h"
 #include "tier/persister.h"
@@ -67,21 +66,17 @@ struct HandlerDeps {
   ObjectStore* store = nullptr;    // nullptr without a durable tier
   RecentErrors* errors = nullptr;
   std::function<size_t()> connection_count;
-  // Multi-node (nullptr on a single node): replicate after each commit, and
-  // restore from replica holders before the durable tier.
-  Replicator* replicator = nullptr;
-  ReplicaAck replica_ack = ReplicaAck::kAll;
-  WorkQueue* replication_queue = nullptr;  // runs kNone replications
-  ReplicaTiers* replicas = nullptr;        // the replicas this node holds (Stats, reads of other parts)
-  std::string peer_listen;                 // the peer service's address (Stats)
-  uint32_t replica_count = 1;              // R (Stats)
+  // This node's place in a cluster (replication/cluster.h): replication
+  // after each commit, the other parts of steps spanning nodes, the replica
+  // holders (restores before the durable tier, List, Show, DeleteStep) and
+  // the "peers" of Stats. A SingleNode unless the agent runs with --peers.
+  Cluster* cluster = SingleNodeCluster();
 };
 
 class Handlers final : public RequestHandler {
  public:
   explicit Handlers(HandlerDeps deps)
-      : d_(std::move(deps)),
-        read_path_(ReadPathDeps{d_.info.node_id, d_.tier, d_.store, d_.replicator, d_.replicas}) {}
+      : d_(std::move(deps)), read_path_(ReadPathDeps{d_.info.node_id, d_.tier, d_.store, d_.cluster}) {}
 
   Reply Handle(ConnectionState& conn, const wire::Frame& frame) override;
   void OnClose(ConnectionState& conn) override;

@@ -155,9 +155,9 @@ Reply Handlers::List(std::string_view p) {
       }
     }
   }
-  if (!req.ns.empty() && d_.replicator != nullptr && !d_.replicator->holders().empty()) {
+  if (!req.ns.empty() && !d_.cluster->holders().empty()) {
     // This node's steps that only replica holders keep (memory "peer").
-    for (const auto& [step, holder] : d_.replicator->StepsOnPeers(req.ns)) {
+    for (const auto& [step, holder] : d_.cluster->StepsOnHolders(req.ns)) {
       if (rows.count({req.ns, step}) != 0) {
         if (rows[{req.ns, step}].memory.empty()) rows[{req.ns, step}].memory = "peer";
         continue;
@@ -166,7 +166,7 @@ Reply Handlers::List(std::string_view p) {
       e.ns = req.ns;
       e.step = step;
       e.memory = "peer";
-      if (Result<Manifest> m = d_.replicator->ManifestFromPeers(req.ns, step); m.ok()) {
+      if (Result<Manifest> m = d_.cluster->ManifestFromHolders(req.ns, step); m.ok()) {
         e.bytes = m->TotalBytes();
         e.objects = static_cast<uint32_t>(m->objects.size());
       }
@@ -206,10 +206,10 @@ Reply Handlers::Show(std::string_view p) {
       durable.clear();  // deleted from the durable tier since
     }
   }
-  if (!manifest && d_.replicator != nullptr && !d_.replicator->holders().empty()) {
+  if (!manifest && !d_.cluster->holders().empty()) {
     // Not here (a replacement node?): a replica holder may have it; reading
     // it restores it from there (OpenObject, Restore).
-    Result<Manifest> m = d_.replicator->ManifestFromPeers(req.ns, req.step);
+    Result<Manifest> m = d_.cluster->ManifestFromHolders(req.ns, req.step);
     if (!m.ok()) {
       Status none = InNoTier(req.ns, req.step);
       return StatusReply(Status(none.code(), none.message() + "; " + m.status().message()));
@@ -259,28 +259,7 @@ Reply Handlers::Stats(std::string_view p) {
     }
   }
   for (auto& [name, n] : ns) in.namespaces.push_back(std::move(n));
-  if (d_.replicator != nullptr) {
-    PeerStatsInput peers;
-    peers.listen = d_.peer_listen;
-    peers.replicas = d_.replica_count;
-    peers.replica_ack = std::string(ReplicaAckName(d_.replica_ack));
-    peers.holders = d_.replicator->holders();
-    if (d_.replicas != nullptr) {
-      for (const std::string& origin : d_.replicas->Origins()) {
-        Result<MemoryTier*> t = d_.replicas->Get(origin, /*create=*/false);
-        if (!t.ok()) continue;
-        PeerStatsInput::Held h;
-        h.origin = origin;
-        for (const StepInfo& st : (*t)->ListSteps("")) {
-          if (!st.committed) continue;
-          ++h.steps;
-          h.bytes += st.bytes;
-        }
-        peers.held.push_back(std::move(h));
-      }
-    }
-    in.peers = std::move(peers);
-  }
+  in.peers = d_.cluster->Stats();
   if (d_.persister != nullptr) {
     in.persist_queued = d_.persister->queued();
     in.persist_running = d_.persister->running();
@@ -357,8 +336,8 @@ Reply Handlers::DeleteStep(std::string_view p) {
   // The holders' copies go too, or a replacement node would bring the step
   // back from them. Asked even when memory no longer had it: a delete that
   // failed there is completed by running it again.
-  if (d_.replicator != nullptr && !req.keep_replicas) {
-    Result<std::vector<std::string>> dropped = d_.replicator->DropReplicas(req.ns, req.step);
+  if (!req.keep_replicas) {
+    Result<std::vector<std::string>> dropped = d_.cluster->DropReplicas(req.ns, req.step);
     if (!dropped.ok()) {
       d_.errors->Add("delete", dropped.status());
       return StatusReply(dropped.status().WithContext(

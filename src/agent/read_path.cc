@@ -81,45 +81,17 @@ Result<ReadPath::Found> ReadPath::OpenAnyTier(const std::string& ns, uint64_t st
 
 Result<ReadPath::Found> ReadPath::OpenFromOtherParts(const std::string& ns, uint64_t step,
                                                      const std::string& name) {
-  const Status absent = NotFound("object " + name + " is not in " + StepLabel(ns, step));
-  if (d_.replicator == nullptr || d_.replicas == nullptr) return absent;
   Result<Manifest> own = d_.tier->GetManifest(ns, step);
-  if (!own.ok() || !own->SpansNodes()) return absent;
-  for (const std::string& member : own->members) {
-    if (member == d_.node_id) continue;
-    Result<MemoryTier*> copy = d_.replicas->Get(member, /*create=*/false);
-    bool fetched = false;
-    if (!copy.ok() || !(*copy)->HasCommitted(ns, step)) {
-      // Only fetch a part that has the object: ask for its manifest first.
-      Result<Manifest> part = d_.replicator->PartManifest(member, ns, step);
-      if (!part.ok()) {
-        Log(LogLevel::kWarn, "part_unreachable")
-            .Kv("ns", ns)
-            .Kv("step", step)
-            .Kv("origin", member)
-            .Err(part.status());
-        continue;
-      }
-      if (part->Find(name) == nullptr) continue;
-      copy = d_.replicas->Get(member, /*create=*/true);
-      if (!copy.ok()) return copy.status();
-      TC_RETURN_IF_ERROR(d_.replicator->FetchPart(*copy, member, ns, step));
-      fetched = true;
-    }
-    Result<OpenedObject> opened = (*copy)->OpenObject(ns, step, name);
-    if (opened.ok()) return Found{std::move(opened).value(), *copy, member, fetched};
-    if (opened.status().code() != Code::kNotFound) return opened.status();
-  }
-  return NotFound("object " + name + " is in no part of " + StepLabel(ns, step) + " that nodes " +
-                  JoinIds(own->members) + " (or the holders of their replicas) could serve; `tierckpt ls " +
-                  ns + "` shows what exists");
+  if (!own.ok() || !own->SpansNodes()) return ObjectNotInStep(ns, step, name);
+  TC_ASSIGN_OR_RETURN(PartObject part, d_.cluster->OpenFromOtherParts(*own, name));
+  return Found{std::move(part.object), part.copy, std::move(part.member), part.fetched};
 }
 
 Status ReadPath::RestoreStep(const std::string& ns, uint64_t step, std::string* from) {
-  const bool has_holders = d_.replicator != nullptr && !d_.replicator->holders().empty();
+  const bool has_holders = !d_.cluster->holders().empty();
   Status from_peers = NotFound("no peers");
   if (has_holders) {
-    Result<std::string> holder = d_.replicator->RestoreFromPeers(d_.tier, ns, step);
+    Result<std::string> holder = d_.cluster->RestoreFromHolders(d_.tier, ns, step);
     if (holder.ok()) {
       if (from != nullptr) *from = "replica holder " + *holder;
       return Status::Ok();
@@ -160,8 +132,8 @@ Result<ServedObject> ReadPath::Repair(const std::string& ns, uint64_t step, cons
 
 std::string ReadPath::WhyNoOtherCopy(const std::string& ns, uint64_t step) {
   std::string why;
-  if (d_.replicator != nullptr && !d_.replicator->holders().empty()) {
-    Result<Manifest> m = d_.replicator->ManifestFromPeers(ns, step);
+  if (!d_.cluster->holders().empty()) {
+    Result<Manifest> m = d_.cluster->ManifestFromHolders(ns, step);
     if (m.ok()) return "";
     why = m.status().message();
   } else {
@@ -203,7 +175,7 @@ Result<ServedObject> ReadPath::Replace(const std::string& ns, uint64_t step, con
     if (!st.ok())
       return Corruption(corrupt + "; it was dropped, but restoring " + label + " failed: " + st.ToString());
   } else {
-    Status st = d_.replicator->FetchPart(found.tier, found.member, ns, step);
+    Status st = d_.cluster->FetchPart(found.tier, found.member, ns, step);
     if (!st.ok())
       return Corruption(corrupt + "; it was dropped, but fetching the part again failed: " + st.ToString());
     from = "node " + found.member + " or a holder of its replicas";

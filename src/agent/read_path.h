@@ -28,6 +28,10 @@
 // Plain readers meanwhile get the old copy (its files live while mapped) or
 // wait in MemoryTier::Restore for the restore under way.
 //
+// The holders and the other members' parts are the cluster's
+// (replication/cluster.h): on a single node it has neither, and the order
+// above is memory, then durable.
+//
 // Thread safety: thread-safe. The collaborators are shared with the rest of
 // the agent and must outlive the ReadPath.
 #pragma once
@@ -39,8 +43,7 @@
 #include <utility>
 
 #include "common/mutex.h"
-#include "replication/replica_tiers.h"
-#include "replication/replicator.h"
+#include "replication/cluster.h"
 #include "store/object_store.h"
 #include "tier/memory_tier.h"
 
@@ -50,8 +53,8 @@ struct ReadPathDeps {
   std::string node_id;
   MemoryTier* tier = nullptr;        // this node's memory tier (required)
   ObjectStore* store = nullptr;      // the durable tier; nullptr without one
-  Replicator* replicator = nullptr;  // nullptr on a single node
-  ReplicaTiers* replicas = nullptr;  // the other parts this node keeps; nullptr on a single node
+  // The replica holders and the other members' parts (a single node has none).
+  Cluster* cluster = SingleNodeCluster();
 };
 
 // An object handed out by ReadPath::Open.

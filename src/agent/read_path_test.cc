@@ -220,9 +220,7 @@ class ReadPathPeersTest : public ::testing::Test {
       nodes[id] = std::make_unique<Node>(id, net, members, 2, &store);
     }
   }
-  ReadPathDeps DepsOf(Node& n) {
-    return {n.id, n.h.tier.get(), &store, n.replicator.get(), n.replica_tiers.get()};
-  }
+  ReadPathDeps DepsOf(Node& n) { return {n.id, n.h.tier.get(), &store, n.cluster.get()}; }
 
   MemObjectStore store{"durable"};
   std::shared_ptr<peer::InMemoryNetwork> net = peer::InMemoryNetwork::Create(4u << 20);

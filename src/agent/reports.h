@@ -25,6 +25,7 @@
 
 #include "agent/handlers.h"
 #include "ops/recent_errors.h"
+#include "replication/cluster.h"
 #include "tier/budget.h"
 #include "tier/memory_tier.h"
 #include "tierckpt/manifest.h"
@@ -80,19 +81,7 @@ struct NamespaceSummary {
   std::optional<uint64_t> durable_newest;  // newest committed in durable
   uint32_t writing_steps = 0;
 };
-// Multi-node state for Stats (--peers).
-struct PeerStatsInput {
-  std::string listen;                  // the peer service's bound address
-  uint32_t replicas = 0;               // R
-  std::string replica_ack;             // "all" | "none"
-  std::vector<std::string> holders;    // this node's replica holders
-  struct Held {
-    std::string origin;
-    size_t steps = 0;
-    uint64_t bytes = 0;
-  };
-  std::vector<Held> held;              // replicas this node holds, per origin
-};
+// PeerStatsInput (the "peers" object): replication/cluster.h.
 
 struct StatsInput {
   AgentInfo info;

@@ -107,11 +107,6 @@ void OpMetrics::Succeeded(uint64_t bytes_moved, double secs) {
   seconds.Observe(secs);
 }
 
-Metrics& Metrics::Get() {
-  static Metrics* metrics = new Metrics();  // never destroyed: threads may report until exit
-  return *metrics;
-}
-
 std::string_view DropReason(std::string_view why) {
   if (why.find("retention") != std::string_view::npos) return "retention";
   if (why.find("budget") != std::string_view::npos) return "budget";

@@ -1,8 +1,12 @@
 // metrics.h — what the agent counts, and its Prometheus text exposition
 // (docs/operations.md lists every series).
 //
-// Metrics::Get() is the process-wide set the agent's parts report into, as
-// they log: a commit, a restore, a replication, a persist (count, bytes,
+// One Metrics is the set the agent's parts report into, as they log. The
+// agent owns it and passes it to each part (MemoryTierOptions::metrics,
+// PersisterOptions::metrics, PeerServiceDeps::metrics, CommitDeps, the
+// cluster, RecentErrors, MetricsServer), as leveldb passes its statistics in
+// through Options; there is no process-wide instance, so a test reads the
+// one it passed in. What is counted: a commit, a restore, a replication, a persist (count, bytes,
 // latency histogram, failures), evictions by reason, errors by kind, persist
 // retries, commits per namespace. Gauges that describe state (budget, bytes,
 // queues, peers) are not stored here: the caller passes them to Render at
@@ -64,8 +68,6 @@ struct Gauge {
 
 class Metrics {
  public:
-  static Metrics& Get();
-
   OpMetrics commit;     // memory commits (a node's part for steps spanning nodes)
   OpMetrics restore;    // steps restored into memory (durable or peers)
   OpMetrics replicate;  // replications of a committed step to its holders

@@ -76,7 +76,7 @@ void MetricsServer::Answer(peer::ByteChannel* conn) {
     return;
   }
   if (path == "/metrics") {
-    Respond(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", Metrics::Get().Render(gauges_()));
+    Respond(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", metrics_->Render(gauges_()));
   } else if (path == "/healthz") {
     Respond(conn, 200, "OK", "text/plain", "ok\n");
   } else {

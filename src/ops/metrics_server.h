@@ -26,8 +26,10 @@ namespace tierckpt::agent {
 
 class MetricsServer {
  public:
-  // gauges: read at each scrape (the agent's tier, queues and peers).
-  explicit MetricsServer(std::function<std::vector<Gauge>()> gauges) : gauges_(std::move(gauges)) {}
+  // metrics: what is rendered (must outlive this); gauges: read at each
+  // scrape (the agent's tier, queues and peers).
+  MetricsServer(const Metrics* metrics, std::function<std::vector<Gauge>()> gauges)
+      : metrics_(metrics), gauges_(std::move(gauges)) {}
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -41,6 +43,7 @@ class MetricsServer {
   void Loop();
   void Answer(peer::ByteChannel* conn);
 
+  const Metrics* const metrics_;
   std::function<std::vector<Gauge>()> gauges_;
   std::unique_ptr<peer::ChannelAcceptor> acceptor_;
   std::thread thread_;

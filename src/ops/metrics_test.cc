@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/metrics_server.h"
+#include "ops/recent_errors.h"
 #include "peer/tcp_socket.h"
 
 namespace tierckpt::agent {
@@ -59,16 +60,20 @@ TEST(MetricsTest, RendersCountersHistogramsAndGaugesInTheTextFormat) {
 
 TEST(MetricsTest, TheServerAnswersMetricsHealthAndRefusesTheRest) {
   int scrapes = 0;
-  MetricsServer server([&] {
+  Metrics metrics;  // the server renders the instance it is given
+  metrics.persist.Succeeded(5, 0.2);
+  MetricsServer server(&metrics, [&] {
     ++scrapes;
     return std::vector<Gauge>{{"tierckpt_memory_budget_bytes", "budget", {}, 77}};
   });
   ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
-  const std::string metrics = Get(server.address(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_EQ(metrics.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << metrics;
-  EXPECT_NE(metrics.find("Content-Type: text/plain; version=0.0.4"), std::string::npos);
-  EXPECT_NE(metrics.find("tierckpt_memory_budget_bytes 77\n"), std::string::npos);
-  EXPECT_NE(metrics.find("tierckpt_commit_total{result=\"ok\"}"), std::string::npos);
+  const std::string text = Get(server.address(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(text.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << text;
+  EXPECT_NE(text.find("Content-Type: text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(text.find("tierckpt_memory_budget_bytes 77\n"), std::string::npos);
+  EXPECT_NE(text.find("tierckpt_commit_total{result=\"ok\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("tierckpt_persist_total{result=\"ok\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("tierckpt_persist_bytes_total 5\n"), std::string::npos);
   EXPECT_EQ(scrapes, 1);
   EXPECT_NE(Get(server.address(), "GET /healthz HTTP/1.0\r\n\r\n").find("200 OK"), std::string::npos);
   EXPECT_NE(Get(server.address(), "GET /nope HTTP/1.1\r\n\r\n").find("404 Not Found"), std::string::npos);
@@ -81,12 +86,28 @@ TEST(MetricsTest, TheServerAnswersMetricsHealthAndRefusesTheRest) {
 }
 
 TEST(MetricsTest, ATakenPortIsAClearStartError) {
-  MetricsServer a([] { return std::vector<Gauge>{}; });
+  Metrics metrics;
+  MetricsServer a(&metrics, [] { return std::vector<Gauge>{}; });
   ASSERT_TRUE(a.Start("127.0.0.1:0").ok());
-  MetricsServer b([] { return std::vector<Gauge>{}; });
+  MetricsServer b(&metrics, [] { return std::vector<Gauge>{}; });
   Status s = b.Start(a.address());
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("--metrics-listen"), std::string::npos) << s.ToString();
+}
+
+TEST(MetricsTest, RecentErrorsCountsEachErrorInTheMetricsItWasGiven) {
+  Metrics metrics;
+  RecentErrors errors(&metrics, /*capacity=*/1);
+  errors.Add("persist", Internal("disk gone"));
+  errors.Add("persist", Status::Ok());  // not an error: neither kept nor counted
+  errors.Add("commit", NotFound("no step"));
+  const std::string text = metrics.Render({});
+  EXPECT_NE(text.find("tierckpt_errors_total{kind=\"persist\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("tierckpt_errors_total{kind=\"commit\"} 1\n"), std::string::npos) << text;
+  ASSERT_EQ(errors.Snapshot().size(), 1u);  // the oldest dropped, still counted
+  EXPECT_EQ(errors.Snapshot()[0].event, "commit");
+  // Another instance counts nothing of it.
+  EXPECT_EQ(Metrics().Render({}).find("tierckpt_errors_total{"), std::string::npos);
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 
 #include <chrono>
 
-#include "ops/metrics.h"
-
 namespace tierckpt::agent {
 
 uint64_t NowUnixMs() {
@@ -14,7 +12,7 @@ uint64_t NowUnixMs() {
 
 void RecentErrors::Add(std::string event, const Status& status) {
   if (status.ok()) return;
-  Metrics::Get().Error(event);
+  metrics_->Error(event);
   ErrorRecord r;
   r.unix_ms = NowUnixMs();
   r.event = std::move(event);

@@ -88,6 +88,12 @@ inline constexpr uint32_t kMaxSteps = 1u << 20;
 #define TIERCKPT_PEER_STEPS_PAYLOAD(F) F(std::vector<uint64_t>, steps, {}, wire::U64List(kMaxSteps))
 TIERCKPT_WIRE_MESSAGE(StepsPayload, "Steps", TIERCKPT_PEER_STEPS_PAYLOAD);
 
+// kDone's payload answering kDropReplica: whether the receiver held the
+// replica it dropped (1) or held none (0). kDone answers the other requests
+// with no payload, so its Payload column stays RawBytes.
+#define TIERCKPT_PEER_DROP_REPLICA_ANSWER(F) F(uint32_t, held, 0, wire::U32())
+TIERCKPT_WIRE_MESSAGE(DropReplicaAnswer, "DropReplica answer", TIERCKPT_PEER_DROP_REPLICA_ANSWER);
+
 // What a payload without a declared message holds (the Payload column).
 struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's stream
 

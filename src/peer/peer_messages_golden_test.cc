@@ -44,6 +44,18 @@ TEST(PeerMessagesWireFormatGoldenTest, ErrorsAndStepListsEncodeToTheVersion1Byte
   EXPECT_EQ(Hex(EncodeSteps({1, 5, 9})), "03000000010000000000000005000000000000000900000000000000");
 }
 
+// The bytes the hand-written encoder of the DropReplica answer sent
+// (wire::Encoder::U32 in peer_service.cc) before it was declared once.
+TEST(PeerMessagesWireFormatGoldenTest, TheDropReplicaAnswerEncodesToTheVersion1Bytes) {
+  EXPECT_EQ(Hex(DropReplicaAnswer{1}.Encode()), "01000000");
+  EXPECT_EQ(Hex(DropReplicaAnswer{0}.Encode()), "00000000");
+  Result<DropReplicaAnswer> back = DropReplicaAnswer::Decode(std::string("\x01\x00\x00\x00", 4));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->held, 1u);
+  EXPECT_FALSE(DropReplicaAnswer::Decode(std::string("\x01\x00\x00", 3)).ok());
+  EXPECT_FALSE(DropReplicaAnswer::Decode(std::string("\x01\x00\x00\x00\x00", 5)).ok());
+}
+
 TEST(PeerMessagesWireFormatGoldenTest, TypeNumbersAndNamesAreThoseOfVersion1) {
   const char* const names[] = {"unknown",    "Error",       "GetManifest", "Manifest",  "ListSteps",
                                "Steps",      "GetObject",   "Object",      "Replicate", "Done",

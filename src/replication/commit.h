@@ -1,11 +1,15 @@
 // commit.h — what a memory commit is on this node, shared by the local
 // service (CommitStep) and the peer service (kCommitPart) (docs/multinode.md).
 //
-// CommitOnNode: MemoryTier::CommitStep, then replication of the step (or of
-// this node's part) to its holders under the ack policy: with kAll the call
+// CommitOnNode: MemoryTier::CommitStep (recording the cluster's placement),
+// then Cluster::ReplicateCommitted: replication of the step (or of this
+// node's part) to its holders under the ack policy. With kAll the call
 // returns after every holder verified its replica, and a failed replication
 // is the returned error while the step stays committed here; with kNone the
-// replication is queued and the manifest returned at once.
+// replication is queued and the manifest returned at once; on a single node
+// (or without holders) nothing is replicated. A failed commit is counted in
+// the tier's metrics (MemoryTierOptions::metrics), beside the successes the
+// tier counts.
 //
 // How the parts of a step spanning nodes add up to one manifest is
 // tier/parts.h (the persister needs it too).
@@ -15,8 +19,7 @@
 
 #include <string_view>
 
-#include "common/work_queue.h"
-#include "replication/replicator.h"
+#include "replication/cluster.h"
 #include "tier/memory_tier.h"
 #include "tier/parts.h"
 #include "tierckpt/manifest.h"
@@ -25,10 +28,8 @@
 namespace tierckpt::agent {
 
 struct CommitDeps {
-  MemoryTier* tier = nullptr;
-  Replicator* replicator = nullptr;  // nullptr on a single node
-  ReplicaAck ack = ReplicaAck::kAll;
-  WorkQueue* replication_queue = nullptr;  // runs kNone replications
+  MemoryTier* tier = nullptr;              // required
+  Cluster* cluster = SingleNodeCluster();  // who replicates the commit
 };
 
 // writer: the committing client's writer id (MemoryTier, "one writer per

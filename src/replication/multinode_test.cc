@@ -45,7 +45,7 @@ class MultiNodeTest : public ::testing::Test {
     wire::CommitStepRequest req{"job", step, 4, persist, {}, std::move(span)};
     Node& c = *nodes[coordinator];
     TC_ASSIGN_OR_RETURN(std::vector<Manifest> others, c.replicator->CommitParts(req));
-    TC_ASSIGN_OR_RETURN(Manifest own, CommitOnNode({c.h.tier.get(), c.replicator.get(), ReplicaAck::kAll, nullptr}, req));
+    TC_ASSIGN_OR_RETURN(Manifest own, CommitOnNode({c.h.tier.get(), c.cluster.get()}, req));
     others.push_back(std::move(own));
     return MergeParts(others, coordinator);
   }

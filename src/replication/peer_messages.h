@@ -12,6 +12,7 @@ namespace tierckpt::agent {
 using peer::DecodePeerError;
 using peer::DecodePeerRequest;
 using peer::DecodeSteps;
+using peer::DropReplicaAnswer;
 using peer::EncodePeerError;
 using peer::EncodePeerRequest;
 using peer::EncodeSteps;

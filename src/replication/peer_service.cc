@@ -174,9 +174,7 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
       dropped = *d;
     }
     Log(LogLevel::kInfo, "replica_deleted").Kv("origin", origin).Kv("ns", r->ns).Kv("step", r->step).Kv("held", dropped);
-    wire::Encoder e;
-    e.U32(dropped ? 1 : 0);
-    return reply(PeerMsg::kDone, e.Take());
+    return reply(PeerMsg::kDone, DropReplicaAnswer{dropped ? 1u : 0u}.Encode());
   }
   if (type == PeerMsg::kReplicate) {
     const std::string origin = conn->peer().node_id;
@@ -252,13 +250,13 @@ Status PeerService::PullReplica(const std::string& origin, const PeerRequest& r)
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!s.ok()) {
-    Metrics::Get().replicate.Failed();
+    deps_.metrics->replicate.Failed();
     Log(LogLevel::kWarn, "replica_failed").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Err(s);
     return s.WithContext("holding a replica of " + r.ns + " step " + std::to_string(r.step) + " of node " +
                          origin + " on node " + deps_.node_id);
   }
   Result<Manifest> held = tier->GetManifest(r.ns, r.step);
-  Metrics::Get().replicate.Succeeded(held.ok() ? held->TotalBytes() : 0, ms / 1e3);
+  deps_.metrics->replicate.Succeeded(held.ok() ? held->TotalBytes() : 0, ms / 1e3);
   Log(LogLevel::kInfo, "replica_held").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Kv("ms", ms);
   return Status::Ok();
 }

@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "common/mutex.h"
+#include "ops/metrics.h"
 #include "peer/transport.h"
 #include "replication/peer_messages.h"
 #include "replication/replica_tiers.h"
@@ -46,6 +47,7 @@ struct PeerServiceDeps {
   peer::Transport* transport;   // for listening and for pulling replicas
   MemoryTier* tier;             // the agent's own tier
   ReplicaTiers* replicas;       // the replicas it holds
+  Metrics* metrics;             // where replicas pulled are counted (the agent's)
   // The peer address of a node (the hostfile's); nullopt when unknown.
   std::function<std::optional<std::string>(std::string_view node_id)> address_of;
   peer::Millis timeout{30000};  // per request to a peer when pulling

@@ -1,8 +1,10 @@
 // peer_test_nodes.h — several nodes of a cluster in one test process
 // (test-only): each Node has its tier, the replicas it holds, a
-// fault-injecting transport over an in-memory network, a Replicator and a
-// PeerService; with a shared durable store it has a Persister too, wired for
-// steps spanning nodes as the agent wires it (agent.cc).
+// fault-injecting transport over an in-memory network, a Replicator, the
+// MultiNode cluster over them (as the handlers see it) and a PeerService;
+// every part reports into the harness's Metrics (h.metrics). With a shared
+// durable store it has a Persister too, wired for steps spanning nodes as
+// the agent wires it (agent.cc).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include "peer/channel_transport.h"
 #include "peer/peer_test_util.h"
 #include "replication/commit.h"
+#include "replication/multi_node.h"
 #include "replication/peer_service.h"
 #include "replication/replica_tiers.h"
 #include "replication/replicator.h"
@@ -44,18 +47,31 @@ struct Node {
                                 peer::Millis(3000));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     replicator = std::move(*r);
+    replication_queue = std::make_unique<WorkQueue>("replicate", 1);
+    MultiNodeDeps md;
+    md.node_id = id;
+    md.replicator = replicator.get();
+    md.replicas = replica_tiers.get();
+    md.queue = replication_queue.get();
+    md.ack = ReplicaAck::kAll;
+    md.replica_count = replicas;
+    md.listen = [a = Address(id)] { return a; };
+    cluster = std::make_unique<MultiNode>(std::move(md));
     PeerServiceDeps d;
     d.node_id = id;
     d.transport = faults.get();
     d.tier = h.tier.get();
     d.replicas = replica_tiers.get();
+    d.metrics = &h.metrics;
     Replicator* rep = replicator.get();
     d.address_of = [rep](std::string_view n) { return rep->AddressOf(n); };
     d.timeout = peer::Millis(3000);
-    const CommitDeps commit{h.tier.get(), rep, ReplicaAck::kAll, nullptr};
+    const CommitDeps commit{h.tier.get(), cluster.get()};
     d.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
     if (store != nullptr) {
-      persister = std::make_unique<Persister>(PersisterOptions{}, h.tier.get(), store, &errors);
+      PersisterOptions po;
+      po.metrics = &h.metrics;
+      persister = std::make_unique<Persister>(po, h.tier.get(), store, &errors);
       PartsOptions parts;
       parts.node_id = id;
       parts.ask_elsewhere = [rep](const std::string& origin, const std::string& ns, uint64_t step) {
@@ -84,7 +100,9 @@ struct Node {
   std::shared_ptr<peer::FaultInjectingTransport> faults;
   std::unique_ptr<ReplicaTiers> replica_tiers;
   std::unique_ptr<Replicator> replicator;
-  RecentErrors errors;
+  std::unique_ptr<WorkQueue> replication_queue;
+  std::unique_ptr<MultiNode> cluster;
+  RecentErrors errors{&h.metrics};
   std::unique_ptr<Persister> persister;
   std::unique_ptr<PeerService> service;
 };

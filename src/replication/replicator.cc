@@ -143,13 +143,12 @@ Result<std::vector<std::string>> Replicator::DropReplicas(std::string_view ns, u
       failed += (failed.empty() ? "" : "; ") + holders_[i] + ": " + results[i].status().ToString();
       continue;
     }
-    wire::Decoder d(*results[i]);
-    uint32_t held = 0;
-    if (!d.U32(&held, "held").ok() || !d.Finish().ok()) {
+    Result<DropReplicaAnswer> answer = DropReplicaAnswer::Decode(*results[i]);
+    if (!answer.ok()) {
       failed += (failed.empty() ? "" : "; ") + holders_[i] + ": a malformed DropReplica answer";
       continue;
     }
-    if (held != 0) dropped.push_back(holders_[i]);
+    if (answer->held != 0) dropped.push_back(holders_[i]);
   }
   if (!failed.empty()) {
     Log(LogLevel::kWarn, "replica_delete_failed").Kv("ns", ns).Kv("step", step).Kv("error", failed);

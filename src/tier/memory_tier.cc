@@ -290,7 +290,7 @@ void MemoryTier::DropLocked(const std::string& ns, uint64_t step, std::string_vi
   } else {
     for (const auto& [name, o] : s->objects) files->objects.emplace_back(name, o.size);
   }
-  if (s->committed) Metrics::Get().Dropped(why);
+  if (s->committed) options_.metrics->Dropped(why);
   Log(LogLevel::kInfo, "drop")
       .Kv("ns", ns)
       .Kv("step", step)

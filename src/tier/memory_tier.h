@@ -95,6 +95,8 @@
 
 namespace tierckpt::agent {
 
+class Metrics;
+
 struct MemoryTierOptions {
   std::string root;            // tmpfs root (created by the caller)
   uint64_t budget_bytes = 0;   // capacity of the tier
@@ -106,6 +108,9 @@ struct MemoryTierOptions {
   // Files at least this large keep a read mapping (tier/read_mappings.h);
   // the mappings kept are bounded by budget_bytes of address space.
   uint64_t keep_mapping_min_bytes = 1 << 20;
+  // Where commits, restores and drops are counted (required; must outlive
+  // the tier): the agent's one, shared with its replica tiers.
+  Metrics* metrics = nullptr;
 };
 
 class MemoryTier;

@@ -84,13 +84,13 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
   if (st.ok()) st = PublishLocked(std::string(ns), step, s, m, /*persist_marker=*/false);
   if (!st.ok()) {
     DropLocked(std::string(ns), step, "restore failed");
-    Metrics::Get().restore.Failed();
+    options_.metrics->restore.Failed();
     return st;
   }
   s->persist = PersistState::kDurable;
   lock.Unlock();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  Metrics::Get().restore.Succeeded(m.TotalBytes(), ms / 1e3);
+  options_.metrics->restore.Succeeded(m.TotalBytes(), ms / 1e3);
   Log(LogLevel::kInfo, "restore")
       .Kv("ns", ns)
       .Kv("step", step)

@@ -493,8 +493,8 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   if (do_persist) CallPersistHook({{ns_name, step}});
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begun).count();
   double mbps = ms > 0 ? static_cast<double>(m.TotalBytes()) / 1e6 / (ms / 1e3) : 0.0;
-  Metrics::Get().commit.Succeeded(m.TotalBytes(), ms / 1e3);  // the save: first object to commit
-  Metrics::Get().CommittedStep(ns);
+  options_.metrics->commit.Succeeded(m.TotalBytes(), ms / 1e3);  // the save: first object to commit
+  options_.metrics->CommittedStep(ns);
   Log(LogLevel::kInfo, "commit")
       .Kv("ns", ns)
       .Kv("step", step)

@@ -99,7 +99,7 @@ void Persister::Run(const std::string& ns, uint64_t step) {
     ++attempt;
     st = PersistOnce(*lease);
     if (st.ok() || cancel_ || !IsRetriable(st) || attempt > options_.max_retries) break;
-    Metrics::Get().persist_retries.fetch_add(1, std::memory_order_relaxed);
+    options_.metrics->persist_retries.fetch_add(1, std::memory_order_relaxed);
     Log(LogLevel::kWarn, "persist retry")
         .Kv("ns", ns)
         .Kv("step", step)
@@ -123,7 +123,7 @@ void Persister::Run(const std::string& ns, uint64_t step) {
     ApplyDurableRetention(ns);
     tier_->FinishPersist(ns, step, st);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    Metrics::Get().persist.Succeeded(bytes, ms / 1e3);
+    options_.metrics->persist.Succeeded(bytes, ms / 1e3);
     Log(LogLevel::kInfo, "persist")
         .Kv("ns", ns)
         .Kv("step", step)
@@ -138,7 +138,7 @@ void Persister::Run(const std::string& ns, uint64_t step) {
     st = st.WithContext("persisting " + StepLabel(ns, step) + " to " + store_->Describe() + " (after " +
                         std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")");
     Log(LogLevel::kError, "persist").Kv("ns", ns).Kv("step", step).Kv("attempts", attempt).Err(st);
-    Metrics::Get().persist.Failed();
+    options_.metrics->persist.Failed();
     errors_->Add("persist", st);
   }
   tier_->FinishPersist(ns, step, st);

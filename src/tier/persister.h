@@ -82,6 +82,9 @@ struct PersisterOptions {
   // bounds, whose memory copies and mappings are released batch by batch.
   size_t batch_objects = 4096;
   uint64_t batch_copied_bytes = 256ULL << 20;
+  // Where persists and retries are counted (required; must outlive the
+  // persister): the agent's one.
+  Metrics* metrics = nullptr;
 };
 
 struct PartsOptions {

@@ -26,6 +26,7 @@ struct PersistHarness {
     o.threads = 2;
     o.durable_keep = durable_keep;
     o.first_backoff = std::chrono::milliseconds(1);
+    o.metrics = &h.metrics;
     persister = std::make_unique<Persister>(o, h.tier.get(), store.get(), &errors);
     Persister* p = persister.get();
     h.tier->SetPersistHook([p](const std::string& ns, uint64_t step) { p->Enqueue(ns, step); });
@@ -39,7 +40,7 @@ struct PersistHarness {
   }
 
   TierHarness h;
-  RecentErrors errors;
+  RecentErrors errors{&h.metrics};
   std::shared_ptr<MemObjectStore> mem;
   std::unique_ptr<FaultInjectingStore> store;
   std::unique_ptr<Persister> persister;
@@ -60,6 +61,10 @@ TEST(PersisterTest, PersistsACommittedStep) {
   EXPECT_EQ(back, std::string(100000, 'a'));
   EXPECT_FALSE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 3)))->exists);
   EXPECT_TRUE(p.errors.Snapshot().empty());
+  // Counted in the metrics the harness passed in (PersisterOptions::metrics).
+  EXPECT_EQ(p.h.metrics.persist.ok.load(), 1u);
+  EXPECT_EQ(p.h.metrics.persist.bytes.load(), 100001u);
+  EXPECT_EQ(p.h.metrics.commit.ok.load(), 1u);
 }
 
 TEST(PersisterTest, AStepGoesToTheStoreInOnePutObjectsCall) {

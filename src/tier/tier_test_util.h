@@ -17,6 +17,7 @@
 
 #include "common/checksum.h"
 #include "common/work_queue.h"
+#include "ops/metrics.h"
 #include "os/files.h"
 #include "testing/temp_dir.h"
 #include "tier/memory_tier.h"
@@ -74,6 +75,7 @@ struct TierHarness {
     options.has_durable = has_durable;
     options.persist_every = persist_every;
     options.node_id = "node-t";
+    options.metrics = &metrics;
     EXPECT_TRUE(Reopen().ok());
   }
   // A fresh tier over the same root (what an agent restart does).
@@ -91,6 +93,7 @@ struct TierHarness {
   }
 
   TempDir dir;
+  Metrics metrics;  // what the tier reports into (options.metrics)
   MemoryTierOptions options;
   std::unique_ptr<MemoryTier> tier;
   std::unique_ptr<WorkQueue> verifier;  // declared after tier: destroyed (joined) first

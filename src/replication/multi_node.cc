@@ -1,0 +1,109 @@
+// multi_node.cc — see multi_node.h.
+#include "replication/multi_node.h"
+
+#include <algorithm>
+
+#include "cluster/placement_json.h"
+#include "common/log.h"
+#include "tier/step_state.h"
+
+namespace tierckpt::agent {
+
+std::string MultiNode::PlacementJson() const {
+  if (holders().empty()) return "";
+  return cluster::PlacementToJsonText(d_.replicator->placement());
+}
+
+Status MultiNode::ReplicateCommitted(std::string_view ns, uint64_t step) {
+  if (holders().empty()) return Status::Ok();
+  // With kAll the step stays committed here either way; the error tells the
+  // writer the replicas it asked for are missing (docs/replication.md).
+  if (d_.ack == ReplicaAck::kAll) return d_.replicator->Replicate(ns, step);
+  Replicator* rep = d_.replicator;
+  d_.queue->Submit([rep, ns = std::string(ns), step] { rep->Replicate(ns, step).IgnoreError(); });
+  return Status::Ok();
+}
+
+Result<std::vector<Manifest>> MultiNode::CommitOtherParts(const wire::CommitStepRequest& req) {
+  if (!std::binary_search(req.members.begin(), req.members.end(), d_.node_id)) {
+    return InvalidArgument("commit of " + StepLabel(req.ns, req.step) + " names members without this node (" +
+                           d_.node_id + "); the coordinator commits through its own node's agent");
+  }
+  return d_.replicator->CommitParts(req);
+}
+
+Result<PartObject> MultiNode::OpenFromOtherParts(const Manifest& own, const std::string& name) {
+  const std::string& ns = own.ns;
+  const uint64_t step = own.step;
+  for (const std::string& member : own.members) {
+    if (member == d_.node_id) continue;
+    Result<MemoryTier*> copy = d_.replicas->Get(member, /*create=*/false);
+    bool fetched = false;
+    if (!copy.ok() || !(*copy)->HasCommitted(ns, step)) {
+      // Only fetch a part that has the object: ask for its manifest first.
+      Result<Manifest> part = d_.replicator->PartManifest(member, ns, step);
+      if (!part.ok()) {
+        Log(LogLevel::kWarn, "part_unreachable")
+            .Kv("ns", ns)
+            .Kv("step", step)
+            .Kv("origin", member)
+            .Err(part.status());
+        continue;
+      }
+      if (part->Find(name) == nullptr) continue;
+      copy = d_.replicas->Get(member, /*create=*/true);
+      if (!copy.ok()) return copy.status();
+      TC_RETURN_IF_ERROR(d_.replicator->FetchPart(*copy, member, ns, step));
+      fetched = true;
+    }
+    Result<OpenedObject> opened = (*copy)->OpenObject(ns, step, name);
+    if (opened.ok()) return PartObject{std::move(opened).value(), *copy, member, fetched};
+    if (opened.status().code() != Code::kNotFound) return opened.status();
+  }
+  return NotFound("object " + name + " is in no part of " + StepLabel(ns, step) + " that nodes " +
+                  JoinIds(own.members) + " (or the holders of their replicas) could serve; `tierckpt ls " +
+                  ns + "` shows what exists");
+}
+
+std::optional<PeerStatsInput> MultiNode::Stats() const {
+  PeerStatsInput peers;
+  peers.listen = d_.listen ? d_.listen() : "";
+  peers.replicas = d_.replica_count;
+  peers.replica_ack = std::string(ReplicaAckName(d_.ack));
+  peers.holders = d_.replicator->holders();
+  for (const std::string& origin : d_.replicas->Origins()) {
+    Result<MemoryTier*> t = d_.replicas->Get(origin, /*create=*/false);
+    if (!t.ok()) continue;
+    PeerStatsInput::Held h;
+    h.origin = origin;
+    for (const StepInfo& st : (*t)->ListSteps("")) {
+      if (!st.committed) continue;
+      ++h.steps;
+      h.bytes += st.bytes;
+    }
+    peers.held.push_back(std::move(h));
+  }
+  return peers;
+}
+
+void MultiNode::AddGauges(std::vector<Gauge>* out) const {
+  auto add = [out](std::string name, std::string help, double value,
+                   std::vector<std::pair<std::string, std::string>> labels = {}) {
+    out->push_back(Gauge{std::move(name), std::move(help), std::move(labels), value});
+  };
+  add("tierckpt_replication_queue", "replications queued (--replica-ack none)",
+      static_cast<double>(d_.queue->queued() + d_.queue->running()));
+  for (const std::string& origin : d_.replicas->Origins()) {
+    Result<MemoryTier*> r = d_.replicas->Get(origin, false);
+    if (!r.ok()) continue;
+    const TierStats rs = (*r)->Stats();
+    add("tierckpt_replica_bytes", "bytes of the replicas this node holds, by origin node",
+        static_cast<double>(rs.object_bytes), {{"origin", origin}});
+  }
+  for (const auto& [peer, up] : d_.replicator->PeerHealth()) {
+    add("tierckpt_peer_up", "1 if the last request to the peer was answered, 0 if it failed", up ? 1 : 0,
+        {{"peer", peer}});
+  }
+}
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,69 @@
+// multi_node.h — the Cluster (cluster.h) of an agent with peers (--peers):
+// replication after a commit through the Replicator under the ack policy
+// (kNone replications run on the replication queue), this node's steps on
+// its holders, the other members' parts of steps spanning nodes (the copies
+// kept in ReplicaTiers, fetched through the Replicator), and the multi-node
+// Stats and gauges (docs/replication.md, docs/multinode.md).
+//
+// Thread-safe as its collaborators are. It owns none of them: the agent (or
+// a test) does, and they must outlive it.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "common/work_queue.h"
+#include "replication/cluster.h"
+#include "replication/replica_tiers.h"
+#include "replication/replicator.h"
+
+namespace tierckpt::agent {
+
+struct MultiNodeDeps {
+  std::string node_id;
+  Replicator* replicator = nullptr;   // required
+  ReplicaTiers* replicas = nullptr;   // required: the replicas (and other parts) this node keeps
+  WorkQueue* queue = nullptr;         // required: runs the kNone replications
+  ReplicaAck ack = ReplicaAck::kAll;  // --replica-ack
+  uint32_t replica_count = 1;         // R (Stats)
+  // The peer service's bound address (Stats), asked at each Stats.
+  std::function<std::string()> listen;
+};
+
+class MultiNode final : public Cluster {
+ public:
+  explicit MultiNode(MultiNodeDeps deps) : d_(std::move(deps)) {}
+  MultiNode(const MultiNode&) = delete;
+  MultiNode& operator=(const MultiNode&) = delete;
+
+  const std::vector<std::string>& holders() const override { return d_.replicator->holders(); }
+  std::string PlacementJson() const override;
+  Status ReplicateCommitted(std::string_view ns, uint64_t step) override;
+  Result<std::vector<Manifest>> CommitOtherParts(const wire::CommitStepRequest& req) override;
+  Result<PartObject> OpenFromOtherParts(const Manifest& own, const std::string& name) override;
+  Status FetchPart(MemoryTier* copy, std::string_view member, std::string_view ns, uint64_t step) override {
+    return d_.replicator->FetchPart(copy, member, ns, step);
+  }
+  Result<std::string> RestoreFromHolders(MemoryTier* tier, std::string_view ns, uint64_t step) override {
+    return d_.replicator->RestoreFromPeers(tier, ns, step);
+  }
+  Result<Manifest> ManifestFromHolders(std::string_view ns, uint64_t step) override {
+    return d_.replicator->ManifestFromPeers(ns, step);
+  }
+  std::map<uint64_t, std::string> StepsOnHolders(std::string_view ns) override {
+    return d_.replicator->StepsOnPeers(ns);
+  }
+  Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step) override {
+    return d_.replicator->DropReplicas(ns, step);
+  }
+  std::optional<PeerStatsInput> Stats() const override;
+  void AddGauges(std::vector<Gauge>* out) const override;
+  void Shutdown() override { d_.replicas->Shutdown(); }
+  void Stop() override { d_.queue->Stop(); }
+
+ private:
+  // Const after construction.
+  const MultiNodeDeps d_;
+};
+
+}  // namespace tierckpt::agent

@@ -63,7 +63,7 @@ void MemoryTier::RecordLocked(FileOutcomes out) {
       busy_paths_.erase(files->dir);
       files->dir = layout_.TrashDir() + "/" + files->trash_name;
     }
-    if (files->pins == 0) RecycleLocked(files.get());
+    if (files->pins == 0) RecycleLocked(files);
   }
   cv_.SignalAll();
 }
@@ -134,17 +134,17 @@ StepPin MemoryTier::PinLocked(StepState* s) {
 
 void MemoryTier::Unpin(const std::shared_ptr<StepFiles>& files) {
   TierLock lock(this);
-  UnpinLocked(files.get());
+  UnpinLocked(files);
 }
 
-void MemoryTier::UnpinLocked(StepFiles* files) {
+void MemoryTier::UnpinLocked(const std::shared_ptr<StepFiles>& files) {
   if (--files->pins > 0) return;
   if (files->dropped) {
     if (!files->moving) RecycleLocked(files);  // else when it is in the trash (RecordLocked)
     return;
   }
   // A pin may have held back retention of its namespace; re-apply it.
-  if (std::optional<std::string> ns = index_.CommittedNamespaceOf(files)) {
+  if (std::optional<std::string> ns = index_.CommittedNamespaceOf(files.get())) {
     ApplyRetentionLocked(*ns, options_.keep_last, nullptr);
   }
 }
@@ -261,7 +261,7 @@ void MemoryTier::DropLocked(const std::string& ns, uint64_t step, std::string_vi
       .Kv("bytes", s->Bytes())
       .Kv("why", why);
   if (files->pins == 0) {
-    RecycleLocked(files.get());
+    RecycleLocked(files);
     return;
   }
   // Read by an agent thread: into the trash (the step's name is free for its
@@ -276,9 +276,10 @@ bool MemoryTier::PoolMayKeepLocked(uint64_t size) const {
   return size > 0 && UsedLocked() + pending_need_ + size <= options_.budget_bytes;
 }
 
-void MemoryTier::RecycleLocked(StepFiles* files) {
+void MemoryTier::RecycleLocked(const std::shared_ptr<StepFiles>& files) {
   RecycleJob job;
   job.dir = files->dir;
+  job.files_of = files;  // its creators still at work finish first
   const std::string trash = layout_.TrashDir();
   if (job.dir.compare(0, trash.size() + 1, trash + "/") != 0) {
     // A layout dir: reserved until it has moved aside to pool/dropped_<n>

@@ -350,7 +350,7 @@ class MemoryTier {
   }
   StepPin PinLocked(StepState* s) REQUIRES(mu_);
   void Unpin(const std::shared_ptr<StepFiles>& files) EXCLUDES(mu_);
-  void UnpinLocked(StepFiles* files) REQUIRES(mu_);
+  void UnpinLocked(const std::shared_ptr<StepFiles>& files) REQUIRES(mu_);
   // Finds the step being written or begins it. A new step's partial dir is
   // made by its first caller with mu_ released (the path reserved in
   // busy_paths_, the step in the index with dir_ready false); other callers
@@ -396,7 +396,7 @@ class MemoryTier {
   // Decides where each object file of a dropped, unpinned step goes (a
   // reserved pool segment name, or unlinked) and queues the I/O; a layout
   // dir stays reserved in busy_paths_ until it has moved aside.
-  void RecycleLocked(StepFiles* files) REQUIRES(mu_);
+  void RecycleLocked(const std::shared_ptr<StepFiles>& files) REQUIRES(mu_);
   // Queues one object file of a live step (an unsealed object created
   // again) for the pool or unlinking, before the caller makes its new file.
   void RecycleObjectLocked(const StepFiles& files, const std::string& name, uint64_t recorded_size)
@@ -409,7 +409,7 @@ class MemoryTier {
   // Waits while another call works on path (busy_paths_).
   void AwaitPathLocked(const std::string& path) REQUIRES(mu_);
   void OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
-                 StepFiles* files, const Result<std::string>& actual) EXCLUDES(mu_);
+                 const std::shared_ptr<StepFiles>& files, const Result<std::string>& actual) EXCLUDES(mu_);
   void SubmitCheckLocked(const std::string& ns, uint64_t step, StepState* s, const std::string& name,
                          ObjectState* o) REQUIRES(mu_);
   // Writes the records and renames the partial dir to step_<n> with mu_

@@ -142,6 +142,7 @@ MemoryTier::Creation MemoryTier::ReserveObjectLocked(StepState* s, const std::st
   c.id = next_id_++;
   c.size = size;
   if (size > 0 && PoolFitLocked(size)) c.segment = pool_.Reserve(size);  // out of the pool's index
+  s->files->creating.fetch_add(1);                                       // down in MakeObjectFile
   object_bytes_ += size;
   // In the index meanwhile, its bytes counted: a commit waits for it (it is
   // unsealed), and a drop or a second create of the name settles its bytes
@@ -162,10 +163,11 @@ Result<UniqueFd> MemoryTier::MakeObjectFile(const Creation& c, const std::string
                                             uint64_t* seg_size_now) const {
   // dir_fd was set before the step's dir_ready, seen under mu_, and never changes.
   const int dir_fd = c.files->dir_fd.get();
-  if (c.segment) {
-    return files_.PlaceSegment(c.segment->path, c.segment->size, dir_fd, c.dir, name, c.size, seg_size_now);
-  }
-  return files_.CreateObjectFile(dir_fd, c.dir, name, c.size);
+  Result<UniqueFd> made = c.segment ? files_.PlaceSegment(c.segment->path, c.segment->size, dir_fd, c.dir,
+                                                          name, c.size, seg_size_now)
+                                    : files_.CreateObjectFile(dir_fd, c.dir, name, c.size);
+  if (c.files->creating.fetch_sub(1) == 1) c.files->creating.notify_all();  // a drop's recycling may wait
+  return made;
 }
 
 void MemoryTier::UndoObjectLocked(std::string_view ns, uint64_t step, const std::string& name,

@@ -104,7 +104,7 @@ void MemoryTier::SubmitCheckLocked(const std::string& ns, uint64_t step, StepSta
   uint64_t size = o->size;
   std::string path = Layout::ObjectPath(s->files->dir, name);
   bool queued = verifier_->Submit([this, ref, instance, name, id, size, path, files] {
-    OnChecked(ref, instance, name, id, files.get(), HashObjectFile(path, size));
+    OnChecked(ref, instance, name, id, files, HashObjectFile(path, size));
   });
   if (!queued) {
     --s->pending_checks;
@@ -115,7 +115,7 @@ void MemoryTier::SubmitCheckLocked(const std::string& ns, uint64_t step, StepSta
 }
 
 void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
-                           StepFiles* files, const Result<std::string>& actual) {
+                           const std::shared_ptr<StepFiles>& files, const Result<std::string>& actual) {
   TierLock lock(this);
   StepState* s = FindLocked(ref.first, ref.second);
   if (s != nullptr && s->instance == instance) {

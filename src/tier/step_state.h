@@ -11,6 +11,7 @@
 // its directory into <root>/trash/ and recycles it on the last unpin.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -44,9 +45,14 @@ struct StepFiles {
   // reset while the StepFiles lives (a creator may be using it); invalid for
   // recovered steps.
   UniqueFd dir_fd;
-  int pins = 0;            // agent threads reading the files right now
-  bool dropped = false;    // out of the index; recycle when pins reaches 0
-  bool moving = false;     // dropped while pinned: its dir is moving to the trash
+  int pins = 0;          // agent threads reading the files right now
+  bool dropped = false;  // out of the index; recycle when pins reaches 0
+  bool moving = false;   // dropped while pinned: its dir is moving to the trash
+  // Creators making an object file beneath dir_fd right now, outside the
+  // tier's lock: counted up under it as the object is reserved, down (no
+  // lock) once the file is made. The recycling of a dropped step waits for
+  // 0 first, so no file lands in its dir after it was emptied.
+  std::atomic<int> creating{0};
   std::string trash_name;  // its entry under <root>/trash once moved
   // Object files to recycle: (relative name, recorded size).
   std::vector<std::pair<std::string, uint64_t>> objects;

@@ -108,6 +108,12 @@ void TierFiles::Unlink(const std::string& path) const {
 }
 
 void TierFiles::Recycle(const RecycleJob& job, FileOutcomes* out) const {
+  if (job.files_of != nullptr) {
+    // Creators finish in a create or a rename; none starts (the step is out of the index).
+    for (int n = job.files_of->creating.load(); n != 0; n = job.files_of->creating.load()) {
+      job.files_of->creating.wait(n);
+    }
+  }
   std::string dir = job.dir;
   if (!job.aside.empty()) {
     // Out of the layout first: the step's name is free for its next instance.

@@ -56,6 +56,9 @@ struct RecycleJob {
   std::vector<RecycledFile> files;
   bool reserved = false;  // dir is a reserved layout path: the tier releases it
   bool keep_dir = false;  // a live step's dir: only the files go (aside empty)
+  // A dropped step's files: Run waits for its creators (StepFiles::creating)
+  // before it looks at the files. Null for a live step's file (keep_dir).
+  std::shared_ptr<StepFiles> files_of;
 };
 
 // A dropped step still pinned: its dir moves to a trash entry, recycled on

@@ -58,20 +58,11 @@ bool UnitMultiplier(std::string_view unit, double* mult) {
     double mult;
   };
   static const U kUnits[] = {
-      {"", 1.0},
-      {"b", 1.0},
-      {"k", 1024.0},
-      {"kib", 1024.0},
-      {"kb", 1e3},
-      {"m", 1048576.0},
-      {"mib", 1048576.0},
-      {"mb", 1e6},
-      {"g", 1073741824.0},
-      {"gib", 1073741824.0},
-      {"gb", 1e9},
-      {"t", 1099511627776.0},
-      {"tib", 1099511627776.0},
-      {"tb", 1e12},
+      {"", 1.0},           {"b", 1.0},
+      {"k", 1024.0},       {"kib", 1024.0},       {"kb", 1e3},
+      {"m", 1048576.0},    {"mib", 1048576.0},    {"mb", 1e6},
+      {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
+      {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
   };
   for (const auto& k : kUnits) {
     if (u == k.name) {
@@ -181,7 +172,8 @@ Status CheckBudgetFits(const std::string& root, uint64_t budget, const MountSpac
   if (budget <= space.free_bytes + our_bytes) return Status::Ok();
   std::string have = "the mount has " + FormatBytes(space.free_bytes) + " free";
   if (our_bytes > 0) have += " (plus " + FormatBytes(our_bytes) + " already held by this agent's files)";
-  return ResourceExhausted("memory budget " + FormatBytes(budget) + " does not fit in " + root + ": " + have +
+  return ResourceExhausted("memory budget " + FormatBytes(budget) + " does not fit in " + root + ": " +
+                           have +
                            ". Fix: mount a larger tmpfs (docker run --shm-size=..., Kubernetes "
                            "emptyDir.medium: Memory with sizeLimit) or lower --memory-budget.");
 }

@@ -41,7 +41,7 @@ uint64_t PhysicalMemoryBytes();
 std::string FormatBytes(uint64_t bytes);
 
 struct MountSpace {
-  uint64_t free_bytes = 0;  // available to unprivileged users (f_bavail)
+  uint64_t free_bytes = 0;   // available to unprivileged users (f_bavail)
   uint64_t total_bytes = 0;
 };
 Result<MountSpace> MountSpaceOf(const std::string& path);
@@ -52,6 +52,7 @@ Result<uint64_t> AllocatedBytesUnder(const std::string& dir);
 // Ok if budget <= space.free_bytes + our_bytes; otherwise kResourceExhausted:
 // "memory budget 4.0 GiB does not fit in <root>: the mount has 64.0 MiB free.
 //  Fix: mount a larger tmpfs (...) or lower --memory-budget."
-Status CheckBudgetFits(const std::string& root, uint64_t budget, const MountSpace& space, uint64_t our_bytes);
+Status CheckBudgetFits(const std::string& root, uint64_t budget, const MountSpace& space,
+                       uint64_t our_bytes);
 
 }  // namespace tierckpt::agent

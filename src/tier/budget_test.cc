@@ -11,9 +11,10 @@ TEST(BudgetTest, ParsesBytesAndUnits) {
     uint64_t bytes;
   };
   const Case cases[] = {
-      {"1073741824", 1073741824ull}, {"512MiB", 512ull << 20},  {"8GiB", 8ull << 30}, {"8gib", 8ull << 30},
-      {"1.5G", 3ull << 29},          {"500MB", 500000000ull},   {"2KB", 2000},        {"2K", 2048},
-      {"1TiB", 1ull << 40},          {" 64 MiB ", 64ull << 20}, {"100B", 100},
+      {"1073741824", 1073741824ull}, {"512MiB", 512ull << 20}, {"8GiB", 8ull << 30},
+      {"8gib", 8ull << 30},          {"1.5G", 3ull << 29},     {"500MB", 500000000ull},
+      {"2KB", 2000},                 {"2K", 2048},             {"1TiB", 1ull << 40},
+      {" 64 MiB ", 64ull << 20},     {"100B", 100},
   };
   for (const Case& c : cases) {
     Result<uint64_t> r = ParseByteSize(c.text, "--memory-budget");
@@ -39,7 +40,7 @@ TEST(BudgetTest, ResolvesPercentOfRam) {
   EXPECT_FALSE(ResolveBudget("0%", 16ull << 30).ok());
   EXPECT_FALSE(ResolveBudget("101%", 16ull << 30).ok());
   EXPECT_FALSE(ResolveBudget("abc%", 16ull << 30).ok());
-  EXPECT_FALSE(ResolveBudget("25%", 0).ok());             // RAM unknown
+  EXPECT_FALSE(ResolveBudget("25%", 0).ok());           // RAM unknown
   EXPECT_FALSE(ResolveBudget("1000", 16ull << 30).ok());  // below the minimum
   EXPECT_GT(PhysicalMemoryBytes(), 0u);
 }

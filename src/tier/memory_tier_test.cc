@@ -189,8 +189,7 @@ TEST(MemoryTierTest, HostileNamesAreRejectedBeforeAnyPath) {
     Result<CreatedObject> o = t.CreateObject("job", 1, name, 1, 1);
     EXPECT_EQ(o.status().code(), Code::kInvalidArgument) << name;
   }
-  for (const std::string& ns :
-       {std::string(".."), std::string("a/b"), std::string(""), std::string(200, 'n')}) {
+  for (const std::string& ns : {std::string(".."), std::string("a/b"), std::string(""), std::string(200, 'n')}) {
     EXPECT_EQ(t.BeginStep(ns, 1, 1).code(), Code::kInvalidArgument) << ns;
     EXPECT_EQ(t.OpenObject(ns, 1, "x").status().code(), Code::kInvalidArgument) << ns;
   }
@@ -277,8 +276,7 @@ TEST(MemoryTierTest, BudgetErrorWhenNothingCanBeEvictedLosesNothing) {
   Result<CreatedObject> o = t.CreateObject("job", 2, "x", 500 << 10, 1);
   ASSERT_FALSE(o.ok());
   EXPECT_EQ(o.status().code(), Code::kResourceExhausted);
-  EXPECT_NE(o.status().message().find("memory budget exhausted creating job/2/x (512000 bytes)"),
-            std::string::npos)
+  EXPECT_NE(o.status().message().find("memory budget exhausted creating job/2/x (512000 bytes)"), std::string::npos)
       << o.status().ToString();
   EXPECT_NE(o.status().message().find("raise --memory-budget"), std::string::npos);
   EXPECT_EQ(ReadObject(t, "job", 1, "x"), old);

@@ -16,8 +16,7 @@ Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view
   std::set<std::string> seen;
   for (const Manifest& p : parts) {
     if (p.ns != first.ns || p.step != first.step) {
-      return Corruption("the part of node " + p.node + " describes " + StepLabel(p.ns, p.step) + ", not " +
-                        label);
+      return Corruption("the part of node " + p.node + " describes " + StepLabel(p.ns, p.step) + ", not " + label);
     }
     if (p.members != first.members) {
       return Corruption("the parts of nodes " + first.node + " and " + p.node + " of " + label +
@@ -31,8 +30,7 @@ Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view
     if (seen.count(member) == 0) missing.push_back(member);
   }
   if (!missing.empty() || seen.size() != first.members.size()) {
-    return FailedPrecondition(label + " lacks the parts of nodes " +
-                              (missing.empty() ? "(none)" : JoinIds(missing)) +
+    return FailedPrecondition(label + " lacks the parts of nodes " + (missing.empty() ? "(none)" : JoinIds(missing)) +
                               " (or has parts of nodes that are not members)");
   }
   Manifest merged;
@@ -48,9 +46,8 @@ Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view
     for (const ObjectEntry& e : p.objects) {
       auto [it, fresh] = objects.emplace(e.name, &e);
       if (!fresh) {
-        return Corruption("object " + e.name + " of " + label + " is in the parts of both node " +
-                          it->second->node + " and node " + e.node +
-                          "; two ranks on different nodes wrote the same name");
+        return Corruption("object " + e.name + " of " + label + " is in the parts of both node " + it->second->node +
+                          " and node " + e.node + "; two ranks on different nodes wrote the same name");
       }
     }
   }

@@ -198,15 +198,14 @@ Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
     }
     std::string actual = ComputeChecksum(view.data(), view.size()).ToString();
     if (actual != e.checksum) {
-      return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " hashes to " +
-                        actual + " but its manifest says " + e.checksum +
+      return Corruption("the memory copy of " + StepLabel(m.ns, m.step) + "/" + e.name + " hashes to " + actual +
+                        " but its manifest says " + e.checksum +
                         "; it was modified after commit and is not persisted; write the step again");
     }
     if (view.size() < tier->read_mappings().options().min_file_bytes) copied += view.size();
     batch.push_back(ObjectBytes{e.name, view.data(), static_cast<size_t>(view.size())});
     views.push_back(std::move(view));
-    if (batch.size() >= options_.batch_objects || copied >= options_.batch_copied_bytes)
-      TC_RETURN_IF_ERROR(flush());
+    if (batch.size() >= options_.batch_objects || copied >= options_.batch_copied_bytes) TC_RETURN_IF_ERROR(flush());
   }
   return batch.empty() ? Status::Ok() : flush();
 }
@@ -230,14 +229,12 @@ Result<Manifest> Persister::ReadPartRecord(const Manifest& part, const std::stri
   const std::string name = PartRecordName(member);
   TC_ASSIGN_OR_RETURN(uint64_t size, store_->ObjectSize(part.ns, part.step, name));
   const std::string where = store_->Describe() + " " + StepLabel(part.ns, part.step) + "/" + name;
-  if (size > kMaxManifestBytes)
-    return Corruption("part record " + where + " is " + std::to_string(size) + " bytes");
+  if (size > kMaxManifestBytes) return Corruption("part record " + where + " is " + std::to_string(size) + " bytes");
   std::string text(size, '\0');
   TC_RETURN_IF_ERROR(store_->ReadObject(part.ns, part.step, name, 0, text.data(), size));
   TC_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(text, where));
   if (m.node != member || m.ns != part.ns || m.step != part.step) {
-    return Corruption("part record " + where + " describes node " + m.node + "'s part of " +
-                      StepLabel(m.ns, m.step));
+    return Corruption("part record " + where + " describes node " + m.node + "'s part of " + StepLabel(m.ns, m.step));
   }
   return m;
 }
@@ -268,8 +265,7 @@ Status Persister::AwaitParts(const Manifest& part) {
     if (missing.empty()) {
       std::vector<Manifest> parts;
       for (auto& [member, m] : found) parts.push_back(m);
-      TC_ASSIGN_OR_RETURN(Manifest whole,
-                          MergeParts(parts, parts_.node_id.empty() ? part.node : parts_.node_id));
+      TC_ASSIGN_OR_RETURN(Manifest whole, MergeParts(parts, parts_.node_id.empty() ? part.node : parts_.node_id));
       Status committed = store_->CommitStep(whole);
       if (committed.code() == Code::kAlreadyExists) {
         TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(part.ns, part.step));
@@ -290,29 +286,23 @@ Status Persister::AwaitParts(const Manifest& part) {
       for (const std::string& member : missing) {
         Result<std::string> by = parts_.ask_elsewhere(member, part.ns, part.step);
         if (by.ok()) {
-          Log(*by == member ? LogLevel::kInfo : LogLevel::kWarn,
-              *by == member ? "part_requested" : "part_takeover")
+          Log(*by == member ? LogLevel::kInfo : LogLevel::kWarn, *by == member ? "part_requested" : "part_takeover")
               .Kv("ns", part.ns)
               .Kv("step", part.step)
               .Kv("origin", member)
               .Kv("by", *by);
         } else {
-          Log(LogLevel::kWarn, "part_missing")
-              .Kv("ns", part.ns)
-              .Kv("step", part.step)
-              .Kv("origin", member)
-              .Err(by.status());
+          Log(LogLevel::kWarn, "part_missing").Kv("ns", part.ns).Kv("step", part.step).Kv("origin", member).Err(by.status());
         }
       }
       continue;  // look again at once
     }
     if (now - start >= parts_.wait_limit) {
       return FailedPrecondition(
-          "the durable copy of " + StepLabel(part.ns, part.step) + " still lacks the parts of nodes " +
-          JoinIds(missing) + " after " +
+          "the durable copy of " + StepLabel(part.ns, part.step) + " still lacks the parts of nodes " + JoinIds(missing) +
+          " after " +
           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start).count()) +
-          " s, and neither they nor the holders of their replicas uploaded them; this node's part is "
-          "uploaded, "
+          " s, and neither they nor the holders of their replicas uploaded them; this node's part is uploaded, "
           "the step is committed once they are (`tierckpt persist` on a node that holds them)");
     }
     if (!Backoff(delay)) return Aborted("persist cancelled by shutdown");

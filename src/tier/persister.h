@@ -87,8 +87,7 @@ struct PersisterOptions {
 struct PartsOptions {
   std::string node_id;
   // Has another node upload origin's part (agent: Replicator::PersistPartElsewhere); returns who did.
-  std::function<Result<std::string>(const std::string& origin, const std::string& ns, uint64_t step)>
-      ask_elsewhere;
+  std::function<Result<std::string>(const std::string& origin, const std::string& ns, uint64_t step)> ask_elsewhere;
   std::chrono::milliseconds takeover_after{60000};
   std::chrono::milliseconds wait_limit{3600 * 1000};
 };

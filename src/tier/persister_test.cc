@@ -74,8 +74,7 @@ TEST(PersisterTest, AStepOfManyObjectsGoesInBoundedBatches) {
   o.batch_objects = 2;
   o.batch_copied_bytes = 1000;  // every object here is read into a heap copy
   PersistHarness p(0, 3, o);
-  const std::map<std::string, std::string> objects = {
-      {"a", "1"}, {"b", "2"}, {"c", std::string(1500, 'c')}, {"d", "4"}, {"e", "5"}};
+  const std::map<std::string, std::string> objects = {{"a", "1"}, {"b", "2"}, {"c", std::string(1500, 'c')}, {"d", "4"}, {"e", "5"}};
   ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, objects, true).ok());
   EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
   // a b | c (1500 copied bytes) | d e
@@ -91,7 +90,7 @@ TEST(PersisterTest, TheFirstDurableStepOfANamespaceSweepsOlderUncommittedSteps) 
   PersistHarness p;
   // What interrupted persists of steps no longer in memory left behind.
   ASSERT_TRUE(p.mem->PutObject("job", 1, "a", "x", 1).ok());
-  ASSERT_TRUE(p.mem->PutObject("job", 7, "a", "y", 1).ok());    // newer: maybe being written
+  ASSERT_TRUE(p.mem->PutObject("job", 7, "a", "y", 1).ok());   // newer: maybe being written
   ASSERT_TRUE(p.mem->PutObject("other", 1, "a", "z", 1).ok());  // another namespace
   ASSERT_TRUE(WriteStep(*p.h.tier, "job", 5, {{"a", "five"}}, true).ok());
   EXPECT_EQ(p.Wait("job", 5).state, PersistState::kDurable);
@@ -122,8 +121,7 @@ TEST(PersisterTest, PersistAndVerifyReadConcurrentlyThroughTheKeptMappings) {
   }
   for (const auto& [step, objects] : steps) {
     // Sealed without a checksum: the agent hashes each object (mapping it once).
-    for (const auto& [name, data] : objects)
-      ASSERT_TRUE(testing::WriteObject(t, "job", step, name, data, 1, "").ok());
+    for (const auto& [name, data] : objects) ASSERT_TRUE(testing::WriteObject(t, "job", step, name, data, 1, "").ok());
     ASSERT_TRUE(t.CommitStep("job", step, 1, false, {}).ok());
   }
   ASSERT_EQ(t.read_mappings().Stats().maps, 9u);  // the seal hashes mapped each file once
@@ -291,15 +289,13 @@ TEST(PersisterTest, AStepWhosePersistFailedIsNeitherRetainedAwayNorEvicted) {
   ASSERT_EQ(p.Wait("job", 1).state, PersistState::kFailed);
   p.store->ClearFaults();
   for (uint64_t s = 2; s <= 4; ++s) ASSERT_TRUE(WriteStep(*p.h.tier, "job", s, {{"a", "x"}}).ok());
-  EXPECT_TRUE(p.h.tier->HasCommitted("job", 1))
-      << "retention dropped the only copy of a step that failed to persist";
+  EXPECT_TRUE(p.h.tier->HasCommitted("job", 1)) << "retention dropped the only copy of a step that failed to persist";
   EXPECT_FALSE(p.h.tier->HasCommitted("job", 2));
   // When the budget (64 MiB) forces it, the writer gets a clear error naming
   // the step kept, and the step stays.
   Result<CreatedObject> big = p.h.tier->CreateObject("job", 5, "a", 50u << 20, 1);
   ASSERT_EQ(big.status().code(), Code::kResourceExhausted) << big.status().ToString();
-  EXPECT_NE(big.status().message().find("job/1 failed to persist"), std::string::npos)
-      << big.status().ToString();
+  EXPECT_NE(big.status().message().find("job/1 failed to persist"), std::string::npos) << big.status().ToString();
   EXPECT_NE(big.status().message().find("No space left"), std::string::npos) << big.status().ToString();
   EXPECT_TRUE(p.h.tier->HasCommitted("job", 1));
   ASSERT_TRUE(p.h.tier->AbortStep("job", 5).ok());

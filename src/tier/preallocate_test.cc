@@ -20,7 +20,7 @@ constexpr uint64_t kMiB = 1u << 20;
 
 // Bytes the kernel holds for the file: written pages, not a sparse size.
 uint64_t AllocatedBytes(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
   return static_cast<uint64_t>(st.st_blocks) * 512;
 }

@@ -98,7 +98,7 @@ struct ReadMappingsOptions {
 };
 
 struct ReadMappingsStats {
-  size_t mappings = 0;        // entries kept now
+  size_t mappings = 0;       // entries kept now
   uint64_t mapped_bytes = 0;  // their total length
   uint64_t hits = 0;          // Opens served by a kept mapping
   uint64_t maps = 0;          // mmap calls (new files, files that grew, files too large to keep)

@@ -171,7 +171,7 @@ TEST(ReadMappingsTest, ForgetReleasesTheMappingButNotLiveViews) {
   EXPECT_EQ(s.mappings, 0u);
   EXPECT_EQ(s.mapped_bytes, 0u);
   EXPECT_EQ(s.forgotten, 1u);
-  EXPECT_EQ(Bytes(*v), data);   // the view still owns the mapping
+  EXPECT_EQ(Bytes(*v), data);  // the view still owns the mapping
   rm.ForgetPath(dir.Sub("f"));  // gone: no-op
   rm.Forget(v->key());          // already forgotten: no-op
   EXPECT_EQ(rm.Stats().forgotten, 1u);

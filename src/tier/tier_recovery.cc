@@ -60,8 +60,7 @@ void RemoveLeftovers(int dir_fd, const std::string& dir, const std::string& pref
 
 }  // namespace
 
-TierRecovery::TierRecovery(const Layout& layout, ReadMappings* mappings, uint64_t budget_bytes,
-                           bool has_durable)
+TierRecovery::TierRecovery(const Layout& layout, ReadMappings* mappings, uint64_t budget_bytes, bool has_durable)
     : layout_(layout), mappings_(mappings), budget_bytes_(budget_bytes), has_durable_(has_durable) {}
 
 Result<RecoveredTier> TierRecovery::Run(SegmentPool* pool) {
@@ -139,8 +138,7 @@ void TierRecovery::RecoverNamespace(int namespaces_fd, const std::string& ns, Re
   auto it = found_.index.namespaces().find(ns);
   if (it == found_.index.namespaces().end()) {
     RemoveDirIfEmptyAt(namespaces_fd, ns, dir).IgnoreError();  // tidying only
-    if (partial > 0)
-      Log(LogLevel::kInfo, "recovered").Kv("ns", ns).Kv("steps", 0).Kv("partial_dropped", partial);
+    if (partial > 0) Log(LogLevel::kInfo, "recovered").Kv("ns", ns).Kv("steps", 0).Kv("partial_dropped", partial);
     return;
   }
   uint64_t bytes = 0;
@@ -153,8 +151,8 @@ void TierRecovery::RecoverNamespace(int namespaces_fd, const std::string& ns, Re
       .Kv("partial_dropped", partial);
 }
 
-void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::string& entry, uint64_t step,
-                                  RecoveryReport* report) {
+void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::string& entry,
+                                      uint64_t step, RecoveryReport* report) {
   const std::string label = StepLabel(ns, step);
   const std::string dir = JoinPath(layout_.NamespaceDir(ns), entry);
   auto drop = [&](const Status& why) {
@@ -258,8 +256,7 @@ void TierRecovery::RecycleFile(const std::string& path) {
     Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(put.status());
   }
   mappings_->ForgetPath(path);  // unlinked: a kept mapping would pin the file's pages
-  if (Status s = RemoveFile(path, IfMissing::kOk); !s.ok())
-    Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
+  if (Status s = RemoveFile(path, IfMissing::kOk); !s.ok()) Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
 }
 
 }  // namespace tierckpt::agent

@@ -85,9 +85,7 @@ struct TierHarness {
     verifier = std::move(v);
     return tier->Recover();
   }
-  std::string StepDir(std::string_view ns, uint64_t step) const {
-    return Layout(options.root).StepDir(ns, step);
-  }
+  std::string StepDir(std::string_view ns, uint64_t step) const { return Layout(options.root).StepDir(ns, step); }
   std::string PartialDir(std::string_view ns, uint64_t step) const {
     return Layout(options.root).PartialDir(ns, step);
   }

@@ -76,8 +76,10 @@ build() {  # build <dir> [--targets "t1 t2"] <cmake args...>
     cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >&2
   fi
   say "building $dir"
+  local t0=$SECONDS
   # shellcheck disable=SC2086
   ninja -C "$dir" -j "$JOBS" $targets >&2
+  say "built $dir in $((SECONDS - t0)) s"
 }
 
 targets=("$@")
@@ -105,7 +107,9 @@ for t in "${targets[@]}"; do
       fi ;;
     python)
       say "installing the tierckpt Python package into .venv (build/py)"
-      CMAKE_BUILD_PARALLEL_LEVEL=$JOBS python -m pip install -q --no-build-isolation --no-deps . </dev/null >&2 ;;
+      t0=$SECONDS
+      CMAKE_BUILD_PARALLEL_LEVEL=$JOBS python -m pip install -q --no-build-isolation --no-deps . </dev/null >&2
+      say "installed the Python package in $((SECONDS - t0)) s" ;;
     *) say "unknown build '$t' (use release, asan, fuzz, python)"; exit 2 ;;
   esac
 done

@@ -13,9 +13,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+START=$SECONDS
 FUZZ_SECONDS=${TIERCKPT_FUZZ_SECONDS:-30}
 JOBS=$(nproc)
+step() { printf '\n==== %s (at %d s) ====\n' "$*" $((SECONDS - START)); }
 
+step "setup: packages, venv, builds"
 scripts/setup.sh release asan fuzz python || { echo "test.sh: setup failed" >&2; exit 1; }
 # shellcheck disable=SC1091
 source .venv/bin/activate
@@ -32,8 +35,6 @@ count_ctest() {  # parse ctest's "N% tests passed[, F tests failed] out of T"
   passed=$((passed + total - ${fail:-0}))
   failed=$((failed + ${fail:-0}))
 }
-
-step() { printf '\n==== %s ====\n' "$*"; }
 
 step "unit tests (release)"
 ctest --test-dir build/release -j "$JOBS" --output-on-failure 2>&1 | tee /tmp/tierckpt-ctest-release.log
@@ -76,5 +77,5 @@ echo
 if [ ${#failures[@]} -gt 0 ]; then
   echo "FAILED: ${failures[*]}"
 fi
-echo "${passed} passed, ${failed} failed"
+echo "${passed} passed, ${failed} failed in $((SECONDS - START)) s"
 [ ${#failures[@]} -eq 0 ]

@@ -3,17 +3,11 @@
 // recovery live in memory_tier_*.cc.
 #include "tier/memory_tier.h"
 
-#include "ops/metrics.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 
 #include "common/log.h"
 #include "common/names.h"
+#include "ops/metrics.h"
 #include "os/files.h"
 #include "tier/budget.h"
 
@@ -31,9 +25,88 @@ MemoryTier::MemoryTier(MemoryTierOptions options, WorkQueue* verifier)
       verifier_(verifier),
       read_mappings_(ReadMappingsOptions{.max_bytes = options_.budget_bytes,
                                          .min_file_bytes = options_.keep_mapping_min_bytes}),
+      files_(&layout_, &read_mappings_),
+      index_(options_.has_durable),
       pool_(layout_.PoolDir(), &read_mappings_) {}
 
 MemoryTier::~MemoryTier() = default;
+
+// Not analysed: clang does not tie a scoped lock's member functions to
+// tier_->mu_; the constructor and the class's ACQUIRE/RELEASE say it.
+void MemoryTier::TierLock::Unlock() NO_THREAD_SAFETY_ANALYSIS {
+  FileJobs jobs = std::move(tier_->io_);
+  tier_->io_ = FileJobs{};
+  tier_->mu_.Unlock();
+  held_ = false;
+  if (!jobs.empty()) tier_->RunIo(std::move(jobs));
+}
+
+void MemoryTier::RunIo(FileJobs jobs) {
+  while (!jobs.empty()) {
+    FileOutcomes out = files_.Run(std::move(jobs));
+    jobs = FileJobs{};
+    if (!out.needs_record()) return;
+    MutexLock lock(&mu_);
+    RecordLocked(std::move(out));
+    jobs = std::move(io_);  // recording may queue more (a trashed step unpinned meanwhile)
+    io_ = FileJobs{};
+  }
+}
+
+void MemoryTier::RecordLocked(FileOutcomes out) {
+  to_pool_bytes_ -= std::min(to_pool_bytes_, out.recycled_recorded);
+  for (const auto& [id, size] : out.adopted) pool_.Adopt(id, size);
+  for (const std::string& p : out.released) busy_paths_.erase(p);
+  for (auto& [files, st] : out.trashed) {
+    files->moving = false;
+    if (st.ok()) {
+      busy_paths_.erase(files->dir);
+      files->dir = layout_.TrashDir() + "/" + files->trash_name;
+    }
+    if (files->pins == 0) RecycleLocked(files);
+  }
+  cv_.SignalAll();
+}
+
+void MemoryTier::AwaitPathLocked(const std::string& path) {
+  while (busy_paths_.count(path) != 0) cv_.Wait();
+}
+
+Result<RecoveryReport> MemoryTier::Recover() {
+  // The scan runs without mu_ (nothing serves yet) on a pool of its own.
+  SegmentPool pool(layout_.PoolDir(), &read_mappings_);
+  TierRecovery recovery(layout_, &read_mappings_, options_.budget_bytes, options_.has_durable);
+  TC_ASSIGN_OR_RETURN(RecoveredTier found, recovery.Run(&pool));
+  TierLock lock(this);
+  index_ = std::move(found.index);
+  pool_ = std::move(pool);
+  object_bytes_ = found.object_bytes;
+  next_id_ = std::max(next_id_, found.next_id);
+  RecoveryReport report = std::move(found.report);
+  // Oldest commit first for eviction: order recovered steps by creation time.
+  index_.OrderByCreation(&next_commit_seq_);
+  // A lowered budget: shrink the pool, then evict by policy.
+  while (UsedLocked() > options_.budget_bytes) {
+    if (std::optional<SegmentPool::Segment> seg = pool_.PickRelease(std::nullopt)) {
+      io_.unlink_segments.push_back(seg->path);
+      continue;
+    }
+    if (!EvictOneLocked()) break;
+  }
+  if (UsedLocked() > options_.budget_bytes) {
+    Log(LogLevel::kWarn, "recovery")
+        .Kv("used", UsedLocked())
+        .Kv("budget", options_.budget_bytes)
+        .Kv("why",
+            "the newest steps alone exceed --memory-budget; new writes will fail until steps are deleted");
+  }
+  for (const auto& [ns, nss] : index_.namespaces()) {
+    for (const auto& [step, s] : nss.steps) {
+      if (s->persist == PersistState::kQueued) report.persist_pending.emplace_back(ns, step);
+    }
+  }
+  return report;
+}
 
 void MemoryTier::SetPersistHook(std::function<void(const std::string&, uint64_t)> hook) {
   MutexLock lock(&mu_);
@@ -54,41 +127,25 @@ void MemoryTier::CallPersistHookLocked(const std::string& ns, uint64_t step) {
   if (persist_hook_) persist_hook_(ns, step);
 }
 
-StepState* MemoryTier::FindLocked(std::string_view ns, uint64_t step) const {
-  auto it = namespaces_.find(ns);
-  if (it == namespaces_.end()) return nullptr;
-  auto st = it->second.steps.find(step);
-  return st == it->second.steps.end() ? nullptr : st->second.get();
-}
-
 StepPin MemoryTier::PinLocked(StepState* s) {
   ++s->files->pins;
   return StepPin(this, s->files);
 }
 
 void MemoryTier::Unpin(const std::shared_ptr<StepFiles>& files) {
-  RecycledDirsRemover remover(this);  // after mu_ is released
-  MutexLock lock(&mu_);
-  UnpinLocked(files.get());
+  TierLock lock(this);
+  UnpinLocked(files);
 }
 
-void MemoryTier::UnpinLocked(StepFiles* files) {
+void MemoryTier::UnpinLocked(const std::shared_ptr<StepFiles>& files) {
   if (--files->pins > 0) return;
   if (files->dropped) {
-    RecycleLocked(files);
+    if (!files->moving) RecycleLocked(files);  // else when it is in the trash (RecordLocked)
     return;
   }
   // A pin may have held back retention of its namespace; re-apply it.
-  for (auto& [ns, nss] : namespaces_) {
-    for (auto& [step, s] : nss.steps) {
-      if (s->files.get() == files) {
-        if (s->committed) {
-          std::string name = ns;  // ApplyRetentionLocked may erase the map entry
-          ApplyRetentionLocked(name, options_.keep_last, nullptr);
-        }
-        return;
-      }
-    }
+  if (std::optional<std::string> ns = index_.CommittedNamespaceOf(files.get())) {
+    ApplyRetentionLocked(*ns, options_.keep_last, nullptr);
   }
 }
 
@@ -99,12 +156,36 @@ Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what, Space
   for (;;) {
     uint64_t reuse = PoolFitLocked(size).value_or(0);
     uint64_t used = UsedLocked();
-    if (used - reuse + size <= options_.budget_bytes) return Status::Ok();
-    Result<uint64_t> freed = pool_.ReleaseOne(size);
-    if (!freed.ok()) return freed.status().WithContext("shrinking the segment pool");
-    if (*freed > 0) continue;
-    if (EvictOneLocked(purpose)) continue;
-    const std::string kept = KeptStepsLocked();
+    if (used - reuse + size <= options_.budget_bytes) {
+      pending_need_ = 0;
+      return Status::Ok();
+    }
+    // Released segments leave the accounting now; the caller unlinks them
+    // (TierLock) before it makes its own file.
+    if (std::optional<SegmentPool::Segment> seg = pool_.PickRelease(size)) {
+      io_.unlink_segments.push_back(seg->path);
+      continue;
+    }
+    pending_need_ = size;  // the evicted step's files go to the pool only if there is room for both
+    const bool evicted = EvictOneLocked(purpose);
+    pending_need_ = 0;
+    if (evicted) continue;
+    // Files on their way to the pool (ours queued, or another call's moving)
+    // count as used but cannot be released yet: let them land, then retry.
+    // The caller re-finds its step afterwards (mu_ may have been released).
+    if (!io_.empty()) {
+      FileJobs jobs = std::move(io_);
+      io_ = FileJobs{};
+      mu_.Unlock();
+      RunIo(std::move(jobs));
+      mu_.Lock();
+      continue;
+    }
+    if (to_pool_bytes_ > 0) {
+      cv_.Wait();
+      continue;
+    }
+    const std::string kept = index_.KeptSteps();
     const bool restore = purpose == SpaceFor::kRestore;
     return ResourceExhausted(
         "memory budget exhausted " + std::string(restore ? "restoring " : "creating ") + std::string(what) +
@@ -120,151 +201,36 @@ Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what, Space
   }
 }
 
-std::string MemoryTier::KeptStepsLocked() const {
-  std::string out;
-  size_t listed = 0;
-  for (const auto& [ns, nss] : namespaces_) {
-    for (const auto& [step, s] : nss.steps) {
-      if (!s->committed || !AwaitsDurable(*s)) continue;
-      if (++listed > 8) return out + ", ...";
-      out += (out.empty() ? "" : ", ") + StepLabel(ns, step) + " " + PersistStateName(s->persist);
-      if (s->persist == PersistState::kFailed) out += " to persist: " + s->persist_error.message();
-    }
-  }
-  return out;
-}
-
 std::optional<uint64_t> MemoryTier::PoolFitLocked(uint64_t size) const {
   std::optional<uint64_t> fit = pool_.BestFit(size);
   // A small object does not take a segment many times its size: truncating
   // it would free warm pages (a preallocated 256 MiB segment for a 4 KiB
   // `.metadata`) that a large object is about to need, and fresh pages for a
   // small file cost next to nothing.
-  if (fit && size < kPoolSmallObject && *fit > 4 * size) return std::nullopt;
+  if (fit && size<kPoolSmallObject&& * fit> 4 * size) return std::nullopt;
   return fit;
-}
-
-// Under mu_: a pool segment's rename (SegmentPool), and a restore's fresh
-// file (CreateObject makes fresh files outside mu_ itself; a restore could
-// too, the same way).
-Result<UniqueFd> MemoryTier::CreateFileLocked(const std::string& step_dir, const std::string& name,
-                                              uint64_t size) {
-  const std::string path = Layout::ObjectPath(step_dir, name);
-  // The step dir exists (BeginLocked); only names with '/' need more.
-  if (name.find('/') != std::string::npos) TC_RETURN_IF_ERROR(MakeDirs(DirName(path), 0700));
-  if (size > 0 && PoolFitLocked(size)) {  // a segment we created: already mode 0600
-    TC_RETURN_IF_ERROR(pool_.Take(size, path).status());
-    object_bytes_ += size;
-    Result<UniqueFd> fd = OpenFile(path, O_RDWR);
-    if (!fd.ok()) {
-      RecycleFileLocked(path, size);
-      return fd.status();
-    }
-    return fd;
-  }
-  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path, O_RDWR | O_CREAT | O_TRUNC, 0600));
-  Status made;
-  if (::fchmod(fd.get(), 0600) != 0) {  // whatever the umask
-    made = ErrnoStatus("chmod " + path);
-  } else if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
-    made = ErrnoStatus("size " + path + " to " + std::to_string(size) + " bytes");
-  }
-  if (!made.ok()) {
-    read_mappings_.ForgetPath(path);  // O_TRUNC may have reused a file of ours
-    RemoveFile(path, IfMissing::kOk).IgnoreError();  // the failure to make it is the answer
-    return made;
-  }
-  object_bytes_ += size;
-  return fd;
 }
 
 // ---- Eviction and retention ----
 
-bool MemoryTier::AwaitsDurable(const StepState& s) {
-  // A durable step queued only to have its durable copy checked is still
-  // recorded durable: the budget may evict it, as any durable step.
-  if (s.persist == PersistState::kQueued && s.durable_recheck) return false;
-  return s.persist == PersistState::kQueued || s.persist == PersistState::kRunning ||
-         s.persist == PersistState::kFailed;
-}
-
-bool MemoryTier::EvictableLocked(const NamespaceState& nss, const StepState& s, SpaceFor purpose) const {
-  if (!s.committed || s.files->pins > 0) return false;
-  // Asked to be durable and not durable yet: memory holds the only copy.
-  if (AwaitsDurable(s)) return false;
-  // A read never destroys the only copy of another step.
-  if (purpose == SpaceFor::kRestore && options_.has_durable && s.persist != PersistState::kDurable &&
-      !s.durable_recheck) {
-    return false;
-  }
-  // Never the newest committed step of the namespace.
-  for (auto it = nss.steps.rbegin(); it != nss.steps.rend(); ++it) {
-    if (it->second->committed) return it->second.get() != &s;
-  }
-  return false;
-}
-
 bool MemoryTier::EvictOneLocked(SpaceFor purpose) {
-  const std::string* best_ns = nullptr;
-  uint64_t best_step = 0;
-  uint64_t best_seq = 0;
-  for (const auto& [ns, nss] : namespaces_) {
-    for (const auto& [step, s] : nss.steps) {
-      if (!EvictableLocked(nss, *s, purpose)) continue;
-      if (best_ns == nullptr || s->commit_seq < best_seq) {
-        best_ns = &ns;
-        best_step = step;
-        best_seq = s->commit_seq;
-      }
-      break;  // only the oldest evictable step of each namespace competes
-    }
-  }
-  if (best_ns == nullptr) return false;
-  std::string ns = *best_ns;
-  DropLocked(ns, best_step, "evicted to make room in the memory budget");
+  std::optional<StepRef> victim = index_.PickEviction(purpose);
+  if (!victim) return false;
+  DropLocked(victim->first, victim->second, "evicted to make room in the memory budget");
   return true;
 }
 
 void MemoryTier::ApplyRetentionLocked(const std::string& ns, uint32_t keep, PruneResult* result,
                                       std::optional<uint64_t> protect, bool caller_checks_durable) {
   if (keep < 1) keep = 1;
-  auto it = namespaces_.find(ns);
-  if (it == namespaces_.end()) return;
-  std::vector<uint64_t> drop;
-  std::vector<uint64_t> recheck;
-  uint32_t kept = 0;
-  for (auto st = it->second.steps.rbegin(); st != it->second.steps.rend(); ++st) {
-    const StepState& s = *st->second;
-    if (!s.committed) continue;
-    if (kept < keep) {
-      ++kept;
-      continue;
-    }
-    if (AwaitsDurable(s) || s.durable_recheck) {  // memory may hold the only copy
-      if (result != nullptr) result->kept_pending.emplace_back(ns, st->first);
-      if (result != nullptr && s.durable_recheck) result->rechecking.emplace_back(ns, st->first);
-      continue;
-    }
-    if (s.files->pins > 0) continue;  // retried on unpin
-    if (protect && *protect == st->first) continue;  // just committed out of order
-    if (s.persist == PersistState::kDurable && options_.has_durable && !s.durable_confirmed) {
-      // Recorded durable, but the durable copy may have been deleted since:
-      // the persister checks it (writing it again if it is gone) before
-      // this copy, perhaps the last one, goes (FinishPersist re-applies).
-      if (!caller_checks_durable) recheck.push_back(st->first);
-      if (result != nullptr) result->kept_pending.emplace_back(ns, st->first);
-      if (result != nullptr) result->rechecking.emplace_back(ns, st->first);
-      continue;
-    }
-    drop.push_back(st->first);
-  }
-  for (uint64_t step : recheck) {
+  const RetentionPlan plan = index_.PlanRetention(ns, keep, result, protect, caller_checks_durable);
+  for (uint64_t step : plan.recheck) {
     StepState* s = FindLocked(ns, step);
     s->persist = PersistState::kQueued;
     s->durable_recheck = true;
     CallPersistHookLocked(ns, step);
   }
-  for (uint64_t step : drop) {
+  for (uint64_t step : plan.drop) {
     DropLocked(ns, step, "retention keeps the newest " + std::to_string(keep));
     if (result != nullptr) result->evicted.emplace_back(ns, step);
   }
@@ -273,17 +239,14 @@ void MemoryTier::ApplyRetentionLocked(const std::string& ns, uint32_t keep, Prun
 // ---- Dropping and recycling ----
 
 void MemoryTier::DropLocked(const std::string& ns, uint64_t step, std::string_view why) {
-  auto nit = namespaces_.find(ns);
-  if (nit == namespaces_.end()) return;
-  auto sit = nit->second.steps.find(step);
-  if (sit == nit->second.steps.end()) return;
-  std::unique_ptr<StepState> s = std::move(sit->second);
-  nit->second.steps.erase(sit);
-  if (nit->second.steps.empty()) {
-    namespaces_.erase(nit);
-    ::rmdir(layout_.NamespaceDir(ns).c_str());  // best effort: only if empty
-  }
-  StepFiles* files = s->files.get();
+  bool ns_emptied = false;
+  std::unique_ptr<StepState> s = index_.Remove(ns, step, &ns_emptied);
+  if (s == nullptr) return;
+  if (ns_emptied) io_.namespace_rmdirs.push_back(layout_.NamespaceDir(ns));  // best effort: only if empty
+  const std::shared_ptr<StepFiles>& files = s->files;
+  files->dropped = true;
+  cv_.SignalAll();
+  if (!s->dir_ready) return;  // no object yet; its maker removes the dir (BeginLocked)
   files->objects.clear();
   if (s->committed) {
     for (const auto& o : s->manifest.objects) files->objects.emplace_back(o.name, o.size);
@@ -297,72 +260,61 @@ void MemoryTier::DropLocked(const std::string& ns, uint64_t step, std::string_vi
       .Kv("committed", s->committed)
       .Kv("bytes", s->Bytes())
       .Kv("why", why);
-  files->dropped = true;
   if (files->pins == 0) {
     RecycleLocked(files);
-  } else {
-    std::string trash = layout_.TrashEntry(next_id_++);
-    Status st = MakeDirs(layout_.TrashDir(), 0700);
-    if (st.ok()) st = RenamePath(files->dir, trash);
-    if (st.ok()) {
-      files->dir = trash;
-    } else {
-      Log(LogLevel::kError, "drop").Kv("ns", ns).Kv("step", step).Kv("dir", files->dir).Err(st);
-    }
+    return;
   }
-  cv_.SignalAll();
+  // Read by an agent thread: into the trash (the step's name is free for its
+  // next instance once moved), recycled on the last unpin.
+  busy_paths_.insert(files->dir);
+  files->moving = true;
+  files->trash_name = std::to_string(next_id_++);
+  io_.trash.push_back(TrashJob{files->dir, layout_.TrashDir() + "/" + files->trash_name, files});
 }
 
-void MemoryTier::RecycleFileLocked(const std::string& path, uint64_t recorded_size) {
-  object_bytes_ -= std::min(object_bytes_, recorded_size);
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return;
-  uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (S_ISREG(st.st_mode) && size > 0 && UsedLocked() + size <= options_.budget_bytes) {
-    Status s = pool_.Put(path).status();  // same inode: its read mapping stays valid
-    if (s.ok()) return;
-    Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
-  }
-  // Unlinked: a kept mapping would pin the file's pages.
-  if (S_ISREG(st.st_mode)) read_mappings_.Forget(KeyOf(st));
-  if (Status s = RemoveFile(path, IfMissing::kOk); !s.ok())
-    Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
+bool MemoryTier::PoolMayKeepLocked(uint64_t size) const {
+  return size > 0 && UsedLocked() + pending_need_ + size <= options_.budget_bytes;
 }
 
-void MemoryTier::RecycleLocked(StepFiles* files) {
+void MemoryTier::RecycleLocked(const std::shared_ptr<StepFiles>& files) {
+  RecycleJob job;
+  job.dir = files->dir;
+  job.files_of = files;  // its creators still at work finish first
+  const std::string trash = layout_.TrashDir();
+  if (job.dir.compare(0, trash.size() + 1, trash + "/") != 0) {
+    // A layout dir: reserved until it has moved aside to pool/dropped_<n>
+    // (SegmentPool keeps only seg_* files and Load removes the rest after a
+    // crash), so no next instance of the step makes or publishes onto it.
+    job.aside = JoinPath(layout_.PoolDir(), "dropped_" + std::to_string(next_id_++));
+    job.reserved = true;
+    busy_paths_.insert(job.dir);
+  }
   for (const auto& [name, size] : files->objects) {
-    RecycleFileLocked(Layout::ObjectPath(files->dir, name), size);
+    object_bytes_ -= std::min(object_bytes_, size);
+    RecycledFile f{name, size, std::nullopt};
+    if (PoolMayKeepLocked(size)) {
+      f.pool_id = pool_.NewId();
+      to_pool_bytes_ += size;
+    }
+    job.files.push_back(std::move(f));
   }
   files->objects.clear();
-  // No object file is left in the directory (the budget is settled): only
-  // its removal remains, done outside mu_ under a name no step uses (a trash
-  // entry already, or pool/dropped_<n>: SegmentPool keeps only seg_* files
-  // and Load removes the rest after a crash).
-  std::string dir = files->dir;
-  const std::string trash = layout_.TrashDir();
-  if (dir.compare(0, trash.size() + 1, trash + "/") != 0) {
-    const std::string entry = JoinPath(layout_.PoolDir(), "dropped_" + std::to_string(next_id_++));
-    Status st = RenamePath(dir, entry);
-    if (!st.ok()) {  // gone already, or not movable: remove it here
-      Status s = RemoveTree(dir);
-      if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", dir).Err(s);
-      return;
-    }
-    dir = entry;
-  }
-  recycled_dirs_.push_back(std::move(dir));
+  io_.recycles.push_back(std::move(job));
 }
 
-void MemoryTier::RemoveRecycledDirs() {
-  std::vector<std::string> dirs;
-  {
-    MutexLock lock(&mu_);
-    dirs.swap(recycled_dirs_);
+void MemoryTier::RecycleObjectLocked(const StepFiles& files, const std::string& name,
+                                     uint64_t recorded_size) {
+  object_bytes_ -= std::min(object_bytes_, recorded_size);
+  RecycleJob job;
+  job.dir = files.dir;
+  job.keep_dir = true;
+  RecycledFile f{name, recorded_size, std::nullopt};
+  if (PoolMayKeepLocked(recorded_size)) {
+    f.pool_id = pool_.NewId();
+    to_pool_bytes_ += recorded_size;
   }
-  for (const std::string& dir : dirs) {
-    Status s = RemoveTree(dir);
-    if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", dir).Err(s);
-  }
+  job.files.push_back(std::move(f));
+  io_.recycles.push_back(std::move(job));
 }
 
 // ---- Listings ----
@@ -370,7 +322,7 @@ void MemoryTier::RemoveRecycledDirs() {
 std::vector<StepInfo> MemoryTier::ListSteps(std::string_view ns) const {
   MutexLock lock(&mu_);
   std::vector<StepInfo> out;
-  for (const auto& [name, nss] : namespaces_) {
+  for (const auto& [name, nss] : index_.namespaces()) {
     if (!ns.empty() && name != ns) continue;
     for (const auto& [step, s] : nss.steps) {
       StepInfo info;
@@ -399,19 +351,9 @@ TierStats MemoryTier::Stats() const {
   ReadMappingsStats rm = read_mappings_.Stats();
   t.read_mappings = rm.mappings;
   t.read_mapped_bytes = rm.mapped_bytes;
-  t.writing_steps = WritingStepsLocked();
-  for (const auto& [name, nss] : namespaces_) {
-    for (const auto& [step, s] : nss.steps) t.committed_steps += s->committed ? 1 : 0;
-  }
+  t.writing_steps = index_.WritingSteps();
+  t.committed_steps = index_.CommittedSteps();
   return t;
-}
-
-size_t MemoryTier::WritingStepsLocked() const {
-  size_t n = 0;
-  for (const auto& [name, nss] : namespaces_) {
-    for (const auto& [step, s] : nss.steps) n += s->committed ? 0 : 1;
-  }
-  return n;
 }
 
 void MemoryTier::Shutdown() {

@@ -54,21 +54,29 @@
 // the file lives and reused when the file is recycled (tier/read_mappings.h).
 // Every place that unlinks an object or pool file tells it first.
 //
+// Structure: MemoryTier is the facade and coordinator. The index and its
+// retention/eviction policy are a StepIndex (tier/step_index.h: decisions
+// only), the file-system side a TierFiles (tier/tier_files.h: no lock), the
+// start-up scan a TierRecovery (tier/tier_recovery.h), recycled files a
+// SegmentPool, agent reads ReadMappings.
+//
 // Thread safety: every public method is thread-safe. One mutex (mu_) guards
-// the index, the pool and the byte accounting (GUARDED_BY, checked by clang:
-// common/thread_annotations.h); waits (commit, restore, WaitPersist) use cv_.
-// Outside mu_, on pinned files or with their bytes reserved: hashing,
-// persisting, restoring, verifying, creating a fresh object file (open,
-// chmod, truncate, as pool/creating_<n>), reserving its pages (fallocate),
-// writing a commit's manifest (the step is committing: no writer, abort or
-// disconnect touches it), preallocating segments, and removing the dirs of
-// dropped steps (RemoveRecycledDirs). Under mu_, as the publishing steps of
-// what was decided under it: renames (an object into its step, a partial
-// dir to step_<n>, segments into and out of the pool, dropped dirs aside),
-// the unlinks of recycling, making a step's partial dir at begin (its path
-// is the next instance's too: it is made while the index says whose it is),
-// a restore's object files, and recovery at start. Lock order: mu_, then
-// ReadMappings' own lock.
+// the index, the pool's index and the byte accounting (GUARDED_BY, checked by
+// clang: common/thread_annotations.h); waits (commit, restore, WaitPersist,
+// a step's dir being made, a path being moved) use cv_. No file-system call
+// of the save path runs under mu_: each locked section decides (reserves a
+// name, a pool segment, a path in busy_paths_, the bytes) and the file work
+// runs with mu_ released — making a step's partial dir, creating an object
+// beneath the step dir's fd or moving a pool segment there, reserving its
+// pages, a commit's records and its publish rename, and (queued in io_, run
+// by the TierLock that releases mu_) moving dropped steps aside, recycling
+// their files into the pool, unlinking released segments and removing empty
+// namespace dirs. Then mu_ is taken again only where something must be
+// recorded (a dir made, a publish, segments adopted into the pool, a path
+// released). A seal stats its file before taking mu_. Still under mu_:
+// the persistence marker's write and removal (RequestPersist, FinishPersist,
+// MarkDurable), off the save path. Lock order: mu_, then ReadMappings' own
+// lock (and TierFiles calls ReadMappings without mu_).
 #pragma once
 
 #include <chrono>
@@ -77,6 +85,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -89,7 +98,10 @@
 #include "tier/layout.h"
 #include "tier/read_mappings.h"
 #include "tier/segment_pool.h"
+#include "tier/step_index.h"
 #include "tier/step_state.h"
+#include "tier/tier_files.h"
+#include "tier/tier_recovery.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
 
@@ -98,11 +110,11 @@ namespace tierckpt::agent {
 class Metrics;
 
 struct MemoryTierOptions {
-  std::string root;            // tmpfs root (created by the caller)
-  uint64_t budget_bytes = 0;   // capacity of the tier
-  uint32_t keep_last = 3;      // committed steps kept per namespace (>= 1)
-  uint64_t persist_every = 0;  // cadence; 0 = only when asked
-  bool has_durable = false;    // a durable tier is configured
+  std::string root;             // tmpfs root (created by the caller)
+  uint64_t budget_bytes = 0;    // capacity of the tier
+  uint32_t keep_last = 3;       // committed steps kept per namespace (>= 1)
+  uint64_t persist_every = 0;   // cadence; 0 = only when asked
+  bool has_durable = false;     // a durable tier is configured
   bool verify_on_seal = false;  // re-hash client-supplied checksums at seal
   std::string node_id;
   // Files at least this large keep a read mapping (tier/read_mappings.h);
@@ -186,23 +198,6 @@ struct TierStats {
   uint64_t read_mapped_bytes = 0;  // their mapped length
 };
 
-struct RecoveryReport {
-  size_t committed_steps = 0;
-  size_t partial_dropped = 0;
-  size_t damaged_dropped = 0;
-  uint64_t bytes = 0;
-  std::vector<std::pair<std::string, uint64_t>> persist_pending;  // re-enqueue these
-  std::vector<Status> errors;  // damaged steps dropped, leftovers that could not be removed
-};
-
-struct PruneResult {
-  std::vector<std::pair<std::string, uint64_t>> evicted;
-  std::vector<std::pair<std::string, uint64_t>> kept_pending;  // persistence not done yet
-  // Recorded durable, kept until the durable copy is seen (also in
-  // kept_pending): ConfirmDurable after checking it, then Prune again.
-  std::vector<std::pair<std::string, uint64_t>> rechecking;
-};
-
 struct MemoryVerifyResult {
   uint32_t objects_checked = 0;
   std::vector<std::string> errors;  // empty: every object matches its manifest
@@ -248,8 +243,8 @@ class MemoryTier {
   // ---- Write path (conn: the caller's connection id, 0 = internal) ----
   // writer: the caller's writer id (see "One writer per step" above).
   Status BeginStep(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer = kAnyWriter);
-  Result<CreatedObject> CreateObject(std::string_view ns, uint64_t step, std::string_view name,
-                                     uint64_t size, uint64_t conn, std::string_view writer = kAnyWriter);
+  Result<CreatedObject> CreateObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
+                                     uint64_t conn, std::string_view writer = kAnyWriter);
   Status SealObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
                     std::string_view checksum, std::string_view writer = kAnyWriter);
   // expected empty: every created object. persist: also persist to durable.
@@ -347,84 +342,91 @@ class MemoryTier {
 
  private:
   friend class StepPin;
-  using StepRef = std::pair<std::string, uint64_t>;
+  class TierLock;
 
-  // All *Locked methods require mu_ held.
-  StepState* FindLocked(std::string_view ns, uint64_t step) const REQUIRES(mu_);
-  // Steps being written or restored (not committed), every namespace.
-  size_t WritingStepsLocked() const REQUIRES(mu_);
+  StepState* FindLocked(std::string_view ns, uint64_t step) const REQUIRES(mu_) {
+    return index_.Find(ns, step);
+  }
   static constexpr uint64_t kPoolSmallObject = 1u << 20;
-  uint64_t UsedLocked() const REQUIRES(mu_) { return object_bytes_ + pool_.bytes() + preallocating_bytes_; }
+  // Bytes of files we hold or are about to: objects, the pool, the segment
+  // Preallocate writes, and files of dropped steps on their way to the pool.
+  uint64_t UsedLocked() const REQUIRES(mu_) {
+    return object_bytes_ + pool_.bytes() + preallocating_bytes_ + to_pool_bytes_;
+  }
   StepPin PinLocked(StepState* s) REQUIRES(mu_);
   void Unpin(const std::shared_ptr<StepFiles>& files) EXCLUDES(mu_);
-  void UnpinLocked(StepFiles* files) REQUIRES(mu_);
+  void UnpinLocked(const std::shared_ptr<StepFiles>& files) REQUIRES(mu_);
+  // Finds the step being written or begins it. A new step's partial dir is
+  // made by its first caller with mu_ released (the path reserved in
+  // busy_paths_, the step in the index with dir_ready false); other callers
+  // wait for it on cv_. Returns the step with its dir made.
   Result<StepState*> BeginLocked(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer)
       REQUIRES(mu_);
   // kAlreadyExists naming the owner when writer may not write s.
   Status CheckWriterLocked(const StepState& s, std::string_view label, std::string_view writer) REQUIRES(mu_);
-  // The size of the pool segment CreateFileLocked would take for an object
-  // of size bytes (SegmentPool::BestFit), nullopt when it would create a
-  // fresh file: an empty pool, or an object under kPoolSmallObject whose best
-  // fit is over 4x its size.
+  // The size of the pool segment an object of size bytes would take
+  // (SegmentPool::BestFit), nullopt for a fresh file: an empty pool, or an
+  // object under kPoolSmallObject whose best fit is over 4x its size.
   std::optional<uint64_t> PoolFitLocked(uint64_t size) const REQUIRES(mu_);
-  // Who needs the room: a write may evict any evictable step; a restore (a
-  // read) only steps with a durable copy.
-  enum class SpaceFor { kWrite, kRestore };
-  // Makes room for size more bytes (pool first, then eviction).
+  // Makes room for size more bytes (pool first, then eviction). May release
+  // mu_ (to let files moving to the pool land): callers re-find their step.
   Status EnsureSpaceLocked(uint64_t size, std::string_view what, SpaceFor purpose = SpaceFor::kWrite)
       REQUIRES(mu_);
-  // Why nothing more can be evicted, for the kResourceExhausted message.
-  std::string KeptStepsLocked() const REQUIRES(mu_);
-  // Creates object `name` in step_dir, exactly size bytes, mode 0600 (a
-  // pool segment when there is one); the budget must already allow it.
-  Result<UniqueFd> CreateFileLocked(const std::string& step_dir, const std::string& name, uint64_t size)
-      REQUIRES(mu_);
+  // An object being made: recorded in the index under mu_ (its bytes
+  // counted, a pool segment reserved or a fresh file to create), its file
+  // made by MakeObjectFile outside mu_.
+  struct Creation {
+    std::shared_ptr<StepFiles> files;
+    std::string dir;  // the step's dir when reserved
+    uint64_t instance = 0;
+    uint64_t id = 0;
+    uint64_t size = 0;
+    std::optional<SegmentPool::Segment> segment;  // nullopt: a fresh file
+  };
+  Creation ReserveObjectLocked(StepState* s, const std::string& name, uint64_t size, bool sealed,
+                               const std::string& checksum) REQUIRES(mu_);
+  Result<UniqueFd> MakeObjectFile(const Creation& c, const std::string& name, uint64_t* seg_size_now) const;
+  // After a failed MakeObjectFile (or reservation of its pages): the
+  // segment back to the pool, the object out of the index if still this one.
+  void UndoObjectLocked(std::string_view ns, uint64_t step, const std::string& name, const Creation& c,
+                        uint64_t seg_size_now, bool file_made) REQUIRES(mu_);
   bool EvictOneLocked(SpaceFor purpose = SpaceFor::kWrite) REQUIRES(mu_);
-  bool EvictableLocked(const NamespaceState& nss, const StepState& s, SpaceFor purpose) const REQUIRES(mu_);
-  // Persist queued, running or failed: asked to be durable, not durable yet.
-  static bool AwaitsDurable(const StepState& s);
   // protect: a step kept this time even if retention would drop it.
   void ApplyRetentionLocked(const std::string& ns, uint32_t keep, PruneResult* result,
                             std::optional<uint64_t> protect = std::nullopt,
                             bool caller_checks_durable = false) REQUIRES(mu_);
-  // Removes the step from the index and recycles (or trashes) its files.
+  // Removes the step from the index and queues the recycling (or trashing)
+  // of its files in io_ (done once mu_ is released: TierLock).
   void DropLocked(const std::string& ns, uint64_t step, std::string_view why) REQUIRES(mu_);
-  // Recycles the step's object files and hands its directory to
-  // RemoveRecycledDirs (renamed to pool/dropped_<n> first: the next instance
-  // of the step may reuse its name).
-  void RecycleLocked(StepFiles* files) REQUIRES(mu_);
-  // Removes the directories RecycleLocked left, outside mu_. Every method
-  // that may drop a step runs one (a RecycledDirsRemover) as it returns.
-  void RemoveRecycledDirs() EXCLUDES(mu_);
-  class RecycledDirsRemover;
-  // Moves an object file into the pool, or unlinks it (and forgets its
-  // mapping) when the pool may not keep it.
-  void RecycleFileLocked(const std::string& path, uint64_t recorded_size) REQUIRES(mu_);
-  // Recovery walks the root from directory fds and never follows a symbolic
-  // link (memory_tier_recovery.cc; docs/agent.md, "Root directory safety").
-  void RecoverNamespaceLocked(int namespaces_fd, const std::string& ns, RecoveryReport* report) REQUIRES(mu_);
-  void RecoverStepDirLocked(int ns_fd, const std::string& ns, const std::string& entry, uint64_t step,
-                            RecoveryReport* report) REQUIRES(mu_);
-  // Recycles the files of the tree `name` in parent_fd into the pool and
-  // removes it; links in it are removed as links.
-  void RecycleTreeAtLocked(int parent_fd, const std::string& name, const std::string& path) REQUIRES(mu_);
+  // Decides where each object file of a dropped, unpinned step goes (a
+  // reserved pool segment name, or unlinked) and queues the I/O; a layout
+  // dir stays reserved in busy_paths_ until it has moved aside.
+  void RecycleLocked(const std::shared_ptr<StepFiles>& files) REQUIRES(mu_);
+  // Queues one object file of a live step (an unsealed object created
+  // again) for the pool or unlinking, before the caller makes its new file.
+  void RecycleObjectLocked(const StepFiles& files, const std::string& name, uint64_t recorded_size)
+      REQUIRES(mu_);
+  // Whether a file of size bytes may go to the pool now (the budget).
+  bool PoolMayKeepLocked(uint64_t size) const REQUIRES(mu_);
+  // Runs I/O queued under mu_ (without it), then records what happened.
+  void RunIo(FileJobs jobs) EXCLUDES(mu_);
+  void RecordLocked(FileOutcomes out) REQUIRES(mu_);
+  // Waits while another call works on path (busy_paths_).
+  void AwaitPathLocked(const std::string& path) REQUIRES(mu_);
   void OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
-                 StepFiles* files, const Result<std::string>& actual) EXCLUDES(mu_);
+                 const std::shared_ptr<StepFiles>& files, const Result<std::string>& actual) EXCLUDES(mu_);
   void SubmitCheckLocked(const std::string& ns, uint64_t step, StepState* s, const std::string& name,
                          ObjectState* o) REQUIRES(mu_);
-  // Writes the manifest (and the persist marker) into a partial step dir,
-  // outside mu_: the step is committing or restoring, so nothing else
-  // touches it. On failure neither file is left.
-  static Status WriteStepRecords(const std::string& partial_dir, const Manifest& manifest,
-                                 bool persist_marker);
-  // The atomic publish: renames the partial dir (its records written) to
-  // step_<n> and marks the step committed. On failure the records go.
-  Status PublishLocked(const std::string& ns, uint64_t step, StepState* s, Manifest manifest,
+  // Writes the records and renames the partial dir to step_<n> with mu_
+  // released (the step is committing or restoring: nothing else touches
+  // it), then marks the step committed. s is re-found by instance.
+  Status PublishLocked(const std::string& ns, uint64_t step, StepState** s, Manifest manifest,
                        bool persist_marker) REQUIRES(mu_);
   // Restores the manifest's objects, kRestoreThreads at a time.
-  Status RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance,
-                        const Manifest& manifest);
-  Status RestoreObject(ObjectStore& store, const StepRef& ref, uint64_t instance, const ObjectEntry& e);
+  Status RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance, const Manifest& manifest)
+      EXCLUDES(mu_);
+  Status RestoreObject(ObjectStore& store, const StepRef& ref, uint64_t instance, const ObjectEntry& e)
+      EXCLUDES(mu_);
   static constexpr size_t kRestoreThreads = 4;
   // Hashes the object file at path through its kept mapping; kCorruption if
   // it does not hold exactly size bytes.
@@ -439,34 +441,53 @@ class MemoryTier {
   const Layout layout_;
   WorkQueue* const verifier_;
   ReadMappings read_mappings_;  // thread-safe on its own; declared before pool_, which uses it
+  const TierFiles files_;       // no state of its own; called without mu_
 
   mutable Mutex mu_;
-  CondVar cv_{&mu_};  // commits, restores, persist progress
-  // The index: its StepStates (tier/step_state.h) are guarded by mu_ too.
-  std::map<std::string, NamespaceState, std::less<>> namespaces_ GUARDED_BY(mu_);
+  CondVar cv_{&mu_};  // commits, restores, persist progress, dirs made, paths released
+  // The index and its policy (tier/step_index.h); its StepStates are guarded by mu_ too.
+  StepIndex index_ GUARDED_BY(mu_);
   SegmentPool pool_ GUARDED_BY(mu_);
   uint64_t object_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t preallocating_bytes_ GUARDED_BY(mu_) = 0;  // the segment Preallocate is writing
-  uint64_t next_id_ GUARDED_BY(mu_) = 1;              // instances, objects, trash entries
+  uint64_t to_pool_bytes_ GUARDED_BY(mu_) = 0;        // recorded bytes of files moving to the pool
+  // During EnsureSpaceLocked: the bytes being made room for, so that the
+  // files of the steps it evicts go to the pool only if both fit.
+  uint64_t pending_need_ GUARDED_BY(mu_) = 0;
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;  // instances, objects, trash and aside entries
   uint64_t next_commit_seq_ GUARDED_BY(mu_) = 1;
   bool shutting_down_ GUARDED_BY(mu_) = false;
-  // Dirs of dropped steps holding no object file any more (a manifest, a
-  // marker, empty dirs): RemoveRecycledDirs removes them outside mu_.
-  std::vector<std::string> recycled_dirs_ GUARDED_BY(mu_);
+  // I/O decided under mu_, run by the TierLock that releases it.
+  FileJobs io_ GUARDED_BY(mu_);
+  // Layout dirs another call is making or moving right now (a step's
+  // partial dir being made, a dropped step's dir moving aside): a call that
+  // would make, publish onto or remove one waits (AwaitPathLocked).
+  std::set<std::string, std::less<>> busy_paths_ GUARDED_BY(mu_);
   std::function<void(const std::string&, uint64_t)> persist_hook_ GUARDED_BY(mu_);  // set before serving
 };
 
-// Runs MemoryTier::RemoveRecycledDirs as its scope ends: declared before the
-// scope's MutexLock, it runs after mu_ is released.
-class MemoryTier::RecycledDirsRemover {
+// The tier's scoped lock: as MutexLock, and on every release it takes the
+// I/O queued under mu_ (io_) and runs it (MemoryTier::RunIo) right after
+// mu_ is released: whoever decided a drop does its file work, unlocked,
+// before it goes on (a create after an eviction finds the pages freed).
+// Never hold another TierLock of the same tier.
+class SCOPED_CAPABILITY MemoryTier::TierLock {
  public:
-  explicit RecycledDirsRemover(MemoryTier* tier) : tier_(tier) {}
-  ~RecycledDirsRemover() { tier_->RemoveRecycledDirs(); }
-  RecycledDirsRemover(const RecycledDirsRemover&) = delete;
-  RecycledDirsRemover& operator=(const RecycledDirsRemover&) = delete;
+  explicit TierLock(MemoryTier* tier) ACQUIRE(tier->mu_) : tier_(tier) { tier_->mu_.Lock(); }
+  ~TierLock() RELEASE() {
+    if (held_) Unlock();
+  }
+  TierLock(const TierLock&) = delete;
+  TierLock& operator=(const TierLock&) = delete;
+  void Unlock() RELEASE();
+  void Lock() ACQUIRE() {
+    tier_->mu_.Lock();
+    held_ = true;
+  }
 
  private:
   MemoryTier* const tier_;
+  bool held_ = true;
 };
 
 }  // namespace tierckpt::agent

@@ -61,7 +61,8 @@ Result<PersistLease> MemoryTier::PinCommitted(std::string_view ns, uint64_t step
   MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed) {
-    return NotFound("step " + StepLabel(ns, step) + " is not committed in the memory tier at " + options_.root);
+    return NotFound("step " + StepLabel(ns, step) + " is not committed in the memory tier at " +
+                    options_.root);
   }
   PersistLease lease;
   lease.pin = PinLocked(s);
@@ -71,8 +72,7 @@ Result<PersistLease> MemoryTier::PinCommitted(std::string_view ns, uint64_t step
 }
 
 void MemoryTier::FinishPersist(std::string_view ns, uint64_t step, const Status& result) {
-  RecycledDirsRemover remover(this);  // after mu_ is released
-  MutexLock lock(&mu_);
+  TierLock lock(this);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed) return;
   if (result.ok()) {
@@ -119,8 +119,8 @@ void MemoryTier::ConfirmDurable(std::string_view ns, uint64_t step) {
   MutexLock lock(&mu_);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr || !s->committed) return;
-  const bool recorded = s->persist == PersistState::kDurable ||
-                        (s->persist == PersistState::kQueued && s->durable_recheck);
+  const bool recorded =
+      s->persist == PersistState::kDurable || (s->persist == PersistState::kQueued && s->durable_recheck);
   if (!recorded) return;
   s->persist = PersistState::kDurable;  // a recheck still queued finds nothing to do
   s->durable_recheck = false;
@@ -141,8 +141,9 @@ Result<PersistStatus> MemoryTier::WaitPersist(std::string_view ns, uint64_t step
     }
     bool pending = s->persist == PersistState::kQueued || s->persist == PersistState::kRunning;
     if (!pending) return PersistStatus{s->persist, s->persist_error};
-    if (shutting_down_) return Unavailable("tierckptd is shutting down; " + StepLabel(ns, step) +
-                                           " will be persisted after the restart");
+    if (shutting_down_)
+      return Unavailable("tierckptd is shutting down; " + StepLabel(ns, step) +
+                         " will be persisted after the restart");
     if (!timeout) {
       cv_.Wait();
     } else if (!cv_.WaitUntil(deadline)) {

@@ -8,10 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "tier/memory_tier.h"
-
 #include "common/log.h"
 #include "os/files.h"
+#include "tier/memory_tier.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -43,6 +42,8 @@ Result<uint64_t> MemoryTier::Preallocate(uint64_t bytes, uint64_t segment) {
   Status error = Status::Ok();
   for (;;) {
     uint64_t n = 0;
+    uint64_t id = 0;
+    std::string seg;
     {
       MutexLock lock(&mu_);
       if (shutting_down_) {
@@ -50,7 +51,7 @@ Result<uint64_t> MemoryTier::Preallocate(uint64_t bytes, uint64_t segment) {
         break;
       }
       if (pool_.bytes() >= bytes) break;
-      if (WritingStepsLocked() > 0) {
+      if (index_.WritingSteps() > 0) {
         stopped = "a step is being written";
         break;
       }
@@ -62,11 +63,16 @@ Result<uint64_t> MemoryTier::Preallocate(uint64_t bytes, uint64_t segment) {
         break;
       }
       preallocating_bytes_ = n;
+      id = pool_.NewId();
+      seg = pool_.PathOf(id);
     }
+    // Written and moved into the pool outside mu_; recorded under it.
     Status wrote = WriteZeros(tmp, n);
+    if (wrote.ok()) wrote = RenamePath(tmp, seg);
     MutexLock lock(&mu_);
     preallocating_bytes_ = 0;
-    Result<uint64_t> put = wrote.ok() ? pool_.Put(tmp) : Result<uint64_t>(wrote);
+    if (wrote.ok()) pool_.Adopt(id, n);
+    Result<uint64_t> put = wrote.ok() ? Result<uint64_t>(n) : Result<uint64_t>(wrote);
     if (!put.ok()) {
       RemoveFile(tmp, IfMissing::kOk).IgnoreError();  // a leftover is removed at the next start
       error = put.status().WithContext(

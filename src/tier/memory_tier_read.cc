@@ -33,8 +33,8 @@ std::string CheckObject(ReadMappings& mappings, const std::string& dir, const Ob
   }
   std::string actual = ComputeChecksum(view->data(), view->size()).ToString();
   if (actual != e.checksum) {
-    return "object " + e.name + " of " + label + " in memory hashes to " + actual + " but the manifest says " +
-           e.checksum;
+    return "object " + e.name + " of " + label + " in memory hashes to " + actual +
+           " but the manifest says " + e.checksum;
   }
   return "";
 }
@@ -59,8 +59,8 @@ Result<OpenedObject> MemoryTier::OpenObject(std::string_view ns, uint64_t step, 
     for (size_t i = 0; i < s->manifest.objects.size() && i < 5; ++i) {
       some += (i > 0 ? ", " : "") + QuoteForMessage(s->manifest.objects[i].name);
     }
-    return NotFound("object " + QuoteForMessage(name) + " is not in step " + StepLabel(ns, step) + " (it has " +
-                    std::to_string(s->manifest.objects.size()) + " objects: " + some +
+    return NotFound("object " + QuoteForMessage(name) + " is not in step " + StepLabel(ns, step) +
+                    " (it has " + std::to_string(s->manifest.objects.size()) + " objects: " + some +
                     (s->manifest.objects.size() > 5 ? ", ..." : "") + "); `tierckpt show` lists them");
   }
   std::string path = Layout::ObjectPath(s->files->dir, e->name);
@@ -69,7 +69,8 @@ Result<OpenedObject> MemoryTier::OpenObject(std::string_view ns, uint64_t step, 
   return OpenedObject{std::move(fd).value(), e->size, e->checksum};
 }
 
-Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64_t step, std::string_view name) {
+Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64_t step,
+                                                     std::string_view name) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   TC_RETURN_IF_ERROR(ValidateObjectName(name));
   PinnedObject out;
@@ -88,7 +89,8 @@ Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64
     if (e->size == 0) return out;
   }
   Result<ReadView> view = read_mappings_.Open(path);
-  if (!view.ok()) return view.status().WithContext("reading object " + StepLabel(ns, step) + "/" + std::string(name));
+  if (!view.ok())
+    return view.status().WithContext("reading object " + StepLabel(ns, step) + "/" + std::string(name));
   out.view = std::move(view).value();
   return out;
 }
@@ -124,14 +126,14 @@ Result<MemoryVerifyResult> MemoryTier::VerifyStep(std::string_view ns, uint64_t 
 }
 
 Result<bool> MemoryTier::DeleteStep(std::string_view ns, uint64_t step) {
-  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
-  MutexLock lock(&mu_);
+  TierLock lock(this);
   StepState* s = FindLocked(ns, step);
   if (s == nullptr) return false;
   std::string label = StepLabel(ns, step);
   if (!s->committed) {
-    return FailedPrecondition("step " + label + " is being written or restored; abort it instead (AbortStep)");
+    return FailedPrecondition("step " + label +
+                              " is being written or restored; abort it instead (AbortStep)");
   }
   if (s->persist == PersistState::kRunning) {
     return FailedPrecondition("step " + label +
@@ -142,15 +144,15 @@ Result<bool> MemoryTier::DeleteStep(std::string_view ns, uint64_t step) {
 }
 
 PruneResult MemoryTier::Prune(std::string_view ns, uint32_t keep, bool caller_checks_durable) {
-  RecycledDirsRemover remover(this);  // after mu_ is released
   if (keep == 0) keep = options_.keep_last;
   PruneResult result;
-  MutexLock lock(&mu_);
+  TierLock lock(this);
   std::vector<std::string> names;
-  for (const auto& [name, nss] : namespaces_) {
+  for (const auto& [name, nss] : index_.namespaces()) {
     if (ns.empty() || name == ns) names.push_back(name);
   }
-  for (const auto& name : names) ApplyRetentionLocked(name, keep, &result, std::nullopt, caller_checks_durable);
+  for (const auto& name : names)
+    ApplyRetentionLocked(name, keep, &result, std::nullopt, caller_checks_durable);
   return result;
 }
 

@@ -1,25 +1,17 @@
 // MemoryTier::Restore: durable tier → memory tier, verified, then published
 // like a commit (already durable, so no persist marker).
-#include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <mutex>
-#include <thread>
-#include <vector>
 
-#include "tier/memory_tier.h"
-
-#include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "ops/metrics.h"
 #include "os/files.h"
-#include "os/mapping.h"
+#include "tier/memory_tier.h"
+#include "tier/tier_restore.h"
 
 namespace tierckpt::agent {
 
 Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t step) {
-  RecycledDirsRemover remover(this);  // after mu_ is released
   TC_RETURN_IF_ERROR(ValidateNamespace(ns));
   TC_RETURN_IF_ERROR(ValidateStep(step));
   const std::string label = StepLabel(ns, step);
@@ -32,7 +24,8 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
       StepState* s = FindLocked(ns, step);
       if (s == nullptr) return false;
       if (s->committed) return true;
-      if (!s->restoring) {
+      // (A step whose dir is being made may be another restore's: wait to see.)
+      if (!s->restoring && s->dir_ready) {
         return FailedPrecondition("step " + label +
                                   " is being written in memory right now; commit or abort it before "
                                   "restoring it from the durable tier");
@@ -41,7 +34,7 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
     }
   };
   {
-    MutexLock lock(&mu_);
+    TierLock lock(this);
     TC_ASSIGN_OR_RETURN(bool done, settle());
     if (done) return Status::Ok();
   }
@@ -60,12 +53,13 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
   }
   uint64_t instance = 0;
   {
-    MutexLock lock(&mu_);
+    TierLock lock(this);
     TC_ASSIGN_OR_RETURN(bool done, settle());
     if (done) return Status::Ok();
     if (m.TotalBytes() > options_.budget_bytes) {
       return ResourceExhausted("step " + label + " is " + std::to_string(m.TotalBytes()) +
-                               " bytes, larger than the memory budget (" + std::to_string(options_.budget_bytes) +
+                               " bytes, larger than the memory budget (" +
+                               std::to_string(options_.budget_bytes) +
                                " bytes); raise --memory-budget or read it from " + store.Describe() +
                                " directly (`tierckpt restore --to DIR`)");
     }
@@ -74,16 +68,16 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
     instance = s->instance;
   }
   Status st = RestoreObjects(store, {std::string(ns), step}, instance, m);
-  if (st.ok()) {  // outside mu_: the step is restoring, nothing else touches it
-    st = WriteStepRecords(layout_.PartialDir(ns, step), m, /*persist_marker=*/false)
-             .WithContext("publishing step " + label);
-  }
-  MutexLock lock(&mu_);
-  StepState* s = FindLocked(ns, step);
-  if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");
-  if (st.ok()) st = PublishLocked(std::string(ns), step, s, m, /*persist_marker=*/false);
+  TierLock lock(this);
+  StepState* s = index_.FindInstance(ns, step, instance);
+  if (s == nullptr) return Aborted("restore of " + label + " was interrupted");
+  // The records and the publish rename run outside mu_ (PublishLocked): the
+  // step is restoring, nothing else touches it.
+  if (st.ok()) st = PublishLocked(std::string(ns), step, &s, m, /*persist_marker=*/false);
   if (!st.ok()) {
-    DropLocked(std::string(ns), step, "restore failed");
+    // This instance only: a publish releases mu_, and a step gone meanwhile is another's.
+    if (index_.FindInstance(ns, step, instance) != nullptr)
+      DropLocked(std::string(ns), step, "restore failed");
     options_.metrics->restore.Failed();
     return st;
   }
@@ -104,79 +98,33 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
 
 Status MemoryTier::RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance,
                                   const Manifest& manifest) {
-  // Objects in parallel: one object's phases (create, fetch, verify) leave
-  // the medium or the CPU idle that another object's can use, and stores
-  // parallelize within an object on their own (S3 ranges).
-  const size_t n = manifest.objects.size();
-  const size_t threads = std::min<size_t>(n, kRestoreThreads);
-  if (threads <= 1) {
-    for (const auto& e : manifest.objects) TC_RETURN_IF_ERROR(RestoreObject(store, ref, instance, e));
-    return Status::Ok();
-  }
-  std::atomic<size_t> next{0};
-  Mutex first_mu;
-  Status first = Status::Ok();
-  std::atomic<bool> failed{false};
-  auto work = [&] {
-    for (size_t i = next++; i < n && !failed.load(); i = next++) {
-      Status st = RestoreObject(store, ref, instance, manifest.objects[i]);
-      if (!st.ok()) {
-        MutexLock lock(&first_mu);
-        if (first.ok()) first = st;
-        failed = true;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  return first;
+  // Stores parallelize within an object on their own (S3 ranges).
+  return ForEachObject(manifest, kRestoreThreads,
+                       [&](const ObjectEntry& e) { return RestoreObject(store, ref, instance, e); });
 }
 
 Status MemoryTier::RestoreObject(ObjectStore& store, const StepRef& ref, uint64_t instance,
                                  const ObjectEntry& e) {
-  RecycledDirsRemover remover(this);  // after mu_ is released
   const std::string label = StepLabel(ref.first, ref.second);
   const std::string what = label + "/" + e.name;
-  UniqueFd fd;
-  std::string path;
-  {
-    MutexLock lock(&mu_);
-    StepState* s = FindLocked(ref.first, ref.second);
-    if (s == nullptr || s->instance != instance) return Aborted("restore of " + label + " was interrupted");
-    if (shutting_down_) return Unavailable("tierckptd is shutting down; restore of " + label + " stopped");
-    TC_RETURN_IF_ERROR(EnsureSpaceLocked(e.size, what, SpaceFor::kRestore));
-    path = Layout::ObjectPath(s->files->dir, e.name);
-    Result<UniqueFd> created = CreateFileLocked(s->files->dir, e.name, e.size);
-    if (!created.ok()) return created.status().WithContext("restoring object " + what);
-    fd = std::move(created).value();
-    ObjectState o;
-    o.id = next_id_++;
-    o.size = e.size;
-    o.sealed = true;
-    o.check = CheckState::kOk;
-    o.actual = e.checksum;
-    s->objects[e.name] = std::move(o);
+  TierLock lock(this);
+  StepState* s = index_.FindInstance(ref.first, ref.second, instance);
+  if (s == nullptr) return Aborted("restore of " + label + " was interrupted");
+  if (shutting_down_) return Unavailable("tierckptd is shutting down; restore of " + label + " stopped");
+  TC_RETURN_IF_ERROR(EnsureSpaceLocked(e.size, what, SpaceFor::kRestore));
+  s = index_.FindInstance(ref.first, ref.second, instance);  // mu_ may have been released
+  if (s == nullptr) return Aborted("restore of " + label + " was interrupted");
+  const Creation c = ReserveObjectLocked(s, e.name, e.size, /*sealed=*/true, e.checksum);
+  const std::string path = Layout::ObjectPath(c.dir, e.name);
+  lock.Unlock();  // the file is made as a created object's is (memory_tier_create.cc)
+  uint64_t seg_size_now = 0;
+  Result<UniqueFd> created = MakeObjectFile(c, e.name, &seg_size_now);
+  if (!created.ok()) {
+    lock.Lock();
+    UndoObjectLocked(ref.first, ref.second, e.name, c, seg_size_now, /*file_made=*/false);
+    return created.status().WithContext("restoring object " + what);
   }
-  // Written through the descriptor (pwrite/sendfile by the store): a fresh
-  // tmpfs page is then filled once, not zeroed for a mapping and then filled.
-  Result<std::string> hashed = store.ReadObjectToFileHashed(ref.first, ref.second, e.name, fd.get(), e.size);
-  if (!hashed.ok()) return hashed.status().WithContext("restoring " + what + " from " + store.Describe());
-  std::string actual = std::move(hashed).value();
-  if (actual.empty()) {  // the store did not hash what it wrote: read it back
-    // Populated: one pass over the page tables instead of a fault per page.
-    TC_ASSIGN_OR_RETURN(Mapping map, Mapping::Map(fd.get(), e.size, Mapping::Access::kReadOnly,
-                                                  /*populate=*/true, path));
-    actual = ComputeChecksum(map.data(), map.size()).ToString();
-  }
-  if (actual != e.checksum) {
-    return Corruption("the copy of object " + what + " in " + store.Describe() + " hashes to " + actual +
-                      " but its manifest says " + e.checksum +
-                      "; that copy is damaged: restore from another tier, or delete it (a durable step: "
-                      "`tierckpt prune`, DeleteStep with durable_too)");
-  }
-  return Status::Ok();
+  return FillObjectFile(store, ref.first, ref.second, e, created->get(), path);
 }
 
 }  // namespace tierckpt::agent

@@ -111,6 +111,41 @@ Result<uint64_t> SegmentPool::Take(uint64_t size, const std::string& dest) {
   return seg.first;
 }
 
+std::optional<SegmentPool::Segment> SegmentPool::Reserve(uint64_t size) {
+  auto it = Pick(size);
+  if (it == segs_.end()) return std::nullopt;
+  Segment seg{it->second, it->first, SegPath(it->second)};
+  bytes_ -= it->first;
+  segs_.erase(it);
+  return seg;
+}
+
+void SegmentPool::Return(const Segment& seg, uint64_t size_now) {
+  if (size_now == 0) return;
+  segs_.insert({size_now, seg.id});
+  bytes_ += size_now;
+}
+
+void SegmentPool::Adopt(uint64_t id, uint64_t size) {
+  segs_.insert({size, id});
+  bytes_ += size;
+  if (id >= next_id_) next_id_ = id + 1;
+}
+
+std::optional<SegmentPool::Segment> SegmentPool::PickRelease(std::optional<uint64_t> keep_for) {
+  if (segs_.empty()) return std::nullopt;
+  auto keep = keep_for ? Pick(*keep_for) : segs_.end();
+  auto it = std::prev(segs_.end());
+  if (it == keep) {
+    if (it == segs_.begin()) return std::nullopt;
+    it = std::prev(it);
+  }
+  Segment seg{it->second, it->first, SegPath(it->second)};
+  bytes_ -= it->first;
+  segs_.erase(it);
+  return seg;
+}
+
 Result<uint64_t> SegmentPool::ReleaseOne(std::optional<uint64_t> keep_for) {
   if (segs_.empty()) return uint64_t{0};
   auto keep = keep_for ? Pick(*keep_for) : segs_.end();

@@ -16,7 +16,13 @@
 // segment's mapping follows it into and out of the pool, and ReleaseOne tells
 // the mappings before it unlinks one.
 //
-// Thread-compatible: the memory tier guards it with its mutex.
+// Reserve/Return/NewId/Adopt/PickRelease split a move into and out of the
+// pool into the index change (under the memory tier's lock) and the file's
+// rename or unlink (by tier/tier_files.h, outside that lock): a reserved
+// segment is out of the index while its file still sits at its seg_<n> path.
+//
+// Thread-compatible: the memory tier guards it with its mutex. Movable (the
+// tier's recovery loads a pool of its own and hands it over).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +63,26 @@ class SegmentPool {
   // Precondition: !empty(). On failure the segment stays in the pool.
   Result<uint64_t> Take(uint64_t size, const std::string& dest);
 
+  // A segment out of the index (Reserve, PickRelease); its file is at path.
+  struct Segment {
+    uint64_t id = 0;
+    uint64_t size = 0;
+    std::string path;
+  };
+  // Takes the best-fit segment (as Take would) out of the index, leaving its
+  // file where it is for the caller to move; nullopt if the pool is empty.
+  std::optional<Segment> Reserve(uint64_t size);
+  // Puts a reserved segment back (its move failed); size_now: its size on disk.
+  void Return(const Segment& seg, uint64_t size_now);
+  // A fresh seg_<id> name for a file the caller will rename there, then Adopt.
+  uint64_t NewId() { return next_id_++; }
+  std::string PathOf(uint64_t id) const { return SegPath(id); }
+  // Records the file renamed to PathOf(id), size bytes.
+  void Adopt(uint64_t id, uint64_t size);
+  // Takes the segment ReleaseOne would unlink out of the index, for the
+  // caller to unlink (forgetting its mapping); nullopt if none.
+  std::optional<Segment> PickRelease(std::optional<uint64_t> keep_for);
+
   // Unlinks one segment, the largest except the one BestFit(keep_for) names
   // (when keep_for is set); returns the bytes freed, 0 if nothing to release.
   Result<uint64_t> ReleaseOne(std::optional<uint64_t> keep_for);
@@ -71,8 +97,8 @@ class SegmentPool {
   std::set<Seg>::const_iterator Pick(uint64_t size) const;
   std::string SegPath(uint64_t id) const;
 
-  const std::string dir_;
-  ReadMappings* const mappings_;
+  std::string dir_;
+  ReadMappings* mappings_;
   std::set<Seg> segs_;
   uint64_t next_id_ = 0;
   uint64_t bytes_ = 0;

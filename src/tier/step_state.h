@@ -11,6 +11,7 @@
 // its directory into <root>/trash/ and recycles it on the last unpin.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -20,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "os/fd.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
 
@@ -37,9 +39,21 @@ enum class PersistState {
 const char* PersistStateName(PersistState s);
 
 struct StepFiles {
-  std::string dir;       // current directory: partial, final, or trash entry
+  std::string dir;  // current directory: partial, final, or trash entry
+  // The partial dir, open: objects are created beneath it outside the
+  // tier's lock (tier/tier_files.h). Set once when the dir is made, never
+  // reset while the StepFiles lives (a creator may be using it); invalid for
+  // recovered steps.
+  UniqueFd dir_fd;
   int pins = 0;          // agent threads reading the files right now
   bool dropped = false;  // out of the index; recycle when pins reaches 0
+  bool moving = false;   // dropped while pinned: its dir is moving to the trash
+  // Creators making an object file beneath dir_fd right now, outside the
+  // tier's lock: counted up under it as the object is reserved, down (no
+  // lock) once the file is made. The recycling of a dropped step waits for
+  // 0 first, so no file lands in its dir after it was emptied.
+  std::atomic<int> creating{0};
+  std::string trash_name;  // its entry under <root>/trash once moved
   // Object files to recycle: (relative name, recorded size).
   std::vector<std::pair<std::string, uint64_t>> objects;
 };
@@ -47,18 +61,21 @@ struct StepFiles {
 enum class CheckState { kNone, kPending, kOk, kMismatch, kError };
 
 struct ObjectState {
-  uint64_t id = 0;         // unique per created file; stale hash results are ignored
-  uint64_t size = 0;       // created size (accounted bytes)
+  uint64_t id = 0;    // unique per created file; stale hash results are ignored
+  uint64_t size = 0;  // created size (accounted bytes)
   bool sealed = false;
   CheckState check = CheckState::kNone;
-  std::string expected;    // checksum the client gave ("" = agent computes)
-  std::string actual;      // checksum computed (or trusted) at seal
-  Status error;            // when check == kError
+  std::string expected;  // checksum the client gave ("" = agent computes)
+  std::string actual;    // checksum computed (or trusted) at seal
+  Status error;          // when check == kError
 };
 
 struct StepState {
   uint64_t instance = 0;  // unique per life of (ns, step) in memory
   bool committed = false;
+  // false while the first caller makes the partial dir outside the tier's
+  // lock; others wait for it (MemoryTier::BeginLocked).
+  bool dir_ready = true;
   std::shared_ptr<StepFiles> files;
 
   // While being written.
@@ -66,7 +83,7 @@ struct StepState {
   std::set<uint64_t> writers;  // connection ids that began or created in it
   std::string owner;           // the writer id that began it (MemoryTier: one writer per step)
   bool committing = false;
-  bool restoring = false;      // filled from the durable tier, no writers
+  bool restoring = false;  // filled from the durable tier, no writers
   int pending_checks = 0;
   std::chrono::steady_clock::time_point begun;
 

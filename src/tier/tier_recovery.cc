@@ -1,4 +1,4 @@
-// MemoryTier::Recover: re-index the tmpfs root after a restart or a kill -9.
+// TierRecovery: re-index the tmpfs root after a restart or a kill -9.
 //
 // The rule (docs/agent.md): partial and trash dirs are recycled; a committed
 // step survives if its manifest parses, names this step, and every object
@@ -13,17 +13,14 @@
 // removed as a link, its target untouched, and recovery goes on. Paths built
 // from the walk (for the pool's renames) only pass through directories just
 // opened that way; only the agent's uid can write under its root.
-#include <fcntl.h>
-#include <unistd.h>
+#include "tier/tier_recovery.h"
 
-#include <algorithm>
 #include <set>
-#include <tuple>
 
 #include "common/log.h"
 #include "common/names.h"
 #include "os/files.h"
-#include "tier/memory_tier.h"
+#include "os/tier_io.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -63,16 +60,20 @@ void RemoveLeftovers(int dir_fd, const std::string& dir, const std::string& pref
 
 }  // namespace
 
-Result<RecoveryReport> MemoryTier::Recover() {
-  MutexLock lock(&mu_);
-  RecoveryReport report;
+TierRecovery::TierRecovery(const Layout& layout, ReadMappings* mappings, uint64_t budget_bytes, bool has_durable)
+    : layout_(layout), mappings_(mappings), budget_bytes_(budget_bytes), has_durable_(has_durable) {}
+
+Result<RecoveredTier> TierRecovery::Run(SegmentPool* pool) {
+  pool_ = pool;
+  found_ = RecoveredTier{StepIndex(has_durable_), 0, 1, RecoveryReport{}};
+  RecoveryReport& report = found_.report;
   Result<UniqueFd> root = OpenDirNoFollow(layout_.root());
   if (!root.ok()) return root.status().WithContext("opening the memory tier's root to recover it");
-  TC_RETURN_IF_ERROR(pool_.Load().WithContext("loading the segment pool"));
+  TC_RETURN_IF_ERROR(pool_->Load().WithContext("loading the segment pool"));
   const std::string trash_name(kTrashDirName);
   TC_ASSIGN_OR_RETURN(DirEntry trash, StatAt(root->get(), trash_name, layout_.TrashDir()));
   if (trash.type == EntryType::kDirectory) {
-    RecycleTreeAtLocked(root->get(), trash_name, layout_.TrashDir());
+    RecycleTreeAt(root->get(), trash_name, layout_.TrashDir());
   } else if (trash.type != EntryType::kMissing) {
     report.errors.push_back(
         RemovePlantedEntry(root->get(), trash_name, layout_.TrashDir(), "the trash directory"));
@@ -99,36 +100,12 @@ Result<RecoveryReport> MemoryTier::Recover() {
                                                      : "not a directory; left alone");
       continue;
     }
-    RecoverNamespaceLocked(ns_dir.get(), n.name, &report);
+    RecoverNamespace(ns_dir.get(), n.name, &report);
   }
-  // Oldest commit first for eviction: order recovered steps by creation time.
-  std::vector<std::tuple<uint64_t, std::string, uint64_t>> order;
-  for (const auto& [ns, nss] : namespaces_) {
-    for (const auto& [step, s] : nss.steps) order.emplace_back(s->manifest.created_unix_ms, ns, step);
-  }
-  std::sort(order.begin(), order.end());
-  for (const auto& [ms, ns, step] : order) FindLocked(ns, step)->commit_seq = next_commit_seq_++;
-  // A lowered budget: shrink the pool, then evict by policy.
-  while (UsedLocked() > options_.budget_bytes) {
-    Result<uint64_t> freed = pool_.ReleaseOne(std::nullopt);
-    if (freed.ok() && *freed > 0) continue;
-    if (!EvictOneLocked()) break;
-  }
-  if (UsedLocked() > options_.budget_bytes) {
-    Log(LogLevel::kWarn, "recovery")
-        .Kv("used", UsedLocked())
-        .Kv("budget", options_.budget_bytes)
-        .Kv("why", "the newest steps alone exceed --memory-budget; new writes will fail until steps are deleted");
-  }
-  for (const auto& [ns, nss] : namespaces_) {
-    for (const auto& [step, s] : nss.steps) {
-      if (s->persist == PersistState::kQueued) report.persist_pending.emplace_back(ns, step);
-    }
-  }
-  return report;
+  return std::move(found_);
 }
 
-void MemoryTier::RecoverNamespaceLocked(int namespaces_fd, const std::string& ns, RecoveryReport* report) {
+void TierRecovery::RecoverNamespace(int namespaces_fd, const std::string& ns, RecoveryReport* report) {
   const std::string dir = layout_.NamespaceDir(ns);
   Result<UniqueFd> ns_fd = OpenDirAt(namespaces_fd, ns, dir);
   Result<std::vector<DirEntry>> entries =
@@ -146,11 +123,11 @@ void MemoryTier::RecoverNamespaceLocked(int namespaces_fd, const std::string& ns
       report->errors.push_back(RemovePlantedEntry(ns_fd->get(), e.name, path, "a step directory"));
     } else if (is_dir && e.name.size() > kPartialSuffix.size() && e.name.ends_with(kPartialSuffix) &&
                ParseStepDirName(e.name.substr(0, e.name.size() - kPartialSuffix.size()), &step)) {
-      RecycleTreeAtLocked(ns_fd->get(), e.name, path);
+      RecycleTreeAt(ns_fd->get(), e.name, path);
       ++partial;
       Log(LogLevel::kInfo, "recovery").Kv("ns", ns).Kv("step", step).Kv("dropped", "partial step");
     } else if (is_dir && ParseStepDirName(e.name, &step)) {
-      RecoverStepDirLocked(ns_fd->get(), ns, e.name, step, report);
+      RecoverStepDir(ns_fd->get(), ns, e.name, step, report);
     } else {
       Status s = RemoveTreeAt(ns_fd->get(), e.name, path);
       Log(LogLevel::kWarn, "recovery").Kv("removed", path).Kv("why", "leftover, not a step directory");
@@ -158,9 +135,9 @@ void MemoryTier::RecoverNamespaceLocked(int namespaces_fd, const std::string& ns
     }
   }
   report->partial_dropped += partial;
-  auto it = namespaces_.find(ns);
-  if (it == namespaces_.end()) {
-    ::unlinkat(namespaces_fd, ns.c_str(), AT_REMOVEDIR);  // only if empty
+  auto it = found_.index.namespaces().find(ns);
+  if (it == found_.index.namespaces().end()) {
+    RemoveDirIfEmptyAt(namespaces_fd, ns, dir).IgnoreError();  // tidying only
     if (partial > 0) Log(LogLevel::kInfo, "recovered").Kv("ns", ns).Kv("steps", 0).Kv("partial_dropped", partial);
     return;
   }
@@ -174,16 +151,16 @@ void MemoryTier::RecoverNamespaceLocked(int namespaces_fd, const std::string& ns
       .Kv("partial_dropped", partial);
 }
 
-void MemoryTier::RecoverStepDirLocked(int ns_fd, const std::string& ns, const std::string& entry,
+void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::string& entry,
                                       uint64_t step, RecoveryReport* report) {
   const std::string label = StepLabel(ns, step);
   const std::string dir = JoinPath(layout_.NamespaceDir(ns), entry);
-  auto drop = [&](const Status& why) REQUIRES(mu_) {
+  auto drop = [&](const Status& why) {
     Status err = why.WithContext("recovery dropped step " + label + " from the memory tier");
     Log(LogLevel::kError, "recovery").Kv("ns", ns).Kv("step", step).Kv("dir", dir).Err(err);
     report->errors.push_back(err);
     ++report->damaged_dropped;
-    RecycleTreeAtLocked(ns_fd, entry, dir);
+    RecycleTreeAt(ns_fd, entry, dir);
   };
   Result<UniqueFd> step_fd = OpenDirAt(ns_fd, entry, dir);
   if (!step_fd.ok()) return drop(step_fd.status());
@@ -224,12 +201,12 @@ void MemoryTier::RecoverStepDirLocked(int ns_fd, const std::string& ns, const st
   Result<DirEntry> marker = StatAt(step_fd->get(), std::string(kPersistMarkerName), Layout::MarkerPath(dir));
   bool wants_persist = marker.ok() && marker->type == EntryType::kRegular;
   auto state = std::make_unique<StepState>();
-  state->instance = next_id_++;
+  state->instance = found_.next_id++;
   state->committed = true;
   state->files = std::make_shared<StepFiles>();
   state->files->dir = dir;
   state->manifest = std::move(m).value();
-  if (wants_persist && options_.has_durable) {
+  if (wants_persist && has_durable_) {
     state->persist = PersistState::kQueued;
   } else if (wants_persist) {
     Log(LogLevel::kWarn, "recovery")
@@ -237,13 +214,13 @@ void MemoryTier::RecoverStepDirLocked(int ns_fd, const std::string& ns, const st
         .Kv("step", step)
         .Kv("why", "persistence was requested but no --durable tier is configured; it stays memory-only");
   }
-  object_bytes_ += state->manifest.TotalBytes();
+  found_.object_bytes += state->manifest.TotalBytes();
   report->bytes += state->manifest.TotalBytes();
   ++report->committed_steps;
-  namespaces_.try_emplace(ns).first->second.steps[step] = std::move(state);
+  found_.index.Insert(ns, step, std::move(state));
 }
 
-void MemoryTier::RecycleTreeAtLocked(int parent_fd, const std::string& name, const std::string& path) {
+void TierRecovery::RecycleTreeAt(int parent_fd, const std::string& name, const std::string& path) {
   Result<UniqueFd> dir = OpenDirAt(parent_fd, name, path);
   Result<std::vector<DirEntry>> entries =
       dir.ok() ? ListDirAt(dir->get(), path) : Result<std::vector<DirEntry>>(dir.status());
@@ -251,11 +228,11 @@ void MemoryTier::RecycleTreeAtLocked(int parent_fd, const std::string& name, con
     for (const DirEntry& e : *entries) {
       const std::string child = JoinPath(path, e.name);
       if (e.type == EntryType::kDirectory) {
-        RecycleTreeAtLocked(dir->get(), e.name, child);
+        RecycleTreeAt(dir->get(), e.name, child);
       } else if (e.type == EntryType::kRegular) {
         // child passes only through directories just opened without
-        // following links; RecycleFileLocked does not follow its last one.
-        RecycleFileLocked(child, 0);
+        // following links; RecycleFile does not follow its last one.
+        RecycleFile(child);
       } else if (e.type == EntryType::kSymlink) {
         RemovePlantedEntry(dir->get(), e.name, child, "a file of a step being dropped").IgnoreError();
       }
@@ -267,6 +244,19 @@ void MemoryTier::RecycleTreeAtLocked(int parent_fd, const std::string& name, con
   }
   Status s = RemoveTreeAt(parent_fd, name, path);
   if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", path).Err(s);
+}
+
+void TierRecovery::RecycleFile(const std::string& path) {
+  Result<DirEntry> e = StatNoFollow(path);
+  if (!e.ok() || e->type == EntryType::kMissing) return;
+  if (e->type == EntryType::kRegular && e->size > 0 &&
+      found_.object_bytes + pool_->bytes() + e->size <= budget_bytes_) {
+    Result<uint64_t> put = pool_->Put(path);  // same inode: its read mapping stays valid
+    if (put.ok()) return;
+    Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(put.status());
+  }
+  mappings_->ForgetPath(path);  // unlinked: a kept mapping would pin the file's pages
+  if (Status s = RemoveFile(path, IfMissing::kOk); !s.ok()) Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
 }
 
 }  // namespace tierckpt::agent

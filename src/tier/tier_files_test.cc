@@ -1,0 +1,114 @@
+// TierFiles: the tier's file work as values in, values out (no tier, no lock).
+#include "tier/tier_files.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "os/files.h"
+#include "tier/tier_test_util.h"
+
+namespace tierckpt::agent {
+namespace {
+
+using testing::TempDir;
+
+class TierFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(MakeDirs(layout_.PoolDir(), 0700).ok());
+    ASSERT_TRUE(MakeDirs(layout_.NamespacesDir(), 0700).ok());
+  }
+  TempDir dir_;
+  Layout layout_{dir_.Sub("root")};
+  ReadMappings mappings_{ReadMappingsOptions{.max_bytes = 1u << 30, .min_file_bytes = 1}};
+  TierFiles files_{&layout_, &mappings_};
+};
+
+TEST_F(TierFilesTest, ObjectsAreCreatedOnceBeneathTheStepDir) {
+  const std::string partial = layout_.PartialDir("ns", 1);
+  Result<UniqueFd> dir = files_.MakeStepDir(partial);
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  Result<UniqueFd> fd = files_.CreateObjectFile(dir->get(), partial, "sub/obj", 4096);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  EXPECT_EQ(StatPath(partial + "/sub/obj")->size, 4096u);
+  // A second creator of the name fails; the first's file stays.
+  Result<UniqueFd> again = files_.CreateObjectFile(dir->get(), partial, "sub/obj", 1);
+  EXPECT_EQ(again.status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(StatPath(partial + "/sub/obj")->size, 4096u);
+  EXPECT_TRUE(files_.ReserveFile(fd->get(), 4096, "ns/1/sub/obj").ok());
+}
+
+TEST_F(TierFilesTest, MakeStepDirReplacesWhatACrashLeft) {
+  const std::string partial = layout_.PartialDir("ns", 2);
+  ASSERT_TRUE(MakeDirs(partial + "/old", 0700).ok());
+  ASSERT_TRUE(files_.MakeStepDir(partial).ok());
+  EXPECT_TRUE(StatPath(partial)->exists);
+  EXPECT_FALSE(StatPath(partial + "/old")->exists);
+}
+
+TEST_F(TierFilesTest, PlaceSegmentTruncatesAndMovesIt) {
+  const std::string partial = layout_.PartialDir("ns", 3);
+  Result<UniqueFd> dir = files_.MakeStepDir(partial);
+  ASSERT_TRUE(dir.ok());
+  const std::string seg = layout_.PoolDir() + "/seg_7";
+  ASSERT_TRUE(WriteFileAtomic(seg, std::string(8192, 'x'), false).ok());
+  uint64_t size_now = 0;
+  Result<UniqueFd> fd = files_.PlaceSegment(seg, 8192, dir->get(), partial, "obj", 100, &size_now);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  EXPECT_EQ(size_now, 100u);
+  EXPECT_FALSE(StatPath(seg)->exists);
+  EXPECT_EQ(StatPath(partial + "/obj")->size, 100u);
+  // A missing segment: an error, nothing placed.
+  Result<UniqueFd> none = files_.PlaceSegment(seg, 8192, dir->get(), partial, "obj2", 100, &size_now);
+  EXPECT_FALSE(none.ok());
+  EXPECT_FALSE(StatPath(partial + "/obj2")->exists);
+}
+
+TEST_F(TierFilesTest, RecycleMovesTheDirAsideAndTheFilesToTheirSegments) {
+  const std::string step = layout_.StepDir("ns", 4);
+  ASSERT_TRUE(MakeDirs(step + "/d", 0700).ok());
+  ASSERT_TRUE(WriteFileAtomic(step + "/a", std::string(1000, 'a'), false).ok());
+  ASSERT_TRUE(WriteFileAtomic(step + "/d/b", std::string(10, 'b'), false).ok());
+  ASSERT_TRUE(WriteFileAtomic(Layout::ManifestPath(step), "{}", false).ok());
+  const uint64_t inode = testing::InodeOf(step + "/a");
+  FileJobs jobs;
+  RecycleJob job;
+  job.dir = step;
+  job.aside = layout_.PoolDir() + "/dropped_9";
+  job.reserved = true;
+  job.files = {RecycledFile{"a", 1000, 5}, RecycledFile{"d/b", 10, std::nullopt},
+               RecycledFile{"never-made", 3, 6}};
+  jobs.recycles.push_back(job);
+  jobs.namespace_rmdirs.push_back(layout_.NamespaceDir("ns"));
+  FileOutcomes out = files_.Run(std::move(jobs));
+  ASSERT_EQ(out.adopted.size(), 1u);
+  EXPECT_EQ(out.adopted[0], std::make_pair(uint64_t{5}, uint64_t{1000}));
+  EXPECT_EQ(out.recycled_recorded, 1003u);  // both files bound for the pool
+  EXPECT_EQ(out.released, std::vector<std::string>({step}));
+  EXPECT_EQ(testing::InodeOf(layout_.PoolDir() + "/seg_5"), inode);  // same inode: pages stay
+  EXPECT_FALSE(StatPath(step)->exists);
+  EXPECT_FALSE(StatPath(layout_.PoolDir() + "/dropped_9")->exists);
+  EXPECT_FALSE(StatPath(layout_.NamespaceDir("ns"))->exists);  // empty: removed
+}
+
+TEST_F(TierFilesTest, PublishRenamesAndAFailedOneLeavesNoRecords) {
+  const std::string partial = layout_.PartialDir("ns", 5);
+  ASSERT_TRUE(files_.MakeStepDir(partial).ok());
+  Manifest m;
+  m.ns = "ns";
+  m.step = 5;
+  ASSERT_TRUE(TierFiles::WriteStepRecords(partial, m, /*persist_marker=*/true).ok());
+  EXPECT_TRUE(StatPath(Layout::MarkerPath(partial))->exists);
+  const std::string blocker = layout_.StepDir("ns", 5);
+  ASSERT_TRUE(MakeDirs(blocker + "/x", 0700).ok());  // a non-empty dir where it would go
+  EXPECT_FALSE(files_.Publish(partial, blocker).ok());
+  EXPECT_FALSE(StatPath(Layout::ManifestPath(partial))->exists);
+  EXPECT_FALSE(StatPath(Layout::MarkerPath(partial))->exists);
+  ASSERT_TRUE(RemoveTree(blocker).ok());
+  ASSERT_TRUE(TierFiles::WriteStepRecords(partial, m, false).ok());
+  ASSERT_TRUE(files_.Publish(partial, blocker).ok());
+  EXPECT_TRUE(StatPath(Layout::ManifestPath(blocker))->exists);
+}
+
+}  // namespace
+}  // namespace tierckpt::agent

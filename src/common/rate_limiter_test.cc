@@ -26,7 +26,7 @@ TEST(RateLimiterTest, UnlimitedNeverWaits) {
 
 TEST(RateLimiterTest, BurstPassesThenBytesWaitForTheRate) {
   FakeClock clock;
-  RateLimiter limiter(1000, 1000, &clock);  // 1000 B/s, 1000 B of burst
+  RateLimiter limiter(1000, 1000, &clock);      // 1000 B/s, 1000 B of burst
   EXPECT_EQ(limiter.Acquire(1000).count(), 0);  // the full bucket
   EXPECT_EQ(limiter.Acquire(500), milliseconds(500));
   EXPECT_EQ(limiter.Acquire(2000), milliseconds(2000));  // larger than the burst: waits longer
@@ -51,8 +51,9 @@ TEST(RateLimiterTest, DefaultBurstIsAQuarterSecondAtLeastOneMiB) {
 // Threads share one limiter: their waits add up to the total over the rate,
 // whatever their number (the cap is per limiter, not per thread).
 TEST(RateLimiterTest, ConcurrentCallersShareOneRate) {
-  FakeClock clock(/*advance_on_sleep=*/false);  // time stands still: every reservation queues behind the others
-  RateLimiter limiter(1 << 20, 1 << 20, &clock);  // 1 MiB/s
+  FakeClock clock(
+      /*advance_on_sleep=*/false);  // time stands still: every reservation queues behind the others
+  RateLimiter limiter(1 << 20, 1 << 20, &clock);   // 1 MiB/s
   ASSERT_EQ(limiter.Acquire(1 << 20).count(), 0);  // empty the bucket
   std::atomic<int64_t> max_wait{0};
   std::vector<std::thread> threads;

@@ -110,8 +110,9 @@ void LowerThisThreadForBackgroundWork(ThreadPriority p, std::string_view thread)
   Log(LogLevel::kWarn, "background_priority")
       .Kv("thread", thread)
       .Kv("wanted", ThreadPriorityName(p))
-      .Kv("why", "could not lower the priority of a background thread; it runs at normal priority "
-                 "(later failures are not logged)")
+      .Kv("why",
+          "could not lower the priority of a background thread; it runs at normal priority "
+          "(later failures are not logged)")
       .Err(s);
 }
 

@@ -37,9 +37,9 @@ Status SetThisThreadPriority(ThreadPriority p);
 // What the calling thread runs with, as the kernel reports it.
 struct ThreadPriorityState {
   int nice = 0;
-  int policy = 0;        // SCHED_OTHER, SCHED_IDLE, ...
-  int io_class = 0;      // 0 none (follows nice), 1 real time, 2 best effort, 3 idle
-  int io_level = 0;      // 0..7 within the class
+  int policy = 0;    // SCHED_OTHER, SCHED_IDLE, ...
+  int io_class = 0;  // 0 none (follows nice), 1 real time, 2 best effort, 3 idle
+  int io_level = 0;  // 0..7 within the class
 };
 Result<ThreadPriorityState> ThisThreadPriority();
 

@@ -256,7 +256,8 @@ Status PeerService::SendPaced(peer::Connection* conn, const peer::StreamHeader& 
     rate->Acquire(n, stopping, &cancelled);
     if (cancelled) {
       TC_RETURN_IF_ERROR(conn->AbortStream("the agent is shutting down"));
-      return Aborted("streaming " + QuoteForMessage(h.metadata) + " to " + conn->Describe() + ": shutting down");
+      return Aborted("streaming " + QuoteForMessage(h.metadata) + " to " + conn->Describe() +
+                     ": shutting down");
     }
     if (!known.ok()) hasher.Update(p + off, n);
     TC_RETURN_IF_ERROR(conn->SendStreamChunk(p + off, n));

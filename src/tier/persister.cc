@@ -200,7 +200,8 @@ Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
     if (cancel_) return Aborted("persist cancelled by shutdown");
     if (rate != nullptr) {
       bool cancelled = false;
-      rate->Acquire(e.size, [this] { return cancel_.load(); }, &cancelled);
+      rate->Acquire(
+          e.size, [this] { return cancel_.load(); }, &cancelled);
       if (cancelled) return Aborted("persist cancelled by shutdown");
     }
     const std::string path = Layout::ObjectPath(lease.dir, e.name);

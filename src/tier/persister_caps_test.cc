@@ -51,7 +51,8 @@ TEST(PersisterCapsTest, EveryObjectIsPaidForAtTheRateAndTheStepStillBecomesDurab
   RateLimiter rate(1u << 20, 1u << 20, &clock);  // 1 MiB/s, 1 MiB of burst
   CappedPersist p(&rate);
   ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1,
-                        {{"a", std::string(2u << 20, 'a')}, {"b", std::string(2u << 20, 'b')}, {"c", "c"}}, true)
+                        {{"a", std::string(2u << 20, 'a')}, {"b", std::string(2u << 20, 'b')}, {"c", "c"}},
+                        true)
                   .ok());
   EXPECT_EQ(p.Wait("job", 1), PersistState::kDurable);
   EXPECT_EQ(rate.charged_bytes(), (4u << 20) + 1);

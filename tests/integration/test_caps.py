@@ -56,8 +56,8 @@ def test_background_threads_run_at_low_priority_and_serving_threads_do_not(agent
     niceness = {tid: os.getpriority(os.PRIO_PROCESS, tid) for tid in thread_ids(a)}
     assert niceness[a.proc.pid] == base  # the main thread (it serves the socket) keeps its priority
     low = [t for t, n in niceness.items() if n == max(base, 10)]
-    # At least the two persist threads and one verify thread.
-    assert len(low) >= 3, niceness
+    # The two persist threads (verify threads stay normal: a commit waits on them).
+    assert len(low) >= 2, niceness
     a.writer("--ns", "p", "--step", 1, "--objects", 1, "--size", MiB, "--persist", "--wait-durable")
 
 
@@ -71,6 +71,6 @@ def test_background_priority_idle_uses_sched_idle(agents):
     a = agents("--memory-budget", "256MiB", "--background-priority", "idle")
     policies = {t: os.sched_getscheduler(t) for t in thread_ids(a)}
     assert policies[a.proc.pid] != os.SCHED_IDLE
-    assert sum(p == os.SCHED_IDLE for p in policies.values()) >= 3, policies
+    assert sum(p == os.SCHED_IDLE for p in policies.values()) >= 2, policies
     a.writer("--ns", "p", "--step", 1, "--objects", 1, "--size", MiB, "--persist", "--wait-durable")
     assert durable_manifest(a, "p", 1).exists()

@@ -85,7 +85,7 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
                  "cap on the bytes per second of this node's steps streamed to the peers replicating them "
                  "(default 0 = unlimited)");
   app.add_option("--background-priority", c.background_priority,
-                 "CPU/IO priority of the persist, replication-queue, verify and preallocation threads: "
+                 "CPU/IO priority of the persist, replication-queue and preallocation threads: "
                  "normal, low (nice 10, I/O best-effort 7; default) or idle (SCHED_IDLE, I/O idle)");
   app.add_option("--parts-wait", c.parts_wait_s,
                  "seconds before a durable step spanning nodes fails for want of parts (default 3600)");

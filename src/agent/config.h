@@ -41,7 +41,7 @@
 //   replicate_rate   --replicate-rate   "0" (unlimited); bytes per second of this node's steps streamed
 //                                      to the peers that replicate them (>= 1MiB)
 //   background_priority --background-priority low (normal|low|idle): CPU and I/O priority of the
-//                                      persist, replication-queue, verify and preallocation threads
+//                                      persist, replication-queue and preallocation threads
 //
 // The agent never daemonizes itself; `tierckpt agent start` detaches it.
 //

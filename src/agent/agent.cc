@@ -183,6 +183,10 @@ Status Agent::Start(bool handle_signals) {
     if (!store.ok()) return store.status().WithContext("opening --durable " + config_.durable_url);
     store_ = std::move(store).value();
   }
+  const ThreadPriority background = config_.background_priority_value;
+  // The verify threads keep normal priority: a commit waits for the hashes
+  // of objects sealed without a checksum (the PyTorch writer's), so they are
+  // on the save's path (bench/interference.py: at idle, commits took 8x longer).
   verifier_ = std::make_unique<WorkQueue>("verify", config_.verify_threads);
   MemoryTierOptions mo;
   mo.root = config_.root;
@@ -199,6 +203,8 @@ Status Agent::Start(bool handle_signals) {
     po.threads = config_.persist_threads;
     po.durable_keep = config_.durable_keep;
     po.metrics = &metrics_;
+    po.rate = &persist_rate_;
+    po.priority = background;
     persister_ = std::make_unique<Persister>(po, tier_.get(), store_.get(), &errors_);
     Persister* p = persister_.get();
     tier_->SetPersistHook([p](const std::string& ns, uint64_t step) { p->Enqueue(ns, step); });
@@ -214,7 +220,8 @@ Status Agent::Start(bool handle_signals) {
     MemoryTier* tier = tier_.get();
     const uint64_t bytes = config_.preallocate_bytes, segment = config_.preallocate_segment_bytes;
     RecentErrors* errors = &errors_;
-    preallocator_ = std::thread([tier, bytes, segment, errors] {
+    preallocator_ = std::thread([tier, bytes, segment, errors, background] {
+      LowerThisThreadForBackgroundWork(background, "preallocate");
       Result<uint64_t> added = tier->Preallocate(bytes, segment);
       if (!added.ok()) errors->Add("preallocate", added.status());
     });
@@ -263,6 +270,11 @@ Status Agent::Start(bool handle_signals) {
       .Kv("peers", peers ? peers->listen : "none")
       .Kv("metrics", metrics_server_ != nullptr ? metrics_server_->address() : "off")
       .Kv("replica_holders", JoinIds(cluster_->holders(), ","))
+      .Kv("persist_rate",
+          config_.persist_rate_bytes == 0 ? "unlimited" : FormatBytes(config_.persist_rate_bytes) + "/s")
+      .Kv("replicate_rate",
+          config_.replicate_rate_bytes == 0 ? "unlimited" : FormatBytes(config_.replicate_rate_bytes) + "/s")
+      .Kv("background_priority", ThreadPriorityName(background))
       .Kv("recovered_steps", static_cast<uint64_t>(report.committed_steps))
       .Kv("recovered_bytes", report.bytes)
       .Kv("pid", static_cast<int64_t>(::getpid()));
@@ -314,7 +326,9 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
                                                       timeout));
   replicas_ = std::make_unique<ReplicaTiers>(tier_options, verifier_.get());
   if (Status r = replicas_->RecoverAll(); !r.ok()) errors_.Add("replica recovery", r);
-  replication_queue_ = std::make_unique<WorkQueue>("replicate", 1);
+  const ThreadPriority background = config_.background_priority_value;
+  replication_queue_ = std::make_unique<WorkQueue>(
+      "replicate", 1, [background] { LowerThisThreadForBackgroundWork(background, "replicate"); });
   TC_ASSIGN_OR_RETURN(ReplicaAck ack, ParseReplicaAck(config_.replica_ack));
   MultiNodeDeps md;
   md.node_id = config_.node_id;
@@ -332,6 +346,7 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   pd.replicas = replicas_.get();
   pd.metrics = &metrics_;
   pd.timeout = timeout;
+  pd.replicate_rate = &replicate_rate_;
   Replicator* rep = replicator_.get();
   pd.address_of = [rep](std::string_view id) { return rep->AddressOf(id); };
   const CommitDeps commit{tier_.get(), cluster_.get()};

@@ -23,6 +23,7 @@
 #include "agent/config.h"
 #include "agent/handlers.h"
 #include "agent/service.h"
+#include "common/rate_limiter.h"
 #include "common/work_queue.h"
 #include "ops/metrics.h"
 #include "ops/metrics_server.h"
@@ -75,6 +76,9 @@ class Agent {
   RecentErrors errors_{&metrics_};
   FileLock lock_;       // the agent lock file, held from TakeLock on
   SignalFd signal_fd_;  // SIGINT/SIGTERM, when Start handles signals
+  // --persist-rate and --replicate-rate, shared by every thread of their kind.
+  RateLimiter persist_rate_{config_.persist_rate_bytes};
+  RateLimiter replicate_rate_{config_.replicate_rate_bytes};
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<MemoryTier> tier_;
   std::unique_ptr<WorkQueue> verifier_;

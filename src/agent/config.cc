@@ -77,6 +77,16 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
                  "first saves and restores skip fresh tmpfs pages (default 0 = off)");
   app.add_option("--preallocate-segment", c.preallocate_segment,
                  "size of the preallocated segments; match your objects' size (default 256MiB)");
+  app.add_option("--persist-rate", c.persist_rate,
+                 "cap on the bytes per second uploaded to the durable tier by all persist threads together, "
+                 "e.g. 200M or 1GiB (default 0 = unlimited); slows time to durable, spares the training's "
+                 "cores and disk");
+  app.add_option("--replicate-rate", c.replicate_rate,
+                 "cap on the bytes per second of this node's steps streamed to the peers replicating them "
+                 "(default 0 = unlimited)");
+  app.add_option("--background-priority", c.background_priority,
+                 "CPU/IO priority of the persist, replication-queue and preallocation threads: "
+                 "normal, low (nice 10, I/O best-effort 7; default) or idle (SCHED_IDLE, I/O idle)");
   app.add_option("--parts-wait", c.parts_wait_s,
                  "seconds before a durable step spanning nodes fails for want of parts (default 3600)");
   app.add_flag("--foreground")->description("accepted for compatibility; tierckptd always runs in the foreground");
@@ -130,6 +140,25 @@ Status ResolvePreallocate(AgentConfig* c) {
 
 }  // namespace
 
+Result<uint64_t> ParseRate(const std::string& text, const char* flag) {
+  std::string_view t = text;
+  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  if (t.size() >= 2 && (t.substr(t.size() - 2) == "/s" || t.substr(t.size() - 2) == "/S")) t.remove_suffix(2);
+  Result<uint64_t> parsed = ParseByteSize(t, flag);
+  if (!parsed.ok() || t.find('%') != std::string_view::npos) {
+    return InvalidArgument(std::string(flag) + " \"" + text.substr(0, 40) +
+                           "\" is not a rate; use 0 (unlimited) or bytes per second: 209715200, 200M, 1GiB, "
+                           "500MB/s");
+  }
+  const uint64_t bytes = *parsed;
+  if (bytes != 0 && bytes < kMinRateBytes) {
+    return InvalidArgument(std::string(flag) + " " + text + " is " + FormatBytes(bytes) +
+                           " per second; use 0 (unlimited) or at least 1MiB/s (a stream chunk of 1 MiB must "
+                           "move well within the peer timeout)");
+  }
+  return bytes;
+}
+
 Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   if (c->socket_path.empty()) c->socket_path = wire::DefaultSocketPath();
   if (c->root.empty()) c->root = DefaultAgentRoot();
@@ -154,6 +183,11 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   if (c->shutdown_grace_s < 0 || c->shutdown_grace_s > 3600) {
     return RangeError("--shutdown-grace", c->shutdown_grace_s, 0, 3600);
   }
+  TC_ASSIGN_OR_RETURN(c->persist_rate_bytes, ParseRate(c->persist_rate, "--persist-rate"));
+  TC_ASSIGN_OR_RETURN(c->replicate_rate_bytes, ParseRate(c->replicate_rate, "--replicate-rate"));
+  Result<ThreadPriority> priority = ParseThreadPriority(c->background_priority);
+  if (!priority.ok()) return priority.status().WithContext("--background-priority");
+  c->background_priority_value = *priority;
   Result<LogLevel> level = ParseLogLevel(c->log_level);
   if (!level.ok()) return level.status().WithContext("--log-level");
   if (c->replicas < 1 || c->replicas > 16) return RangeError("--replicas", c->replicas, 1, 16);

@@ -36,6 +36,12 @@
 //   preallocate      --preallocate      "0" (off); bytes or "N%" of the budget written into the segment
 //                                      pool at start, in the background (docs/agent.md, "Preallocation")
 //   preallocate_segment --preallocate-segment "256MiB" (1MiB..64GiB): the size of those segments
+//   persist_rate     --persist-rate     "0" (unlimited); bytes per second of durable uploads, all persist
+//                                      threads together ("200M", "1GiB", an optional "/s"; >= 1MiB)
+//   replicate_rate   --replicate-rate   "0" (unlimited); bytes per second of this node's steps streamed
+//                                      to the peers that replicate them (>= 1MiB)
+//   background_priority --background-priority low (normal|low|idle): CPU and I/O priority of the
+//                                      persist, replication-queue and preallocation threads
 //
 // The agent never daemonizes itself; `tierckpt agent start` detaches it.
 //
@@ -48,6 +54,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "os/thread_priority.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::agent {
@@ -92,6 +99,12 @@ struct AgentConfig {
   uint64_t preallocate_bytes = 0;           // resolved by FinalizeAgentConfig
   std::string preallocate_segment = "256MiB";
   uint64_t preallocate_segment_bytes = 0;   // resolved by FinalizeAgentConfig
+  std::string persist_rate = "0";           // the spec as given
+  uint64_t persist_rate_bytes = 0;          // resolved by FinalizeAgentConfig; 0 = unlimited
+  std::string replicate_rate = "0";         // the spec as given
+  uint64_t replicate_rate_bytes = 0;        // resolved by FinalizeAgentConfig; 0 = unlimited
+  std::string background_priority = "low";
+  ThreadPriority background_priority_value = ThreadPriority::kLow;  // resolved by FinalizeAgentConfig
   std::string config_file;             // the --config file read, "" if none
 };
 
@@ -118,5 +131,11 @@ Result<CommandLine> ParseAgentCommandLine(const std::vector<std::string>& args);
 // Fills defaults (socket, root, node id), resolves the budget, validates
 // ranges and the log level. physical_ram = 0 means PhysicalMemoryBytes().
 Status FinalizeAgentConfig(AgentConfig* config, uint64_t physical_ram = 0);
+
+// A --persist-rate / --replicate-rate value: "0" (unlimited) or bytes per
+// second as ParseByteSize takes them ("200M", "1GiB", "500MB"), with an
+// optional "/s"; at least kMinRateBytes. kInvalidArgument naming flag.
+constexpr uint64_t kMinRateBytes = 1ull << 20;
+Result<uint64_t> ParseRate(const std::string& text, const char* flag);
 
 }  // namespace tierckpt::agent

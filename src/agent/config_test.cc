@@ -36,6 +36,9 @@ TEST(ConfigTest, DefaultsAreDocumented) {
   EXPECT_FALSE(cfg.node_id.empty());
   EXPECT_EQ(cfg.log_level, "info");
   EXPECT_EQ(cfg.shutdown_grace_s, 30);
+  EXPECT_EQ(cfg.persist_rate_bytes, 0u);    // unlimited
+  EXPECT_EQ(cfg.replicate_rate_bytes, 0u);  // unlimited
+  EXPECT_EQ(cfg.background_priority_value, ThreadPriority::kLow);
 }
 
 TEST(ConfigTest, DefaultVerifyThreadsIsAQuarterOfTheCoresWithin1To8) {
@@ -115,6 +118,11 @@ TEST(ConfigTest, BadValuesNameTheFlag) {
       {{"--preallocate", "some"}, "--preallocate"},
       {{"--preallocate", "120%"}, "--preallocate"},
       {{"--preallocate-segment", "4KiB"}, "--preallocate-segment"},
+      {{"--persist-rate", "fast"}, "--persist-rate"},
+      {{"--persist-rate", "10%"}, "--persist-rate"},
+      {{"--persist-rate", "100K"}, "--persist-rate"},  // below 1 MiB/s
+      {{"--replicate-rate", "-5M"}, "--replicate-rate"},
+      {{"--background-priority", "lowest"}, "--background-priority"},
   };
   for (const Case& c : cases) {
     Result<CommandLine> r = Parse(c.args);
@@ -122,6 +130,19 @@ TEST(ConfigTest, BadValuesNameTheFlag) {
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().ToString();
     EXPECT_NE(r.status().message().find(c.flag), std::string::npos) << r.status().ToString();
   }
+}
+
+TEST(ConfigTest, RatesTakeSizesPerSecondAndPriorityItsThreeNames) {
+  Result<CommandLine> c = Parse({"--memory-budget", "64MiB", "--persist-rate", "200M", "--replicate-rate",
+                                 "500MB/s", "--background-priority", "idle"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->config.persist_rate_bytes, 200u << 20);
+  EXPECT_EQ(c->config.replicate_rate_bytes, 500000000u);
+  EXPECT_EQ(c->config.background_priority_value, ThreadPriority::kIdle);
+  c = Parse({"--memory-budget", "64MiB", "--persist-rate", "0", "--background-priority", "normal"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->config.persist_rate_bytes, 0u);
+  EXPECT_EQ(c->config.background_priority_value, ThreadPriority::kNormal);
 }
 
 TEST(ConfigTest, HelpAndVersionExitEarly) {

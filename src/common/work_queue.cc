@@ -2,10 +2,16 @@
 
 namespace tierckpt::agent {
 
-WorkQueue::WorkQueue(std::string name, int threads) : name_(std::move(name)) {
+WorkQueue::WorkQueue(std::string name, int threads, std::function<void()> on_thread_start)
+    : name_(std::move(name)) {
   if (threads < 1) threads = 1;
   threads_.reserve(static_cast<size_t>(threads));
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, on_thread_start] {
+      if (on_thread_start) on_thread_start();
+      Loop();
+    });
+  }
 }
 
 WorkQueue::~WorkQueue() { Stop(); }

@@ -21,7 +21,9 @@ namespace tierckpt::agent {
 
 class WorkQueue {
  public:
-  WorkQueue(std::string name, int threads);
+  // on_thread_start (may be empty) runs first in each thread, before any
+  // task: the agent lowers its background threads' priority there.
+  WorkQueue(std::string name, int threads, std::function<void()> on_thread_start = {});
   ~WorkQueue();  // Stop()
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;

@@ -202,7 +202,10 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
       // teardown per request. Until the stream begins, errors are answered.
       Result<PinnedObject> object = (*tier)->ReadCommittedObject(r->ns, r->step, r->name);
       if (!object.ok()) return fail(object.status());
-      Status sent = SendObject(conn, request.request_id, r->name, *object);
+      // Only this node's own steps are capped: replicas held for others go
+      // back to their origin for a restore, which waits on them.
+      RateLimiter* rate = r->origin == deps_.node_id ? deps_.replicate_rate : nullptr;
+      Status sent = SendObject(conn, request.request_id, r->name, *object, rate);
       if (sent.ok()) return true;
       Log(LogLevel::kWarn, "peer_send_failed")
           .Kv("peer", conn->Describe())
@@ -218,7 +221,7 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
 }
 
 Status PeerService::SendObject(peer::Connection* conn, uint32_t request_id, const std::string& name,
-                               const PinnedObject& object) {
+                               const PinnedObject& object, RateLimiter* rate) {
   peer::StreamHeader h;
   h.type = static_cast<uint16_t>(PeerMsg::kObject);
   h.request_id = request_id;
@@ -230,8 +233,36 @@ Status PeerService::SendObject(peer::Connection* conn, uint32_t request_id, cons
   // again (a third of a holder's CPU per restore), and bytes damaged here
   // since the commit still fail there.
   Result<Checksum> known = Checksum::Parse(object.checksum);
+  if (rate != nullptr && !rate->unlimited()) return SendPaced(conn, h, object, known, rate);
   if (known.ok()) return conn->SendStreamKnown(h, object.view.data(), object.view.size(), *known);
   return conn->SendStream(h, object.view.data(), object.view.size());
+}
+
+Status PeerService::SendPaced(peer::Connection* conn, const peer::StreamHeader& h, const PinnedObject& object,
+                              const Result<Checksum>& known, RateLimiter* rate) {
+  // Connection::SendStream's loop, with each chunk paid for before it goes.
+  TC_RETURN_IF_ERROR(conn->BeginStream(h));
+  const auto* p = static_cast<const uint8_t*>(object.view.data());
+  const size_t size = object.view.size();
+  const size_t chunk = std::max<size_t>(conn->chunk_bytes(), 1);
+  auto stopping = [this] {
+    MutexLock lock(&mu_);
+    return stopping_;
+  };
+  Hasher hasher;
+  for (size_t off = 0; off < size; off += chunk) {
+    const size_t n = std::min(chunk, size - off);
+    bool cancelled = false;
+    rate->Acquire(n, stopping, &cancelled);
+    if (cancelled) {
+      TC_RETURN_IF_ERROR(conn->AbortStream("the agent is shutting down"));
+      return Aborted("streaming " + QuoteForMessage(h.metadata) + " to " + conn->Describe() +
+                     ": shutting down");
+    }
+    if (!known.ok()) hasher.Update(p + off, n);
+    TC_RETURN_IF_ERROR(conn->SendStreamChunk(p + off, n));
+  }
+  return conn->EndStream(known.ok() ? *known : hasher.Finish());
 }
 
 Status PeerService::PullReplica(const std::string& origin, const PeerRequest& r) {

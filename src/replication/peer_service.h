@@ -20,6 +20,12 @@
 //   DropReplica {ns, step}  the caller (an origin) deleted its step: this
 //       agent deletes its replica of it, answering whether it held one.
 //
+// Caps: with deps.replicate_rate, the objects of this agent's own tier are
+// streamed chunk by chunk, each chunk paid for first (RateLimiter::Acquire,
+// shared by every connection): the pulls of replica holders, and other
+// members' reads of this node's parts of steps spanning nodes. Replicas this
+// agent holds for others go back uncapped (a restore waits on them).
+//
 // A request for a step this agent does not hold is kNotFound. A malformed
 // request closes that connection (logged); others are unaffected.
 // Thread-safe; Stop() closes the listener and every connection and joins.
@@ -33,6 +39,7 @@
 #include <thread>
 
 #include "common/mutex.h"
+#include "common/rate_limiter.h"
 #include "ops/metrics.h"
 #include "peer/transport.h"
 #include "replication/peer_messages.h"
@@ -51,6 +58,9 @@ struct PeerServiceDeps {
   // The peer address of a node (the hostfile's); nullopt when unknown.
   std::function<std::optional<std::string>(std::string_view node_id)> address_of;
   peer::Millis timeout{30000};  // per request to a peer when pulling
+  // Caps the bytes per second of this agent's own objects streamed to peers
+  // (--replicate-rate); null or unlimited: no cap. Must outlive the service.
+  RateLimiter* replicate_rate = nullptr;
   // This node's part of a step spanning nodes (replication/commit.h CommitOnNode).
   std::function<Result<Manifest>(const wire::CommitStepRequest&)> commit_part;
   // Uploads origin's part of (ns, step) from tier with its part record;
@@ -77,8 +87,11 @@ class PeerService {
   // Answers one control request; false when the connection must close.
   bool Answer(peer::Connection* conn, const peer::Frame& request);
   Result<MemoryTier*> TierOf(std::string_view origin);
+  // Streams the object; with `rate`, chunk by chunk, each paid for first.
   Status SendObject(peer::Connection* conn, uint32_t request_id, const std::string& name,
-                    const PinnedObject& object);
+                    const PinnedObject& object, RateLimiter* rate);
+  Status SendPaced(peer::Connection* conn, const peer::StreamHeader& h, const PinnedObject& object,
+                   const Result<Checksum>& known, RateLimiter* rate);
   Status PullReplica(const std::string& origin, const PeerRequest& r);
   Result<Manifest> CommitPart(const std::string& coordinator, std::string_view payload);
   Status PersistPart(const PeerRequest& r);

@@ -32,9 +32,11 @@ inline std::string Address(const std::string& node) { return node + ".test:7100"
 
 // One node: its tier, the replicas it holds, its transport and peer service.
 struct Node {
-  // store: the durable tier every node shares (nullptr: none).
+  // store: the durable tier every node shares (nullptr: none);
+  // replicate_rate: the peer service's cap (--replicate-rate; nullptr: none).
   Node(const std::string& node_id, std::shared_ptr<peer::InMemoryNetwork> net,
-       const cluster::Membership& members, uint32_t replicas = 2, ObjectStore* store = nullptr)
+       const cluster::Membership& members, uint32_t replicas = 2, ObjectStore* store = nullptr,
+       RateLimiter* replicate_rate = nullptr)
       : id(node_id) {
     h.options.node_id = id;
     h.options.has_durable = store != nullptr;
@@ -66,6 +68,7 @@ struct Node {
     Replicator* rep = replicator.get();
     d.address_of = [rep](std::string_view n) { return rep->AddressOf(n); };
     d.timeout = peer::Millis(3000);
+    d.replicate_rate = replicate_rate;
     const CommitDeps commit{h.tier.get(), cluster.get()};
     d.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
     if (store != nullptr) {

@@ -46,7 +46,12 @@ bool IsRetriable(const Status& s) {
 }
 
 Persister::Persister(PersisterOptions options, MemoryTier* tier, ObjectStore* store, RecentErrors* errors)
-    : options_(options), tier_(tier), store_(store), errors_(errors), queue_("persist", options.threads) {}
+    : options_(options),
+      tier_(tier),
+      store_(store),
+      errors_(errors),
+      queue_("persist", options.threads,
+             [priority = options.priority] { LowerThisThreadForBackgroundWork(priority, "persist"); }) {}
 
 Persister::~Persister() { Stop(std::chrono::milliseconds(0)); }
 
@@ -175,19 +180,30 @@ Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
   // objects, s3/upload_plan.h): one call unless the step has very many
   // objects, whose views (a heap copy each under ReadMappings' min_file_bytes,
   // a mapping each above it) are then released batch by batch.
+  // With a rate cap (--persist-rate) each object is paid for before it is
+  // read, hashed and put, and a batch goes out once it holds a burst.
+  RateLimiter* const rate = options_.rate != nullptr && !options_.rate->unlimited() ? options_.rate : nullptr;
   std::vector<ReadView> views;  // keep the bytes readable through the upload
   std::vector<ObjectBytes> batch;
   uint64_t copied = 0;  // bytes of the batch's small objects (heap copies)
+  uint64_t batch_bytes = 0;
   auto flush = [&]() -> Status {
     Status put = store_->PutObjects(m.ns, m.step, batch, [this] { return cancel_.load(); });
     if (put.code() == Code::kAborted && cancel_) return Aborted("persist cancelled by shutdown");
     views.clear();
     batch.clear();
     copied = 0;
+    batch_bytes = 0;
     return put;
   };
   for (const auto& e : m.objects) {
     if (cancel_) return Aborted("persist cancelled by shutdown");
+    if (rate != nullptr) {
+      bool cancelled = false;
+      rate->Acquire(
+          e.size, [this] { return cancel_.load(); }, &cancelled);
+      if (cancelled) return Aborted("persist cancelled by shutdown");
+    }
     const std::string path = Layout::ObjectPath(lease.dir, e.name);
     TC_ASSIGN_OR_RETURN(ReadView view, tier->read_mappings().Open(path));
     if (view.size() != e.size) {
@@ -205,7 +221,11 @@ Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
     if (view.size() < tier->read_mappings().options().min_file_bytes) copied += view.size();
     batch.push_back(ObjectBytes{e.name, view.data(), static_cast<size_t>(view.size())});
     views.push_back(std::move(view));
-    if (batch.size() >= options_.batch_objects || copied >= options_.batch_copied_bytes) TC_RETURN_IF_ERROR(flush());
+    batch_bytes += e.size;
+    if (batch.size() >= options_.batch_objects || copied >= options_.batch_copied_bytes ||
+        (rate != nullptr && batch_bytes >= rate->burst_bytes())) {
+      TC_RETURN_IF_ERROR(flush());
+    }
   }
   return batch.empty() ? Status::Ok() : flush();
 }

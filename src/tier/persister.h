@@ -44,6 +44,13 @@
 // retries). UploadPart is that upload alone, from any tier (this node's, or
 // a replica tier when this node takes over for another).
 //
+// Caps (docs/agent.md, "Background work"): with options.rate, each object is
+// paid for (RateLimiter::Acquire of its size, shared by every persist thread
+// and so capping the agent's upload rate) before it is checked and put, and
+// a batch goes out once it holds a burst's worth; a cap paces per object, as
+// the store writes an object in one call. options.priority lowers the persist
+// threads' CPU/IO priority (os/thread_priority.h) when they start.
+//
 // Shutdown: Stop(grace) lets running jobs finish for up to `grace`, then
 // cancels them before their next store request (the step returns to kQueued and
 // resumes at the next start); jobs not started yet are left queued.
@@ -59,8 +66,10 @@
 #include <string>
 
 #include "common/mutex.h"
+#include "common/rate_limiter.h"
 #include "common/work_queue.h"
 #include "ops/recent_errors.h"
+#include "os/thread_priority.h"
 #include "store/object_store.h"
 #include "tier/memory_tier.h"
 
@@ -82,6 +91,11 @@ struct PersisterOptions {
   // bounds, whose memory copies and mappings are released batch by batch.
   size_t batch_objects = 4096;
   uint64_t batch_copied_bytes = 256ULL << 20;
+  // Caps the bytes per second of uploads (null or unlimited: no cap). Shared
+  // with nothing else; must outlive the persister.
+  RateLimiter* rate = nullptr;
+  // Priority of the persist threads.
+  ThreadPriority priority = ThreadPriority::kNormal;
   // Where persists and retries are counted (required; must outlive the
   // persister): the agent's one.
   Metrics* metrics = nullptr;

@@ -287,6 +287,39 @@ class Gemini:
             pass
 
 
+class TorchCheckpointing:
+    """torch-checkpointing (Meta): CheckpointManager with its async saver (a staging copy, then a
+    writer process) into local files under /dev/shm; commit = the write future's result; load
+    into the live tensors (into=)."""
+
+    label = "torch-checkpointing CheckpointManager"
+
+    def __init__(self, ctx):
+        tcp = _import("torch_checkpointing", "torch-checkpointing")
+        try:
+            self.mgr = tcp.CheckpointManager.Config.with_async_save().build()
+        except Exception as e:  # noqa: BLE001
+            raise Skip(f"torch-checkpointing: CheckpointManager() on CPU failed: {type(e).__name__}: {e}") from e
+        self.ctx, self.base = ctx, ctx.shm / "torch-checkpointing"
+
+    def prepare(self, step):
+        if self.ctx.rank == 0:
+            shutil.rmtree(self.base / f"step{step - 1}", ignore_errors=True)
+
+    def save(self, state, step):
+        fut = self.mgr.save(str(self.base / f"step{step}"), state)
+        return (lambda: fut.result()) if fut is not None else _done
+
+    def load(self, step, dest):
+        return self.mgr.load(str(self.base / f"step{step}"), into=dest)
+
+    def close(self):
+        try:
+            self.mgr.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def make(name: str, ctx):
     """The adapter for method name (see METHODS), or raises Skip."""
     table = {
@@ -297,6 +330,7 @@ def make(name: str, ctx):
         "nvrx": lambda: NVRx(ctx),
         "sagemaker": lambda: SageMaker(ctx),
         "gemini": lambda: Gemini(ctx),
+        "torch_checkpointing": lambda: TorchCheckpointing(ctx),
         "dcp_thread": lambda: DcpFs(ctx, "THREAD"),
         "dcp_process": lambda: DcpFs(ctx, "PROCESS"),
     }

@@ -116,7 +116,7 @@ def copy_into(dest, got, where="") -> None:
             raise KeyError(f"the loaded state has no {where}{k}")
         if isinstance(d, dict):
             copy_into(d, got[k], f"{where}{k}.")
-        else:
+        elif got[k].data_ptr() != d.data_ptr():  # a reader that filled dest in place returns dest's tensors
             d.copy_(got[k])
 
 

@@ -215,7 +215,7 @@ def run_workload(wl: str, args, py: str, env: dict, methods: list[str], skipped:
     if args.size_mib:
         total = args.size_mib * MIB * (4 if wl == "b" else 1)
         desc = f"{total / MIB:.0f} MiB (--size-mib) " + desc.split(", ", 1)[1]
-    need = int(total * (3 + 1.5 * len(methods)))
+    need = int(total * (3 + 1.5 * len(methods))) + 2 * GIB
     if mem_available() < need:
         raise MemoryError(f"workload ({wl}) needs about {need / GIB:.1f} GiB of free memory for the state, its "
                           f"load destination, the memcpy buffer and each method's in-memory copies; "

@@ -209,6 +209,20 @@ def table(wl: str, res: dict) -> str:
 # One workload: one torchrun
 # ---------------------------------------------------------------------------
 
+def kill_leftovers(marker: str) -> None:
+    """Kills processes of this run that outlived torchrun (DLRover's saver, forked by local rank 0 into
+    a process group of its own, stays behind): those whose command line names this workload's opts file."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if marker.encode() in (d / "cmdline").read_bytes():
+                os.kill(int(d.name), signal.SIGKILL)
+                log(f"killed leftover process {d.name} of the run")
+        except OSError:
+            pass
+
+
 def run_workload(wl: str, args, py: str, env: dict, methods: list[str], skipped: dict, extra: dict,
                  work: Path) -> dict:
     desc, total = WORKLOADS[wl]
@@ -241,6 +255,7 @@ def run_workload(wl: str, args, py: str, env: dict, methods: list[str], skipped:
     except subprocess.TimeoutExpired:
         rc = "timeout"
     finally:
+        kill_leftovers(str(wdir / "opts.json"))
         shutil.rmtree(shm, ignore_errors=True)
         for name in set(os.listdir("/dev/shm")) - shm_before:  # DLRover's <uuid>_ckpt_shm_<rank> and the like
             p = Path("/dev/shm", name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 
 import matplotlib
 
@@ -19,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 def main(src: str, out: str) -> None:
     rep = json.load(open(src))
     wls = [(k, v) for k, v in rep["workloads"].items() if "methods" in v]
-    fig, axes = plt.subplots(len(wls), 1, figsize=(11, 4.2 * len(wls)), squeeze=False)
+    fig, axes = plt.subplots(len(wls), 1, figsize=(12, 4.8 * len(wls)), squeeze=False)
     for ax, (wl, res) in zip(axes[:, 0], wls):
         ms = [(n, m) for n, m in res["methods"].items() if m["steady_commit_s"]]
         x = range(len(ms))
@@ -32,7 +33,7 @@ def main(src: str, out: str) -> None:
             if m["status"] != "ok":
                 txt += " FAILED"
             ax.annotate(txt, (i, m["steady_commit_s"]), ha="center", va="bottom", fontsize=8)
-        ax.set_xticks(list(x), [m["label"].replace(" (", "\n(") for _, m in ms], fontsize=7)
+        ax.set_xticks(list(x), [textwrap.fill(m["label"], 16) for _, m in ms], fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel("seconds (slowest rank)")
         skipped = ", ".join(res["skipped"]) or "none"

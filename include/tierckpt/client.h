@@ -45,7 +45,7 @@ namespace tierckpt {
 std::string DefaultSocketPath();
 
 struct ClientOptions {
-  std::string socket_path;        // "" = DefaultSocketPath()
+  std::string socket_path;          // "" = DefaultSocketPath()
   std::string client_name = "cpp";  // shown in the agent's log
   // Who writes the steps this client writes: one writer per step. The agent
   // lets only the writer that began a step add to, seal, commit or abort it;
@@ -61,7 +61,7 @@ struct ClientOptions {
   // A fresh random writer id ("w-" and 32 hex digits) for a process that is
   // a whole job on its own (the CLI, a test writer).
   static std::string RandomWriterId();
-  int copy_threads = 2;           // parallel copies across objects in WriteObjects/ReadObjects
+  int copy_threads = 2;  // parallel copies across objects in WriteObjects/ReadObjects
   // Who checksums an object that WriteObject saves. true (default): the
   // client hashes each 512 KiB piece of shared memory right after copying it
   // there (from cache: one pass over the source, no second pass over the
@@ -76,6 +76,15 @@ struct ClientOptions {
   // steady-state save costs one memcpy and no page faults. Bytes of address
   // space; 0 disables the cache.
   uint64_t mapping_cache_bytes = 16ull << 30;
+  // Seal makes the client's mapping of the object read-only (mprotect), so a
+  // stray write through a kept mapping (the cache above keeps them for the
+  // next save) faults instead of changing a committed step; the mapping is
+  // made writable again when the agent hands the segment out for a new
+  // object. Off by default: on the 2-core VM with 4 KiB tmpfs pages the two
+  // mprotect calls cost ~7-15 ms per 64 MiB, 20-30% of a steady save
+  // (docs/benchmarks-fastpath.md). It is the precondition of reads that
+  // trust the agent's verification instead of re-hashing.
+  bool protect_sealed = false;
 
   // ---- Trust and time limits (docs/protocol.md, "Limits and timeouts") ----
   // The uid the agent must run as: Connect refuses, naming both uids, an
@@ -146,7 +155,7 @@ class ObjectView {
 
 struct CommitOptions {
   uint32_t world_size = 0;
-  bool persist = false;  // also persist this step to the durable tier
+  bool persist = false;                       // also persist this step to the durable tier
   std::vector<std::string> expected_objects;  // empty: every sealed object
   // The node ids the step spans, when its ranks wrote through several nodes'
   // agents (docs/multinode.md); empty for a step written on this node only.
@@ -161,8 +170,8 @@ struct StepSummary {
   uint64_t step = 0;
   uint64_t bytes = 0;
   uint32_t objects = 0;
-  std::string memory;   // "committed", "writing", or "" (absent)
-  std::string durable;  // "committed", "pending", "failed", or "" (absent/unknown)
+  std::string memory;         // "committed", "writing", or "" (absent)
+  std::string durable;        // "committed", "pending", "failed", or "" (absent/unknown)
   std::string durable_error;  // why a persist failed, or why a durable manifest is damaged
 };
 

@@ -223,9 +223,11 @@ Result<WritableObject> Client::CreateNextObject(std::string_view ns, uint64_t st
 }
 
 Status Client::Seal(WritableObject& object, std::string_view checksum) {
-  if (!object.impl_) return FailedPrecondition("Seal of an empty WritableObject (CreateObject did not fill it)");
+  if (!object.impl_)
+    return FailedPrecondition("Seal of an empty WritableObject (CreateObject did not fill it)");
   WritableObject::Impl& o = *object.impl_;
-  if (o.sealed) return FailedPrecondition("object " + ObjectPath(o.ns, o.step, o.name) + " is already sealed");
+  if (o.sealed)
+    return FailedPrecondition("object " + ObjectPath(o.ns, o.step, o.name) + " is already sealed");
   wire::SealObjectRequest req;
   req.ns = o.ns;
   req.step = o.step;
@@ -236,8 +238,10 @@ Status Client::Seal(WritableObject& object, std::string_view checksum) {
   o.sealed = true;
   // The lease stays until the WritableObject is destroyed: views of data()
   // (a torch tensor over it, say) may outlive Seal, and the mapping must not be
-  // handed to another object under them.
-  return Status::Ok();
+  // handed to another object under them. They may read it; with
+  // protect_sealed a write through them faults (mapping_cache.h).
+  if (!impl_->options.protect_sealed) return Status::Ok();
+  return o.lease.MakeReadOnly(ObjectPath(o.ns, o.step, o.name));
 }
 
 Status Client::WriteObject(std::string_view ns, uint64_t step, std::string_view name, const void* data,

@@ -37,10 +37,20 @@ struct MappingCache::Entry {
   UniqueFd fd;
   bool writable = false;
   std::atomic<bool> writer_busy{false};
+  // The writable mapping is PROT_READ now (MakeReadOnly). Touched only by the
+  // holder of writer_busy, so it needs no lock of its own.
+  bool read_only_now = false;
 };
 
 uint8_t* MappingCache::Lease::data() const { return entry_ ? entry_->mapping.data() : nullptr; }
 size_t MappingCache::Lease::size() const { return entry_ ? entry_->mapping.size() : 0; }
+
+Status MappingCache::Lease::MakeReadOnly(std::string_view what) {
+  if (entry_ == nullptr || !entry_->writable || entry_->read_only_now) return Status::Ok();
+  TC_RETURN_IF_ERROR(entry_->mapping.Protect(Mapping::Access::kReadOnly, what));
+  entry_->read_only_now = true;
+  return Status::Ok();
+}
 
 void MappingCache::Lease::Reset() {
   if (entry_ != nullptr && entry_->writable) entry_->writer_busy.store(false, std::memory_order_release);
@@ -68,21 +78,33 @@ Result<MappingCache::Lease> MappingCache::Acquire(UniqueFd fd, uint64_t expected
       options_.capacity_bytes > 0 && expected_size > 0 && expected_size <= options_.capacity_bytes;
 
   if (cacheable) {
-    MutexLock lock(&mu_);
-    auto it = index_.find(key);
-    if (it != index_.end()) {
-      std::shared_ptr<Entry> entry = *it->second;
-      bool expected = false;
-      if (!writable || entry->writer_busy.compare_exchange_strong(expected, true)) {
-        lru_.splice(lru_.begin(), lru_, it->second);
-        ++stats_.hits;
-        Lease lease;
-        lease.entry_ = std::move(entry);
-        lease.reused_ = true;
-        return lease;  // fd is dropped: the cached one stays
+    Lease hit;
+    {
+      MutexLock lock(&mu_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        std::shared_ptr<Entry> entry = *it->second;
+        bool expected = false;
+        if (!writable || entry->writer_busy.compare_exchange_strong(expected, true)) {
+          lru_.splice(lru_.begin(), lru_, it->second);
+          ++stats_.hits;
+          hit.entry_ = std::move(entry);
+          hit.reused_ = true;
+        }
+        // Otherwise another writer holds this mapping: fall through to a private one.
       }
-      // Another writer holds this mapping: fall through to a private one.
     }
+    if (hit.valid()) {
+      if (writable && hit.entry_->read_only_now) {
+        // A recycled segment handed out for a new object (outside mu_: a
+        // syscall): its old bytes are no step's any more, so writing is
+        // allowed again. On failure the lease's release clears writer_busy.
+        TC_RETURN_IF_ERROR(hit.entry_->mapping.Protect(Mapping::Access::kReadWrite, what));
+        hit.entry_->read_only_now = false;
+      }
+      return hit;  // fd is dropped: the cached one stays
+    }
+    MutexLock lock(&mu_);
     // Mappings of the same file at another size are stale (the file was
     // resized for reuse): drop them so their address space is released.
     for (auto s = index_.lower_bound(Key{std::get<0>(key), std::get<1>(key), 0, 0});
@@ -127,7 +149,8 @@ void MappingCache::MaybeSweepLocked() {
   if (now < next_sweep_) return;
   SweepLocked();
   auto took = std::chrono::steady_clock::now() - now;
-  next_sweep_ = now + std::max<std::chrono::steady_clock::duration>(kMinSweepInterval, took * kSweepCostShare);
+  next_sweep_ =
+      now + std::max<std::chrono::steady_clock::duration>(kMinSweepInterval, took * kSweepCostShare);
 }
 
 size_t MappingCache::SweepLocked() {

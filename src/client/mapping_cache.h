@@ -13,6 +13,13 @@
 // mark cleared when that Lease is released); a second writer of the same file
 // gets a private, uncached mapping. Read-only mappings may be shared freely.
 //
+// Sealed bytes stay read-only: Lease::MakeReadOnly() (Client::Seal calls it
+// once the agent sealed the object) mprotects a writable mapping to
+// PROT_READ, so a stray write through a kept mapping faults instead of
+// changing a committed step. The cache makes the mapping writable again only
+// when it hands it to a new writer, i.e. when the agent passed the same file
+// (a recycled segment) for a new object.
+//
 // Memory release: entries beyond capacity_bytes or max_entries are evicted
 // least-recently-used first. SweepDeleted() drops entries whose file was
 // unlinked (st_nlink == 0 on the kept fd) so their tmpfs pages can be freed.
@@ -53,8 +60,8 @@ class MappingCache {
     // takes ~15 ms with MAP_POPULATE against ~20-40 ms faulting page by page;
     // reads fault around 16 pages at a time, so populating gains nothing
     // there (~12-16 ms either way). A kept mapping copies in ~3 ms.
-    bool populate_writes = true;   // MAP_POPULATE new writable mappings
-    bool populate_reads = false;   // MAP_POPULATE new read-only mappings
+    bool populate_writes = true;  // MAP_POPULATE new writable mappings
+    bool populate_reads = false;  // MAP_POPULATE new read-only mappings
   };
 
   struct Stats {
@@ -93,6 +100,10 @@ class MappingCache {
     bool valid() const { return entry_ != nullptr; }
     // True when the mapping came from the cache rather than a fresh mmap.
     bool reused() const { return reused_; }
+    // Makes a writable mapping read-only (no-op for a read-only one); a later
+    // Acquire of the same file for writing makes it writable again. Only the
+    // holder of a writable lease may call it. what names the object for errors.
+    Status MakeReadOnly(std::string_view what);
     void Reset();
 
    private:
@@ -109,8 +120,7 @@ class MappingCache {
   // Maps fd (the whole file, size from fstat) or reuses a cached mapping of
   // the same file. Takes ownership of fd. what names the object for errors.
   // expected_size: the size the file must have (kProtocolError otherwise).
-  Result<Lease> Acquire(UniqueFd fd, uint64_t expected_size, Mapping::Access access,
-                        std::string_view what);
+  Result<Lease> Acquire(UniqueFd fd, uint64_t expected_size, Mapping::Access access, std::string_view what);
 
   // Drops every entry whose file has been unlinked. Returns how many.
   size_t SweepDeleted();

@@ -18,7 +18,8 @@ using Access = Mapping::Access;
 class MappingCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/tc_mapcache_XXXXXX");
+    std::string tmpl =
+        (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/tc_mapcache_XXXXXX");
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
   }
@@ -46,6 +47,39 @@ MappingCache::Options Opts(uint64_t capacity, size_t max_entries = 0) {
   o.capacity_bytes = capacity;
   o.max_entries = max_entries;
   return o;
+}
+
+// Issue 18: sealed bytes are read-only, so a stray write through a mapping
+// the client keeps (for the next save) faults instead of changing a committed
+// step; the recycled segment is writable again once handed to a new writer.
+TEST_F(MappingCacheTest, SealedMappingFaultsOnWriteUntilHandedToANewWriter) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  MakeFile("a", 8192, 'x');
+  MappingCache cache(Opts(1 << 20));
+  uint8_t* first = nullptr;
+  {
+    auto lease = cache.Acquire(Open("a"), 8192, Access::kReadWrite, "a");
+    ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+    first = lease->data();
+    first[10] = 'y';
+    ASSERT_TRUE(lease->MakeReadOnly("a").ok());
+    ASSERT_TRUE(lease->MakeReadOnly("a").ok());  // twice is a no-op
+    EXPECT_EQ(first[10], 'y');                   // still readable
+    EXPECT_DEATH({ static_cast<volatile uint8_t*>(lease->data())[20] = 'z'; }, "");
+  }
+  // The kept mapping is still read-only while nobody holds it.
+  EXPECT_DEATH({ static_cast<volatile uint8_t*>(first)[20] = 'z'; }, "");
+  auto again = cache.Acquire(Open("a"), 8192, Access::kReadWrite, "a");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->reused());
+  ASSERT_EQ(again->data(), first);
+  again->data()[20] = 'z';  // writable again: no fault
+  EXPECT_EQ(again->data()[20], 'z');
+  EXPECT_EQ(again->data()[10], 'y');
+  // A read-only lease has nothing to protect.
+  auto ro = cache.Acquire(Open("a", O_RDONLY), 8192, Access::kReadOnly, "a");
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  EXPECT_TRUE(ro->MakeReadOnly("a").ok());
 }
 
 TEST_F(MappingCacheTest, ReusesAWritableMappingOfTheSameFileAfterRelease) {

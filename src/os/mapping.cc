@@ -8,8 +8,7 @@
 
 namespace tierckpt {
 
-Result<Mapping> Mapping::Map(int fd, size_t size, Access access, bool populate,
-                             std::string_view what) {
+Result<Mapping> Mapping::Map(int fd, size_t size, Access access, bool populate, std::string_view what) {
   Mapping m;
   if (size == 0) return m;
   int prot = access == Access::kReadWrite ? (PROT_READ | PROT_WRITE) : PROT_READ;
@@ -21,6 +20,16 @@ Result<Mapping> Mapping::Map(int fd, size_t size, Access access, bool populate,
   m.data_ = p;
   m.size_ = size;
   return m;
+}
+
+Status Mapping::Protect(Access access, std::string_view what) {
+  if (data_ == nullptr) return Status::Ok();
+  int prot = access == Access::kReadWrite ? (PROT_READ | PROT_WRITE) : PROT_READ;
+  if (::mprotect(data_, size_, prot) != 0) {
+    return ErrnoStatus(std::string(access == Access::kReadWrite ? "make writable again" : "make read-only") +
+                       " the mapping of " + std::string(what));
+  }
+  return Status::Ok();
 }
 
 void Mapping::Reset() {

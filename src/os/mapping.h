@@ -21,8 +21,7 @@ class Mapping {
 
   Mapping() = default;
   ~Mapping() { Reset(); }
-  Mapping(Mapping&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  Mapping(Mapping&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   Mapping& operator=(Mapping&& o) noexcept {
     if (this != &o) {
       Reset();
@@ -36,11 +35,14 @@ class Mapping {
 
   // Maps [0, size) of fd with MAP_SHARED. populate=true asks the kernel to
   // fault in the pages now (MAP_POPULATE). what names the file for errors.
-  static Result<Mapping> Map(int fd, size_t size, Access access, bool populate,
-                             std::string_view what);
+  static Result<Mapping> Map(int fd, size_t size, Access access, bool populate, std::string_view what);
 
   uint8_t* data() const { return static_cast<uint8_t*>(data_); }
   size_t size() const { return size_; }
+  // Changes the protection of the whole mapping (mprotect): kReadOnly makes
+  // every later write through it fault (SIGSEGV); kReadWrite undoes that for
+  // a mapping made with kReadWrite. No-op on an empty mapping.
+  Status Protect(Access access, std::string_view what);
   void Reset();
 
  private:

@@ -104,6 +104,7 @@ class TieredWriter(StorageWriter, AsyncStager):
         self._next_object = 0
         self._stage_registered = False
         self._started_pid: int | None = None
+        self._begun_on = None  # the client (connection) that began this save, in this process
 
     # ---- identity ----
 
@@ -127,6 +128,7 @@ class TieredWriter(StorageWriter, AsyncStager):
         state = self.__dict__.copy()
         state["manifest"] = None  # native object; the connection itself is never stored
         state["_started_pid"] = None
+        state["_begun_on"] = None  # the checkpoint process begins the save on its own connection
         return state
 
     def _client(self):
@@ -306,7 +308,18 @@ class TieredWriter(StorageWriter, AsyncStager):
     # ---- helpers ----
 
     def _begin_save(self) -> None:
-        agent.call(self.config, lambda c: c.begin_save(self.namespace, self.step))
+        # stage() and then set_up_storage_writer() both begin the save; on the connection that
+        # already began it (async_save THREAD: same process, same client) the second BeginSave
+        # would change nothing, so it is skipped: one round trip less per save. A new connection
+        # (PROCESS mode, or a reconnect after the agent restarted) begins the save again.
+        if self._begun_on is not None and self._begun_on is self._client():
+            return
+
+        def begin(c):
+            c.begin_save(self.namespace, self.step)
+            return c
+
+        self._begun_on = agent.call(self.config, begin)
 
     def _create(self, size: int):
         """A new object of this rank: the agent takes the first of its names not sealed yet."""

@@ -104,7 +104,7 @@ class TieredWriter(StorageWriter, AsyncStager):
         self._next_object = 0
         self._stage_registered = False
         self._started_pid: int | None = None
-        self._begun_on = None  # the client (connection) that began this save, in this process
+        self._begun_on = None  # (client, step) of the BeginSave this process sent last
 
     # ---- identity ----
 
@@ -312,14 +312,15 @@ class TieredWriter(StorageWriter, AsyncStager):
         # already began it (async_save THREAD: same process, same client) the second BeginSave
         # would change nothing, so it is skipped: one round trip less per save. A new connection
         # (PROCESS mode, or a reconnect after the agent restarted) begins the save again.
-        if self._begun_on is not None and self._begun_on is self._client():
+        # Keyed by step too: a writer reset() to another step begins that one.
+        if self._begun_on is not None and self._begun_on[0] is self._client() and self._begun_on[1] == self.step:
             return
 
         def begin(c):
             c.begin_save(self.namespace, self.step)
             return c
 
-        self._begun_on = agent.call(self.config, begin)
+        self._begun_on = (agent.call(self.config, begin), self.step)
 
     def _create(self, size: int):
         """A new object of this rank: the agent takes the first of its names not sealed yet."""

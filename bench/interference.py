@@ -48,7 +48,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -59,6 +58,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import free_ports  # noqa: E402  (bench/machine.py)
 SHM = Path("/dev/shm")
 CONFIGS = ("none", "tierckpt", "tierckpt_caps", "dlrover")
 
@@ -139,16 +139,6 @@ def worker(opts: dict) -> None:
 
 
 # ---- the driver ---------------------------------------------------------------
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
 
 def pct(values, q):
     v = sorted(values)

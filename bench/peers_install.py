@@ -94,17 +94,17 @@ def ensure(venv: Path, peers: list[str], log) -> tuple[str, dict]:
             continue
         pins, needs = PEERS[peer]
         have = _installed(py)
-        todo = [p for p in pins if _name(p) not in have]
-        if todo:
-            log(f"installing {' '.join(todo)} --no-deps")
-            why = _pip(py, ["--no-deps", *todo])
+        missing = [p for p in pins if _name(p) not in have]
+        if missing:
+            log(f"installing {' '.join(missing)} --no-deps")
+            why = _pip(py, ["--no-deps", *missing])
             if why:
                 skipped[peer] = why
                 continue
-        todo = [p for p in needs if _name(p) not in have]
-        if todo:
-            log(f"installing {' '.join(todo)} (needed by {peer})")
-            why = _pip(py, todo)
+        missing = [p for p in needs if _name(p) not in have]
+        if missing:
+            log(f"installing {' '.join(missing)} (needed by {peer})")
+            why = _pip(py, missing)
             if why:
                 skipped[peer] = why
     return py, skipped

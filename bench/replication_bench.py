@@ -63,7 +63,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import machine_info  # noqa: E402  (bench/machine.py)
+from machine import free_ports, machine_info  # noqa: E402  (bench/machine.py)
 
 REPO = Path(__file__).resolve().parent.parent
 SHM = Path("/dev/shm")
@@ -79,16 +79,6 @@ def parse_size(text: str) -> int:
     if not m or m.group(2).lower() not in UNITS | {"": 1}:
         raise argparse.ArgumentTypeError(f"bad size {text!r}; use bytes or e.g. 256MiB, 1GiB")
     return int(m.group(1)) * (UNITS.get(m.group(2).lower(), 1))
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def git_info():

@@ -6,7 +6,9 @@
 #   scripts/setup.sh [release] [asan] [fuzz] [python]    (default: release python)
 #
 # python = `pip install .` of the package into .venv (C++ core, tierckptd and
-# tierckpt on the venv's PATH, the extension), built incrementally in build/py.
+# tierckpt on the venv's PATH, the extension). It builds in build/release with
+# that build's own settings, so the core is compiled once for both (a plain
+# `pip install .` builds in build/py instead).
 #
 # Environment: TIERCKPT_BUILD_JOBS (default: number of cores).
 set -euo pipefail
@@ -82,11 +84,23 @@ build() {  # build <dir> [--targets "t1 t2"] <cmake args...>
   say "built $dir in $((SECONDS - t0)) s"
 }
 
+# One list of the release build's settings: the release configure and the
+# `python` step's build in the same directory must agree, or the second would
+# reconfigure and recompile everything.
+RELEASE_DEFINES=(-DCMAKE_BUILD_TYPE=Release -DTIERCKPT_WERROR=ON -DTIERCKPT_FUZZ=OFF -DTIERCKPT_TESTS=ON -DTIERCKPT_PYTHON=ON)
+
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(release python)
 for t in "${targets[@]}"; do
   case "$t" in
-    release) build build/release -DCMAKE_BUILD_TYPE=Release -DTIERCKPT_WERROR=ON -DTIERCKPT_FUZZ=OFF ;;
+    release)
+      # The release build also builds the extension (TIERCKPT_PYTHON), so that
+      # the `python` step below reuses its objects instead of compiling the core again.
+      if [ -f build/release/CMakeCache.txt ] && ! grep -q '^TIERCKPT_PYTHON:BOOL=ON' build/release/CMakeCache.txt; then
+        say "build/release was configured without the extension; configuring it again"
+        rm -f build/release/build.ninja
+      fi
+      build build/release "${RELEASE_DEFINES[@]}" ;;
     # clang: the ASan build also checks the lock annotations (-Wthread-safety,
     # common/thread_annotations.h) with -Werror.
     asan)
@@ -106,9 +120,14 @@ for t in "${targets[@]}"; do
           -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
       fi ;;
     python)
-      say "installing the tierckpt Python package into .venv (build/py)"
+      say "installing the tierckpt Python package into .venv (built in build/release)"
       t0=$SECONDS
-      CMAKE_BUILD_PARALLEL_LEVEL=$JOBS python -m pip install -q --no-build-isolation --no-deps . </dev/null >&2
+      py_settings=(-C build-dir=build/release)
+      for d in "${RELEASE_DEFINES[@]}"; do
+        d=${d#-D}
+        [ "${d%%=*}" = CMAKE_BUILD_TYPE ] || py_settings+=(-C "cmake.define.${d}")
+      done
+      CMAKE_BUILD_PARALLEL_LEVEL=$JOBS python -m pip install -q --no-build-isolation --no-deps "${py_settings[@]}" . </dev/null >&2
       say "installed the Python package in $((SECONDS - t0)) s" ;;
     *) say "unknown build '$t' (use release, asan, fuzz, python)"; exit 2 ;;
   esac

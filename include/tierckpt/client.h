@@ -71,6 +71,9 @@ struct ClientOptions {
   // the next object; CommitStep waits for it — a second pass over memory that
   // competes with the copy on small machines (docs/decisions.md #2). Either
   // way the manifest's checksum is the checksum of the bytes in shared memory.
+  // With true the agent never hashes those bytes itself (unless
+  // --verify-on-seal), so until its scrub or a Verify does they count as not
+  // verified by the agent: ReadVerify::Attested reads hash them.
   bool client_checksum = true;
   // Mappings of recycled shared-memory segments kept across saves, so a
   // steady-state save costs one memcpy and no page faults. Bytes of address

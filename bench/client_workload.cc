@@ -78,11 +78,18 @@ Result<std::vector<Repetition>> RunSaveLoad(Client& client, const Layout& layout
                       " bytes, the benchmark wrote " + std::to_string(layout.total_bytes));
     }
 
-    ClobberEnds(layout, dst);
-    auto t4 = Clock::now();
-    TC_RETURN_IF_ERROR(client.ReadObjects(options.ns, rep.step, dests).WithContext("load " + where));
-    rep.load_s = SecondsSince(t4);
-    TC_RETURN_IF_ERROR(CheckLoaded(layout, src, dst, "load " + where));
+    const size_t modes = options.loads.size();
+    rep.load_s_by_mode.assign(modes, 0.0);
+    for (size_t k = 0; k < modes; ++k) {
+      const size_t m = (k + static_cast<size_t>(r)) % modes;
+      ClobberEnds(layout, dst);
+      auto t4 = Clock::now();
+      TC_RETURN_IF_ERROR(
+          client.ReadObjects(options.ns, rep.step, dests, options.loads[m]).WithContext("load " + where));
+      rep.load_s_by_mode[m] = SecondsSince(t4);
+      TC_RETURN_IF_ERROR(CheckLoaded(layout, src, dst, "load " + where));
+    }
+    rep.load_s = rep.load_s_by_mode.empty() ? 0.0 : rep.load_s_by_mode[0];
     reps.push_back(rep);
   }
   return reps;

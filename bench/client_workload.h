@@ -3,7 +3,10 @@
 //
 // Each repetition r saves step first_step + r (BeginStep, WriteObjects of
 // every object, Commit) and then loads that step with ReadObjects into the
-// resident destination buffer (ObjectView::CopyTo verifies every checksum).
+// resident destination buffer, once per read mode in `loads` (ReadVerify:
+// kAlways verifies every checksum in the copy pass; kAttested skips it for
+// objects the agent verified recently), the modes' order rotated by one each
+// repetition so that none always goes first (interleaved, same run).
 // After each load, outside the timing, the destination is compared with the
 // source byte for byte; before it, the first and last byte of every object
 // in the destination are zeroed (the source has no zero byte), so a skipped
@@ -32,6 +35,7 @@ struct WorkloadOptions {
   std::string ns;
   int warmup = 3;  // repetitions between the cold one and the steady ones
   int reps = 5;    // steady repetitions
+  std::vector<ReadVerify> loads = {ReadVerify::Always()};  // one load per mode per repetition
 };
 
 struct Repetition {
@@ -41,7 +45,8 @@ struct Repetition {
   double write_seal_s = 0;  // WriteObjects: every object created, copied, sealed
   double commit_s = 0;      // Commit: agent verdicts + manifest
   double save_s = 0;        // begin + write/seal + commit
-  double load_s = 0;        // ReadObjects (open + copy + verify)
+  double load_s = 0;        // ReadObjects (open + copy + verify) with loads[0]
+  std::vector<double> load_s_by_mode;  // the same for each of WorkloadOptions::loads
 };
 
 // Runs 1 + warmup + reps repetitions. The first step is one past the

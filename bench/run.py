@@ -4,7 +4,8 @@
     python bench/run.py <workload> [--json] [--build-dir build/release] [--reps N]
                         [--warmup N] [--threads N] [--total SIZE] [--object-size SIZE]
                         [--objects N] [--keep-last K] [--memory-budget SIZE]
-                        [--agent-checksum] [--agent-arg=--some-tierckptd-flag ...]
+                        [--agent-checksum] [--verify-reads always,attested] [--attest-max-age S]
+                        [--agent-arg=--some-tierckptd-flag ...]
 
 Workloads:
     mem_large   1 GiB per step in 64 MiB objects (--total, --object-size)
@@ -23,6 +24,12 @@ memory, cold into fresh anonymous and shmem pages, copy+checksum), then 1 cold +
 (ReadObjects, checksums verified) of one step. It reports the cold repetition and the
 median of the steady ones separately, and ratios to memcpy_warm (the fastest plain memcpy
 variant measured: one call per object or 256 KiB calls, on 1 or --threads threads).
+
+--verify-reads MODES (comma-separated: always, attested, never) loads each step once per mode,
+the order rotated per repetition (interleaved, same run); attested skips the client's hash of
+objects the agent verified within --attest-max-age seconds (with --agent-checksum the agent
+hashes after seal, so every object is verified at commit; with client checksums it never
+verifies them and attested hashes as always does).
 
 Output: a readable table, or with --json ONE JSON object:
     {"machine": {...}, "command": "...", "git": {...}, "results": {"<workload>": {...}}}
@@ -181,6 +188,7 @@ def run_workload(name, args, agent_bin, bench_bin):
         cmd += ["--object-size", str(args.object_size)]
     if args.agent_checksum:
         cmd.append("--agent-checksum")
+    cmd += ["--verify-reads", args.verify_reads, "--attest-max-age", str(args.attest_max_age)]
     wall0, busy0, ours0 = time.monotonic(), cpu_busy_seconds(), children_cpu_seconds()
     try:
         agent.start()
@@ -248,6 +256,14 @@ def print_table(report):
                 label = f"{op} {phase}" + (f" (median of {x['repetitions']})" if phase == "steady" else "")
                 ratio = r["ratios"][f"{op}_{phase}_vs_memcpy"]
                 print(fmt_row(label, x["gbps"], ratio, x["objects_per_s"], x["seconds"]))
+        modes = r.get("load_modes", {})
+        if len(modes) > 1:
+            for mode, x in modes.items():
+                for phase in ("cold", "steady"):
+                    y = x[phase]
+                    print(fmt_row(f"load {phase}, verify {mode}", y["gbps"], x.get(f"{phase}_vs_memcpy"),
+                                  y["objects_per_s"], y["seconds"]))
+            print(f"  read counters: {r.get('read_counters')}")
         s = r["save"]
         print(f"  save split, cold:   begin {s['cold']['begin_s']:.4f} s, write+seal "
               f"{s['cold']['write_seal_s']:.4f} s, commit {s['cold']['commit_s']:.4f} s")
@@ -279,6 +295,11 @@ def main():
                    help="the agent's budget in bytes (default: max(4GiB, (keep-last + 2) steps))")
     p.add_argument("--agent-checksum", action="store_true",
                    help="the agent hashes the bytes at rest (default: the client hashes in its copy pass)")
+    p.add_argument("--verify-reads", default="always",
+                   help="read check of the loads: always (default), attested, never, or several comma-separated "
+                        "(each step loaded once per mode, interleaved)")
+    p.add_argument("--attest-max-age", type=float, default=900,
+                   help="seconds an agent verification is trusted by attested loads (default 900)")
     p.add_argument("--tmpfs", default="/dev/shm",
                    help="tmpfs under which the agent's root is made (default /dev/shm)")
     p.add_argument("--agent-arg", action="append", default=[], metavar="ARG",

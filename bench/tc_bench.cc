@@ -7,6 +7,10 @@
 //   tc_bench mem_small [--socket PATH] [--objects 10000] [--object-size 4KiB]
 //            [--threads 2] [--reps 5] [--warmup 3] [--ns NS] [--seed S]
 //            [--agent-checksum] [--no-baselines]
+//            [--verify-reads always|attested|never[,...]] [--attest-max-age SECONDS]
+//
+// --verify-reads with several modes loads each step once per mode, the order
+// rotated per repetition; "load" is the first mode's, "load_modes" has each.
 //
 // Every client number is reported next to baselines measured in the same run
 // over the same bytes and object layout (bench/baselines.h), and as a ratio to
@@ -16,6 +20,7 @@
 // steady repetitions, never mixed.
 // Sizes are bytes, times seconds, throughputs GB/s (1e9 bytes per second).
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -52,6 +57,8 @@ struct Flags {
   uint64_t seed = 42;
   bool baselines = true;         // false: client numbers only (for profiling)
   bool client_checksum = tierckpt::ClientOptions{}.client_checksum;
+  std::string verify_reads = "always";  // comma-separated ReadVerify modes
+  double attest_max_age_s = 900;
 };
 
 int Fail(const tierckpt::Status& s) {
@@ -95,12 +102,13 @@ ordered_json SaveSummary(const Layout& layout, const std::vector<Repetition>& re
   return {{"cold", cold}, {"steady", steady}};
 }
 
-ordered_json LoadSummary(const Layout& layout, const std::vector<Repetition>& reps) {
-  ordered_json cold = Throughput(layout.total_bytes, layout.count, reps.front().load_s);
+// The loads of mode index `mode` (WorkloadOptions::loads).
+ordered_json LoadSummary(const Layout& layout, const std::vector<Repetition>& reps, size_t mode = 0) {
+  ordered_json cold = Throughput(layout.total_bytes, layout.count, reps.front().load_s_by_mode[mode]);
   cold["step"] = reps.front().step;
   std::vector<double> load;
   for (const auto& r : reps) {
-    if (r.phase == "steady") load.push_back(r.load_s);
+    if (r.phase == "steady") load.push_back(r.load_s_by_mode[mode]);
   }
   ordered_json steady = Throughput(layout.total_bytes, layout.count, Median(load));
   steady["repetitions"] = load.size();
@@ -194,7 +202,21 @@ int Run(const Flags& f) {
   if (f.baselines) baselines = tierckpt::bench::RunBaselines(*layout, *src, *dst, f.threads);
   if (!baselines.ok()) return Fail(baselines.status());
 
-  tierckpt::bench::WorkloadOptions wopts{ns, f.warmup, f.reps};
+  tierckpt::bench::WorkloadOptions wopts{ns, f.warmup, f.reps, {}};
+  std::vector<std::string> mode_names;
+  for (size_t pos = 0; pos <= f.verify_reads.size();) {
+    size_t comma = f.verify_reads.find(',', pos);
+    if (comma == std::string::npos) comma = f.verify_reads.size();
+    const std::string name = f.verify_reads.substr(pos, comma - pos);
+    auto mode = tierckpt::ParseReadVerifyMode(name);
+    if (!mode.ok()) return Fail(mode.status().WithContext("--verify-reads"));
+    tierckpt::ReadVerify v;
+    v.mode = *mode;
+    v.max_age = std::chrono::milliseconds(static_cast<int64_t>(f.attest_max_age_s * 1000));
+    wopts.loads.push_back(v);
+    mode_names.push_back(name);
+    pos = comma + 1;
+  }
   auto reps = tierckpt::bench::RunSaveLoad(**client, *layout, *src, *dst, wopts);
   if (!reps.ok()) return Fail(reps.status());
 
@@ -208,6 +230,8 @@ int Run(const Flags& f) {
                    {"objects", layout->count},
                    {"copy_threads", f.threads},
                    {"client_checksum", f.client_checksum},
+                   {"verify_reads", mode_names},
+                   {"attest_max_age_s", f.attest_max_age_s},
                    {"warmup_repetitions", f.warmup},
                    {"steady_repetitions", f.reps},
                    {"seed", f.seed}};
@@ -227,6 +251,19 @@ int Run(const Flags& f) {
   out["save"] = save;
   out["load"] = load;
   if (f.baselines) AddRatios(f, *layout, *baselines, save, load, &out);
+  ordered_json modes;
+  for (size_t m = 0; m < mode_names.size(); ++m) {
+    ordered_json one = LoadSummary(*layout, *reps, m);
+    if (f.baselines) {
+      const double memcpy_gbps = Gbps(layout->total_bytes, tierckpt::bench::Find(*baselines, "memcpy_warm")->seconds);
+      one["steady_vs_memcpy"] = Ratio(one["steady"]["gbps"].get<double>(), memcpy_gbps);
+      one["cold_vs_memcpy"] = Ratio(one["cold"]["gbps"].get<double>(), memcpy_gbps);
+    }
+    modes[mode_names[m]] = one;
+  }
+  out["load_modes"] = modes;
+  const tierckpt::ReadCounters rc = (*client)->read_counters();
+  out["read_counters"] = {{"hashed", rc.hashed}, {"attested", rc.attested}, {"unverified", rc.unverified}};
   out["repetitions"] = PerRepetition(*layout, *reps);
   AddAgentStats(**client, &out);
   std::printf("%s\n", out.dump(2).c_str());
@@ -260,6 +297,11 @@ int main(int argc, char** argv) {
   app.add_flag("--client-checksum,!--agent-checksum", f.client_checksum,
                "who hashes on save (ClientOptions::client_checksum): the client in its copy pass (default) "
                "or the agent at rest (--agent-checksum)");
+  app.add_option("--verify-reads", f.verify_reads,
+                 "read check of the loads (Client::ReadVerify): always (default), attested, never, or several "
+                 "comma-separated (each step loaded once per mode, interleaved)");
+  app.add_option("--attest-max-age", f.attest_max_age_s, "seconds an agent verification is trusted (attested)")
+      ->check(CLI::Range(0.0, 1e9));
   CLI11_PARSE(app, argc, argv);
   if (f.total != 0 && f.objects != 0) {
     std::fprintf(stderr, "tc_bench: give --total or --objects, not both\n");

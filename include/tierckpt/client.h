@@ -71,6 +71,9 @@ struct ClientOptions {
   // the next object; CommitStep waits for it — a second pass over memory that
   // competes with the copy on small machines (docs/decisions.md #2). Either
   // way the manifest's checksum is the checksum of the bytes in shared memory.
+  // With true the agent never hashes those bytes itself (unless
+  // --verify-on-seal), so until its scrub or a Verify does they count as not
+  // verified by the agent: ReadVerify::Attested reads hash them.
   bool client_checksum = true;
   // Mappings of recycled shared-memory segments kept across saves, so a
   // steady-state save costs one memcpy and no page faults. Bytes of address
@@ -103,6 +106,38 @@ struct ClientOptions {
   // peers (Commit, Open, Restore, Verify, List, Show, DeleteStep, Prune,
   // Persist). WaitDurable waits its own timeout plus one minute instead.
   int long_request_timeout_ms = 3'600'000;
+};
+
+// How a read checks the bytes it hands out (Client::OpenVerified,
+// Client::ReadObjects; docs/benchmarks-fastpath.md, "The integrity scheme").
+//   kAlways    (default) the client re-hashes every object before use.
+//   kAttested  the client skips its hash when the agent answers that it found
+//              the object's bytes at rest matching the manifest at most
+//              max_age ago (its hash after seal, a restore, its periodic
+//              scrub: tierckptd --scrub-interval), and re-hashes otherwise
+//              (never verified by the agent, or longer ago). What it gives
+//              up: a bit flip at rest younger than the agent's last check is
+//              loaded unnoticed (the scrub, persist and replication still
+//              find it later).
+//   kNever     no hash at all: the bytes are used as the tier holds them.
+struct ReadVerify {
+  enum class Mode { kAlways, kAttested, kNever };
+  Mode mode = Mode::kAlways;
+  std::chrono::milliseconds max_age = std::chrono::minutes(15);  // kAttested only
+
+  static ReadVerify Always() { return {}; }
+  static ReadVerify Attested(std::chrono::milliseconds max_age) { return {Mode::kAttested, max_age}; }
+  static ReadVerify Never() { return {Mode::kNever, {}}; }
+};
+// "always" | "attested" | "never"; kInvalidArgument naming the three otherwise.
+Result<ReadVerify::Mode> ParseReadVerifyMode(std::string_view text);
+std::string_view ReadVerifyModeName(ReadVerify::Mode mode);
+
+// What a client's reads did, since Connect (Client::read_counters()).
+struct ReadCounters {
+  uint64_t hashed = 0;    // objects the client hashed (kAlways, or kAttested not attested)
+  uint64_t attested = 0;  // objects kAttested handed out unhashed on the agent's word
+  uint64_t unverified = 0;  // objects kNever handed out unhashed
 };
 
 // A freshly created object: fill data()[0..size()) then Client::Seal() it.
@@ -142,6 +177,9 @@ class ObjectView {
   // (Client::OpenVerified): which copy was corrupt and where it read the
   // step from instead.
   const std::string& repaired() const;
+  // How long ago the agent last found these bytes matching checksum() when
+  // it handed them out; nullopt if it never verified them in memory.
+  std::optional<std::chrono::milliseconds> verified_age() const;
   // Recomputes the checksum; kCorruption naming the object on mismatch.
   Status Verify() const;
   // Copies into dst (capacity >= size()) and verifies in the same pass.
@@ -269,16 +307,21 @@ class Client {
   // Maps a committed object from memory, restoring the step from durable
   // first when memory lacks it.
   Result<ObjectView> Open(std::string_view ns, uint64_t step, std::string_view name);
-  // Open + Verify. On a checksum mismatch asks the agent, once, to check and
-  // repair its copy (it re-hashes it, drops it if corrupt and restores the
-  // step from the replica holders or the durable tier: docs/agent.md, "The
-  // read path"), then verifies the copy it hands out instead; repaired() on
-  // the view says what the agent did. kCorruption naming the object when no
-  // tier holds a sound copy.
-  Result<ObjectView> OpenVerified(std::string_view ns, uint64_t step, std::string_view name);
+  // Open + Verify (as `verify` says: ReadVerify). On a checksum mismatch asks
+  // the agent, once, to check and repair its copy (it re-hashes it, drops it
+  // if corrupt and restores the step from the replica holders or the durable
+  // tier: docs/agent.md, "The read path"), then verifies the copy it hands
+  // out instead; repaired() on the view says what the agent did. kCorruption
+  // naming the object when no tier holds a sound copy.
+  Result<ObjectView> OpenVerified(std::string_view ns, uint64_t step, std::string_view name,
+                                  const ReadVerify& verify = {});
   // Open + CopyTo, for many objects, copy_threads at a time; a copy that
-  // fails its checksum is repaired once as OpenVerified does.
-  Status ReadObjects(std::string_view ns, uint64_t step, const std::vector<ObjectDest>& objects);
+  // fails its checksum is repaired once as OpenVerified does. An object
+  // `verify` does not hash (attested, or kNever) is a plain memcpy.
+  Status ReadObjects(std::string_view ns, uint64_t step, const std::vector<ObjectDest>& objects,
+                     const ReadVerify& verify = {});
+  // What OpenVerified and ReadObjects did so far (thread-safe).
+  ReadCounters read_counters() const;
 
   // ---- Administration (JSON bodies are documented in docs/protocol.md) ----
   Result<std::string> Verify(std::string_view ns, uint64_t step);

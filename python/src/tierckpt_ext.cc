@@ -274,8 +274,21 @@ void WriteObjects(Client& c, const std::string& ns, uint64_t step,
   Check(Released([&] { return c.WriteObjects(ns, step, sources); }));
 }
 
+// verify_reads' mode name and attest_max_age (seconds) as a ReadVerify.
+ReadVerify ToReadVerify(const std::string& mode, double max_age_s) {
+  ReadVerify v;
+  v.mode = Unwrap(ParseReadVerifyMode(mode));
+  if (!(max_age_s >= 0)) {
+    Raise(InvalidArgument("attest_max_age must be >= 0 seconds, got " + std::to_string(max_age_s)));
+  }
+  v.max_age = std::chrono::milliseconds(static_cast<int64_t>(max_age_s * 1000.0));
+  return v;
+}
+
 void ReadObjects(Client& c, const std::string& ns, uint64_t step,
-                 const std::vector<std::tuple<std::string, nb::handle>>& objects) {
+                 const std::vector<std::tuple<std::string, nb::handle>>& objects, const std::string& verify,
+                 double attest_max_age_s) {
+  const ReadVerify how = ToReadVerify(verify, attest_max_age_s);
   std::vector<HeldBuffer> buffers;
   std::vector<ObjectDest> dests;
   buffers.reserve(objects.size());
@@ -283,7 +296,7 @@ void ReadObjects(Client& c, const std::string& ns, uint64_t step,
     buffers.emplace_back(data, /*writable=*/true);
     dests.push_back({name, buffers.back().data(), buffers.back().size()});
   }
-  Check(Released([&] { return c.ReadObjects(ns, step, dests); }));
+  Check(Released([&] { return c.ReadObjects(ns, step, dests, how); }));
 }
 
 Manifest Commit(Client& c, const std::string& ns, uint64_t step, uint32_t world_size, bool persist,
@@ -302,10 +315,11 @@ std::unique_ptr<PyView> Open(Client& c, const std::string& ns, uint64_t step, co
   return v;
 }
 
-std::unique_ptr<PyView> OpenVerified(Client& c, const std::string& ns, uint64_t step,
-                                     const std::string& name) {
+std::unique_ptr<PyView> OpenVerified(Client& c, const std::string& ns, uint64_t step, const std::string& name,
+                                     const std::string& verify, double attest_max_age_s) {
+  const ReadVerify how = ToReadVerify(verify, attest_max_age_s);
   auto v = std::make_unique<PyView>();
-  v->view = Unwrap(Released([&] { return c.OpenVerified(ns, step, name); }));
+  v->view = Unwrap(Released([&] { return c.OpenVerified(ns, step, name, how); }));
   return v;
 }
 
@@ -396,6 +410,13 @@ NB_MODULE(_tierckpt, m) {
       .def_prop_ro("repaired", [](const PyView& v) { return v.view.repaired(); },
                    "\"\" unless the agent replaced a corrupt copy before handing out this one: what it found "
                    "and where it read the step from instead (Client.open_verified).")
+      .def_prop_ro("verified_age_s",
+                   [](const PyView& v) -> nb::object {
+                     const auto age = v.view.verified_age();
+                     if (!age.has_value()) return nb::none();
+                     return nb::float_(static_cast<double>(age->count()) / 1000.0);
+                   },
+                   "Seconds since the agent last verified these bytes when it handed them out; None if never.")
       .def_prop_ro("data", &MemoryViewOf, "A read-only memoryview over the object's shared memory.")
       .def("verify", [](const PyView& v) { Check(Released([&] { return v.view.Verify(); })); },
            "Recomputes the checksum; CorruptionError naming the object on mismatch.")
@@ -453,11 +474,24 @@ NB_MODULE(_tierckpt, m) {
            nb::arg("ns"), nb::arg("step"))
       .def("open", &Open, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::keep_alive<0, 1>())
       .def("open_verified", &OpenVerified, nb::arg("ns"), nb::arg("step"), nb::arg("name"),
-           nb::keep_alive<0, 1>(),
+           nb::arg("verify") = "always", nb::arg("attest_max_age_s") = 900.0, nb::keep_alive<0, 1>(),
            "open + verify; on a mismatch the agent checks and repairs its copy once (docs/agent.md, "
            "\"The read path\") and the copy it hands out instead is verified. CorruptionError when no tier "
-           "holds a sound copy.")
-      .def("read_objects", &ReadObjects, nb::arg("ns"), nb::arg("step"), nb::arg("objects"))
+           "holds a sound copy. verify: \"always\", \"attested\" (no hash when the agent verified the object "
+           "at most attest_max_age_s ago) or \"never\" (Client::ReadVerify).")
+      .def("read_objects", &ReadObjects, nb::arg("ns"), nb::arg("step"), nb::arg("objects"),
+           nb::arg("verify") = "always", nb::arg("attest_max_age_s") = 900.0)
+      .def_prop_ro("read_counters",
+                   [](const Client& c) {
+                     const ReadCounters r = c.read_counters();
+                     nb::dict d;
+                     d["hashed"] = r.hashed;
+                     d["attested"] = r.attested;
+                     d["unverified"] = r.unverified;
+                     return d;
+                   },
+                   "What this connection's verified reads did: objects hashed, attested (not hashed on the "
+                   "agent's word) and unverified (verify=\"never\").")
       .def("verify",
            [](Client& c, const std::string& ns, uint64_t step) { return Unwrap(Released([&] { return c.Verify(ns, step); })); },
            nb::arg("ns"), nb::arg("step"))

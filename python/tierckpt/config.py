@@ -65,6 +65,26 @@ def _as_float(value: Any, where: str) -> float:
     return number
 
 
+_VERIFY_ALWAYS = {"always"} | _TRUE
+_VERIFY_NEVER = {"never"} | _FALSE
+
+
+def _as_verify_reads(value: Any, where: str) -> bool | str:
+    """True ("always"), "attested" or False ("never"): the three read checks (docs/python.md)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, str) else None
+    if text in _VERIFY_ALWAYS:
+        return True
+    if text in _VERIFY_NEVER:
+        return False
+    if text == "attested":
+        return "attested"
+    raise ValueError(f"{where}: expected True or 'always' (re-hash every object, the default), 'attested' "
+                     f"(skip the hash when the agent verified the object within attest_max_age seconds) or "
+                     f"False or 'never', got {value!r}")
+
+
 def _as_str(value: Any, where: str) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"{where}: expected a string, got {value!r}")
@@ -99,7 +119,8 @@ _FIELDS: dict[str, tuple[Callable[[Any, str], Any], Any]] = {
     "agent_log": (_as_str, None),
     "start_timeout_s": (_as_float, 30.0),
     "files_per_rank": (_as_int(1), 1),
-    "verify_reads": (_as_bool, True),
+    "verify_reads": (_as_verify_reads, True),
+    "attest_max_age": (_as_float, 900.0),
 }
 # Fields that never come from the environment or a file: they describe one job.
 _ARGUMENT_ONLY = {"world_size"}
@@ -169,8 +190,15 @@ class CheckpointConfig:
         start_timeout_s: how long to wait for a started agent to answer. Env ``TIERCKPT_START_TIMEOUT_S``.
         files_per_rank: data objects each rank writes per save; more objects are hashed in parallel
             by the agent. Env ``TIERCKPT_FILES_PER_RANK``.
-        verify_reads: check every object's checksum before using it on load.
+        verify_reads: how a load checks each object before using it. ``True`` or ``"always"``
+            (default): the client re-hashes every object. ``"attested"``: it skips the hash when the
+            agent verified the object's bytes at most ``attest_max_age`` seconds ago (its hash after
+            the save, a restore, its periodic scrub: ``tierckptd --scrub-interval``) and re-hashes
+            otherwise; a bit flip at rest younger than that check is loaded unnoticed.
+            ``False`` or ``"never"``: no check. Resolves to ``True``, ``"attested"`` or ``False``.
             Env ``TIERCKPT_VERIFY_READS``.
+        attest_max_age: seconds; the oldest agent verification ``verify_reads="attested"`` trusts
+            (default 900). Env ``TIERCKPT_ATTEST_MAX_AGE``.
     """
 
     namespace: str | None = None
@@ -186,7 +214,8 @@ class CheckpointConfig:
     agent_log: str | os.PathLike | None = None
     start_timeout_s: float | None = None
     files_per_rank: int | None = None
-    verify_reads: bool | None = None
+    verify_reads: bool | str | None = None
+    attest_max_age: float | None = None
     # Which fields were given as arguments (filled by resolve()); not compared.
     explicit: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
@@ -223,3 +252,10 @@ class CheckpointConfig:
     @property
     def resolved(self) -> bool:
         return bool(self.explicit)
+
+    @property
+    def read_verify(self) -> str:
+        """verify_reads as the client's mode name: "always", "attested" or "never"."""
+        if self.verify_reads == "attested":
+            return "attested"
+        return "never" if self.verify_reads is False else "always"

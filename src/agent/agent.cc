@@ -57,6 +57,7 @@ Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
 
 Agent::~Agent() {
   StopPreallocating();
+  if (scrubber_ != nullptr) scrubber_->Stop();
   if (metrics_server_ != nullptr) metrics_server_->Stop();
   if (service_ != nullptr) service_->Stop();
   StopPeers();
@@ -245,6 +246,11 @@ Status Agent::Start(bool handle_signals) {
   deps.connection_count = [this] { return service_ != nullptr ? service_->connections() : 0; };
   deps.cluster = cluster_.get();
   handlers_ = std::make_unique<Handlers>(std::move(deps));
+  ScrubberOptions scrub;
+  scrub.interval = std::chrono::milliseconds(config_.scrub_interval_ms);
+  scrub.priority = background;
+  scrubber_ = std::make_unique<Scrubber>(scrub, ScrubberDeps{tier_.get(), handlers_->read_path(), &errors_, &metrics_});
+  scrubber_->Start();
   if (!config_.metrics_listen.empty()) {
     metrics_server_ = std::make_unique<MetricsServer>(&metrics_, [this] { return Gauges(); });
     TC_RETURN_IF_ERROR(metrics_server_->Start(config_.metrics_listen));
@@ -275,6 +281,7 @@ Status Agent::Start(bool handle_signals) {
       .Kv("replicate_rate",
           config_.replicate_rate_bytes == 0 ? "unlimited" : FormatBytes(config_.replicate_rate_bytes) + "/s")
       .Kv("background_priority", ThreadPriorityName(background))
+      .Kv("scrub_interval_ms", config_.scrub_interval_ms)
       .Kv("recovered_steps", static_cast<uint64_t>(report.committed_steps))
       .Kv("recovered_bytes", report.bytes)
       .Kv("pid", static_cast<int64_t>(::getpid()));
@@ -287,6 +294,7 @@ void Agent::Run() {
     tier_->Shutdown();
     cluster_->Shutdown();
   });
+  scrubber_->Stop();
   StopPeers();
   StopPreallocating();
   if (std::optional<int> sig = signal_fd_.ReadSignal(); sig.has_value()) {

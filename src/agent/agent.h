@@ -22,6 +22,7 @@
 
 #include "agent/config.h"
 #include "agent/handlers.h"
+#include "agent/scrubber.h"
 #include "agent/service.h"
 #include "common/rate_limiter.h"
 #include "common/work_queue.h"
@@ -94,6 +95,7 @@ class Agent {
   std::unique_ptr<Cluster> cluster_ = std::make_unique<SingleNode>();
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<Handlers> handlers_;
+  std::unique_ptr<Scrubber> scrubber_;  // --scrub-interval; repairs through handlers_' read path
   std::unique_ptr<Service> service_;
   std::unique_ptr<MetricsServer> metrics_server_;
   std::thread preallocator_;  // --preallocate; stopped by tier_->Shutdown()

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <thread>
 
@@ -85,8 +86,12 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
                  "cap on the bytes per second of this node's steps streamed to the peers replicating them "
                  "(default 0 = unlimited)");
   app.add_option("--background-priority", c.background_priority,
-                 "CPU/IO priority of the persist, replication-queue and preallocation threads: "
+                 "CPU/IO priority of the persist, replication-queue, preallocation and scrub threads: "
                  "normal, low (nice 10, I/O best-effort 7; default) or idle (SCHED_IDLE, I/O idle)");
+  app.add_option("--scrub-interval", c.scrub_interval,
+                 "re-hash every committed memory step this often at background priority, repairing a corrupt "
+                 "copy from a replica holder or the durable tier; lets attested reads skip their hash: 600, "
+                 "90s, 10m, 1h (default 10m; 0 = off)");
   app.add_option("--parts-wait", c.parts_wait_s,
                  "seconds before a durable step spanning nodes fails for want of parts (default 3600)");
   app.add_flag("--foreground")->description("accepted for compatibility; tierckptd always runs in the foreground");
@@ -159,6 +164,41 @@ Result<uint64_t> ParseRate(const std::string& text, const char* flag) {
   return bytes;
 }
 
+Result<uint64_t> ParseDurationMs(const std::string& text, const char* flag) {
+  auto bad = [&] {
+    return InvalidArgument(std::string(flag) + " \"" + text.substr(0, 40) +
+                           "\" is not a duration; use a number with an optional unit: 600 (seconds), 90s, 10m, "
+                           "1.5h, 1d, 500ms, or 0");
+  };
+  std::string t = text;
+  while (!t.empty() && t.back() == ' ') t.pop_back();
+  size_t end = 0;
+  while (end < t.size() && (std::isdigit(static_cast<unsigned char>(t[end])) || t[end] == '.')) ++end;
+  if (end == 0) return bad();
+  const std::string digits = t.substr(0, end);
+  char* parsed_end = nullptr;
+  const double number = std::strtod(digits.c_str(), &parsed_end);
+  if (parsed_end != digits.c_str() + digits.size()) return bad();
+  const std::string unit = t.substr(end);
+  double scale = 0;
+  if (unit.empty() || unit == "s") {
+    scale = 1000;
+  } else if (unit == "ms") {
+    scale = 1;
+  } else if (unit == "m" || unit == "min") {
+    scale = 60'000;
+  } else if (unit == "h") {
+    scale = 3'600'000;
+  } else if (unit == "d") {
+    scale = 86'400'000;
+  } else {
+    return bad();
+  }
+  const double ms = number * scale;
+  if (!(ms >= 0) || ms > 1e15) return bad();
+  return static_cast<uint64_t>(ms + 0.5);
+}
+
 Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   if (c->socket_path.empty()) c->socket_path = wire::DefaultSocketPath();
   if (c->root.empty()) c->root = DefaultAgentRoot();
@@ -188,6 +228,12 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   Result<ThreadPriority> priority = ParseThreadPriority(c->background_priority);
   if (!priority.ok()) return priority.status().WithContext("--background-priority");
   c->background_priority_value = *priority;
+  TC_ASSIGN_OR_RETURN(c->scrub_interval_ms, ParseDurationMs(c->scrub_interval, "--scrub-interval"));
+  constexpr uint64_t kMinScrubMs = 100, kMaxScrubMs = 7ull * 86'400'000;
+  if (c->scrub_interval_ms != 0 && (c->scrub_interval_ms < kMinScrubMs || c->scrub_interval_ms > kMaxScrubMs)) {
+    return InvalidArgument("--scrub-interval " + c->scrub_interval + " is " + std::to_string(c->scrub_interval_ms) +
+                           " ms; use 0 (off) or 100ms to 7d (default 10m)");
+  }
   Result<LogLevel> level = ParseLogLevel(c->log_level);
   if (!level.ok()) return level.status().WithContext("--log-level");
   if (c->replicas < 1 || c->replicas > 16) return RangeError("--replicas", c->replicas, 1, 16);

@@ -41,7 +41,10 @@
 //   replicate_rate   --replicate-rate   "0" (unlimited); bytes per second of this node's steps streamed
 //                                      to the peers that replicate them (>= 1MiB)
 //   background_priority --background-priority low (normal|low|idle): CPU and I/O priority of the
-//                                      persist, replication-queue and preallocation threads
+//                                      persist, replication-queue, preallocation and scrub threads
+//   scrub_interval   --scrub-interval   "10m" (0 = off): re-hash every committed memory step this often,
+//                                      at background priority, repairing corrupt copies (agent/scrubber.h);
+//                                      a duration: 600, 600s, 10m, 1h, 500ms (>= 100ms, <= 7d)
 //
 // The agent never daemonizes itself; `tierckpt agent start` detaches it.
 //
@@ -105,6 +108,8 @@ struct AgentConfig {
   uint64_t replicate_rate_bytes = 0;        // resolved by FinalizeAgentConfig; 0 = unlimited
   std::string background_priority = "low";
   ThreadPriority background_priority_value = ThreadPriority::kLow;  // resolved by FinalizeAgentConfig
+  std::string scrub_interval = "10m";       // the spec as given
+  uint64_t scrub_interval_ms = 600'000;     // resolved by FinalizeAgentConfig; 0 = no scrub
   std::string config_file;             // the --config file read, "" if none
 };
 
@@ -137,5 +142,10 @@ Status FinalizeAgentConfig(AgentConfig* config, uint64_t physical_ram = 0);
 // optional "/s"; at least kMinRateBytes. kInvalidArgument naming flag.
 constexpr uint64_t kMinRateBytes = 1ull << 20;
 Result<uint64_t> ParseRate(const std::string& text, const char* flag);
+
+// A duration in milliseconds: a number with an optional unit ms, s (the
+// default), m, h or d ("600", "90s", "10m", "1.5h", "500ms"). kInvalidArgument
+// naming flag and the accepted forms otherwise.
+Result<uint64_t> ParseDurationMs(const std::string& text, const char* flag);
 
 }  // namespace tierckpt::agent

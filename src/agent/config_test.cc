@@ -145,6 +145,24 @@ TEST(ConfigTest, RatesTakeSizesPerSecondAndPriorityItsThreeNames) {
   EXPECT_EQ(c->config.background_priority_value, ThreadPriority::kNormal);
 }
 
+TEST(ConfigTest, ScrubIntervalIsADurationTenMinutesByDefaultAndZeroIsOff) {
+  Result<CommandLine> c = Parse({"--memory-budget", "64MiB"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->config.scrub_interval_ms, 600'000u);
+  for (const auto& [text, ms] : std::vector<std::pair<std::string, uint64_t>>{
+           {"0", 0}, {"600", 600'000}, {"90s", 90'000}, {"10m", 600'000}, {"1.5h", 5'400'000}, {"250ms", 250}}) {
+    c = Parse({"--memory-budget", "64MiB", "--scrub-interval", text});
+    ASSERT_TRUE(c.ok()) << text << ": " << c.status().ToString();
+    EXPECT_EQ(c->config.scrub_interval_ms, ms) << text;
+  }
+  for (const std::string bad : {"ten", "10x", "-5", "50ms", "8d", ""}) {
+    c = Parse({"--memory-budget", "64MiB", "--scrub-interval", bad});
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(c.status().message().find("--scrub-interval"), std::string::npos) << c.status().message();
+  }
+}
+
 TEST(ConfigTest, HelpAndVersionExitEarly) {
   Result<CommandLine> h = Parse({"--help"});
   ASSERT_TRUE(h.ok());

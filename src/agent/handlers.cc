@@ -278,6 +278,8 @@ Reply Handlers::OpenObject(std::string_view p) {
   resp.size = served->object.size;
   resp.checksum = served->object.checksum;
   resp.repaired = std::move(served->repaired);
+  static_assert(kNeverVerified == wire::kNeverVerifiedAgeMs);
+  resp.verified_age_ms = served->object.verified_age_ms;
   Reply r;
   r.body = resp.Encode();
   r.fd = std::move(served->object.fd);

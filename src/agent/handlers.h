@@ -80,6 +80,9 @@ class Handlers final : public RequestHandler {
 
   Reply Handle(ConnectionState& conn, const wire::Frame& frame) override;
   void OnClose(ConnectionState& conn) override;
+  // The read path the handlers serve OpenObject through, for the scrub's
+  // repairs (shared: repairs of one step are serialized there).
+  ReadPath* read_path() { return &read_path_; }
 
  private:
   Reply Dispatch(ConnectionState& conn, wire::MsgType type, std::string_view payload);

@@ -2,6 +2,8 @@
 // the repair of a corrupt memory copy.
 #include "agent/read_path.h"
 
+#include <chrono>
+
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -20,12 +22,16 @@ std::string ObjectLabel(std::string_view ns, uint64_t step, std::string_view nam
   return StepLabel(ns, step) + "/" + std::string(name);
 }
 
-// Re-hashes the committed object in tier; "" when it matches its manifest,
-// else how it differs.
+// Re-hashes the committed object in tier; "" when it matches its manifest
+// (recorded as a verification: MemoryTier::MarkVerified), else how it differs.
 Result<std::string> Rehash(MemoryTier* tier, const std::string& ns, uint64_t step, const std::string& name) {
+  const auto began = std::chrono::steady_clock::now();
   TC_ASSIGN_OR_RETURN(PinnedObject pinned, tier->ReadCommittedObject(ns, step, name));
   const std::string actual = ComputeChecksum(pinned.view.data(), pinned.view.size()).ToString();
-  if (actual == pinned.checksum) return std::string();
+  if (actual == pinned.checksum) {
+    tier->MarkVerified(ns, step, pinned.instance, name, began);
+    return std::string();
+  }
   return "hashes to " + actual + " but its manifest says " + pinned.checksum;
 }
 

@@ -104,6 +104,10 @@ TEST(ReadPathTest, ARepairOfASoundCopyHandsItOutAgainWithoutDroppingIt) {
   EXPECT_TRUE(got->repaired.empty()) << got->repaired;
   EXPECT_EQ(ReadFd(got->object.fd.get()), kData);
   EXPECT_EQ(testing::InodeOf(Layout::ObjectPath(h.StepDir("job", 3), "a")), inode);
+  // The re-hash that found it sound is a verification (attested reads may trust it).
+  Result<OpenedObject> again = h.tier->OpenObject("job", 3, "a");
+  ASSERT_TRUE(again.ok());
+  EXPECT_LT(again->verified_age_ms, 10'000u);
 }
 
 TEST(ReadPathTest, ARepairDropsACorruptMemoryCopyAndRestoresItFromTheDurableTier) {

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -481,6 +482,106 @@ TEST_F(ClientAgentTest, DeadAgentMakesTheConnectionUnavailable) {
   EXPECT_NE(later.message().find(socket_), std::string::npos) << later.message();
   auto again = Client::Connect(Options());
   EXPECT_EQ(again.status().code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tierckpt
+
+namespace tierckpt {
+namespace {
+
+// Issue 18, attested reads: the agent reports how long ago it verified an
+// object; ReadVerify::Attested skips the client's hash only when that is
+// within its limit, and hashes objects the agent never verified (a client
+// checksum it trusted) or verified too long ago. read_counters() shows which.
+TEST_F(ClientAgentTest, AttestedReadsSkipTheHashOnlyWhenTheAgentVerifiedRecently) {
+  ClientOptions o = Options();
+  o.client_checksum = false;  // the agent hashes after seal: verified at commit
+  auto agent_hashed = Client::Connect(o);
+  ASSERT_TRUE(agent_hashed.ok()) << agent_hashed.status().ToString();
+  Client& c = **agent_hashed;
+  const std::vector<uint8_t> a = Pattern(1 << 20, 7);
+  ASSERT_TRUE(c.BeginStep("att", 1).ok());
+  ASSERT_TRUE(c.WriteObject("att", 1, "a.bin", a.data(), a.size()).ok());
+  ASSERT_TRUE(c.Commit("att", 1, {}).ok());
+
+  const ReadVerify fresh = ReadVerify::Attested(std::chrono::minutes(15));
+  Result<ObjectView> view = c.OpenVerified("att", 1, "a.bin", fresh);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  ASSERT_TRUE(view->verified_age().has_value());
+  EXPECT_LT(view->verified_age()->count(), 60'000);
+  EXPECT_EQ(c.read_counters().attested, 1u);
+  EXPECT_EQ(c.read_counters().hashed, 0u);
+  std::vector<uint8_t> out(a.size());
+  ASSERT_TRUE(c.ReadObjects("att", 1, {{"a.bin", out.data(), out.size()}}, fresh).ok());
+  EXPECT_EQ(out, a);
+  EXPECT_EQ(c.read_counters().attested, 2u);
+  EXPECT_EQ(c.read_counters().hashed, 0u);
+
+  // Stale: verified longer ago than the limit allows.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const ReadVerify strict = ReadVerify::Attested(std::chrono::milliseconds(5));
+  ASSERT_TRUE(c.OpenVerified("att", 1, "a.bin", strict).ok());
+  std::fill(out.begin(), out.end(), 0);
+  ASSERT_TRUE(c.ReadObjects("att", 1, {{"a.bin", out.data(), out.size()}}, strict).ok());
+  EXPECT_EQ(out, a);
+  EXPECT_EQ(c.read_counters().hashed, 2u);
+  // The default stays kAlways: it hashes a fresh object too.
+  ASSERT_TRUE(c.OpenVerified("att", 1, "a.bin").ok());
+  EXPECT_EQ(c.read_counters().hashed, 3u);
+  EXPECT_EQ(c.read_counters().attested, 2u);
+
+  // Never verified by the agent: a client checksum it trusted.
+  auto trusted = ConnectOrDie();
+  ASSERT_NE(trusted, nullptr);
+  ASSERT_TRUE(trusted->BeginStep("att", 2).ok());
+  ASSERT_TRUE(trusted->WriteObject("att", 2, "a.bin", a.data(), a.size()).ok());
+  ASSERT_TRUE(trusted->Commit("att", 2, {}).ok());
+  view = trusted->OpenVerified("att", 2, "a.bin", fresh);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_FALSE(view->verified_age().has_value());
+  EXPECT_EQ(trusted->read_counters().hashed, 1u);
+  EXPECT_EQ(trusted->read_counters().attested, 0u);
+  // A Verify request re-hashes it: verified now, attested from then on.
+  ASSERT_TRUE(trusted->Verify("att", 2).ok());
+  view = trusted->OpenVerified("att", 2, "a.bin", fresh);
+  ASSERT_TRUE(view.ok());
+  EXPECT_TRUE(view->verified_age().has_value());
+  EXPECT_EQ(trusted->read_counters().attested, 1u);
+  // kNever hashes nothing.
+  ASSERT_TRUE(trusted->OpenVerified("att", 2, "a.bin", ReadVerify::Never()).ok());
+  EXPECT_EQ(trusted->read_counters().unverified, 1u);
+  EXPECT_EQ(trusted->read_counters().hashed, 1u);
+}
+
+// A stale attestation is re-hashed, so a flip at rest after the agent's
+// verification is still found (and repaired from the durable tier).
+TEST_F(ClientAgentTest, AStaleAttestationIsHashedAndFindsAFlipAtRest) {
+  ClientOptions o = Options();
+  o.client_checksum = false;
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok());
+  Client& c = **client;
+  const std::vector<uint8_t> a = Pattern(1 << 20, 9);
+  ASSERT_TRUE(c.BeginStep("att", 3).ok());
+  ASSERT_TRUE(c.WriteObject("att", 3, "a.bin", a.data(), a.size()).ok());
+  CommitOptions persist;
+  persist.persist = true;
+  ASSERT_TRUE(c.Commit("att", 3, persist).ok());
+  ASSERT_TRUE(c.WaitDurable("att", 3, std::chrono::seconds(60)).ok());
+  const std::string path = root_ + "/ns/att/step_0000000003/a.bin";
+  auto fd = OpenFile(path, O_RDWR);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  uint8_t byte = static_cast<uint8_t>(a[4242] ^ 0xff);
+  ASSERT_TRUE(PwriteAll(fd->get(), &byte, 1, 4242, path).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+
+  std::vector<uint8_t> out(a.size());
+  ASSERT_TRUE(
+      c.ReadObjects("att", 3, {{"a.bin", out.data(), out.size()}}, ReadVerify::Attested(std::chrono::milliseconds(5)))
+          .ok());
+  EXPECT_EQ(out, a);
+  EXPECT_EQ(c.read_counters().hashed, 1u);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ struct ObjectView::Impl {
   std::string checksum;  // as sent by the agent (from the manifest)
   Checksum expected;     // checksum, parsed
   std::string repaired;  // the agent's note when it replaced a corrupt copy
+  uint64_t verified_age_ms = 0;  // the agent's answer (wire::kNeverVerifiedAgeMs: never)
   client::MappingCache::Lease lease;
 };
 

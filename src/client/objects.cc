@@ -4,6 +4,7 @@
 
 #include "client/client_internal.h"
 #include "tierckpt/client.h"
+#include "wire/protocol.h"
 
 namespace tierckpt {
 namespace {
@@ -34,6 +35,10 @@ const uint8_t* ObjectView::data() const { return impl_ ? impl_->lease.data() : n
 size_t ObjectView::size() const { return impl_ ? impl_->lease.size() : 0; }
 const std::string& ObjectView::checksum() const { return impl_ ? impl_->checksum : kEmpty; }
 const std::string& ObjectView::repaired() const { return impl_ ? impl_->repaired : kEmpty; }
+std::optional<std::chrono::milliseconds> ObjectView::verified_age() const {
+  if (!impl_ || impl_->verified_age_ms == wire::kNeverVerifiedAgeMs) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<int64_t>(impl_->verified_age_ms));
+}
 
 namespace {
 

@@ -144,6 +144,14 @@ std::string Metrics::Render(const std::vector<Gauge>& gauges) const {
   RenderOp(&out, "persist", persist);
   Family(&out, "tierckpt_persist_retries_total", "counter", "persist attempts retried after a retriable error");
   Sample(&out, "tierckpt_persist_retries_total", {}, static_cast<double>(persist_retries.load()));
+  Family(&out, "tierckpt_scrub_objects_total", "counter", "committed memory objects the scrub re-hashed");
+  Sample(&out, "tierckpt_scrub_objects_total", {}, static_cast<double>(scrub_objects.load()));
+  Family(&out, "tierckpt_scrub_corrupt_total", "counter",
+         "objects the scrub found not matching their manifest checksum");
+  Sample(&out, "tierckpt_scrub_corrupt_total", {}, static_cast<double>(scrub_corrupt.load()));
+  Family(&out, "tierckpt_scrub_repaired_total", "counter",
+         "corrupt objects the scrub replaced from a replica holder or the durable tier");
+  Sample(&out, "tierckpt_scrub_repaired_total", {}, static_cast<double>(scrub_repaired.load()));
   {
     MutexLock lock(&mu_);
     Family(&out, "tierckpt_steps_committed_total", "counter", "steps committed in memory, by namespace");

@@ -8,7 +8,8 @@
 // through Options; there is no process-wide instance, so a test reads the
 // one it passed in. What is counted: a commit, a restore, a replication, a persist (count, bytes,
 // latency histogram, failures), evictions by reason, errors by kind, persist
-// retries, commits per namespace. Gauges that describe state (budget, bytes,
+// retries, commits per namespace, the scrub's objects hashed, corrupt
+// and repaired. Gauges that describe state (budget, bytes,
 // queues, peers) are not stored here: the caller passes them to Render at
 // scrape time, read from the tier and the queues then.
 //
@@ -73,6 +74,11 @@ class Metrics {
   OpMetrics replicate;  // replications of a committed step to its holders
   OpMetrics persist;    // steps made durable
   std::atomic<uint64_t> persist_retries{0};
+  // The scrub (agent/scrubber.h): objects re-hashed, found corrupt, and
+  // replaced from another tier.
+  std::atomic<uint64_t> scrub_objects{0};
+  std::atomic<uint64_t> scrub_corrupt{0};
+  std::atomic<uint64_t> scrub_repaired{0};
 
   // A committed step dropped from memory; why is the drop's reason text.
   void Dropped(std::string_view why);

@@ -45,8 +45,9 @@
 // each committed step's manifest is parsed and every object file must exist
 // with its manifest size (else the step is dropped and logged). Checksums
 // are NOT re-hashed at start: clients verify on every read, Verify re-hashes
-// on demand, and restores from durable verify every object ("size check at
-// start, lazy full verification"). Steps with a persist marker come back as
+// on demand, the scrub (agent/scrubber.h) every --scrub-interval, and
+// restores from durable verify every object ("size check at start, lazy full
+// verification"); recovered objects count as never verified until then. Steps with a persist marker come back as
 // kQueued and are listed in the report so the agent re-enqueues them.
 //
 // Reads by agent threads (the hash at seal, Verify, the persister) go through
@@ -161,10 +162,16 @@ struct CreatedObject {
   std::string path;  // where it lives (partial dir)
 };
 
+// The verification age of an object the agent never verified in memory.
+inline constexpr uint64_t kNeverVerified = UINT64_MAX;
+
 struct OpenedObject {
   UniqueFd fd;  // O_RDONLY
   uint64_t size = 0;
   std::string checksum;
+  // Milliseconds since the agent last found the bytes matching checksum
+  // (the time its hash began: "Verification times" below); kNeverVerified.
+  uint64_t verified_age_ms = kNeverVerified;
 };
 
 // A committed object read by an agent thread (the peer service): the step
@@ -173,6 +180,7 @@ struct PinnedObject {
   StepPin pin;
   ReadView view;  // empty for an empty object
   std::string checksum;
+  uint64_t instance = 0;  // the step's life in memory, for MarkVerified
 };
 
 struct StepInfo {
@@ -201,6 +209,7 @@ struct TierStats {
 struct MemoryVerifyResult {
   uint32_t objects_checked = 0;
   std::vector<std::string> errors;  // empty: every object matches its manifest
+  std::vector<std::string> failed_objects;  // the objects errors are about, in the same order
   Manifest manifest;
 };
 
@@ -270,8 +279,26 @@ class MemoryTier {
   Result<Manifest> GetManifest(std::string_view ns, uint64_t step) const;
   // ns "" = all; sorted by (ns, step).
   std::vector<StepInfo> ListSteps(std::string_view ns) const;
-  // Re-hashes every object of a committed step.
+  // Re-hashes every object of a committed step (pinned, outside mu_); each
+  // object that matches is marked verified (MarkVerified).
   Result<MemoryVerifyResult> VerifyStep(std::string_view ns, uint64_t step);
+
+  // ---- Verification times (attested reads: docs/agent.md, "The scrub") ----
+  // Every committed object records when the agent last found its bytes at
+  // rest matching its manifest checksum: the hash after seal (objects sealed
+  // without a checksum, or with --verify-on-seal), a restore (every object is
+  // verified on the way in: from durable, a replica holder, a peer), a
+  // VerifyStep, the scrub, a repair's re-hash. The time recorded is when that
+  // hash began (a flip during the hash may be missed: the age is never
+  // younger than the bytes' last full check). Objects recovered at start and
+  // objects sealed with a trusted client checksum are never verified until
+  // one of those hashes them. OpenObject reports the age.
+  //
+  // Records `hash_began` for object name of (ns, step) if the step is still
+  // the life `instance` (PinnedObject::instance) and committed, and nothing
+  // newer is recorded; a no-op otherwise.
+  void MarkVerified(std::string_view ns, uint64_t step, uint64_t instance, std::string_view name,
+                    std::chrono::steady_clock::time_point hash_began);
   TierStats Stats() const;
 
   // ---- Administration ----
@@ -414,14 +441,18 @@ class MemoryTier {
   // Waits while another call works on path (busy_paths_).
   void AwaitPathLocked(const std::string& path) REQUIRES(mu_);
   void OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
-                 const std::shared_ptr<StepFiles>& files, const Result<std::string>& actual) EXCLUDES(mu_);
+                 const std::shared_ptr<StepFiles>& files, const Result<std::string>& actual,
+                 std::chrono::steady_clock::time_point hash_began) EXCLUDES(mu_);
   void SubmitCheckLocked(const std::string& ns, uint64_t step, StepState* s, const std::string& name,
                          ObjectState* o) REQUIRES(mu_);
   // Writes the records and renames the partial dir to step_<n> with mu_
   // released (the step is committing or restoring: nothing else touches
   // it), then marks the step committed. s is re-found by instance.
+  // verified: the objects' verification times (StepState::verified).
   Status PublishLocked(const std::string& ns, uint64_t step, StepState** s, Manifest manifest,
-                       bool persist_marker) REQUIRES(mu_);
+                       bool persist_marker,
+                       std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> verified)
+      REQUIRES(mu_);
   // Restores the manifest's objects, kRestoreThreads at a time.
   Status RestoreObjects(ObjectStore& store, const StepRef& ref, uint64_t instance, const Manifest& manifest)
       EXCLUDES(mu_);
@@ -431,6 +462,8 @@ class MemoryTier {
   // Hashes the object file at path through its kept mapping; kCorruption if
   // it does not hold exactly size bytes.
   Result<std::string> HashObjectFile(const std::string& path, uint64_t size);
+  void MarkVerifiedLocked(StepState* s, std::string_view name, std::chrono::steady_clock::time_point at)
+      REQUIRES(mu_);
   void CallPersistHook(const std::vector<StepRef>& refs) EXCLUDES(mu_);
   // The same under mu_: the hook only queues (Persister::Enqueue) and never
   // calls back into the tier synchronously.

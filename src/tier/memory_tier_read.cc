@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -66,7 +69,32 @@ Result<OpenedObject> MemoryTier::OpenObject(std::string_view ns, uint64_t step, 
   std::string path = Layout::ObjectPath(s->files->dir, e->name);
   Result<UniqueFd> fd = OpenFile(path, O_RDONLY);
   if (!fd.ok()) return fd.status().WithContext("opening object " + StepLabel(ns, step) + "/" + e->name);
-  return OpenedObject{std::move(fd).value(), e->size, e->checksum};
+  uint64_t age_ms = kNeverVerified;
+  if (auto v = s->verified.find(name); v != s->verified.end()) {
+    const auto age = std::chrono::steady_clock::now() - v->second;
+    age_ms = static_cast<uint64_t>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(age).count()));
+  }
+  return OpenedObject{std::move(fd).value(), e->size, e->checksum, age_ms};
+}
+
+void MemoryTier::MarkVerified(std::string_view ns, uint64_t step, uint64_t instance, std::string_view name,
+                              std::chrono::steady_clock::time_point hash_began) {
+  MutexLock lock(&mu_);
+  StepState* s = FindLocked(ns, step);
+  if (s == nullptr || s->instance != instance) return;
+  MarkVerifiedLocked(s, name, hash_began);
+}
+
+void MemoryTier::MarkVerifiedLocked(StepState* s, std::string_view name,
+                                    std::chrono::steady_clock::time_point at) {
+  if (!s->committed || s->manifest.Find(name) == nullptr) return;
+  auto it = s->verified.find(name);
+  if (it == s->verified.end()) {
+    s->verified.emplace(std::string(name), at);
+  } else if (it->second < at) {
+    it->second = at;
+  }
 }
 
 Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64_t step,
@@ -85,6 +113,7 @@ Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64
     }
     out.pin = PinLocked(s);
     out.checksum = e->checksum;
+    out.instance = s->instance;
     path = Layout::ObjectPath(s->files->dir, e->name);
     if (e->size == 0) return out;
   }
@@ -108,6 +137,7 @@ Result<MemoryVerifyResult> MemoryTier::VerifyStep(std::string_view ns, uint64_t 
   MemoryVerifyResult result;
   StepPin pin;
   std::string dir;
+  uint64_t instance = 0;
   {
     MutexLock lock(&mu_);
     StepState* s = FindLocked(ns, step);
@@ -115,12 +145,19 @@ Result<MemoryVerifyResult> MemoryTier::VerifyStep(std::string_view ns, uint64_t 
     pin = PinLocked(s);
     result.manifest = s->manifest;
     dir = s->files->dir;
+    instance = s->instance;
   }
   std::string label = StepLabel(ns, step);
   for (const auto& e : result.manifest.objects) {
+    const auto began = std::chrono::steady_clock::now();
     std::string err = CheckObject(read_mappings_, dir, e, label);
     ++result.objects_checked;
-    if (!err.empty()) result.errors.push_back(std::move(err));
+    if (err.empty()) {
+      MarkVerified(ns, step, instance, e.name, began);
+    } else {
+      result.errors.push_back(std::move(err));
+      result.failed_objects.push_back(e.name);
+    }
   }
   return result;
 }

@@ -104,7 +104,8 @@ void MemoryTier::SubmitCheckLocked(const std::string& ns, uint64_t step, StepSta
   uint64_t size = o->size;
   std::string path = Layout::ObjectPath(s->files->dir, name);
   bool queued = verifier_->Submit([this, ref, instance, name, id, size, path, files] {
-    OnChecked(ref, instance, name, id, files, HashObjectFile(path, size));
+    const auto began = std::chrono::steady_clock::now();
+    OnChecked(ref, instance, name, id, files, HashObjectFile(path, size), began);
   });
   if (!queued) {
     --s->pending_checks;
@@ -115,7 +116,8 @@ void MemoryTier::SubmitCheckLocked(const std::string& ns, uint64_t step, StepSta
 }
 
 void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
-                           const std::shared_ptr<StepFiles>& files, const Result<std::string>& actual) {
+                           const std::shared_ptr<StepFiles>& files, const Result<std::string>& actual,
+                           std::chrono::steady_clock::time_point hash_began) {
   TierLock lock(this);
   StepState* s = FindLocked(ref.first, ref.second);
   if (s != nullptr && s->instance == instance) {
@@ -129,6 +131,7 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
       } else {
         o.actual = *actual;
         o.check = (o.expected.empty() || o.expected == o.actual) ? CheckState::kOk : CheckState::kMismatch;
+        if (o.check == CheckState::kOk) o.verified_at = hash_began;
       }
       cv_.SignalAll();
     }
@@ -220,6 +223,7 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   m.node = options_.node_id;
   m.members = span;
   m.placement = step_span.placement;
+  std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> verified;
   for (const auto& [n, o] : s->objects) {
     if (o.check == CheckState::kMismatch) {
       return Corruption("object " + label + "/" + n + " was sealed with checksum " + o.expected +
@@ -229,11 +233,12 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
     }
     if (o.check == CheckState::kError) return o.error.WithContext("verifying object " + label + "/" + n);
     m.objects.push_back(ObjectEntry{n, o.size, o.actual, options_.node_id});
+    if (o.verified_at.has_value()) verified.emplace(n, *o.verified_at);
   }
   const bool do_persist =
       options_.has_durable && (persist || (options_.persist_every > 0 && step % options_.persist_every == 0));
   const auto begun = s->begun;
-  TC_RETURN_IF_ERROR(PublishLocked(std::string(ns), step, &s, m, do_persist));
+  TC_RETURN_IF_ERROR(PublishLocked(std::string(ns), step, &s, m, do_persist, std::move(verified)));
   std::string ns_name(ns);
   ApplyRetentionLocked(ns_name, options_.keep_last, nullptr, step);
   lock.Unlock();
@@ -253,8 +258,9 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   return m;
 }
 
-Status MemoryTier::PublishLocked(const std::string& ns, uint64_t step, StepState** sp, Manifest manifest,
-                                 bool persist_marker) {
+Status MemoryTier::PublishLocked(
+    const std::string& ns, uint64_t step, StepState** sp, Manifest manifest, bool persist_marker,
+    std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> verified) {
   StepState* s = *sp;
   const std::string label = StepLabel(ns, step);
   const uint64_t instance = s->instance;
@@ -279,6 +285,7 @@ Status MemoryTier::PublishLocked(const std::string& ns, uint64_t step, StepState
   s->committed = true;
   s->restoring = false;
   s->manifest = std::move(manifest);
+  s->verified = std::move(verified);
   s->objects.clear();
   s->writers.clear();
   s->commit_seq = next_commit_seq_++;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -68,6 +69,10 @@ struct ObjectState {
   std::string expected;  // checksum the client gave ("" = agent computes)
   std::string actual;    // checksum computed (or trusted) at seal
   Status error;          // when check == kError
+  // When the agent's hash of the bytes at rest that matched began (the hash
+  // after seal); unset when the agent did not hash them (a client checksum
+  // trusted without --verify-on-seal) or not yet.
+  std::optional<std::chrono::steady_clock::time_point> verified_at;
 };
 
 struct StepState {
@@ -99,6 +104,12 @@ struct StepState {
   // asked for succeeded, so retention may drop it now).
   bool durable_recheck = false;
   bool durable_confirmed = false;
+  // Per committed object: when the agent last found its bytes at rest
+  // matching the manifest (the hash after seal, a restore's verification, a
+  // scrub, a Verify, a repair's re-hash), as the time that hash began. An
+  // object absent here was never verified in memory (recovered at start, or
+  // sealed with a trusted client checksum): attested reads re-hash it.
+  std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> verified;
 
   uint64_t Bytes() const;  // object bytes (manifest if committed, created sizes if not)
 };

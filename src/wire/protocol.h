@@ -47,7 +47,7 @@
 namespace tierckpt::wire {
 
 inline constexpr uint32_t kFrameMagic = 0x504B4354;
-inline constexpr uint16_t kProtocolVersion = 5;
+inline constexpr uint16_t kProtocolVersion = 6;
 inline constexpr size_t kFrameHeaderSize = 16;
 // Large enough for the biggest manifest (kMaxManifestBytes, 64 MiB) in a
 // CommitStep or Show response, or a CommitStep request naming ~1M objects.
@@ -184,10 +184,17 @@ TIERCKPT_WIRE_MESSAGE(OpenObjectRequest, "OpenObject", TIERCKPT_WIRE_OPEN_OBJECT
 // The response carries a read-only fd.
 // repaired: what a repair found and did ("" = the copy was not replaced),
 // for the client's log: which copy was corrupt and where the step came from.
+// verified_age_ms: milliseconds since the agent last found the object's bytes
+// at rest matching checksum (its hash after seal, a restore, the scrub, a
+// Verify), kNeverVerifiedAgeMs if it never did; a client reading in
+// "attested" mode skips its own hash when this is within its limit
+// (Client::ReadVerify).
+inline constexpr uint64_t kNeverVerifiedAgeMs = UINT64_MAX;
 #define TIERCKPT_WIRE_OPEN_OBJECT_RESPONSE(F) \
   F(uint64_t, size, 0, wire::U64())           \
   F(std::string, checksum, {}, wire::Str())   \
-  F(std::string, repaired, {}, wire::Str())
+  F(std::string, repaired, {}, wire::Str())   \
+  F(uint64_t, verified_age_ms, kNeverVerifiedAgeMs, wire::U64())
 TIERCKPT_WIRE_MESSAGE(OpenObjectResponse, "OpenObjectResponse", TIERCKPT_WIRE_OPEN_OBJECT_RESPONSE);
 
 // ns "" = all namespaces.

@@ -1,4 +1,4 @@
-// protocol_golden_test.cc — pins the bytes of the local protocol (version 5).
+// protocol_golden_test.cc — pins the bytes of the local protocol (version 6).
 //
 // One populated instance of every message, encoded, against hex captured from
 // the hand-written encoders before the messages were declared once
@@ -18,7 +18,7 @@ namespace {
 using ::tierckpt::testing_util::ExpectGolden;
 using ::tierckpt::testing_util::Hex;
 
-TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion5Bytes) {
+TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion6Bytes) {
   ExpectGolden(HelloRequest{4242, "tierckpt-cli 0.1", "job:run-7"},
                "921000001000000074696572636b70742d636c6920302e31090000006a6f623a72756e2d37");
   ExpectGolden(StepRequest{"job-1", 1200}, "050000006a6f622d31b004000000000000");
@@ -43,14 +43,20 @@ TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion5Bytes) {
                "737463700000100000000000");
 }
 
-TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersion5Bytes) {
+TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersion6Bytes) {
   ExpectGolden(HelloResponse{"node-a", "0.1.0", "/dev/shm/tc", "file:///d"},
                "060000006e6f64652d6105000000302e312e300b0000002f6465762f73686d2f74630900000066696c"
                "653a2f2f2f64");
   ExpectGolden(OpenObjectResponse{10, "xxh3-64:00000000000000ff"},
-               "0a0000000000000018000000787868332d36343a3030303030303030303030303030666600000000");
+               "0a0000000000000018000000787868332d36343a3030303030303030303030303030666600000000"
+               "ffffffffffffffff");
   ExpectGolden(OpenObjectResponse{10, "xxh3-64:00000000000000ff", "n2"},
-               "0a0000000000000018000000787868332d36343a30303030303030303030303030306666020000006e32");
+               "0a0000000000000018000000787868332d36343a30303030303030303030303030306666020000006e32"
+               "ffffffffffffffff");
+  // Version 6: verified_age_ms (1234 ms).
+  ExpectGolden(OpenObjectResponse{10, "xxh3-64:00000000000000ff", "", 1234},
+               "0a0000000000000018000000787868332d36343a3030303030303030303030303030666600000000"
+               "d204000000000000");
   ExpectGolden(CreateNextObjectResponse{4, "__0_4.distcp"},
                "04000000000000000c0000005f5f305f342e646973746370");
   ExpectGolden(JsonBody{"{\"a\":1}"}, "070000007b2261223a317d");
@@ -63,10 +69,10 @@ TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersio
   uint8_t header[kFrameHeaderSize];
   EncodeHeader(h, header);
   EXPECT_EQ(Hex(std::string_view(reinterpret_cast<const char*>(header), kFrameHeaderSize)),
-            "54434b5005000980070000002c010000");
+            "54434b5006000980070000002c010000");
 }
 
-TEST(LocalWireFormatGoldenTest, TypeNumbersNamesAndRequestLimitsAreThoseOfVersion5) {
+TEST(LocalWireFormatGoldenTest, TypeNumbersNamesAndRequestLimitsAreThoseOfVersion6) {
   const char* const names[] = {"unknown",    "Hello",       "BeginStep",        "CreateObject",
                                "SealObject", "CommitStep",  "AbortStep",        "List",
                                "Show",       "OpenObject",  "DeleteStep",       "Prune",

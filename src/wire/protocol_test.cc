@@ -36,7 +36,7 @@ TEST(ProtocolTest, HeaderRoundTripIsLittleEndian) {
   h.payload_len = 0x00000a0b;
   uint8_t buf[kFrameHeaderSize];
   EncodeHeader(h, buf);
-  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 5, 0, 5, 0x80,
+  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 6, 0, 5, 0x80,
                                               4,   3,   2,   1,   0x0b, 0x0a, 0, 0};
   EXPECT_EQ(std::memcmp(buf, expected, kFrameHeaderSize), 0);
   auto d = DecodeHeader(buf);
@@ -263,6 +263,12 @@ TEST(ProtocolTest, OpenObjectRoundTrip) {
   ASSERT_TRUE(r2.ok()) << r2.status().ToString();
   EXPECT_EQ(r2->repaired, replaced.repaired);
   ExpectStrict(replaced);
+  EXPECT_EQ(resp.verified_age_ms, kNeverVerifiedAgeMs);  // the default: never verified
+  OpenObjectResponse attested{4096, "xxh3-64:00000000000000ff", "", 1500};
+  r2 = OpenObjectResponse::Decode(attested.Encode());
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->verified_age_ms, 1500u);
+  ExpectStrict(attested);
 }
 
 TEST(ProtocolTest, ListDeletePruneWaitRoundTrip) {

@@ -116,9 +116,8 @@ class TieredReader(StorageReader):
 
     def _open_verified(self, name: str):
         step = self._resolve_step()
-        if not self.config.verify_reads:
-            return self._call(lambda c: c.open(self.namespace, step, name))
-        view = self._call(lambda c: c.open_verified(self.namespace, step, name))
+        verify, max_age = self.config.read_verify, self.config.attest_max_age
+        view = self._call(lambda c: c.open_verified(self.namespace, step, name, verify, max_age))
         if view.repaired:
             log.warning("tierckpt: %s", view.repaired)
         return view

@@ -1,0 +1,123 @@
+// Scrubber: the periodic re-hash of committed memory steps, and the repair
+// of what it finds corrupt.
+#include "agent/scrubber.h"
+
+#include <utility>
+
+#include "common/checksum.h"
+#include "common/log.h"
+#include "tier/step_state.h"
+
+namespace tierckpt::agent {
+
+Scrubber::Scrubber(ScrubberOptions options, ScrubberDeps deps) : options_(options), d_(deps) {}
+
+Scrubber::~Scrubber() { Stop(); }
+
+void Scrubber::Start() {
+  if (options_.interval.count() <= 0 || thread_.joinable()) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Scrubber::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  cv_.SignalAll();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Scrubber::stopping() const {
+  MutexLock lock(&mu_);
+  return stopping_;
+}
+
+void Scrubber::Loop() {
+  LowerThisThreadForBackgroundWork(options_.priority, "scrub");
+  for (;;) {
+    {
+      MutexLock lock(&mu_);
+      const auto next = std::chrono::steady_clock::now() + options_.interval;
+      while (!stopping_ && std::chrono::steady_clock::now() < next) cv_.WaitUntil(next);
+      if (stopping_) return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ScrubReport r = ScrubOnce();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    Log(r.corrupt > 0 ? LogLevel::kWarn : LogLevel::kDebug, "scrub")
+        .Kv("steps", static_cast<uint64_t>(r.steps))
+        .Kv("objects", static_cast<uint64_t>(r.objects))
+        .Kv("corrupt", static_cast<uint64_t>(r.corrupt))
+        .Kv("repaired", static_cast<uint64_t>(r.repaired))
+        .Kv("ms", ms);
+  }
+}
+
+ScrubReport Scrubber::ScrubOnce() {
+  ScrubReport report;
+  for (const StepInfo& info : d_.tier->ListSteps("")) {
+    if (!info.committed) continue;
+    ++report.steps;
+    if (!ScrubStep(info.ns, info.step, &report)) break;
+  }
+  return report;
+}
+
+bool Scrubber::ScrubStep(const std::string& ns, uint64_t step, ScrubReport* report) {
+  Result<Manifest> manifest = d_.tier->GetManifest(ns, step);
+  if (!manifest.ok()) return true;  // dropped since the listing
+  const std::string label = StepLabel(ns, step);
+  for (const ObjectEntry& e : manifest->objects) {
+    if (stopping()) return false;
+    const std::string what = label + "/" + e.name;
+    const auto began = std::chrono::steady_clock::now();
+    Result<PinnedObject> pinned = d_.tier->ReadCommittedObject(ns, step, e.name);
+    if (!pinned.ok()) {
+      if (pinned.status().code() == Code::kNotFound) return true;  // dropped meanwhile
+      d_.errors->Add("scrub", pinned.status().WithContext("scrub: reading object " + what));
+      continue;
+    }
+    // Hashed with the tier's mutex released: the pin keeps the files.
+    const std::string actual = ComputeChecksum(pinned->view.data(), pinned->view.size()).ToString();
+    d_.metrics->scrub_objects.fetch_add(1, std::memory_order_relaxed);
+    ++report->objects;
+    if (actual == pinned->checksum) {
+      d_.tier->MarkVerified(ns, step, pinned->instance, e.name, began);
+      continue;
+    }
+    const std::string expected = pinned->checksum;
+    *pinned = PinnedObject();  // unpinned before a repair drops the copy
+    ++report->corrupt;
+    d_.metrics->scrub_corrupt.fetch_add(1, std::memory_order_relaxed);
+    Log(LogLevel::kWarn, "scrub_corrupt")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("object", e.name)
+        .Kv("actual", actual)
+        .Kv("manifest", expected);
+    // The client's repair: re-hashed, dropped only if another tier holds the
+    // step, restored from there (read_path.h).
+    Result<ServedObject> served = d_.read_path->Open(ns, step, e.name, /*repair=*/true);
+    std::string finding;
+    if (!served.ok()) {
+      finding = "scrub: object " + what + " hashes to " + actual + " but its manifest says " + expected +
+                "; not repaired: " + served.status().message();
+      d_.errors->Add("scrub", Status(served.status().code(), finding));
+    } else if (served->repaired.empty()) {
+      finding = "scrub: object " + what + " hashed to " + actual + " but matched on a second hash (replaced "
+                "meanwhile); nothing to do";
+    } else {
+      ++report->repaired;
+      d_.metrics->scrub_repaired.fetch_add(1, std::memory_order_relaxed);
+      finding = "scrub: " + served->repaired;
+      d_.errors->Add("scrub", Corruption(finding));
+      report->findings.push_back(std::move(finding));
+      return true;  // the step was restored, every object verified on the way in
+    }
+    report->findings.push_back(std::move(finding));
+  }
+  return true;
+}
+
+}  // namespace tierckpt::agent

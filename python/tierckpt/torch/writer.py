@@ -68,15 +68,17 @@ class _RankPlan:
     socket: str
 
 
-# (socket, namespace) -> the _RankPlan of every rank at the last global plan in this process. With
-# DefaultSavePlanner(enable_plan_caching=True), DCP hands prepare_global_plan an empty stand-in
-# (usable=False, no storage_data) for every rank whose plan did not change: its report is the last one.
-_last_reported: dict[tuple[str, str], list[_RankPlan]] = {}
+# The coordinator's agent socket -> the _RankPlan of every rank at its last global plan in this
+# process. With DefaultSavePlanner(enable_plan_caching=True), DCP hands prepare_global_plan an empty
+# stand-in (usable=False, no storage_data) for every rank whose local plan did not change: that rank
+# still reaches the agent it reported last (a rank that moves is a new process, with a new plan).
+# Keyed by socket, not namespace: DCP's cache is per planner class, shared by every namespace.
+_last_reported: dict[str, list[_RankPlan]] = {}
 
 
-def _reported_ranks(socket: str, ns: str, plans: list[SavePlan]) -> list[_RankPlan] | None:
+def _reported_ranks(socket: str, plans: list[SavePlan]) -> list[_RankPlan] | None:
     """Each rank's _RankPlan (a cached plan's from the last save), or None if some rank reported none."""
-    last = _last_reported.get((socket, ns))
+    last = _last_reported.get(socket)
     out: list[_RankPlan] = []
     for i, p in enumerate(plans):
         if isinstance(p.storage_data, _RankPlan):
@@ -85,7 +87,7 @@ def _reported_ranks(socket: str, ns: str, plans: list[SavePlan]) -> list[_RankPl
             out.append(last[i])
         else:
             return None
-    _last_reported[(socket, ns)] = out
+    _last_reported[socket] = out
     return out
 
 
@@ -207,7 +209,7 @@ class TieredWriter(StorageWriter, AsyncStager):
                              f"CheckpointConfig.world_size is {self.config.world_size}")
         # Membership comes from the job: each rank reported its agent's node id. A step whose ranks
         # reached several agents is committed on each of them, this node's part last (docs/multinode.md).
-        reported = _reported_ranks(self.socket, self.namespace, plans)
+        reported = _reported_ranks(self.socket, plans)
         if reported is None:
             raise ValueError(f"step {self.checkpoint_id}: some ranks did not report their agent; every rank "
                              "must save with a TieredWriter")

@@ -19,8 +19,14 @@ The data record's zip CRC-32 is 0, as ``torch.save`` writes it with
 ``torch.serialization.set_crc32_options(False)``; ``torch.load`` (and so
 FileSystemReader) does not check it. Integrity is the object checksum's job.
 
-:func:`load_tensor` reads an archive back without copying the data: it
-parses the zip directory, unpickles ``data.pkl`` with torch's weights-only
+:func:`load_tensor` reads an archive back without copying the data. When
+the caller knows the tensor's dtype and shape (the reader takes them from the
+checkpoint's metadata) and the archive's bytes outside the data record are
+exactly the cached layout's head and tail for them, the archive *is*
+``torch.save`` of such a tensor, and its data is viewed at the layout's
+offset: two byte comparisons and no parsing (a steady load of 1,500 small
+tensors paid ~0.3 ms per item for the zip parse and the unpickler). Otherwise
+it parses the zip directory, unpickles ``data.pkl`` with torch's weights-only
 unpickler and wraps the data record in place. Anything unexpected falls back
 to ``torch.load`` of a copy.
 """
@@ -243,11 +249,46 @@ def _load_in_place(mv: memoryview) -> torch.Tensor:
     return result
 
 
-def load_tensor(mv: memoryview) -> torch.Tensor:
+def _view_laid_out(mv: memoryview, dtype: torch.dtype, shape, base: torch.Tensor | None,
+                   base_offset: int) -> torch.Tensor | None:
+    """mv's tensor if mv is byte for byte tensor_layout(dtype, shape) around its data, else None."""
+    lay = tensor_layout(dtype, shape)
+    if len(mv) != lay.size:
+        return None
+    start, end = lay.data_offset, lay.data_offset + lay.data_len
+    # bytes(): one copy and a memcmp; a memoryview's == compares element by element (4x slower)
+    if bytes(mv[:start]) != lay.head or bytes(mv[end:]) != lay.tail:
+        return None
+    if lay.data_len == 0:
+        return torch.empty(tuple(shape), dtype=dtype)
+    if base is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given buffer is not writable")
+            base = torch.frombuffer(mv, dtype=torch.uint8)
+        base_offset = 0
+    try:
+        return base[base_offset + start:base_offset + end].view(dtype).view(tuple(shape))
+    except RuntimeError:  # data not aligned for dtype in this buffer: parse and copy instead
+        return None
+
+
+def load_tensor(mv: memoryview, dtype: torch.dtype | None = None, shape=None, *,
+                base: torch.Tensor | None = None, base_offset: int = 0) -> torch.Tensor:
     """The tensor saved in the torch.save archive mv, viewing mv's bytes where possible.
+
+    dtype and shape, when given, are what the archive is expected to hold: an
+    archive laid out as tensor_layout(dtype, shape) is then viewed without
+    parsing (any other archive is parsed as below, so a wrong guess costs time,
+    never correctness). base, if given, is a uint8 tensor over the buffer mv
+    is a slice of, mv starting at base[base_offset] (one torch.frombuffer per
+    object instead of one per item).
 
     The result may alias mv (read-only memory): use it as a copy source only.
     """
+    if dtype is not None and shape is not None:
+        t = _view_laid_out(mv, dtype, shape, base, base_offset)
+        if t is not None:
+            return t
     try:
         return _load_in_place(mv)
     except (ValueError, KeyError, IndexError, zipfile.BadZipFile, struct.error, AttributeError, TypeError):

@@ -15,7 +15,9 @@ account as a warning. With no other copy it raises CorruptionError.
 
 Tensors are read in place: the archive's data record is viewed in the
 read-only mapping and copied once, into the destination the load planner
-gives (_format.load_tensor). Resharding (loading with another world size)
+gives (_format.load_tensor). The metadata's dtype and chunk shape of each
+item let load_tensor recognise the archives tierckpt itself laid out by
+their bytes and skip parsing them. Resharding (loading with another world size)
 works because ``read_data`` follows the stock path: narrow the stored
 tensor by the read item's offsets and lengths, then copy.
 """
@@ -27,10 +29,13 @@ import logging
 import os
 import pickle
 import uuid
+import warnings
 from dataclasses import dataclass
 
+import torch
+
 from torch.distributed._shard._utils import narrow_tensor_by_index
-from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
@@ -77,6 +82,7 @@ class TieredReader(StorageReader):
         self.storage_data: dict = {}
         self.rank: int | None = None
         self._views: dict[str, object] = {}
+        self._tensor_md: dict = {}  # fqn -> TensorStorageMetadata of the metadata being loaded
 
     @property
     def checkpoint_id(self) -> str:
@@ -126,6 +132,7 @@ class TieredReader(StorageReader):
 
     def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
         self.storage_data = {}
+        self._tensor_md = {}
         self._views.clear()
         self.load_id = str(uuid.uuid4())
         if checkpoint_id is None:
@@ -163,6 +170,7 @@ class TieredReader(StorageReader):
         if metadata.storage_data is None:
             raise ValueError(f"{self.checkpoint_id}: the metadata has no storage_data")
         self.storage_data = metadata.storage_data
+        self._tensor_md = metadata.state_dict_metadata or {}
         self.rank = kwargs.get("rank")
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
@@ -184,15 +192,36 @@ class TieredReader(StorageReader):
         try:
             for name, items in per_object.items():
                 data = self._object(name)
-                for item in sorted(items, key=lambda i: self.storage_data[i.storage_index].offset):
-                    self._read_item(data, item, planner)
+                with warnings.catch_warnings():
+                    # The mapping is read-only; tensors over it are only ever copy sources.
+                    warnings.filterwarnings("ignore", message="The given buffer is not writable")
+                    base = torch.frombuffer(data, dtype=torch.uint8) if len(data) else None
+                try:
+                    for item in sorted(items, key=lambda i: self.storage_data[i.storage_index].offset):
+                        self._read_item(data, base, item, planner)
+                finally:
+                    del base
         finally:
             self._views.clear()
         future: Future[None] = Future()
         future.set_result(None)
         return future
 
-    def _read_item(self, data: memoryview, item, planner: LoadPlanner) -> None:
+    def _expected(self, index: MetadataIndex):
+        """(dtype, shape) the metadata gives the stored chunk at index, or (None, None)."""
+        md = self._tensor_md.get(index.fqn)
+        if not isinstance(md, TensorStorageMetadata):
+            return None, None
+        chunks = md.chunks
+        i = index.index
+        if i is not None and 0 <= i < len(chunks) and chunks[i].offsets == index.offset:
+            return md.properties.dtype, chunks[i].sizes
+        for chunk in chunks:
+            if chunk.offsets == index.offset:
+                return md.properties.dtype, chunk.sizes
+        return None, None
+
+    def _read_item(self, data: memoryview, base, item, planner: LoadPlanner) -> None:
         info = self.storage_data[item.storage_index]
         if getattr(info, "transform_descriptors", None):
             raise ValueError(f"{self.checkpoint_id}: item {item.storage_index.fqn} was written with stream "
@@ -204,7 +233,9 @@ class TieredReader(StorageReader):
         if item.type == LoadItemType.BYTE_IO:
             planner.load_bytes(item, io.BytesIO(piece))
             return
-        tensor = narrow_tensor_by_index(_format.load_tensor(piece), item.storage_offsets, item.lengths)
+        dtype, shape = self._expected(item.storage_index)
+        stored = _format.load_tensor(piece, dtype, shape, base=base, base_offset=info.offset)
+        tensor = narrow_tensor_by_index(stored, item.storage_offsets, item.lengths)
         target = planner.resolve_tensor(item).detach()
         if target.size() != tensor.size():
             raise ValueError(f"{self.checkpoint_id}: item {item.storage_index.fqn} has shape "

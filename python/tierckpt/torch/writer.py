@@ -68,6 +68,29 @@ class _RankPlan:
     socket: str
 
 
+# The coordinator's agent socket -> the _RankPlan of every rank at its last global plan in this
+# process. With DefaultSavePlanner(enable_plan_caching=True), DCP hands prepare_global_plan an empty
+# stand-in (usable=False, no storage_data) for every rank whose local plan did not change: that rank
+# still reaches the agent it reported last (a rank that moves is a new process, with a new plan).
+# Keyed by socket, not namespace: DCP's cache is per planner class, shared by every namespace.
+_last_reported: dict[str, list[_RankPlan]] = {}
+
+
+def _reported_ranks(socket: str, plans: list[SavePlan]) -> list[_RankPlan] | None:
+    """Each rank's _RankPlan (a cached plan's from the last save), or None if some rank reported none."""
+    last = _last_reported.get(socket)
+    out: list[_RankPlan] = []
+    for i, p in enumerate(plans):
+        if isinstance(p.storage_data, _RankPlan):
+            out.append(p.storage_data)
+        elif not getattr(p, "usable", True) and last is not None and len(last) == len(plans):
+            out.append(last[i])
+        else:
+            return None
+    _last_reported[socket] = out
+    return out
+
+
 def _global_rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
@@ -186,14 +209,14 @@ class TieredWriter(StorageWriter, AsyncStager):
                              f"CheckpointConfig.world_size is {self.config.world_size}")
         # Membership comes from the job: each rank reported its agent's node id. A step whose ranks
         # reached several agents is committed on each of them, this node's part last (docs/multinode.md).
-        self._plan_nodes = [p.storage_data.node if isinstance(p.storage_data, _RankPlan) else None for p in plans]
-        sockets: dict[str, set[str]] = {}
-        for p in plans:
-            if isinstance(p.storage_data, _RankPlan):
-                sockets.setdefault(p.storage_data.node, set()).add(p.storage_data.socket)
-        if not all(isinstance(p.storage_data, _RankPlan) for p in plans):
+        reported = _reported_ranks(self.socket, plans)
+        if reported is None:
             raise ValueError(f"step {self.checkpoint_id}: some ranks did not report their agent; every rank "
                              "must save with a TieredWriter")
+        self._plan_nodes = [r.node for r in reported]
+        sockets: dict[str, set[str]] = {}
+        for r in reported:
+            sockets.setdefault(r.node, set()).add(r.socket)
         for node, paths in sockets.items():
             if len(paths) > 1:
                 raise ValueError(f"step {self.checkpoint_id}: ranks reached {len(paths)} agents that all call "

@@ -255,7 +255,8 @@ int Run(const Flags& f) {
   for (size_t m = 0; m < mode_names.size(); ++m) {
     ordered_json one = LoadSummary(*layout, *reps, m);
     if (f.baselines) {
-      const double memcpy_gbps = Gbps(layout->total_bytes, tierckpt::bench::Find(*baselines, "memcpy_warm")->seconds);
+      const double memcpy_gbps =
+          Gbps(layout->total_bytes, tierckpt::bench::Find(*baselines, "memcpy_warm")->seconds);
       one["steady_vs_memcpy"] = Ratio(one["steady"]["gbps"].get<double>(), memcpy_gbps);
       one["cold_vs_memcpy"] = Ratio(one["cold"]["gbps"].get<double>(), memcpy_gbps);
     }
@@ -297,10 +298,12 @@ int main(int argc, char** argv) {
   app.add_flag("--client-checksum,!--agent-checksum", f.client_checksum,
                "who hashes on save (ClientOptions::client_checksum): the client in its copy pass (default) "
                "or the agent at rest (--agent-checksum)");
-  app.add_option("--verify-reads", f.verify_reads,
-                 "read check of the loads (Client::ReadVerify): always (default), attested, never, or several "
-                 "comma-separated (each step loaded once per mode, interleaved)");
-  app.add_option("--attest-max-age", f.attest_max_age_s, "seconds an agent verification is trusted (attested)")
+  app.add_option(
+      "--verify-reads", f.verify_reads,
+      "read check of the loads (Client::ReadVerify): always (default), attested, never, or several "
+      "comma-separated (each step loaded once per mode, interleaved)");
+  app.add_option("--attest-max-age", f.attest_max_age_s,
+                 "seconds an agent verification is trusted (attested)")
       ->check(CLI::Range(0.0, 1e9));
   CLI11_PARSE(app, argc, argv);
   if (f.total != 0 && f.objects != 0) {

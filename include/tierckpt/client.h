@@ -135,8 +135,8 @@ std::string_view ReadVerifyModeName(ReadVerify::Mode mode);
 
 // What a client's reads did, since Connect (Client::read_counters()).
 struct ReadCounters {
-  uint64_t hashed = 0;    // objects the client hashed (kAlways, or kAttested not attested)
-  uint64_t attested = 0;  // objects kAttested handed out unhashed on the agent's word
+  uint64_t hashed = 0;      // objects the client hashed (kAlways, or kAttested not attested)
+  uint64_t attested = 0;    // objects kAttested handed out unhashed on the agent's word
   uint64_t unverified = 0;  // objects kNever handed out unhashed
 };
 

@@ -166,9 +166,10 @@ Result<uint64_t> ParseRate(const std::string& text, const char* flag) {
 
 Result<uint64_t> ParseDurationMs(const std::string& text, const char* flag) {
   auto bad = [&] {
-    return InvalidArgument(std::string(flag) + " \"" + text.substr(0, 40) +
-                           "\" is not a duration; use a number with an optional unit: 600 (seconds), 90s, 10m, "
-                           "1.5h, 1d, 500ms, or 0");
+    return InvalidArgument(
+        std::string(flag) + " \"" + text.substr(0, 40) +
+        "\" is not a duration; use a number with an optional unit: 600 (seconds), 90s, 10m, "
+        "1.5h, 1d, 500ms, or 0");
   };
   std::string t = text;
   while (!t.empty() && t.back() == ' ') t.pop_back();
@@ -230,8 +231,10 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   c->background_priority_value = *priority;
   TC_ASSIGN_OR_RETURN(c->scrub_interval_ms, ParseDurationMs(c->scrub_interval, "--scrub-interval"));
   constexpr uint64_t kMinScrubMs = 100, kMaxScrubMs = 7ull * 86'400'000;
-  if (c->scrub_interval_ms != 0 && (c->scrub_interval_ms < kMinScrubMs || c->scrub_interval_ms > kMaxScrubMs)) {
-    return InvalidArgument("--scrub-interval " + c->scrub_interval + " is " + std::to_string(c->scrub_interval_ms) +
+  if (c->scrub_interval_ms != 0 &&
+      (c->scrub_interval_ms < kMinScrubMs || c->scrub_interval_ms > kMaxScrubMs)) {
+    return InvalidArgument("--scrub-interval " + c->scrub_interval + " is " +
+                           std::to_string(c->scrub_interval_ms) +
                            " ms; use 0 (off) or 100ms to 7d (default 10m)");
   }
   Result<LogLevel> level = ParseLogLevel(c->log_level);

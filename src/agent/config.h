@@ -108,8 +108,8 @@ struct AgentConfig {
   uint64_t replicate_rate_bytes = 0;        // resolved by FinalizeAgentConfig; 0 = unlimited
   std::string background_priority = "low";
   ThreadPriority background_priority_value = ThreadPriority::kLow;  // resolved by FinalizeAgentConfig
-  std::string scrub_interval = "10m";       // the spec as given
-  uint64_t scrub_interval_ms = 600'000;     // resolved by FinalizeAgentConfig; 0 = no scrub
+  std::string scrub_interval = "10m";                               // the spec as given
+  uint64_t scrub_interval_ms = 600'000;  // resolved by FinalizeAgentConfig; 0 = no scrub
   std::string config_file;             // the --config file read, "" if none
 };
 

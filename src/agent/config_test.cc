@@ -149,8 +149,12 @@ TEST(ConfigTest, ScrubIntervalIsADurationTenMinutesByDefaultAndZeroIsOff) {
   Result<CommandLine> c = Parse({"--memory-budget", "64MiB"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->config.scrub_interval_ms, 600'000u);
-  for (const auto& [text, ms] : std::vector<std::pair<std::string, uint64_t>>{
-           {"0", 0}, {"600", 600'000}, {"90s", 90'000}, {"10m", 600'000}, {"1.5h", 5'400'000}, {"250ms", 250}}) {
+  for (const auto& [text, ms] : std::vector<std::pair<std::string, uint64_t>>{{"0", 0},
+                                                                              {"600", 600'000},
+                                                                              {"90s", 90'000},
+                                                                              {"10m", 600'000},
+                                                                              {"1.5h", 5'400'000},
+                                                                              {"250ms", 250}}) {
     c = Parse({"--memory-budget", "64MiB", "--scrub-interval", text});
     ASSERT_TRUE(c.ok()) << text << ": " << c.status().ToString();
     EXPECT_EQ(c->config.scrub_interval_ms, ms) << text;

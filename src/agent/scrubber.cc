@@ -44,7 +44,8 @@ void Scrubber::Loop() {
     }
     const auto t0 = std::chrono::steady_clock::now();
     ScrubReport r = ScrubOnce();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     Log(r.corrupt > 0 ? LogLevel::kWarn : LogLevel::kDebug, "scrub")
         .Kv("steps", static_cast<uint64_t>(r.steps))
         .Kv("objects", static_cast<uint64_t>(r.objects))
@@ -105,7 +106,8 @@ bool Scrubber::ScrubStep(const std::string& ns, uint64_t step, ScrubReport* repo
                 "; not repaired: " + served.status().message();
       d_.errors->Add("scrub", Status(served.status().code(), finding));
     } else if (served->repaired.empty()) {
-      finding = "scrub: object " + what + " hashed to " + actual + " but matched on a second hash (replaced "
+      finding = "scrub: object " + what + " hashed to " + actual +
+                " but matched on a second hash (replaced "
                 "meanwhile); nothing to do";
     } else {
       ++report->repaired;

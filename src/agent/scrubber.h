@@ -58,10 +58,10 @@ struct ScrubberDeps {
 
 // What one pass did.
 struct ScrubReport {
-  uint32_t steps = 0;    // committed steps looked at
-  uint32_t objects = 0;  // objects hashed
-  uint32_t corrupt = 0;  // objects that did not match their manifest
-  uint32_t repaired = 0;  // of those, replaced from another tier
+  uint32_t steps = 0;                 // committed steps looked at
+  uint32_t objects = 0;               // objects hashed
+  uint32_t corrupt = 0;               // objects that did not match their manifest
+  uint32_t repaired = 0;              // of those, replaced from another tier
   std::vector<std::string> findings;  // one line per corrupt object: what was found and done
 };
 

@@ -432,7 +432,8 @@ Status Client::ReadObjects(std::string_view ns, uint64_t step, const std::vector
 }
 
 ReadCounters Client::read_counters() const {
-  return ReadCounters{impl_->hashed.load(std::memory_order_relaxed), impl_->attested.load(std::memory_order_relaxed),
+  return ReadCounters{impl_->hashed.load(std::memory_order_relaxed),
+                      impl_->attested.load(std::memory_order_relaxed),
                       impl_->unverified.load(std::memory_order_relaxed)};
 }
 

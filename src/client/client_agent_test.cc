@@ -577,9 +577,9 @@ TEST_F(ClientAgentTest, AStaleAttestationIsHashedAndFindsAFlipAtRest) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
 
   std::vector<uint8_t> out(a.size());
-  ASSERT_TRUE(
-      c.ReadObjects("att", 3, {{"a.bin", out.data(), out.size()}}, ReadVerify::Attested(std::chrono::milliseconds(5)))
-          .ok());
+  ASSERT_TRUE(c.ReadObjects("att", 3, {{"a.bin", out.data(), out.size()}},
+                            ReadVerify::Attested(std::chrono::milliseconds(5)))
+                  .ok());
   EXPECT_EQ(out, a);
   EXPECT_EQ(c.read_counters().hashed, 1u);
 }

@@ -47,8 +47,8 @@
 // are NOT re-hashed at start: clients verify on every read, Verify re-hashes
 // on demand, the scrub (agent/scrubber.h) every --scrub-interval, and
 // restores from durable verify every object ("size check at start, lazy full
-// verification"); recovered objects count as never verified until then. Steps with a persist marker come back as
-// kQueued and are listed in the report so the agent re-enqueues them.
+// verification"); recovered objects count as never verified until then. Steps with a persist marker come back
+// as kQueued and are listed in the report so the agent re-enqueues them.
 //
 // Reads by agent threads (the hash at seal, Verify, the persister) go through
 // read_mappings(): one read-only mapping per object or pool file, kept while

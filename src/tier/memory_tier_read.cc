@@ -72,8 +72,8 @@ Result<OpenedObject> MemoryTier::OpenObject(std::string_view ns, uint64_t step, 
   uint64_t age_ms = kNeverVerified;
   if (auto v = s->verified.find(name); v != s->verified.end()) {
     const auto age = std::chrono::steady_clock::now() - v->second;
-    age_ms = static_cast<uint64_t>(std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(age).count()));
+    age_ms = static_cast<uint64_t>(
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(age).count()));
   }
   return OpenedObject{std::move(fd).value(), e->size, e->checksum, age_ms};
 }

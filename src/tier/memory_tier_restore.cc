@@ -76,7 +76,8 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
   // Every object was verified on the way in (FillObjectFile), after t0.
   std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> verified;
   for (const ObjectEntry& e : m.objects) verified.emplace(e.name, t0);
-  if (st.ok()) st = PublishLocked(std::string(ns), step, &s, m, /*persist_marker=*/false, std::move(verified));
+  if (st.ok())
+    st = PublishLocked(std::string(ns), step, &s, m, /*persist_marker=*/false, std::move(verified));
   if (!st.ok()) {
     // This instance only: a publish releases mu_, and a step gone meanwhile is another's.
     if (index_.FindInstance(ns, step, instance) != nullptr)

@@ -36,7 +36,7 @@ TEST(ProtocolTest, HeaderRoundTripIsLittleEndian) {
   h.payload_len = 0x00000a0b;
   uint8_t buf[kFrameHeaderSize];
   EncodeHeader(h, buf);
-  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 6, 0, 5, 0x80,
+  const uint8_t expected[kFrameHeaderSize] = {'T', 'C', 'K', 'P', 6,    0,    5, 0x80,
                                               4,   3,   2,   1,   0x0b, 0x0a, 0, 0};
   EXPECT_EQ(std::memcmp(buf, expected, kFrameHeaderSize), 0);
   auto d = DecodeHeader(buf);

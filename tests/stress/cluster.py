@@ -133,7 +133,7 @@ class Agent:
 
 
 class Cluster:
-    def __init__(self, workdir: Path, n=4, budget="64MiB", keep_last=3, extra=()):
+    def __init__(self, workdir: Path, n=4, budget="64MiB", keep_last=3, extra=(), private_tmpfs=None):
         self.workdir = workdir
         self.n = n
         self.keep_last = keep_last
@@ -148,6 +148,20 @@ class Cluster:
         self.durable = workdir / "durable"
         self.durable.mkdir(exist_ok=True)
         tag = uuid.uuid4().hex[:10]
+        # As root, the agents' roots share a private tmpfs sized for them (own tier + one origin's
+        # replicas each, plus slack), so that a "second tenant" can fill it without touching /dev/shm.
+        if private_tmpfs is None:
+            private_tmpfs = os.geteuid() == 0
+        self.shm = SHM
+        self.mounted = False
+        if private_tmpfs:
+            mnt = workdir / "shm"
+            mnt.mkdir(exist_ok=True)
+            size = n * 2 * self.budget_bytes + (64 << 20)
+            r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=700", "tmpfs", str(mnt)],
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                self.shm, self.mounted = mnt, True
         self.agents = {}
         for i in range(n):
             node = f"n{i + 1}"
@@ -157,7 +171,7 @@ class Cluster:
                     "--node-id", node, "--peers", str(self.hostfile), "--peer-secret-file", str(self.secret),
                     "--replicas", "2", "--replica-ack", "all", "--peer-timeout-ms", "3000",
                     "--log-level", "info", *extra]
-            a = Agent(node, wd, SHM / f"tierckpt-stress-{tag}-{node}", args)
+            a = Agent(node, wd, self.shm / f"tierckpt-stress-{tag}-{node}", args)
             a.port = ports[i]
             self.agents[node] = a
 
@@ -181,3 +195,6 @@ class Cluster:
         for a in self.agents.values():
             a.kill()
             a.wipe_root()
+        if self.mounted:
+            subprocess.run(["umount", str(self.shm)], capture_output=True)
+            self.mounted = False

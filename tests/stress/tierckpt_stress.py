@@ -34,7 +34,7 @@ from cluster import Cluster  # noqa: E402
 from oracle import Attempt, Oracle, Violation  # noqa: E402
 
 KINDS = ["writer_kill", "agent_kill", "agent_stop", "agent_replace", "corrupt_memory", "corrupt_replica",
-         "corrupt_durable", "writer_race", "hostile_clients"]
+         "corrupt_durable", "writer_race", "hostile_clients", "tenant_fill"]
 SIZES = [4096, 65536 + 3, 262144, 1 << 20]
 WRITER_TIMEOUT_S = 60
 
@@ -47,7 +47,7 @@ def plan_round(seed, i, kinds, namespaces, nodes):
                     content=rng.getrandbits(48)) for ns in rng.sample(namespaces, k)]
     return dict(round=i, kind=rng.choice(kinds), node=rng.choice(nodes), pick=rng.getrandbits(30),
                 age=rng.randrange(4), obj=rng.randrange(4), where=rng.random(), mode=rng.choice(["flip", "truncate"]),
-                delay=round(rng.uniform(0.0, 0.12), 3), hold=round(rng.uniform(0.2, 1.5), 3), writers=writers,
+                delay=round(rng.uniform(0.005, 0.08), 3), hold=round(rng.uniform(0.2, 1.5), 3), writers=writers,
                 hostile=rng.randint(4, 24), check_pick=rng.getrandbits(30))
 
 
@@ -83,6 +83,12 @@ class Campaign:
                 "--persist", "--wait-durable"] + (["--direct"] if w["direct"] else [])
         return a, self.c.agents[node].writer(*args)
 
+    def apply_marks(self, records):
+        for r in records:
+            for node, copy in self.round_marks:
+                if r.attempt.node == node:
+                    r.destroyed.add(copy)
+
     def drain(self, running):
         for a, p in running:
             try:
@@ -94,6 +100,7 @@ class Campaign:
                                 "the fault", [a.node])
             if p.returncode == 0 and out.startswith("COMMITTED"):
                 self.o.ack(a)
+                self.apply_marks([self.o.acked[(a.ns, a.step)]])
                 self.writer_outcomes["acked"] += 1
             elif p.returncode < 0:
                 self.writer_outcomes["killed"] += 1
@@ -148,11 +155,10 @@ class Campaign:
             self.note(f"SIGKILL agent {node}")
             if kind == "agent_replace":
                 agent.wipe_root()
-                for key, r in self.o.acked.items():
-                    if r.attempt.node == node:
-                        r.destroyed.add("mem_origin")
-                    elif r.attempt.node == self.c.origin_of_replicas_on(node):
-                        r.destroyed.add("mem_holder")
+                # Also for writers of this round acknowledged later: their commit came before the kill.
+                self.round_marks.append((node, "mem_origin"))
+                self.round_marks.append((self.c.origin_of_replicas_on(node), "mem_holder"))
+                self.apply_marks(self.o.acked.values())
                 self.note(f"wiped root of {node}: a fresh machine")
             time.sleep(plan["hold"])
             t1 = time.time()
@@ -184,6 +190,21 @@ class Campaign:
             else:
                 self.no_target[kind] += 1
             return t
+        elif kind == "tenant_fill":
+            if not self.c.mounted:
+                self.no_target[kind] += 1
+                return None
+            self.filler = self.c.shm / "second-tenant.fill"
+            st = os.statvfs(self.c.shm)
+            free = st.f_bavail * st.f_frsize
+            fd = os.open(self.filler, os.O_CREAT | os.O_WRONLY, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, max(4096, free - 4096))
+            except OSError as e:
+                self.note(f"second tenant stopped at {e}")
+            finally:
+                os.close(fd)
+            self.note(f"a second tenant fills {self.c.shm} ({free} bytes free before)")
         elif kind == "hostile_clients":
             self.hostile = []
             for j in range(plan["hostile"]):
@@ -206,22 +227,40 @@ class Campaign:
     def run_round(self, i):
         plan = plan_round(self.seed, i, self.kinds, self.namespaces, self.c.nodes())
         self.hostile = []
+        self.filler = None
+        self.round_marks = []
         running = []
+        early = plan["kind"] == "tenant_fill"  # the tmpfs is full before the writers start
+        if early:
+            self.injected[plan["kind"]] += 1
+            self.inject(plan, running)
         for w in plan["writers"]:
             step = self.next_step[w["ns"]]
             self.next_step[w["ns"]] += 1
             running.append(self.launch(w, step, w["content"]))
+        if plan["kind"] == "writer_kill":
+            # The victim: a bigger step (8..16 objects of 256 KiB) still being written when the kill lands.
+            w = dict(plan["writers"][0], objects=8 + plan["pick"] % 9, size=262144)
+            step = self.next_step[w["ns"]]
+            self.next_step[w["ns"]] += 1
+            running.insert(0, self.launch(w, step, w["content"] ^ 0x5EED))
+            plan["pick"] = 0
         if plan["kind"] == "writer_race":
             w = plan["writers"][0]
             running.append(self.launch(w, self.next_step[w["ns"]] - 1, w["content"] ^ 0xABCDEF))
             self.note(f"two writers race for {w['ns']}/{self.next_step[w['ns']] - 1}")
         time.sleep(plan["delay"])
-        self.injected[plan["kind"]] += 1
-        target = self.inject(plan, running)
+        target = None
+        if not early:
+            self.injected[plan["kind"]] += 1
+            target = self.inject(plan, running)
         t0 = time.time()
         self.drain(running)
         for s in self.hostile:
             s.close()
+        if self.filler:
+            self.filler.unlink()
+            self.filler = None
         self.recovery[plan["kind"] + "_drain"].append(time.time() - t0)
         # What to read back: every step written this round, the fault's target, each namespace's
         # newest, and one older acknowledged step.

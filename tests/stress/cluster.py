@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -40,11 +41,11 @@ def free_ports(n):
 class Agent:
     """One tierckptd: `down` is set while the schedule holds it killed or stopped."""
 
-    def __init__(self, node, workdir: Path, root: Path, args):
+    def __init__(self, node, workdir: Path, root: Path, args, socket_dir: Path):
         self.node = node
         self.workdir = workdir
         self.root = root
-        self.socket = workdir / "agent.sock"
+        self.socket = socket_dir / f"{node}.sock"  # short: Unix socket paths are < 108 bytes
         self.log = workdir / "agent.log"
         self.args = args
         self.proc = None
@@ -133,7 +134,10 @@ class Agent:
 
 
 class Cluster:
-    def __init__(self, workdir: Path, n=4, budget="64MiB", keep_last=3, extra=(), private_tmpfs=None):
+    def __init__(self, workdir: Path, n=4, budget="64MiB", keep_last=3, extra=(), private_tmpfs=None,
+                 durable_url=None, env=None):
+        """durable_url: the agents' --durable (default: a directory under workdir, self.durable);
+        env: variables added to every agent's and CLI's environment (e.g. AWS keys for S3)."""
         self.workdir = workdir
         self.n = n
         self.keep_last = keep_last
@@ -148,6 +152,7 @@ class Cluster:
         self.durable = workdir / "durable"
         self.durable.mkdir(exist_ok=True)
         tag = uuid.uuid4().hex[:10]
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="tcs-", dir="/tmp"))
         # As root, the agents' roots share a private tmpfs sized for them (own tier + one origin's
         # replicas each, plus slack), so that a "second tenant" can fill it without touching /dev/shm.
         if private_tmpfs is None:
@@ -167,12 +172,15 @@ class Cluster:
             node = f"n{i + 1}"
             wd = workdir / node
             wd.mkdir(exist_ok=True)
-            args = ["--memory-budget", budget, "--keep-last", str(keep_last), "--durable", str(self.durable),
+            args = ["--memory-budget", budget, "--keep-last", str(keep_last), "--durable",
+                    durable_url or str(self.durable),
                     "--node-id", node, "--peers", str(self.hostfile), "--peer-secret-file", str(self.secret),
                     "--replicas", "2", "--replica-ack", "all", "--peer-timeout-ms", "3000",
                     "--log-level", "info", *extra]
-            a = Agent(node, wd, self.shm / f"tierckpt-stress-{tag}-{node}", args)
+            a = Agent(node, wd, self.shm / f"tierckpt-stress-{tag}-{node}", args, self.socket_dir)
             a.port = ports[i]
+            if env:
+                a.env.update(env)
             self.agents[node] = a
 
     def nodes(self):
@@ -195,6 +203,7 @@ class Cluster:
         for a in self.agents.values():
             a.kill()
             a.wipe_root()
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
         if self.mounted:
             subprocess.run(["umount", str(self.shm)], capture_output=True)
             self.mounted = False

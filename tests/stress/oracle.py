@@ -77,8 +77,9 @@ def dir_shas(d: Path, names):
 
 
 class Oracle:
-    def __init__(self, cluster, scratch: Path):
+    def __init__(self, cluster, scratch: Path, s3=None):
         self.c = cluster
+        self.s3 = s3  # an S3Tier when the durable tier is S3
         self.scratch = scratch
         scratch.mkdir(parents=True, exist_ok=True)
         self.attempts = {}  # (ns, step) -> [Attempt]
@@ -117,6 +118,17 @@ class Oracle:
         newest = self.newest.get(key[0]) == key[1]
         return not newest or {"mem_origin", "mem_holder"} <= r.destroyed
 
+    def durable_shas(self, ns, step, shas):
+        """The durable copy's objects, read directly as stock DCP would (no agent)."""
+        if self.s3:
+            out = {}
+            for n in shas:
+                data = self.s3.get(ns, step, n)
+                out[n] = hashlib.sha256(data).hexdigest() if data is not None else None
+            return out
+        ddir = self.c.durable / ns / f"step_{step:010d}"
+        return dir_shas(ddir, shas) if ddir.is_dir() else None
+
     def check_step(self, key):
         """Restore (ns, step) through its origin's agent and compare every byte's hash."""
         ns, step = key
@@ -150,9 +162,8 @@ class Oracle:
                 return False
             # "Loadable from some tier": the durable directory, read as stock DCP would.
             a = self.acked[key].attempt
-            ddir = self.c.durable / ns / f"step_{step:010d}"
             shas = a.shas()
-            if ddir.is_dir() and dir_shas(ddir, shas) == shas:
+            if self.durable_shas(ns, step, shas) == shas:
                 self.counters["restore_failed_durable_intact"] += 1
                 if len(self.findings) < 20:
                     self.findings.append(f"restore {ns}/{step} on {node} failed ({why}) while its durable "

@@ -34,7 +34,7 @@ from cluster import Cluster  # noqa: E402
 from oracle import Attempt, Oracle, Violation  # noqa: E402
 
 KINDS = ["writer_kill", "agent_kill", "agent_stop", "agent_replace", "corrupt_memory", "corrupt_replica",
-         "corrupt_durable", "writer_race", "hostile_clients", "tenant_fill"]
+         "corrupt_durable", "writer_race", "hostile_clients", "tenant_fill", "s3_faults"]
 SIZES = [4096, 65536 + 3, 262144, 1 << 20]
 WRITER_TIMEOUT_S = 60
 
@@ -57,10 +57,18 @@ class Campaign:
         self.seed = args.seed
         self.kinds = args.kinds
         self.workdir = Path(tempfile.mkdtemp(prefix=f"tierckpt-stress-{self.seed}-", dir=args.workdir))
-        self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget)
+        self.s3 = None
+        if args.durable == "s3":
+            from s3_tier import S3Tier  # noqa: PLC0415  (moto and boto3 only when asked for)
+            self.s3 = S3Tier(self.workdir)
+            self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget, durable_url=self.s3.url,
+                             env=self.s3.env)
+        else:
+            self.kinds = [k for k in self.kinds if k != "s3_faults"]
+            self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget)
         self.namespaces = [f"{n}-{x}" for n in self.c.nodes() for x in ("a", "b")]
         self.next_step = {ns: 1 for ns in self.namespaces}
-        self.o = Oracle(self.c, self.workdir / "restores")
+        self.o = Oracle(self.c, self.workdir / "restores", s3=self.s3)
         self.injected = defaultdict(int)
         self.no_target = defaultdict(int)
         self.recovery = defaultdict(list)
@@ -118,6 +126,23 @@ class Campaign:
         ns = cands[plan["pick"] % len(cands)]
         steps = self.o.acked_of(ns)
         return ns, steps[max(0, len(steps) - 1 - plan["age"])]
+
+    def damage_s3(self, ns, step, plan):
+        names = [n for n in self.s3.names(ns, step) if n.startswith("obj_")]
+        if not names:
+            return False
+        name = names[plan["obj"] % len(names)]
+        data = self.s3.get(ns, step, name)
+        if not data:
+            return False
+        if plan["mode"] == "truncate":
+            data = data[:int(len(data) * plan["where"])]
+        else:
+            off = min(len(data) - 1, int(len(data) * plan["where"]))
+            data = data[:off] + bytes([data[off] ^ 0x5A]) + data[off + 1:]
+        self.s3.put(ns, step, name, data)
+        self.note(f"{plan['mode']} s3://{self.s3.bucket}/{self.s3.key(ns, step, name)}")
+        return True
 
     def damage(self, path: Path, plan):
         files = sorted(p for p in path.glob("obj_*.bin")) if path.is_dir() else []
@@ -185,7 +210,8 @@ class Campaign:
                 path, copy = self.c.agents[self.c.holder(origin)].root / "replicas" / origin / d, "mem_holder"
             else:
                 path, copy = self.c.durable / ns / f"step_{step:010d}", "durable"
-            if self.damage(path, plan):
+            done = self.damage_s3(ns, step, plan) if copy == "durable" and self.s3 else self.damage(path, plan)
+            if done:
                 self.o.destroy(t, copy)
             else:
                 self.no_target[kind] += 1
@@ -205,6 +231,11 @@ class Campaign:
             finally:
                 os.close(fd)
             self.note(f"a second tenant fills {self.c.shm} ({free} bytes free before)")
+        elif kind == "s3_faults":
+            action = ["slowdown", "internal", "delay", "drop_response"][plan["pick"] % 4]
+            count = 1 + plan["hostile"] // 2
+            self.s3.burst(action, count, delay_s=min(plan["hold"], 1.0))
+            self.note(f"S3: the next {count} requests get {action}")
         elif kind == "hostile_clients":
             self.hostile = []
             for j in range(plan["hostile"]):
@@ -258,6 +289,8 @@ class Campaign:
         self.drain(running)
         for s in self.hostile:
             s.close()
+        if self.s3:
+            self.s3.calm()
         if self.filler:
             self.filler.unlink()
             self.filler = None
@@ -326,6 +359,8 @@ class Campaign:
             else:
                 for a in self.c.agents.values():
                     a.kill()
+            if self.s3:
+                self.s3.stop()
         return summary
 
     def summary(self, status, elapsed):
@@ -333,7 +368,7 @@ class Campaign:
             return {"n": len(xs), "mean_s": round(sum(xs) / len(xs), 3), "max_s": round(max(xs), 3)} if xs else {}
         return {
             "status": status, "seed": self.seed, "rounds": self.round, "faults_planned": self.args.faults,
-            "kinds": self.kinds, "seconds": round(elapsed, 1), "nodes": self.c.n, "budget": self.args.budget,
+            "kinds": self.kinds, "durable": self.args.durable, "seconds": round(elapsed, 1), "nodes": self.c.n, "budget": self.args.budget,
             "faults_injected": dict(self.injected), "faults_without_target": dict(self.no_target),
             "steps_attempted": sum(len(v) for v in self.o.attempts.values()),
             "steps_acknowledged": len(self.o.acked), "writers": dict(self.writer_outcomes),
@@ -356,6 +391,8 @@ def main(argv=None):
     p.add_argument("--duration", type=float, default=float("inf"), help="stop starting rounds after S seconds")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"comma list of fault kinds (default all: {','.join(KINDS)})")
     p.add_argument("--nodes", type=int, default=4)
+    p.add_argument("--durable", choices=["fs", "s3"], default="fs",
+                   help="durable tier: a directory (fs, default) or moto S3 behind the fault proxy (s3)")
     p.add_argument("--budget", default="64MiB", help="--memory-budget of each agent (default 64MiB)")
     p.add_argument("--json", help="write the JSON summary here too")
     p.add_argument("--replay", help="a summary JSON: rerun its seed, rounds and kinds")
@@ -369,6 +406,7 @@ def main(argv=None):
         prev = json.loads(Path(args.replay).read_text())
         args.seed, args.faults, args.kinds = prev["seed"], prev["rounds"] + 1, ",".join(prev["kinds"])
         args.nodes, args.budget, args.keep = prev.get("nodes", 4), prev.get("budget", args.budget), True
+        args.durable = prev.get("durable", "fs")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
     args.kinds = [k for k in args.kinds.split(",") if k]

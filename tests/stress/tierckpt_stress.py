@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import sys
@@ -64,7 +65,6 @@ class Campaign:
             self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget, durable_url=self.s3.url,
                              env=self.s3.env)
         else:
-            self.kinds = [k for k in self.kinds if k != "s3_faults"]
             self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget)
         self.namespaces = [f"{n}-{x}" for n in self.c.nodes() for x in ("a", "b")]
         self.next_step = {ns: 1 for ns in self.namespaces}
@@ -330,10 +330,10 @@ class Campaign:
 
     def run(self):
         start = time.time()
-        self.c.start()
         self.round = 0
         status = "ok"
         try:
+            self.c.start()
             while self.round < self.args.faults and time.time() - start < self.args.duration:
                 try:
                     self.run_round(self.round)
@@ -354,13 +354,11 @@ class Campaign:
         finally:
             elapsed = time.time() - start
             summary = self.summary(status, elapsed)
-            if not self.args.keep:
-                self.c.stop()
-            else:
-                for a in self.c.agents.values():
-                    a.kill()
+            self.c.stop()  # agents killed, roots and the private tmpfs gone; logs stay in the workdir
             if self.s3:
                 self.s3.stop()
+            if not self.args.keep:
+                shutil.rmtree(self.workdir, ignore_errors=True)
         return summary
 
     def summary(self, status, elapsed):
@@ -397,7 +395,7 @@ def main(argv=None):
     p.add_argument("--json", help="write the JSON summary here too")
     p.add_argument("--replay", help="a summary JSON: rerun its seed, rounds and kinds")
     p.add_argument("--keep-going", action="store_true", help="do not stop at the first broken invariant")
-    p.add_argument("--keep", action="store_true", help="keep the work directory and the agents' logs")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (the agents' logs, hosts, durable tier)")
     p.add_argument("--workdir", default=None, help="parent of the work directory (default: $TMPDIR)")
     p.add_argument("--log-window", type=float, default=3.0, help="seconds of agent log printed before a violation")
     p.add_argument("-v", "--verbose", action="store_true", help="print every fault as it is injected")
@@ -409,7 +407,7 @@ def main(argv=None):
         args.durable = prev.get("durable", "fs")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
-    args.kinds = [k for k in args.kinds.split(",") if k]
+    args.kinds = [k for k in args.kinds.split(",") if k and (k != "s3_faults" or args.durable == "s3")]
     bad = [k for k in args.kinds if k not in KINDS]
     if bad or not args.kinds:
         p.error(f"unknown fault kinds {bad}; choose from {KINDS}")

@@ -90,6 +90,7 @@ class Oracle:
                              checks=0)
         self.findings = []
         self.excused_keys = set()
+        self.finding_keys = set()
 
     # --- recording -------------------------------------------------------------------------
     def attempt(self, a: Attempt):
@@ -165,8 +166,9 @@ class Oracle:
             shas = a.shas()
             if self.durable_shas(ns, step, shas) == shas:
                 self.counters["restore_failed_durable_intact"] += 1
-                if len(self.findings) < 20:
-                    self.findings.append(f"restore {ns}/{step} on {node} failed ({why}) while its durable "
+                if key not in self.finding_keys and len(self.findings) < 20:
+                    self.finding_keys.add(key)
+                    self.findings.append(f"restore {ns}/{step} on {node} failed ({why[:240]}) while its durable "
                                          f"copy is intact; copies destroyed: {sorted(self.acked[key].destroyed)}")
                 return True
             raise Violation("acked_step_lost", f"{ns}/{step} (acknowledged, copies destroyed by the schedule: "

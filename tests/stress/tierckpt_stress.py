@@ -189,6 +189,13 @@ class Campaign:
             t1 = time.time()
             agent.start()
             self.recovery[kind + "_agent_ready"].append(time.time() - t1)
+            # Time to recover: until its namespaces' newest acknowledged steps restore right through
+            # it again (from its own memory, the holder or the durable tier), writers still running.
+            newest = [(ns, self.o.newest[ns]) for ns in self.namespaces
+                      if ns.startswith(node + "-") and ns in self.o.newest]
+            if newest:
+                if all(self.o.check_step(k) for k in newest):
+                    self.recovery[kind + "_to_first_restore"].append(time.time() - t1)
         elif kind == "agent_stop":
             agent.signal(signal.SIGSTOP)
             agent.down = "stopped"

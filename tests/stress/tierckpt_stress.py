@@ -409,7 +409,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.replay:
         prev = json.loads(Path(args.replay).read_text())
-        args.seed, args.faults, args.kinds = prev["seed"], prev["rounds"] + 1, ",".join(prev["kinds"])
+        # A run stopped by a violation counts the rounds before the failing one.
+        rounds = prev["rounds"] + (1 if prev["status"] == "violation" else 0)
+        args.seed, args.faults, args.kinds = prev["seed"], rounds, ",".join(prev["kinds"])
         args.nodes, args.budget, args.keep = prev.get("nodes", 4), prev.get("budget", args.budget), True
         args.durable = prev.get("durable", "fs")
     if args.seed is None:

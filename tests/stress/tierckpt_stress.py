@@ -325,12 +325,13 @@ class Campaign:
     def report_violation(self, v: Violation):
         print(f"\nINVARIANT BROKEN: {v.invariant}\n  {v.detail}", flush=True)
         print(f"  seed {self.seed}, round {self.round}; replay: python {sys.argv[0]} --seed {self.seed} "
-              f"--faults {self.round + 1} --kinds {','.join(self.kinds)}")
+              f"--faults {self.round + 1} --kinds {','.join(self.kinds)} --durable {self.args.durable}")
         print("  schedule, last events:")
         for t, text in self.events[-8:]:
             print(f"    {t - v.t:+7.3f}s {text}")
         for node in (v.nodes or self.c.nodes()):
-            lines = self.c.agents[node].log_around(v.t, before=self.args.log_window, after=1.0)
+            lines = [x for x in self.c.agents[node].log_around(v.t, before=self.args.log_window, after=1.0)
+                     if "event=hello" not in x and 'event="connection' not in x]  # every CLI call says hello
             print(f"  --- {node} log ({len(lines)} lines within {self.args.log_window}s before) ---")
             for line in lines[-30:]:
                 print("    " + line)

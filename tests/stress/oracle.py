@@ -1,0 +1,229 @@
+"""The oracle: what was acknowledged, which copies the schedule destroyed, and the invariants.
+
+A step is *acknowledged* when tc_test_writer printed COMMITTED: its commit
+returned (with --replica-ack all: in the origin's memory and verified in the
+holder's) and, since every writer passes --persist --wait-durable, it is
+durable. Its promised copies are then mem_origin, mem_holder and durable.
+The schedule marks a copy destroyed when it corrupts or truncates it or wipes
+the root holding it; nothing ever marks a copy whole again (a restore that
+brings a step back from a peer is not counted: the model only loses copies).
+
+Invariants (docs/reliability.md):
+  wrong_bytes            a restore that succeeded returned bytes that no writer of that step wrote
+  acked_step_lost        an acknowledged step is loadable from no tier, though the schedule left a
+                         promised copy (the durable one, or for the newest step a memory one)
+  partial_step_visible   after every writer ended, a step is still `writing`, or visible without
+                         being whole
+  newest_step_evicted    the newest acknowledged step of a namespace is in no agent's memory
+                         (own or peer) though a memory copy was left
+  agent_died             an agent exited that the schedule did not kill
+  double_ack             two racing writers were both acknowledged for one step
+  tmpfs_leak             an agent's root holds more than 2 x budget (own tier + one origin's replicas)
+  writer_stuck           a writer still ran 60 s after the fault was over
+"""
+import hashlib
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from content import step_shas
+
+
+@dataclass
+class Attempt:
+    ns: str
+    step: int
+    node: str
+    seed: int
+    objects: int
+    size: int
+
+    def shas(self):
+        return step_shas(self.seed, self.step, self.objects, self.size)
+
+
+@dataclass
+class Acked:
+    attempt: Attempt
+    t: float
+    destroyed: set = field(default_factory=set)  # of "mem_origin", "mem_holder", "durable"
+
+
+class Violation(Exception):
+    def __init__(self, invariant, detail, nodes=()):
+        super().__init__(f"{invariant}: {detail}")
+        self.invariant = invariant
+        self.detail = detail
+        self.nodes = list(nodes)
+        self.t = time.time()
+
+
+def sha_file(p: Path):
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def dir_shas(d: Path, names):
+    out = {}
+    for n in names:
+        p = d / n
+        out[n] = sha_file(p) if p.is_file() else None
+    return out
+
+
+class Oracle:
+    def __init__(self, cluster, scratch: Path, s3=None):
+        self.c = cluster
+        self.s3 = s3  # an S3Tier when the durable tier is S3
+        self.scratch = scratch
+        scratch.mkdir(parents=True, exist_ok=True)
+        self.attempts = {}  # (ns, step) -> [Attempt]
+        self.acked = {}  # (ns, step) -> Acked
+        self.newest = {}  # ns -> newest acknowledged step
+        self.counters = dict(restores=0, restores_ok=0, bytes_verified=0, excused_losses=0,
+                             restore_failed_durable_intact=0, unacked_visible_checked=0,
+                             checks=0)
+        self.findings = []
+        self.excused_keys = set()
+        self.finding_keys = set()
+
+    # --- recording -------------------------------------------------------------------------
+    def attempt(self, a: Attempt):
+        self.attempts.setdefault((a.ns, a.step), []).append(a)
+
+    def ack(self, a: Attempt):
+        key = (a.ns, a.step)
+        if key in self.acked:
+            raise Violation("double_ack", f"{a.ns}/{a.step} acknowledged to two writers "
+                            f"(seeds {self.acked[key].attempt.seed} and {a.seed})", [a.node])
+        self.acked[key] = Acked(a, time.time())
+        self.newest[a.ns] = max(self.newest.get(a.ns, -1), a.step)
+
+    def destroy(self, key, copy):
+        if key in self.acked:
+            self.acked[key].destroyed.add(copy)
+
+    def acked_of(self, ns):
+        return sorted(s for (n, s) in self.acked if n == ns)
+
+    # --- checks ----------------------------------------------------------------------------
+    def excused(self, key):
+        r = self.acked[key]
+        if "durable" not in r.destroyed:
+            return False
+        newest = self.newest.get(key[0]) == key[1]
+        return not newest or {"mem_origin", "mem_holder"} <= r.destroyed
+
+    def durable_shas(self, ns, step, shas):
+        """The durable copy's objects, read directly as stock DCP would (no agent)."""
+        if self.s3:
+            out = {}
+            for n in shas:
+                data = self.s3.get(ns, step, n)
+                out[n] = hashlib.sha256(data).hexdigest() if data is not None else None
+            return out
+        ddir = self.c.durable / ns / f"step_{step:010d}"
+        return dir_shas(ddir, shas) if ddir.is_dir() else None
+
+    def check_step(self, key):
+        """Restore (ns, step) through its origin's agent and compare every byte's hash."""
+        ns, step = key
+        cands = self.attempts.get(key, [])
+        node = cands[0].node if cands else self.c.nodes()[0]
+        agent = self.c.agents[node]
+        out = self.scratch / uuid.uuid4().hex[:12]
+        self.counters["restores"] += 1
+        try:
+            r = agent.cli("restore", ns, step, "--to", out, "--json", check=False, timeout=120)
+            if r.returncode == 0:
+                got_names = sorted(p.name for p in out.iterdir() if p.name != "_tierckpt_manifest.json")
+                expect = [self.acked[key].attempt] if key in self.acked else cands
+                for a in expect:
+                    shas = a.shas()
+                    if sorted(shas) == got_names and dir_shas(out, shas) == shas:
+                        self.counters["restores_ok"] += 1
+                        self.counters["bytes_verified"] += a.objects * a.size
+                        if key not in self.acked:
+                            self.counters["unacked_visible_checked"] += 1
+                        return True
+                raise Violation("wrong_bytes", f"restore {ns}/{step} on {node} succeeded with bytes no "
+                                f"acknowledged writer wrote (objects {got_names}; seeds tried "
+                                f"{[a.seed for a in expect]})", [node])
+            if key not in self.acked:
+                return False  # an unacknowledged step may be gone; it returned no bytes
+            why = " | ".join(r.stderr.strip().splitlines())[:400] or "(no message)"
+            if self.excused(key):
+                self.excused_keys.add(key)
+                self.counters["excused_losses"] = len(self.excused_keys)
+                return False
+            # "Loadable from some tier": the durable directory, read as stock DCP would.
+            a = self.acked[key].attempt
+            shas = a.shas()
+            if self.durable_shas(ns, step, shas) == shas:
+                self.counters["restore_failed_durable_intact"] += 1
+                if key not in self.finding_keys and len(self.findings) < 20:
+                    self.finding_keys.add(key)
+                    self.findings.append(f"restore {ns}/{step} on {node} failed ({why[:240]}) while its durable "
+                                         f"copy is intact; copies destroyed: {sorted(self.acked[key].destroyed)}")
+                return True
+            raise Violation("acked_step_lost", f"{ns}/{step} (acknowledged, copies destroyed by the schedule: "
+                            f"{sorted(self.acked[key].destroyed) or 'none'}) restores on {node} with: {why}",
+                            [node, self.c.holder(node)])
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def check_cluster(self, keys, namespaces):
+        """After a fault: agents alive, nothing partial, newest steps kept, `keys` loadable."""
+        self.counters["checks"] += 1
+        for a in self.c.agents.values():
+            if a.down is None and not a.alive():
+                raise Violation("agent_died", f"tierckptd {a.node} exited with {a.proc.returncode} "
+                                "without a fault of the schedule", [a.node])
+        listings = {}
+        for node, a in self.c.agents.items():
+            owned = [ns for ns in namespaces if ns.startswith(node + "-")]
+            # Per namespace: only then does ls ask the replica holders (memory "peer").
+            lst = {}
+            for ns in owned:
+                lst.update(a.ls(ns))
+            writing = [k for k, e in lst.items() if k[0] in owned and e.get("memory") == "writing"]
+            if writing:
+                time.sleep(1.0)
+                lst = {}
+                for ns in owned:
+                    lst.update(a.ls(ns))
+                writing = [k for k, e in lst.items() if k[0] in owned and e.get("memory") == "writing"]
+                if writing:
+                    raise Violation("partial_step_visible", f"{writing} still writing on {node} after every "
+                                    "writer ended", [node])
+            for ns in owned:
+                n = self.newest.get(ns)
+                if n is None:
+                    continue
+                e = lst.get((ns, n), {})
+                if e.get("memory") in ("committed", "peer"):
+                    continue
+                d = self.acked[(ns, n)].destroyed
+                later = [k for k, v in lst.items() if k[0] == ns and k[1] > n and v.get("memory") == "committed"]
+                if {"mem_origin", "mem_holder"} <= d or len(later) >= self.c.keep_last:
+                    continue
+                raise Violation("newest_step_evicted", f"{ns}/{n}, the newest acknowledged step, is in no "
+                                f"memory of {node} (ls: {e or 'absent'})", [node])
+            # Steps visible but never acknowledged: whole and right, or not readable at all.
+            for k, e in lst.items():
+                if k[0] in owned and k not in self.acked and k in keys:
+                    self.check_step(k)
+            listings[node] = lst
+        for k in keys:
+            if k in self.acked:
+                self.check_step(k)
+        for a in self.c.agents.values():
+            used = sum(p.stat().st_size for p in a.root.rglob("*") if p.is_file() and not p.is_symlink())
+            if used > 2 * self.c.budget_bytes + (8 << 20):
+                raise Violation("tmpfs_leak", f"{a.root} holds {used} bytes, over 2 x budget", [a.node])
+        return listings

@@ -5,8 +5,9 @@ tierckpt itself):
 
     python sagemaker_ref_writer.py OUT_JSON ENDPOINT S3_BASE LAYOUT WORLD STEP [STEP ...]
 
-LAYOUT is ``default`` (the reference's DefaultS3PathStrategy: rank_R/step_N) or ``ray``
-(RayS3PathStrategy: step_N/rank_R). Each rank is a process of one gloo group; each saves
+LAYOUT is a comma-separated list of ``default`` (the reference's DefaultS3PathStrategy:
+rank_R/step_N) and ``ray`` (RayS3PathStrategy: step_N/rank_R); each goes to namespace
+``$REF_NAMESPACE-<layout>``. Each rank is a process of one gloo group; each saves
 every STEP with ``save_to_s3=True`` through the reference's own SageMakerTieredStorageWriter.
 
 Two things are pointed elsewhere, as the reference's own tests do (tests/local_tests/common.py):
@@ -80,11 +81,12 @@ def _rank(rank: int, world: int, store: str, endpoint: str, base: str, layout: s
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
-    strategy = (RayS3PathStrategy if layout == "ray" else DefaultS3PathStrategy)(base)
-    cfg = SageMakerCheckpointConfig(namespace=os.environ["REF_NAMESPACE"], world_size=world,
-                                    s3_path_strategy=strategy, save_to_s3=True)
-    for step in steps:
-        dcp.save(ref_state(step), storage_writer=SageMakerTieredStorageWriter(cfg, step=step))
+    for one in layout.split(","):
+        strategy = (RayS3PathStrategy if one == "ray" else DefaultS3PathStrategy)(base)
+        cfg = SageMakerCheckpointConfig(namespace=f"{os.environ['REF_NAMESPACE']}-{one}", world_size=world,
+                                        s3_path_strategy=strategy, save_to_s3=True)
+        for step in steps:
+            dcp.save(ref_state(step), storage_writer=SageMakerTieredStorageWriter(cfg, step=step))
     dist.barrier()
     dist.destroy_process_group()
 

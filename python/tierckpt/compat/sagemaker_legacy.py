@@ -173,18 +173,19 @@ def _read_metadata(store: LegacyStore, strategy: S3PathStrategy, namespace: str,
 
 
 def find_legacy_step(base: str, namespace: str, world_size: int, step: int | None = None,
-                     strategy: S3PathStrategy | None = None) -> LegacyStep | None:
+                     strategy: S3PathStrategy | None = None, other_layouts: bool = True) -> LegacyStep | None:
     """The newest complete step (or the given one) the reference wrote for namespace under base.
 
     strategy first (the config's, as the reference reads), then the other built-in layout, so a job
-    that moved in or out of Ray Train still finds its steps. None when there is none.
+    that moved in or out of Ray Train still finds its steps (unless other_layouts is False). None
+    when there is none.
     """
     store = LegacyStore(base)
     tried: list[S3PathStrategy] = []
     if strategy is not None:
         tried.append(strategy if strategy.base_path.split("?", 1)[0].rstrip("/") == store.uri_base
                      else type(strategy)(store.uri_base))
-    for cls in (DefaultS3PathStrategy, RayS3PathStrategy):
+    for cls in (DefaultS3PathStrategy, RayS3PathStrategy) if other_layouts or not tried else ():
         if not any(type(s) is cls for s in tried):
             tried.append(store.strategy(cls))
     best: LegacyStep | None = None

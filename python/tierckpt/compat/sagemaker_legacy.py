@@ -183,8 +183,8 @@ def find_legacy_step(base: str, namespace: str, world_size: int, step: int | Non
     store = LegacyStore(base)
     tried: list[S3PathStrategy] = []
     if strategy is not None:
-        tried.append(strategy if strategy.base_path.split("?", 1)[0].rstrip("/") == store.uri_base
-                     else type(strategy)(store.uri_base))
+        # The strategy's URIs must be plain (no "?options"): rebuilt on the store's base when they differ.
+        tried.append(strategy if strategy.base_path == store.uri_base else type(strategy)(store.uri_base))
     for cls in (DefaultS3PathStrategy, RayS3PathStrategy) if other_layouts or not tried else ():
         if not any(type(s) is cls for s in tried):
             tried.append(store.strategy(cls))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 import torch
@@ -105,11 +106,17 @@ def test_the_reader_takes_the_newest_step_memory_first_then_durable(sm, agent):
 
 # ---- the 1.1.3 surface ----
 
+def _surface_rank(rank, world_size, env, *args):
+    os.environ.update(env)  # the ranks' forkserver may have been started by an earlier test
+    sagemaker_surface_script.train(rank, world_size, *args)
+
+
 def test_a_script_for_the_reference_runs_with_only_its_imports_changed(agent, tmp_path, monkeypatch):
     monkeypatch.setenv("TIERCKPT_SOCKET", agent.socket)
     monkeypatch.setenv("TIERCKPT_AUTO_START", "0")
     disk = tmp_path / "disk"
-    run_ranks(tmp_path, 2, sagemaker_surface_script.train, str(agent.durable), str(disk), str(tmp_path / "log"))
+    env = {"TIERCKPT_SOCKET": agent.socket, "TIERCKPT_AUTO_START": "0"}
+    run_ranks(tmp_path, 2, _surface_rank, env, str(agent.durable), str(disk), str(tmp_path / "log"))
     steps = agent.steps("surface")
     assert sorted(steps) == [1, 2, 3]
     assert steps[2]["durable"] == "committed" and steps[1]["durable"] != "committed"

@@ -8,6 +8,7 @@ sagemaker_ref_writer.py then writes both of its S3 layouts on 2 gloo ranks, once
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
+from conftest import run_ranks
 from sagemaker_ref_writer import ref_state
 from tierckpt.compat.sagemaker import (
     SageMakerCheckpointConfig,
@@ -28,8 +30,20 @@ from tierckpt.compat.sagemaker import (
 from tierckpt.torch import CheckpointConfig, TieredReader
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "integration"))
-from s3_server import MotoMissing, MotoServer, MotoStartError, isolated_aws_env  # noqa: E402
+
+def _load_s3_server():
+    # By file, not through sys.path: tests/integration has a conftest.py of its own that would
+    # shadow ours in the ranks' processes.
+    spec = importlib.util.spec_from_file_location("s3_server", REPO / "tests" / "integration" / "s3_server.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("s3_server", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+_s3 = _load_s3_server()
+MotoMissing, MotoServer, MotoStartError, isolated_aws_env = (_s3.MotoMissing, _s3.MotoServer, _s3.MotoStartError,
+                                                             _s3.isolated_aws_env)
 
 REF_PACKAGES = ["amzn-sagemaker-checkpointing==1.1.3", "xxhash==4.1.0", "tenacity==9.2.1",
                 "s3torchconnector==1.5.0", "s3torchconnectorclient==1.5.0"]
@@ -179,3 +193,21 @@ def test_a_directory_with_the_references_tree_loads_too(ref, agent, monkeypatch,
     dcp.load(state, storage_reader=SageMakerTieredStorageReader(
         SageMakerCheckpointConfig("smjob-default", WORLD, s3_tier_base_path=str(agent.durable))), no_dist=True)
     _assert_is(state, 20)
+
+
+def _load_on_rank(rank: int, world_size: int, env: dict, url: str, namespace: str, steps: tuple) -> None:
+    os.environ.update(env)  # the forkserver may predate this test's environment
+    for step in steps:
+        state = _empty()
+        reader = SageMakerTieredStorageReader(SageMakerCheckpointConfig(namespace, world_size, s3_tier_base_path=url),
+                                              step=step)
+        dcp.load(state, storage_reader=reader)
+        _assert_is(state, 20 if step is None else 10)
+        assert reader.legacy is not None
+
+
+def test_two_ranks_load_the_references_steps_of_both_layouts(ref, s3_job, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "TIERCKPT_"))}
+    run_ranks(tmp_path, WORLD, _load_on_rank, env, ref.url, "smjob-ray", (None, 10))
+    # smjob-default's newest is tierckpt's step 30 when the first test ran before: its step 10 here.
+    run_ranks(tmp_path, WORLD, _load_on_rank, env, ref.url, "smjob-default", (10,))

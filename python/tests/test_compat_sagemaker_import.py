@@ -56,7 +56,8 @@ def _ref_site() -> Path:
     stamp = site / ".tierckpt-installed"
     if stamp.exists() and stamp.read_text() == "\n".join(REF_PACKAGES):
         return site
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--upgrade", "--target",
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--upgrade", "--retries", "1",
+                        "--timeout", "20", "--target",
                         str(site), *REF_PACKAGES], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         pytest.skip(f"cannot install the reference ({' '.join(REF_PACKAGES)}) into {site}: pip said: "

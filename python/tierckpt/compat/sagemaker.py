@@ -209,7 +209,13 @@ class SageMakerTieredStorageReader(TieredReader):
     def _find_legacy(self, step: int | None) -> LegacyStep | None:
         if not self._legacy_base:
             return None
-        return find_legacy_step(self._legacy_base, self.namespace, self._world_size, step, self._strategy)
+        try:
+            return find_legacy_step(self._legacy_base, self.namespace, self._world_size, step, self._strategy)
+        except Exception as e:  # as the reference's reader: a failed listing leaves the other tiers
+            logging.getLogger("tierckpt").warning(
+                "tierckpt: looking for steps amzn-sagemaker-checkpointing wrote under %s failed, so only "
+                "tierckpt's steps are considered: %s", self._legacy_base, e)
+            return None
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()

@@ -43,11 +43,12 @@ def pytest_configure(config):
 class Agent:
     """One tierckptd with its own root, socket and durable dir."""
 
-    def __init__(self, workdir: Path, extra_args: list[str]):
+    def __init__(self, workdir: Path, extra_args: list[str], durable: str | None = None, env: dict | None = None):
         self.workdir = workdir
         self.root = SHM / f"tierckpt-pytest-{uuid.uuid4().hex[:12]}"
         self.socket = str(workdir / "agent.sock")
-        self.durable = workdir / "durable"
+        self.durable = durable if durable is not None else workdir / "durable"  # e.g. an s3:// URL
+        self.env = env  # the agent's whole environment; None = this process's
         self.log = workdir / "agent.log"
         self.extra_args = extra_args
         self.proc: subprocess.Popen | None = None
@@ -56,7 +57,8 @@ class Agent:
         args = [tc_agent.find_binary("tierckptd"), "--socket", self.socket, "--root", str(self.root),
                 "--durable", str(self.durable), "--log-level", "debug", *self.extra_args]
         with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                         env=self.env)
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -100,13 +102,15 @@ class Agent:
 
 @pytest.fixture
 def agents(tmp_path):
-    """Factory: agents(*extra_args) starts a fresh agent; all are killed and cleaned up at the end."""
+    """Factory: agents(*extra_args, durable=None, env=None) starts a fresh agent (durable: its
+    --durable base, default a directory of its own; env: its environment); all are killed and
+    cleaned up at the end."""
     made: list[Agent] = []
 
-    def make(*extra_args: str) -> Agent:
+    def make(*extra_args: str, durable: str | None = None, env: dict | None = None) -> Agent:
         workdir = tmp_path / f"agent{len(made)}"
         workdir.mkdir()
-        a = Agent(workdir, list(extra_args) or ["--memory-budget", "512MiB"])
+        a = Agent(workdir, list(extra_args) or ["--memory-budget", "512MiB"], durable=durable, env=env)
         made.append(a)
         return a.start()
 

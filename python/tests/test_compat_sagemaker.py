@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
+import sagemaker_surface_script
+from conftest import run_ranks
 from tierckpt import agent as tc_agent
+from tierckpt.compat import sagemaker as compat
 from tierckpt.compat.sagemaker import (
+    DefaultS3PathStrategy,
+    RayS3PathStrategy,
     SageMakerCheckpointConfig,
+    SageMakerInMemoryTierError,
+    SageMakerS3TierError,
+    SageMakerTieredStorageConfigError,
+    SageMakerTieredStorageError,
     SageMakerTieredStorageReader,
     SageMakerTieredStorageWriter,
 )
@@ -92,3 +102,62 @@ def test_the_reader_takes_the_newest_step_memory_first_then_durable(sm, agent):
     assert target["step"] == 4 and torch.equal(target["w"], _state(4)["w"])
     assert "event=restore" in agent.log_text()
     assert agent.steps("tiers")[4]["memory"] == "committed"
+
+
+# ---- the 1.1.3 surface ----
+
+def _surface_rank(rank, world_size, env, *args):
+    os.environ.update(env)  # the ranks' forkserver may have been started by an earlier test
+    sagemaker_surface_script.train(rank, world_size, *args)
+
+
+def test_a_script_for_the_reference_runs_with_only_its_imports_changed(agent, tmp_path, monkeypatch):
+    monkeypatch.setenv("TIERCKPT_SOCKET", agent.socket)
+    monkeypatch.setenv("TIERCKPT_AUTO_START", "0")
+    disk = tmp_path / "disk"
+    env = {"TIERCKPT_SOCKET": agent.socket, "TIERCKPT_AUTO_START": "0"}
+    run_ranks(tmp_path, 2, _surface_rank, env, str(agent.durable), str(disk), str(tmp_path / "log"))
+    steps = agent.steps("surface")
+    assert sorted(steps) == [1, 2, 3]
+    assert steps[2]["durable"] == "committed" and steps[1]["durable"] != "committed"
+    assert (agent.durable / "surface" / "step_0000000002" / "_tierckpt_manifest.json").exists()
+    assert agent.steps("surface-ray")[7]["durable"] == "committed"
+    assert not disk.exists()  # save_to_disk was False: nothing written there
+    assert "saved surface step 2" in (tmp_path / "log.0").read_text()
+
+
+def test_save_to_disk_persists_to_the_disk_tier_when_there_is_no_s3_base(agent, monkeypatch):
+    monkeypatch.setenv("TIERCKPT_SOCKET", agent.socket)
+    monkeypatch.setenv("TIERCKPT_AUTO_START", "0")
+    cfg = SageMakerCheckpointConfig("disk", 1, disk_tier_base_path=str(agent.durable), save_to_disk=True)
+    w = SageMakerTieredStorageWriter(cfg, step=4)
+    assert w.persist and w.s3_checkpoint_dir == str(agent.durable / "disk" / "step_0000000004")
+    dcp.save(_state(4), storage_writer=w, no_dist=True)
+    assert agent.steps("disk")[4]["durable"] == "committed"
+    with pytest.raises(SageMakerTieredStorageConfigError, match="disk_tier_base_path"):
+        SageMakerTieredStorageWriter(SageMakerCheckpointConfig("disk", 1, save_to_disk=True), step=5)
+    with pytest.raises(SageMakerTieredStorageConfigError, match="S3 path"):
+        SageMakerTieredStorageWriter(SageMakerCheckpointConfig("disk", 1, save_to_s3=True), step=5)
+    assert SageMakerTieredStorageWriter(SageMakerCheckpointConfig("disk", 1), step=5).s3_checkpoint_dir is None
+
+
+def test_the_ray_strategy_is_detected_inside_ray_train_only(monkeypatch):
+    ray_train = pytest.importorskip("ray.train", reason="ray is not installed (requirements-dev.txt has it)")
+    outside = SageMakerCheckpointConfig("det", 1, s3_tier_base_path="s3://b/p").get_s3_strategy()
+    assert type(outside) is DefaultS3PathStrategy  # ray.train.get_context() raises RuntimeError here
+    monkeypatch.setattr(ray_train, "get_context", lambda: object())  # what a Ray Train worker sees
+    inside = SageMakerCheckpointConfig("det", 1, s3_tier_base_path="s3://b/p").get_s3_strategy()
+    assert type(inside) is RayS3PathStrategy and inside.get_checkpoint_dir("det", 5) == "s3://b/p/det/step_5"
+    assert DefaultS3PathStrategy("s3://b/p").get_s3_uri("n", 1, 5, "checkpoint.pt") == \
+        "s3://b/p/n/rank_1/step_5/checkpoint.pt"
+    assert inside.get_s3_uri("n", 1, 5, "metadata.metadata") == "s3://b/p/n/step_5/rank_1/metadata.metadata"
+
+
+def test_the_reference_exception_hierarchy():
+    for cls in (SageMakerInMemoryTierError, SageMakerS3TierError, SageMakerTieredStorageConfigError):
+        assert issubclass(cls, SageMakerTieredStorageError)
+    assert issubclass(SageMakerTieredStorageConfigError, ValueError)
+    for name in ("InMemoryConfigError", "InMemoryConnectionError", "InMemoryTimeoutError", "InMemoryRequestError",
+                 "InMemoryClientError", "InMemoryServerError", "InMemoryResourceNotFoundError",
+                 "InMemoryNamespaceIncompatibleError", "InMemoryNameSpaceCreateError"):
+        assert issubclass(getattr(compat, name), compat.InMemoryStorageError)

@@ -19,6 +19,7 @@
 #include "client/responses.h"
 #include "client/sweeper.h"
 #include "common/checksum.h"
+#include "os/fs_stat.h"
 #include "os/parallel.h"
 #include "wire/protocol.h"
 
@@ -355,7 +356,14 @@ Result<ObjectView> Client::Open(std::string_view ns, uint64_t step, std::string_
 
 Result<ObjectView> Client::OpenVerified(std::string_view ns, uint64_t step, std::string_view name,
                                         const ReadVerify& verify) {
-  TC_ASSIGN_OR_RETURN(ObjectView view, OpenObject(ns, step, name, /*repair=*/false));
+  Result<ObjectView> opened = OpenObject(ns, step, name, /*repair=*/false);
+  if (!opened.ok() && opened.status().code() == Code::kCorruption) {  // resized at rest: repair it
+    TC_ASSIGN_OR_RETURN(ObjectView fresh, OpenObject(ns, step, name, /*repair=*/true));
+    impl_->Count(client::ReadCheck::kHash);
+    TC_RETURN_IF_ERROR(fresh.Verify());
+    return fresh;
+  }
+  TC_ASSIGN_OR_RETURN(ObjectView view, std::move(opened));
   const client::ReadCheck check = client::DecideReadCheck(verify, view.impl_->verified_age_ms);
   impl_->Count(check);
   if (check != client::ReadCheck::kHash) return view;
@@ -390,6 +398,15 @@ Result<ObjectView> Client::OpenObject(std::string_view ns, uint64_t step, std::s
     return InvalidArgument(what + " of " + std::to_string(resp->size) +
                            " bytes does not fit in this process's address space");
   }
+  // A committed object's file is never resized by the agent: another size is
+  // damage at rest (a truncation), which the repair path replaces.
+  TC_ASSIGN_OR_RETURN(FileStat st, StatOpenFd(reply.fd.get(), "fstat the fd of " + what));
+  if (st.size != resp->size) {
+    return Corruption(what + " in the memory tier holds " + std::to_string(st.size) + " bytes but its manifest says " +
+                      std::to_string(resp->size) +
+                      ": the copy at rest was truncated or extended (OpenVerified and ReadObjects ask the agent to "
+                      "restore it from another tier; `tierckpt verify` reports it)");
+  }
   TC_ASSIGN_OR_RETURN(MappingCache::Lease lease, impl_->cache->Acquire(std::move(reply.fd), resp->size,
                                                                        Mapping::Access::kReadOnly, what));
   ObjectView view;
@@ -411,6 +428,16 @@ Status Client::ReadObjects(std::string_view ns, uint64_t step, const std::vector
     const ObjectDest& d = objects[i];
     const std::string context = "reading object " + d.name;
     Result<ObjectView> view = Open(ns, step, d.name);
+    if (!view.ok() && view.status().code() == Code::kCorruption) {  // resized at rest: repair it
+      impl_->Count(client::ReadCheck::kHash);
+      view = OpenObject(ns, step, d.name, /*repair=*/true);
+      if (!view.ok()) return view.status().WithContext(context);
+      if (view->size() != d.size) {
+        return InvalidArgument(context + ": the destination holds " + std::to_string(d.size) +
+                               " bytes but the object has " + std::to_string(view->size()));
+      }
+      return view->CopyTo(d.data, d.size).WithContext(context);
+    }
     if (!view.ok()) return view.status().WithContext(context);
     if (view->size() != d.size) {
       return InvalidArgument(context + ": the destination holds " + std::to_string(d.size) +

@@ -96,13 +96,27 @@ int RunRestore(const GlobalOptions& g, const RestoreOptions& o) {
     const ObjectEntry& e = m->objects[i];
     const std::string object_path = step_name + "/" + e.name;
     Result<ObjectView> view = client->Open(o.ns, o.step, e.name);
-    if (!view.ok()) return view.status().WithContext("opening object " + object_path);
-    if (view->size() != e.size || view->checksum() != e.checksum) {
-      return Corruption("object " + object_path + " has size " + std::to_string(view->size()) + " and checksum " +
-                        view->checksum() + " in the memory tier but " + std::to_string(e.size) + " and " +
-                        e.checksum + " in the manifest");
+    Status wrote = view.ok() ? Status::Ok() : view.status();
+    if (view.ok()) {
+      if (view->size() != e.size || view->checksum() != e.checksum) {
+        return Corruption("object " + object_path + " has size " + std::to_string(view->size()) + " and checksum " +
+                          view->checksum() + " in the memory tier but " + std::to_string(e.size) + " and " +
+                          e.checksum + " in the manifest");
+      }
+      wrote = WriteVerified(o.ns, o.step, object_path, *view, JoinPath(o.to, e.name), progress);
     }
-    return WriteVerified(o.ns, o.step, object_path, *view, JoinPath(o.to, e.name), progress);
+    if (wrote.code() != Code::kCorruption) return wrote.WithContext("restoring object " + object_path);
+    // The memory copy is damaged: the agent re-hashes it and restores the step
+    // from a replica holder or the durable tier (Client::OpenVerified).
+    if (view.ok()) *view = ObjectView();  // unmaps the bad copy before the agent replaces it
+    Result<ObjectView> fresh = client->OpenVerified(o.ns, o.step, e.name);
+    if (!fresh.ok()) {
+      return fresh.status().WithContext("restoring object " + object_path + " after its memory copy failed (" +
+                                        wrote.message() + ")");
+    }
+    std::fprintf(stderr, "tierckpt: %s: the memory copy was damaged (%s); read from %s\n", object_path.c_str(),
+                 wrote.message().c_str(), fresh->repaired().empty() ? "the agent" : fresh->repaired().c_str());
+    return WriteVerified(o.ns, o.step, object_path, *fresh, JoinPath(o.to, e.name), progress);
   });
   if (!copied.ok()) {
     progress.Finish();

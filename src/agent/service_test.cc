@@ -1,4 +1,6 @@
 // The agent behind a real listening socket, driven with raw frames.
+#include "agent/service.h"
+
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "agent/service.h"
 #include "ops/recent_errors.h"
 #include "os/files.h"
 #include "tier/tier_test_util.h"
@@ -258,8 +259,7 @@ TEST(ServiceTest, StatsReportTheBackgroundCapsAndTheScrubsCounters) {
     return scrub != j.end() && scrub->is_object() ? scrub->value("objects", uint64_t{0}) : 0;
   };
   // The first pass after the commit hashes both objects.
-  while (stats.ok() && scrubbed(*stats) < 2 &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (stats.ok() && scrubbed(*stats) < 2 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     stats = c.Json(MsgType::kStats, "");
   }

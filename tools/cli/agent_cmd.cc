@@ -129,8 +129,9 @@ void PrintStatus(const json& j) {
   std::printf("  writing        %s step(s) in flight\n", Num(j, "in_flight_steps").c_str());
   std::printf("  connections    %s\n", Num(j, "connections").c_str());
   if (j.contains("background_priority")) {  // older agents do not send the caps
-    std::printf("  background     persist %s, replicate %s, priority %s\n", Rate(j, "persist_rate_bytes").c_str(),
-                Rate(j, "replicate_rate_bytes").c_str(), Str(j, "background_priority").c_str());
+    std::printf("  background     persist %s, replicate %s, priority %s\n",
+                Rate(j, "persist_rate_bytes").c_str(), Rate(j, "replicate_rate_bytes").c_str(),
+                Str(j, "background_priority").c_str());
   }
   if (auto scrub = j.find("scrub"); scrub != j.end() && scrub->is_object()) {
     std::printf("  scrub          %s\n", ScrubLine(*scrub).c_str());

@@ -1,6 +1,4 @@
 // The agent behind a real listening socket, driven with raw frames.
-#include "agent/service.h"
-
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/service.h"
 #include "ops/recent_errors.h"
 #include "os/files.h"
 #include "tier/tier_test_util.h"

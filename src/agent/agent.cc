@@ -239,11 +239,16 @@ Status Agent::Start(bool handle_signals) {
   deps.info.persist_every = config_.persist_every;
   deps.info.durable_keep = config_.durable_keep;
   deps.info.verify_on_seal = config_.verify_on_seal;
+  deps.info.persist_rate_bytes = config_.persist_rate_bytes;
+  deps.info.replicate_rate_bytes = config_.replicate_rate_bytes;
+  deps.info.background_priority = std::string(ThreadPriorityName(background));
+  deps.info.scrub_interval_ms = config_.scrub_interval_ms;
   deps.tier = tier_.get();
   deps.persister = persister_.get();
   deps.store = store_.get();
   deps.errors = &errors_;
   deps.connection_count = [this] { return service_ != nullptr ? service_->connections() : 0; };
+  deps.scrub_counters = [this] { return scrubber_ != nullptr ? scrubber_->counters() : ScrubCounters{}; };
   deps.cluster = cluster_.get();
   handlers_ = std::make_unique<Handlers>(std::move(deps));
   ScrubberOptions scrub;

@@ -33,6 +33,7 @@
 #include <string>
 
 #include "agent/read_path.h"
+#include "agent/scrubber.h"
 #include "agent/service.h"
 #include "common/work_queue.h"
 #include "ops/recent_errors.h"
@@ -57,6 +58,11 @@ struct AgentInfo {
   uint64_t persist_every = 0;
   uint32_t durable_keep = 0;
   bool verify_on_seal = false;
+  // The background caps (docs/agent.md "Background work"): 0 = unlimited.
+  uint64_t persist_rate_bytes = 0;
+  uint64_t replicate_rate_bytes = 0;
+  std::string background_priority = "low";  // ThreadPriorityName
+  uint64_t scrub_interval_ms = 0;           // 0 = no background scrub
 };
 
 struct HandlerDeps {
@@ -66,6 +72,8 @@ struct HandlerDeps {
   ObjectStore* store = nullptr;    // nullptr without a durable tier
   RecentErrors* errors = nullptr;
   std::function<size_t()> connection_count;
+  // The scrubber's counters for Stats' "scrub"; unset = all zero.
+  std::function<ScrubCounters()> scrub_counters;
   // This node's place in a cluster (replication/cluster.h): replication
   // after each commit, the other parts of steps spanning nodes, the replica
   // holders (restores before the durable tier, List, Show, DeleteStep) and

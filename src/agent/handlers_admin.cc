@@ -265,6 +265,7 @@ Reply Handlers::Stats(std::string_view p) {
     in.persist_running = d_.persister->running();
   }
   in.connections = d_.connection_count ? d_.connection_count() : 0;
+  if (d_.scrub_counters) in.scrub = d_.scrub_counters();
   in.last_errors = d_.errors->Snapshot();
   return JsonReply(StatsJson(in));
 }

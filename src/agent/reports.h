@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/handlers.h"
+#include "agent/scrubber.h"
 #include "ops/recent_errors.h"
 #include "replication/cluster.h"
 #include "tier/budget.h"
@@ -94,6 +95,7 @@ struct StatsInput {
   std::vector<ErrorRecord> last_errors;
   std::string durable_error;  // listing the durable tier failed
   std::optional<PeerStatsInput> peers;  // nullopt on a single node
+  ScrubCounters scrub;
 };
 // {"version","pid","node_id","root","socket","durable","budget_bytes",
 //  "used_bytes","pool_bytes","tmpfs_free_bytes","retention",
@@ -103,6 +105,10 @@ struct StatsInput {
 //  and: "started_unix_ms","uptime_s","persist_every","durable_keep",
 //  "verify_on_seal","object_bytes","pool_segments","tmpfs_total_bytes",
 //  "committed_steps","persist_running","durable_error"?,
+//  "persist_rate_bytes","replicate_rate_bytes" (0 = unlimited),
+//  "background_priority" ("normal"|"low"|"idle"),
+//  "scrub": {"interval_ms" (0 = off),"passes","last_pass_unix_ms" (null before
+//            the first pass ends),"objects","corrupt","repaired"} (sums since start),
 //  "peers": null | {"listen","replicas","replica_ack","holders":[id],
 //                   "holding":[{"origin","steps","bytes"}]}}
 // A last_errors entry reads "<UTC time> <event>: <code>: <message>".

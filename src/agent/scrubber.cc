@@ -62,6 +62,12 @@ ScrubReport Scrubber::ScrubOnce() {
     ++report.steps;
     if (!ScrubStep(info.ns, info.step, &report)) break;
   }
+  MutexLock lock(&mu_);
+  ++counters_.passes;
+  counters_.last_pass_unix_ms = NowUnixMs();
+  counters_.objects += report.objects;
+  counters_.corrupt += report.corrupt;
+  counters_.repaired += report.repaired;
   return report;
 }
 

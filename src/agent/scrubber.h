@@ -65,6 +65,16 @@ struct ScrubReport {
   std::vector<std::string> findings;  // one line per corrupt object: what was found and done
 };
 
+// What the scrub has done since construction (Stats' "scrub"): the sums of
+// the passes' ScrubReports (background or ScrubOnce) and when the last ended.
+struct ScrubCounters {
+  uint64_t passes = 0;
+  uint64_t last_pass_unix_ms = 0;  // 0 = no pass has ended yet
+  uint64_t objects = 0;
+  uint64_t corrupt = 0;
+  uint64_t repaired = 0;
+};
+
 class Scrubber {
  public:
   // The collaborators must outlive the Scrubber.
@@ -81,6 +91,11 @@ class Scrubber {
   // One pass now, on the calling thread.
   ScrubReport ScrubOnce();
 
+  ScrubCounters counters() const {
+    MutexLock lock(&mu_);
+    return counters_;
+  }
+
  private:
   void Loop();
   bool stopping() const;
@@ -94,6 +109,7 @@ class Scrubber {
   mutable Mutex mu_;
   CondVar cv_{&mu_};  // Stop
   bool stopping_ GUARDED_BY(mu_) = false;
+  ScrubCounters counters_ GUARDED_BY(mu_);  // added to at the end of each ScrubOnce
   std::thread thread_;
 };
 

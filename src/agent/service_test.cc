@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
 #include "agent/agent.h"
 #include "agent/service.h"
+#include "ops/recent_errors.h"
 #include "os/files.h"
 #include "tier/tier_test_util.h"
 #include "wire/protocol.h"
@@ -215,12 +217,63 @@ TEST(ServiceTest, WriteCommitAndReadOverTheSocket) {
   EXPECT_EQ((*stats)["namespaces"][0]["memory_steps"], json::array({10}));
   EXPECT_EQ((*stats)["retention"], 3);
   EXPECT_TRUE((*stats)["last_errors"].is_array());
+  // The background caps and the scrub, at their defaults (docs/agent.md).
+  EXPECT_EQ((*stats)["persist_rate_bytes"], 0);  // unlimited
+  EXPECT_EQ((*stats)["replicate_rate_bytes"], 0);
+  EXPECT_EQ((*stats)["background_priority"], "low");
+  EXPECT_EQ((*stats)["scrub"]["interval_ms"], 600'000);
+  EXPECT_EQ((*stats)["scrub"]["passes"], 0);  // the first pass is 10 minutes away
+  EXPECT_TRUE((*stats)["scrub"]["last_pass_unix_ms"].is_null());
+  EXPECT_EQ((*stats)["scrub"]["objects"], 0);
+  EXPECT_EQ((*stats)["scrub"]["corrupt"], 0);
+  EXPECT_EQ((*stats)["scrub"]["repaired"], 0);
 
   Result<json> verify = c.Json(MsgType::kVerify, StepPayload("job", 10));
   ASSERT_TRUE(verify.ok());
   EXPECT_EQ((*verify)["ok"], true);
   EXPECT_EQ((*verify)["tiers"]["memory"]["present"], true);
   EXPECT_EQ((*verify)["tiers"]["durable"]["present"], false);
+}
+
+TEST(ServiceTest, StatsReportTheBackgroundCapsAndTheScrubsCounters) {
+  AgentHarness a([](AgentConfig& c) {
+    c.persist_rate = "50MiB";
+    c.replicate_rate = "20MiB";
+    c.background_priority = "idle";
+    c.scrub_interval = "1s";
+  });
+  ASSERT_TRUE(a.start.ok()) << a.start.ToString();
+  RawConn c(a.config.socket_path);
+  ASSERT_TRUE(c.Hello().ok());
+  ASSERT_TRUE(c.Body(MsgType::kBeginStep, StepPayload("job", 1)).ok());
+  WriteOverSocket(c, "job", 1, "__0_0.distcp", std::string(1u << 16, 'd'));
+  WriteOverSocket(c, "job", 1, ".metadata", "meta");
+  ASSERT_TRUE(Commit(c, "job", 1, false).ok());
+  const uint64_t committed_ms = NowUnixMs();
+
+  Result<json> stats = c.Json(MsgType::kStats, "");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto scrubbed = [](const json& j) -> uint64_t {
+    auto scrub = j.find("scrub");
+    return scrub != j.end() && scrub->is_object() ? scrub->value("objects", uint64_t{0}) : 0;
+  };
+  // The first pass after the commit hashes both objects.
+  while (stats.ok() && scrubbed(*stats) < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stats = c.Json(MsgType::kStats, "");
+  }
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ((*stats)["persist_rate_bytes"], 50u << 20);
+  EXPECT_EQ((*stats)["replicate_rate_bytes"], 20u << 20);
+  EXPECT_EQ((*stats)["background_priority"], "idle");
+  const json& scrub = (*stats)["scrub"];
+  EXPECT_EQ(scrub["interval_ms"], 1000);
+  EXPECT_GE(scrub["passes"].get<uint64_t>(), 1u) << scrub.dump();
+  EXPECT_GE(scrub["objects"].get<uint64_t>(), 2u) << scrub.dump();
+  ASSERT_TRUE(scrub["last_pass_unix_ms"].is_number_unsigned()) << scrub.dump();
+  EXPECT_GE(scrub["last_pass_unix_ms"].get<uint64_t>(), committed_ms) << scrub.dump();
+  EXPECT_EQ(scrub["corrupt"], 0);
+  EXPECT_EQ(scrub["repaired"], 0);
 }
 
 TEST(ServiceTest, MalformedFramesCloseOnlyThatConnection) {

@@ -121,3 +121,39 @@ def test_prometheus_scrapes_the_agent_and_the_series_move_after_a_save(agents, t
         prom.wait_for('tierckpt_steps_dropped_total{reason="retention"}', lambda v: v >= 1)
     finally:
         prom.stop()
+
+
+def test_agent_status_shows_the_background_caps_and_the_scrub(agents, tmp_path):
+    """`tierckpt agent status` reports --persist-rate, --replicate-rate, --background-priority and
+    the scrub (interval and its counters), in JSON and in the human output; a default agent its defaults."""
+    plain = agents("--memory-budget", "64MiB")
+    status = plain.cli_json("agent", "status")
+    assert (status["persist_rate_bytes"], status["replicate_rate_bytes"], status["background_priority"]) == (0, 0, "low")
+    assert status["scrub"] == {"interval_ms": 600_000, "passes": 0, "last_pass_unix_ms": None,
+                               "objects": 0, "corrupt": 0, "repaired": 0}, status
+    text = plain.cli("agent", "status").stdout
+    assert "background     persist unlimited, replicate unlimited, priority low\n" in text, text
+    assert "scrub          every 10m; 0 pass(es); 0 object(s) hashed, 0 corrupt, 0 repaired\n" in text, text
+
+    capped = agents("--memory-budget", "64MiB", "--persist-rate", "50MiB", "--replicate-rate", "20MiB",
+                    "--background-priority", "idle", "--scrub-interval", "1s")
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    (src / "a.distcp").write_bytes(b"x" * (1 << 20))
+    (src / ".metadata").write_bytes(b"m" * 100)
+    capped.cli("save", "ops", 1, "--from", src)
+    deadline = time.monotonic() + 30
+    while True:  # the first pass after the save hashes both objects
+        status = capped.cli_json("agent", "status")
+        if status["scrub"]["objects"] >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert (status["persist_rate_bytes"], status["replicate_rate_bytes"], status["background_priority"]) == (
+        50 << 20, 20 << 20, "idle"), status
+    scrub = status["scrub"]
+    assert scrub["interval_ms"] == 1000 and scrub["passes"] >= 1 and scrub["objects"] >= 2, scrub
+    assert (scrub["corrupt"], scrub["repaired"]) == (0, 0), scrub
+    assert scrub["last_pass_unix_ms"] >= status["started_unix_ms"], scrub
+    text = capped.cli("agent", "status").stdout
+    assert "background     persist 50.0 MiB/s, replicate 20.0 MiB/s, priority idle\n" in text, text
+    assert "scrub          every 1s; " in text and ", the last ended 20" in text, text

@@ -77,6 +77,33 @@ std::string Size(const json& j, const char* key) {
   return it != j.end() && it->is_number_unsigned() ? HumanSize(it->get<uint64_t>()) : "-";
 }
 
+// A rate cap: 0 = "unlimited".
+std::string Rate(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) return "-";
+  return it->get<uint64_t>() == 0 ? "unlimited" : HumanSize(it->get<uint64_t>()) + "/s";
+}
+// A duration in milliseconds, in the unit --scrub-interval takes: "10m", "1s", "1500ms".
+std::string Interval(uint64_t ms) {
+  if (ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+// "every 1s; 3 pass(es), the last ended 2026-12-02T20:40:00Z; 12 object(s) hashed, 0 corrupt, 0 repaired"
+std::string ScrubLine(const json& scrub) {
+  auto interval = scrub.find("interval_ms");
+  if (interval == scrub.end() || !interval->is_number_unsigned()) return "-";
+  std::string line = interval->get<uint64_t>() == 0 ? "off" : "every " + Interval(interval->get<uint64_t>());
+  line += "; " + Num(scrub, "passes") + " pass(es)";
+  if (auto last = scrub.find("last_pass_unix_ms"); last != scrub.end() && last->is_number_unsigned()) {
+    line += ", the last ended " + FormatUnixMs(last->get<uint64_t>());
+  }
+  return line + "; " + Num(scrub, "objects") + " object(s) hashed, " + Num(scrub, "corrupt") + " corrupt, " +
+         Num(scrub, "repaired") + " repaired";
+}
+
 void PrintStatus(const json& j) {
   std::printf("tierckptd %s (pid %s) on node %s\n", Str(j, "version").c_str(), Num(j, "pid").c_str(),
               Str(j, "node_id").c_str());
@@ -101,6 +128,14 @@ void PrintStatus(const json& j) {
               Num(j, "persist_running").c_str());
   std::printf("  writing        %s step(s) in flight\n", Num(j, "in_flight_steps").c_str());
   std::printf("  connections    %s\n", Num(j, "connections").c_str());
+  if (j.contains("background_priority")) {  // older agents do not send the caps
+    std::printf("  background     persist %s, replicate %s, priority %s\n",
+                Rate(j, "persist_rate_bytes").c_str(), Rate(j, "replicate_rate_bytes").c_str(),
+                Str(j, "background_priority").c_str());
+  }
+  if (auto scrub = j.find("scrub"); scrub != j.end() && scrub->is_object()) {
+    std::printf("  scrub          %s\n", ScrubLine(*scrub).c_str());
+  }
   if (auto peers = j.find("peers"); peers != j.end() && peers->is_object()) {
     std::string holders;
     if (auto h = peers->find("holders"); h != peers->end() && h->is_array()) {

@@ -21,8 +21,13 @@
 //
 // The thread (Start) runs a pass every `interval` (the first one interval
 // after Start), at the agent's --background-priority; interval 0 = no thread.
-// What it does not scrub: the replicas this node holds for other nodes and
-// its copies of other members' parts (docs/agent.md, "The scrub").
+// With deps.replicas, a pass then walks the replicas this node holds for
+// other nodes (ReplicaTiers) the same way (one object pinned at a time, no
+// tier mutex held while hashing); a corrupt replica step is re-checked (same
+// life, still mismatching) and dropped: it is a spare copy, its origin or the
+// durable tier holds the step. Counted in corrupt/scrub_corrupt and
+// replicas_dropped; event "scrub_replica". What it does not scrub: this
+// node's copies of other members' parts (docs/agent.md, "The scrub").
 //
 // Thread safety: ScrubOnce may run from any thread, but one at a time (the
 // thread's and a test's must not overlap); Start/Stop from one thread.
@@ -43,6 +48,8 @@
 
 namespace tierckpt::agent {
 
+class ReplicaTiers;
+
 struct ScrubberOptions {
   // Between passes; 0 = no background scrub (ScrubOnce still works).
   std::chrono::milliseconds interval = std::chrono::minutes(10);
@@ -54,6 +61,7 @@ struct ScrubberDeps {
   ReadPath* read_path = nullptr;   // repairs (required), shared with the handlers
   RecentErrors* errors = nullptr;  // required
   Metrics* metrics = nullptr;      // required
+  ReplicaTiers* replicas = nullptr;  // the replicas held for other nodes; null = none
 };
 
 // What one pass did.
@@ -62,6 +70,7 @@ struct ScrubReport {
   uint32_t objects = 0;               // objects hashed
   uint32_t corrupt = 0;               // objects that did not match their manifest
   uint32_t repaired = 0;              // of those, replaced from another tier
+  uint32_t replicas_dropped = 0;      // corrupt replica steps (held for other nodes) dropped
   std::vector<std::string> findings;  // one line per corrupt object: what was found and done
 };
 
@@ -101,6 +110,9 @@ class Scrubber {
   bool stopping() const;
   // Scrubs one step; false when the pass must stop (Stop called).
   bool ScrubStep(const std::string& ns, uint64_t step, ScrubReport* report);
+  // The same for a replica step held for `origin` in `tier`; drops it if corrupt.
+  bool ScrubReplicaStep(const std::string& origin, MemoryTier* tier, const std::string& ns, uint64_t step,
+                        ScrubReport* report);
 
   // Const after construction.
   const ScrubberOptions options_;

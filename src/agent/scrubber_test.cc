@@ -1,7 +1,8 @@
 // Scrubber (scrubber.h): a pass re-hashes every committed object and records
 // its verification; a flipped byte is found, and repaired from the durable
 // tier when it holds the step, or reported (recent errors, metrics) and kept
-// when no other tier does; the background thread finds a flip on its own.
+// when no other tier does; a flipped replica held for another node is found
+// and dropped; the background thread finds a flip on its own.
 #include "agent/scrubber.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "replication/replica_tiers.h"
 #include "store/mem_store.h"
 #include "tier/tier_test_util.h"
 
@@ -129,6 +131,46 @@ TEST(ScrubberTest, AFlipNoOtherTierCanReplaceIsReportedAndTheCopyKept) {
   EXPECT_NE(errs[0].message.find("no other tier holds job/3"), std::string::npos) << errs[0].message;
   EXPECT_EQ(s.h.metrics.scrub_corrupt.load(), 1u);
   EXPECT_EQ(s.h.metrics.scrub_repaired.load(), 0u);
+}
+
+TEST(ScrubberTest, AFlippedReplicaHeldForAnotherNodeIsFoundAndDropped) {
+  ScrubHarness s(false);
+  ASSERT_TRUE(WriteStep(*s.h.tier, "job", 1, {{"own", kData}}).ok());
+  ReplicaTiers replicas(s.h.options, s.h.verifier.get());
+  Result<MemoryTier*> origin = replicas.Get("node-o", /*create=*/true);
+  ASSERT_TRUE(origin.ok()) << origin.status().ToString();
+  ASSERT_TRUE(WriteStep(**origin, "job", 5, {{"a", kData}, {"b", "bee"}}).ok());
+  ASSERT_TRUE(WriteStep(**origin, "job", 6, {{"a", kData}}).ok());
+  Flip(Layout(JoinPath(replicas.dir(), "node-o")).StepDir("job", 5), "a");
+  s.path = std::make_unique<ReadPath>(ReadPathDeps{"node-t", s.h.tier.get(), nullptr});
+  ScrubberOptions o;
+  o.interval = std::chrono::milliseconds(0);
+  Scrubber scrub(o, ScrubberDeps{s.h.tier.get(), s.path.get(), &s.errors, &s.h.metrics, &replicas});
+  ScrubReport r = scrub.ScrubOnce();
+  EXPECT_EQ(r.steps, 3u);
+  EXPECT_EQ(r.corrupt, 1u);
+  EXPECT_EQ(r.repaired, 0u);
+  EXPECT_EQ(r.replicas_dropped, 1u);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NE(r.findings[0].find("replica of job/5/a held for node node-o"), std::string::npos)
+      << r.findings[0];
+  EXPECT_FALSE((*origin)->HasCommitted("job", 5));  // dropped
+  EXPECT_TRUE((*origin)->HasCommitted("job", 6));   // the sound replica stays, verified
+  Result<OpenedObject> six = (*origin)->OpenObject("job", 6, "a");
+  ASSERT_TRUE(six.ok());
+  EXPECT_LT(six->verified_age_ms, 10'000u);
+  EXPECT_TRUE(s.h.tier->HasCommitted("job", 1));  // this node's own step is untouched
+  EXPECT_EQ(s.h.metrics.scrub_corrupt.load(), 1u);
+  std::vector<ErrorRecord> errs = s.errors.Snapshot();
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].event, "scrub_replica");
+  EXPECT_EQ(errs[0].code, "corruption");
+  EXPECT_NE(errs[0].message.find("was dropped"), std::string::npos) << errs[0].message;
+  // The next pass finds nothing.
+  ScrubReport again = scrub.ScrubOnce();
+  EXPECT_EQ(again.corrupt, 0u);
+  EXPECT_EQ(again.steps, 2u);
+  replicas.Shutdown();
 }
 
 TEST(ScrubberTest, TheBackgroundThreadFindsAFlipWithinItsInterval) {

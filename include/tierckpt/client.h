@@ -184,6 +184,14 @@ class ObjectView {
   Status Verify() const;
   // Copies into dst (capacity >= size()) and verifies in the same pass.
   Status CopyTo(void* dst, size_t capacity) const;
+  // Ok while the file under this view is still the committed object the
+  // agent handed out. Once a step is dropped (evicted, deleted, or replaced by
+  // a repair) its files are recycled for other objects (renamed, truncated:
+  // docs/agent.md, "What clients must know about recycling"), which changes
+  // the file's ctime before any new byte is written; kCorruption naming the
+  // object then. Call it after using the bytes: bytes read before it returns
+  // Ok were the object's (a hash of them and a copy of them agree).
+  Status Unchanged() const;
 
  private:
   friend class Client;

@@ -420,6 +420,9 @@ NB_MODULE(_tierckpt, m) {
       .def_prop_ro("data", &MemoryViewOf, "A read-only memoryview over the object's shared memory.")
       .def("verify", [](const PyView& v) { Check(Released([&] { return v.view.Verify(); })); },
            "Recomputes the checksum; CorruptionError naming the object on mismatch.")
+      .def("unchanged", [](const PyView& v) { Check(v.view.Unchanged()); },
+           "CorruptionError if the file under this view was recycled (its step dropped) since it was opened: "
+           "call it after using the bytes (ObjectView::Unchanged).")
       .def("copy_to", &CopyTo, nb::arg("destination"),
            "Copies into a writable buffer of at least size bytes, verifying the checksum in the same pass.");
 

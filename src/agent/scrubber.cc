@@ -64,8 +64,8 @@ ScrubReport Scrubber::ScrubOnce() {
     ++report.steps;
     if (!ScrubStep(info.ns, info.step, &report)) return report;
   }
-  if (d_.replicas == nullptr) return report;
-  for (const std::string& origin : d_.replicas->Origins()) {
+  const std::vector<std::string> origins = d_.replicas != nullptr ? d_.replicas->Origins() : std::vector<std::string>{};
+  for (const std::string& origin : origins) {
     Result<MemoryTier*> tier = d_.replicas->Get(origin, /*create=*/false);
     if (!tier.ok()) continue;
     for (const StepInfo& info : (*tier)->ListSteps("")) {

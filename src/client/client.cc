@@ -361,6 +361,7 @@ Result<ObjectView> Client::OpenVerified(std::string_view ns, uint64_t step, std:
     TC_ASSIGN_OR_RETURN(ObjectView fresh, OpenObject(ns, step, name, /*repair=*/true));
     impl_->Count(client::ReadCheck::kHash);
     TC_RETURN_IF_ERROR(fresh.Verify());
+    TC_RETURN_IF_ERROR(fresh.Unchanged());
     return fresh;
   }
   TC_ASSIGN_OR_RETURN(ObjectView view, std::move(opened));
@@ -368,11 +369,13 @@ Result<ObjectView> Client::OpenVerified(std::string_view ns, uint64_t step, std:
   impl_->Count(check);
   if (check != client::ReadCheck::kHash) return view;
   Status st = view.Verify();
+  if (st.ok()) st = view.Unchanged();  // the file was not recycled under the hash
   if (st.ok()) return view;
   if (st.code() != Code::kCorruption) return st;
   view = ObjectView();  // unmaps the bad copy before the agent replaces it
   TC_ASSIGN_OR_RETURN(ObjectView fresh, OpenObject(ns, step, name, /*repair=*/true));
   TC_RETURN_IF_ERROR(fresh.Verify());
+  TC_RETURN_IF_ERROR(fresh.Unchanged());
   return fresh;
 }
 
@@ -418,6 +421,9 @@ Result<ObjectView> Client::OpenObject(std::string_view ns, uint64_t step, std::s
   view.impl_->expected = *expected;
   view.impl_->repaired = std::move(resp->repaired);
   view.impl_->verified_age_ms = resp->verified_age_ms;
+  view.impl_->ino = st.ino;
+  view.impl_->ctime_ns = st.ctime_ns;
+  view.impl_->mtime_ns = st.mtime_ns;
   view.impl_->lease = std::move(lease);
   return view;
 }
@@ -445,16 +451,21 @@ Status Client::ReadObjects(std::string_view ns, uint64_t step, const std::vector
     }
     const client::ReadCheck check = client::DecideReadCheck(verify, view->impl_->verified_age_ms);
     impl_->Count(check);
+    Status copied = Status::Ok();
     if (check != client::ReadCheck::kHash) {
       if (d.size > 0) std::memcpy(d.data, view->data(), d.size);
-      return Status::Ok();
+    } else {
+      copied = view->CopyTo(d.data, d.size);
     }
-    Status copied = view->CopyTo(d.data, d.size);
+    if (copied.ok()) copied = view->Unchanged();  // the file was not recycled under the copy
     if (copied.code() != Code::kCorruption) return copied.WithContext(context);
     *view = ObjectView();  // unmaps the bad copy before the agent replaces it
+    if (check != client::ReadCheck::kHash) impl_->Count(client::ReadCheck::kHash);
     view = OpenObject(ns, step, d.name, /*repair=*/true);
     if (!view.ok()) return view.status().WithContext(context);
-    return view->CopyTo(d.data, d.size).WithContext(context);
+    copied = view->CopyTo(d.data, d.size);
+    if (copied.ok()) copied = view->Unchanged();
+    return copied.WithContext(context);
   });
 }
 

@@ -326,6 +326,37 @@ TEST_F(ClientAgentTest, SteadyStateSavesReuseMappedSegments) {
   EXPECT_TRUE(view->Verify().ok());
 }
 
+// A view held across its step's eviction: the agent recycles the file for a
+// later save's object, and Unchanged() reports it before its bytes are trusted.
+TEST_F(ClientAgentTest, UnchangedReportsAViewWhoseFileWasRecycled) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  const size_t size = 1 << 20;
+  auto save = [&](uint64_t step, uint8_t seed) {
+    ASSERT_TRUE(c->BeginStep("recycled", step).ok());
+    auto obj = c->CreateObject("recycled", step, "shard", size);
+    ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+    const std::vector<uint8_t> data = Pattern(size, seed);
+    std::memcpy(obj->data(), data.data(), size);
+    ASSERT_TRUE(c->Seal(*obj).ok());
+    ASSERT_TRUE(c->Commit("recycled", step, {}).ok());
+  };
+  save(1, 1);
+  auto view = c->Open("recycled", 1, "shard");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  ASSERT_TRUE(view->Verify().ok());
+  EXPECT_TRUE(view->Unchanged().ok());
+  // keep-last 2: step 3's save evicts step 1, whose segment a later save reuses.
+  for (uint64_t step = 2; step <= 5; ++step) save(step, static_cast<uint8_t>(step));
+  Status st = view->Unchanged();
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+  EXPECT_NE(st.message().find("recycled/1/shard"), std::string::npos) << st.message();
+  // A fresh view of a live step is unchanged.
+  auto live = c->Open("recycled", 5, "shard");
+  ASSERT_TRUE(live.ok());
+  EXPECT_TRUE(live->Unchanged().ok());
+}
+
 TEST_F(ClientAgentTest, AbortDropsTheStep) {
   auto c = ConnectOrDie();
   ASSERT_NE(c, nullptr);

@@ -28,6 +28,10 @@ struct ObjectView::Impl {
   Checksum expected;     // checksum, parsed
   std::string repaired;  // the agent's note when it replaced a corrupt copy
   uint64_t verified_age_ms = 0;  // the agent's answer (wire::kNeverVerifiedAgeMs: never)
+  // The file's identity when the agent handed it out (ObjectView::Unchanged).
+  uint64_t ino = 0;
+  int64_t ctime_ns = 0;
+  int64_t mtime_ns = 0;
   client::MappingCache::Lease lease;
 };
 

@@ -44,6 +44,7 @@ struct MappingCache::Entry {
 
 uint8_t* MappingCache::Lease::data() const { return entry_ ? entry_->mapping.data() : nullptr; }
 size_t MappingCache::Lease::size() const { return entry_ ? entry_->mapping.size() : 0; }
+int MappingCache::Lease::fd() const { return entry_ ? entry_->fd.get() : -1; }
 
 Status MappingCache::Lease::MakeReadOnly(std::string_view what) {
   if (entry_ == nullptr || !entry_->writable || entry_->read_only_now) return Status::Ok();

@@ -98,6 +98,8 @@ class MappingCache {
     uint8_t* data() const;
     size_t size() const;
     bool valid() const { return entry_ != nullptr; }
+    // The mapped file's fd (kept by the entry while the lease lives); -1 if none.
+    int fd() const;
     // True when the mapping came from the cache rather than a fresh mmap.
     bool reused() const { return reused_; }
     // Makes a writable mapping read-only (no-op for a read-only one); a later

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "client/client_internal.h"
+#include "os/fs_stat.h"
 #include "tierckpt/client.h"
 #include "wire/protocol.h"
 
@@ -56,6 +57,19 @@ Status ObjectView::Verify() const {
   if (!impl_) return FailedPrecondition("ObjectView::Verify on an empty view (Client::Open did not fill it)");
   const Impl& v = *impl_;
   return CheckSum(v.ns, v.step, v.name, v.expected, ComputeChecksum(v.lease.data(), v.lease.size()));
+}
+
+Status ObjectView::Unchanged() const {
+  if (!impl_) return FailedPrecondition("ObjectView::Unchanged on an empty view (Client::Open did not fill it)");
+  const Impl& v = *impl_;
+  const std::string what = "object " + ObjectPath(v.ns, v.step, v.name);
+  if (v.lease.fd() < 0) return Status::Ok();  // an empty object maps nothing
+  TC_ASSIGN_OR_RETURN(FileStat st, StatOpenFd(v.lease.fd(), "fstat the fd of " + what));
+  if (st.ino != v.ino || st.ctime_ns != v.ctime_ns || st.mtime_ns != v.mtime_ns || st.size != v.lease.size()) {
+    return Corruption(what + " changed while it was read: its step was dropped and its file recycled (or the file "
+                      "was changed behind the agent); read it again");
+  }
+  return Status::Ok();
 }
 
 Status ObjectView::CopyTo(void* dst, size_t capacity) const {

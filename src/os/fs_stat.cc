@@ -34,6 +34,7 @@ FileStat FromStat(const struct stat& st) {
   s.size = static_cast<uint64_t>(st.st_size);
   s.allocated_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
   s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  s.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec;
   return s;
 }
 

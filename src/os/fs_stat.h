@@ -33,6 +33,7 @@ struct FileStat {
   uint64_t size = 0;             // st_size
   uint64_t allocated_bytes = 0;  // st_blocks * 512: what the file holds on its device
   int64_t mtime_ns = 0;          // st_mtim in nanoseconds since the epoch
+  int64_t ctime_ns = 0;          // st_ctim (inode change: rename, truncate, chmod) in nanoseconds
 };
 
 // Whether StatPath-like calls follow a symbolic link at the last component.

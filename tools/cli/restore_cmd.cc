@@ -104,6 +104,9 @@ int RunRestore(const GlobalOptions& g, const RestoreOptions& o) {
                           e.checksum + " in the manifest");
       }
       wrote = WriteVerified(o.ns, o.step, object_path, *view, JoinPath(o.to, e.name), progress);
+      // A repair of another object drops and restores the whole step: a file
+      // recycled under this copy is read again.
+      if (wrote.ok()) wrote = view->Unchanged();
     }
     if (wrote.code() != Code::kCorruption) return wrote.WithContext("restoring object " + object_path);
     // The memory copy is damaged: the agent re-hashes it and restores the step
@@ -116,7 +119,8 @@ int RunRestore(const GlobalOptions& g, const RestoreOptions& o) {
     }
     std::fprintf(stderr, "tierckpt: %s: the memory copy was damaged (%s); read from %s\n", object_path.c_str(),
                  wrote.message().c_str(), fresh->repaired().empty() ? "the agent" : fresh->repaired().c_str());
-    return WriteVerified(o.ns, o.step, object_path, *fresh, JoinPath(o.to, e.name), progress);
+    TC_RETURN_IF_ERROR(WriteVerified(o.ns, o.step, object_path, *fresh, JoinPath(o.to, e.name), progress));
+    return fresh->Unchanged();
   });
   if (!copied.ok()) {
     progress.Finish();

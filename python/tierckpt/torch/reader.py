@@ -156,6 +156,7 @@ class TieredReader(StorageReader):
             raise FileNotFoundError(f"{self.checkpoint_id} has one global .metadata, no rank-local ones")
         try:
             metadata = pickle.loads(self._object(METADATA_OBJECT))
+            self._views[METADATA_OBJECT].unchanged()  # not recycled under the unpickling
         finally:
             self._views.pop(METADATA_OBJECT, None)
         if not isinstance(metadata, Metadata):
@@ -191,21 +192,35 @@ class TieredReader(StorageReader):
             per_object.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)
         try:
             for name, items in per_object.items():
-                data = self._object(name)
-                with warnings.catch_warnings():
-                    # The mapping is read-only; tensors over it are only ever copy sources.
-                    warnings.filterwarnings("ignore", message="The given buffer is not writable")
-                    base = torch.frombuffer(data, dtype=torch.uint8) if len(data) else None
                 try:
-                    for item in sorted(items, key=lambda i: self.storage_data[i.storage_index].offset):
-                        self._read_item(data, base, item, planner)
-                finally:
-                    del base
+                    self._read_object(name, items, planner)
+                except CorruptionError as e:
+                    # The file changed under the copy (its step was dropped and the file recycled, e.g.
+                    # by another rank's repair of this step): read it once more, hashed.
+                    log.warning("tierckpt: %s; reading it again", e)
+                    self._views.pop(name, None)
+                    self._views[name] = self._call(
+                        lambda c: c.open_verified(self.namespace, self._resolve_step(), name, "always", 0.0))
+                    self._read_object(name, items, planner)
         finally:
             self._views.clear()
         future: Future[None] = Future()
         future.set_result(None)
         return future
+
+    def _read_object(self, name: str, items: list, planner: LoadPlanner) -> None:
+        """Reads items from object name, then checks that its file was not recycled meanwhile."""
+        data = self._object(name)
+        with warnings.catch_warnings():
+            # The mapping is read-only; tensors over it are only ever copy sources.
+            warnings.filterwarnings("ignore", message="The given buffer is not writable")
+            base = torch.frombuffer(data, dtype=torch.uint8) if len(data) else None
+        try:
+            for item in sorted(items, key=lambda i: self.storage_data[i.storage_index].offset):
+                self._read_item(data, base, item, planner)
+        finally:
+            del base
+        self._views[name].unchanged()
 
     def _expected(self, index: MetadataIndex):
         """(dtype, shape) the metadata gives the stored chunk at index, or (None, None)."""

@@ -156,8 +156,7 @@ def test_the_reader_loads_the_references_steps_until_tierckpt_has_a_newer_one(re
 
 
 def test_import_makes_a_tierckpt_step_memory_durable_and_a_dcp_directory(ref, s3_job, tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "python"),
-                                                                      os.environ.get("PYTHONPATH")]))}
+    env = dict(os.environ)  # the tierckpt package under test is this interpreter's (installed, with its extension)
     r = subprocess.run([sys.executable, "-m", "tierckpt.compat.sagemaker_import", "--base", ref.url,
                         "--namespace", "smjob-ray", "--world-size", str(WORLD), "--layout", "ray", "--step", "10",
                         "--to-agent", "--persist", "--to-dir", str(tmp_path / "dcp"), "--as-namespace", "imported",

@@ -330,7 +330,11 @@ def main(argv=None) -> int:
     rc = 0
     try:
         biggest = max((args.size_mib * MIB if args.size_mib else WORKLOADS[w][1]) for w in args.workloads)
-        agent, sock, root = start_agent(work, bins, max(GIB, 6 * biggest))
+        # Each tierckpt method keeps its newest step (--keep-last 1) and writes the next one beside it, and
+        # the namespaces of a finished workload keep theirs: size the budget for all of them.
+        n_tc = sum(1 for m in methods if m.startswith("tierckpt"))
+        budget = (2 + len(args.workloads) - 1) * max(1, n_tc) * biggest + GIB
+        agent, sock, root = start_agent(work, bins, budget)
         procs.append(agent)
         extra["socket"] = sock
         if "sagemaker" in methods and "sagemaker" not in skipped:

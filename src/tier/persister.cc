@@ -126,9 +126,10 @@ void Persister::Run(const std::string& ns, uint64_t step) {
     // older step spanning nodes: only steps of one node sweep.
     if (!lease->manifest.SpansNodes()) SweepOnce(ns, step);
     ApplyDurableRetention(ns);
-    tier_->FinishPersist(ns, step, st);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    // Counted before the step reads as durable: whoever sees kDurable sees the count too.
     options_.metrics->persist.Succeeded(bytes, ms / 1e3);
+    tier_->FinishPersist(ns, step, st);
     Log(LogLevel::kInfo, "persist")
         .Kv("ns", ns)
         .Kv("step", step)

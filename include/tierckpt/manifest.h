@@ -28,7 +28,7 @@ inline constexpr size_t kMaxManifestBytes = 64u << 20;
 struct ObjectEntry {
   std::string name;      // validated object name, unique within the step
   uint64_t size = 0;     // bytes
-  std::string checksum;  // "xxh3-64:<16 hex>"
+  std::string checksum;  // "xxh3-64:<16 hex>"; "" only while Manifest::checksums_pending
   std::string node;      // node id of the agent that wrote it
 };
 
@@ -48,6 +48,15 @@ struct Manifest {
   // here as a JSON object only; src/cluster/placement_json.h parses it.
   std::string placement;
   std::vector<ObjectEntry> objects;  // sorted by name
+  // True only in a memory tier's commit record of a step committed before
+  // the agent's hash of its bytes (tierckptd --commit-before-hash, decision
+  // 68): the entries with an empty checksum are being hashed. Every reader
+  // of the step in the agent waits for the hashes (so a manifest read from
+  // a running agent never has this set), the record is rewritten once they
+  // are in, a restart hashes what is still missing, and a durable tier or a
+  // replica refuses such a manifest. JSON: "checksums_pending": true, absent
+  // when false.
+  bool checksums_pending = false;
 
   uint64_t TotalBytes() const;
   bool SpansNodes() const { return members.size() > 1; }

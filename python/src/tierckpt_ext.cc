@@ -373,6 +373,7 @@ NB_MODULE(_tierckpt, m) {
       .def_ro("node", &Manifest::node)
       .def_ro("members", &Manifest::members)
       .def_ro("objects", &Manifest::objects)
+      .def_ro("checksums_pending", &Manifest::checksums_pending)
       .def_prop_ro("total_bytes", &Manifest::TotalBytes)
       .def("to_json", &Manifest::ToJson)
       .def("__repr__", [](const Manifest& mf) {

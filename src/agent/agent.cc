@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "os/files.h"
 #include "os/fs_stat.h"
+#include "os/mounts.h"
 #include "peer/channel_transport.h"
 #include "replication/commit.h"
 #include "replication/multi_node.h"
@@ -196,6 +197,7 @@ Status Agent::Start(bool handle_signals) {
   mo.persist_every = config_.persist_every;
   mo.has_durable = store_ != nullptr;
   mo.verify_on_seal = config_.verify_on_seal;
+  mo.commit_before_hash = config_.commit_before_hash;
   mo.node_id = config_.node_id;
   mo.metrics = &metrics_;
   tier_ = std::make_unique<MemoryTier>(mo, verifier_.get());
@@ -239,10 +241,17 @@ Status Agent::Start(bool handle_signals) {
   deps.info.persist_every = config_.persist_every;
   deps.info.durable_keep = config_.durable_keep;
   deps.info.verify_on_seal = config_.verify_on_seal;
+  deps.info.commit_before_hash = config_.commit_before_hash;
   deps.info.persist_rate_bytes = config_.persist_rate_bytes;
   deps.info.replicate_rate_bytes = config_.replicate_rate_bytes;
   deps.info.background_priority = std::string(ThreadPriorityName(background));
   deps.info.scrub_interval_ms = config_.scrub_interval_ms;
+  if (Result<MountOfPath> mount = FindMount(config_.root); mount.ok()) {
+    deps.info.tmpfs_huge_pages = TmpfsHugePages(*mount);
+  } else {
+    Log(LogLevel::kWarn, "mounts").Kv("root", config_.root).Err(mount.status());
+  }
+  tmpfs_huge_pages_ = deps.info.tmpfs_huge_pages;
   deps.tier = tier_.get();
   deps.persister = persister_.get();
   deps.store = store_.get();
@@ -288,6 +297,8 @@ Status Agent::Start(bool handle_signals) {
           config_.replicate_rate_bytes == 0 ? "unlimited" : FormatBytes(config_.replicate_rate_bytes) + "/s")
       .Kv("background_priority", ThreadPriorityName(background))
       .Kv("scrub_interval_ms", config_.scrub_interval_ms)
+      .Kv("tmpfs_huge_pages",
+          tmpfs_huge_pages_.empty() ? "none (the root is not on a tmpfs)" : tmpfs_huge_pages_)
       .Kv("recovered_steps", static_cast<uint64_t>(report.committed_steps))
       .Kv("recovered_bytes", report.bytes)
       .Kv("pid", static_cast<int64_t>(::getpid()));

@@ -83,6 +83,7 @@ class Agent {
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<MemoryTier> tier_;
   std::unique_ptr<WorkQueue> verifier_;
+  std::string tmpfs_huge_pages_;  // huge= of the root's tmpfs, for the ready line
   std::unique_ptr<Persister> persister_;
   // Multi-node (--peers): the parts of the MultiNode cluster and the peer
   // service, all nullptr on a single node; only StartPeers builds them.

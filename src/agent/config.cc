@@ -50,6 +50,9 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_flag("--verify-on-seal,!--no-verify-on-seal", c.verify_on_seal,
                "hash again objects whose client sent a checksum (default false: the client's checksum, "
                "computed from the bytes it wrote, is trusted; objects sealed without one are always hashed)");
+  app.add_flag("--commit-before-hash,!--no-commit-before-hash", c.commit_before_hash,
+               "commit a step without waiting for the agent's hash of objects sealed without a checksum "
+               "(default true; every reader of the step waits for the hash instead, decision 68)");
   app.add_option("--node-id", c.node_id, "node id recorded in manifests (default: host name)");
   app.add_option("--log-level", c.log_level, "debug|info|warn|error (default info)");
   app.add_option("--log-file", c.log_file, "append logs to this file (default stderr)");

@@ -17,6 +17,8 @@
 //   verify_threads   --verify-threads   DefaultVerifyThreads() (1..64) threads hashing sealed objects
 //   verify_on_seal   --verify-on-seal   false (trust checksums the client computed from the bytes it
 //                                      wrote; objects sealed without one are always hashed)
+//   commit_before_hash --commit-before-hash true (commit answers before the agent's hash of objects
+//                                      sealed without a checksum; readers wait for it: decision 68)
 //   node_id          --node-id          the host name
 //   log_level        --log-level        info (debug|info|warn|error)
 //   log_file         --log-file         "" (stderr)
@@ -83,6 +85,7 @@ struct AgentConfig {
   int persist_threads = 2;
   int verify_threads = DefaultVerifyThreads();
   bool verify_on_seal = false;
+  bool commit_before_hash = true;
   std::string node_id;                 // "" = host name
   std::string log_level = "info";
   std::string log_file;

@@ -33,6 +33,7 @@ TEST(ConfigTest, DefaultsAreDocumented) {
   EXPECT_EQ(cfg.persist_threads, 2);
   EXPECT_EQ(cfg.verify_threads, DefaultVerifyThreads());
   EXPECT_FALSE(cfg.verify_on_seal);
+  EXPECT_TRUE(cfg.commit_before_hash);  // decision 68
   EXPECT_FALSE(cfg.node_id.empty());
   EXPECT_EQ(cfg.log_level, "info");
   EXPECT_EQ(cfg.shutdown_grace_s, 30);
@@ -62,8 +63,8 @@ TEST(ConfigTest, FlagsAreParsed) {
   Result<CommandLine> c =
       Parse({"--socket", "/tmp/x.sock", "--root", "/tmp/r", "--memory-budget", "2GiB", "--keep-last", "5",
              "--durable", "file:///tmp/d", "--persist-every", "10", "--durable-keep", "4", "--persist-threads", "3",
-             "--verify-on-seal", "--node-id", "n1", "--log-level", "debug", "--pid-file", "/tmp/p",
-             "--shutdown-grace", "5", "--foreground"});
+             "--verify-on-seal", "--no-commit-before-hash", "--node-id", "n1", "--log-level", "debug",
+             "--pid-file", "/tmp/p", "--shutdown-grace", "5", "--foreground"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const AgentConfig& cfg = c->config;
   EXPECT_EQ(cfg.socket_path, "/tmp/x.sock");
@@ -75,6 +76,7 @@ TEST(ConfigTest, FlagsAreParsed) {
   EXPECT_EQ(cfg.durable_keep, 4u);
   EXPECT_EQ(cfg.persist_threads, 3);
   EXPECT_TRUE(cfg.verify_on_seal);
+  EXPECT_FALSE(cfg.commit_before_hash);
   EXPECT_EQ(cfg.node_id, "n1");
   EXPECT_EQ(cfg.log_level, "debug");
   EXPECT_EQ(cfg.pid_file, "/tmp/p");

@@ -58,10 +58,12 @@ struct AgentInfo {
   uint64_t persist_every = 0;
   uint32_t durable_keep = 0;
   bool verify_on_seal = false;
+  bool commit_before_hash = false;
   // The background caps (docs/agent.md "Background work"): 0 = unlimited.
   uint64_t persist_rate_bytes = 0;
   uint64_t replicate_rate_bytes = 0;
   std::string background_priority = "low";  // ThreadPriorityName
+  std::string tmpfs_huge_pages;             // huge= of the root's tmpfs (os/mounts.h); "" when not known
   uint64_t scrub_interval_ms = 0;           // 0 = no background scrub
 };
 

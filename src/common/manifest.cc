@@ -47,6 +47,7 @@ std::string Manifest::ToJson() const {
     if (!pl.is_discarded()) j["placement"] = std::move(pl);
   }
   j["total_bytes"] = TotalBytes();
+  if (checksums_pending) j["checksums_pending"] = true;
   json objs = json::array();
   for (const auto& o : objects) {
     objs.push_back({{"name", o.name}, {"size", o.size}, {"checksum", o.checksum}, {"node", o.node}});
@@ -62,7 +63,9 @@ Status Manifest::Validate() const {
   for (size_t i = 0; i < objects.size(); ++i) {
     const auto& o = objects[i];
     TC_RETURN_IF_ERROR(ValidateObjectName(o.name).WithContext("object " + std::to_string(i)));
-    TC_RETURN_IF_ERROR(Checksum::Parse(o.checksum).status().WithContext("object " + o.name));
+    if (!(checksums_pending && o.checksum.empty())) {
+      TC_RETURN_IF_ERROR(Checksum::Parse(o.checksum).status().WithContext("object " + o.name));
+    }
     if (i > 0 && o.name <= prev) {
       return InvalidArgument("objects are not sorted by name or repeat \"" + o.name + "\"");
     }
@@ -142,6 +145,10 @@ Result<Manifest> Manifest::Parse(std::string_view text, std::string_view source)
   if (auto pl = j.find("placement"); pl != j.end()) {
     if (!pl->is_object()) return Bad(source, "field \"placement\" must be an object");
     m.placement = pl->dump();
+  }
+  if (auto cp = j.find("checksums_pending"); cp != j.end()) {
+    if (!cp->is_boolean()) return Bad(source, "field \"checksums_pending\" must be true or false");
+    m.checksums_pending = cp->get<bool>();
   }
   auto objs = j.find("objects");
   if (objs == j.end() || !objs->is_array()) return Bad(source, "field \"objects\" must be an array");

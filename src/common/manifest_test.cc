@@ -29,6 +29,27 @@ TEST(ManifestTest, RoundTrip) {
   EXPECT_EQ(parsed->Find("missing"), nullptr);
 }
 
+TEST(ManifestTest, PendingChecksumsAreAllowedOnlyWhenTheManifestSaysSo) {
+  Manifest m = Sample();
+  m.objects[1].checksum = "";
+  EXPECT_FALSE(m.Validate().ok());  // an empty checksum in a plain manifest
+  EXPECT_EQ(m.ToJson().find("checksums_pending"), std::string::npos);
+  m.checksums_pending = true;
+  EXPECT_TRUE(m.Validate().ok());
+  auto parsed = Manifest::Parse(m.ToJson(), "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed->checksums_pending);
+  EXPECT_EQ(parsed->objects[1].checksum, "");
+  m.objects[0].checksum = "xxh3-64:nothex";  // pending excuses an empty checksum, not a bad one
+  EXPECT_FALSE(m.Validate().ok());
+  std::string bad = Sample().ToJson();
+  bad.replace(bad.find("\"objects\""), 9, "\"checksums_pending\": 1, \"objects\"");
+  Result<Manifest> wrong = Manifest::Parse(bad, "test");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("checksums_pending"), std::string::npos)
+      << wrong.status().ToString();
+}
+
 TEST(ManifestTest, MembersRoundTripAndAreOmittedForOneNode) {
   Manifest one = Sample();
   EXPECT_EQ(one.ToJson().find("members"), std::string::npos);

@@ -162,6 +162,11 @@ Status LayoutStore::CommitStep(const Manifest& manifest) {
   const std::string label = StepLabel(describe_, manifest.ns, manifest.step);
   Status valid = manifest.Validate();
   if (!valid.ok()) return valid.WithContext("CommitStep " + label + ": the manifest is invalid");
+  if (manifest.checksums_pending) {
+    return InvalidArgument("CommitStep " + label +
+                           ": the manifest's checksums are still pending (a memory tier's record between "
+                           "commit and hash); a durable tier takes only a step whose every object is hashed");
+  }
   std::unique_lock<std::shared_mutex> lock(StepLock(manifest.ns, manifest.step));
   Disown(manifest.ns, manifest.step);
   return Ctx(CommitImpl(manifest), "CommitStep", label);

@@ -274,6 +274,21 @@ TEST_P(ObjectStoreConformance, CommitWithAMissingObjectFailsAndCommitsNothing) {
   EXPECT_EQ(Committed("job"), std::vector<uint64_t>{5});
 }
 
+TEST_P(ObjectStoreConformance, CommitRefusesAManifestWhoseChecksumsArePending) {
+  const Contents objects = {{"a", "aaa"}, {"b", "bbb"}};
+  Put("job", 7, "a", "aaa");
+  Put("job", 7, "b", "bbb");
+  Manifest m = MakeManifest("job", 7, objects);
+  m.objects[1].checksum = "";
+  m.checksums_pending = true;  // a memory tier's record between commit and hash
+  Status s = store_->CommitStep(m);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("pending"), std::string::npos) << s.message();
+  EXPECT_TRUE(Committed("job").empty());
+  EXPECT_TRUE(store_->CommitStep(MakeManifest("job", 7, objects)).ok());
+  EXPECT_EQ(Committed("job"), std::vector<uint64_t>{7});
+}
+
 TEST_P(ObjectStoreConformance, CommitWithAWrongSizeFailsAndCommitsNothing) {
   Put("job", 5, "a", "aaa");
   Status s = store_->CommitStep(MakeManifest("job", 5, {{"a", "aaaa"}}));

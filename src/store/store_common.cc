@@ -47,6 +47,12 @@ Result<Manifest> ParseStepManifest(std::string_view text, const std::string& whe
                       std::to_string(m.step) +
                       ", not the step it sits in; it was copied or renamed, restore the step from another tier");
   }
+  if (m.checksums_pending) {
+    return Corruption(
+        "manifest " + where +
+        " says its checksums are still pending, which only a memory tier's record may (tierckpt "
+        "never writes one to a durable tier); restore the step from another tier");
+  }
   return m;
 }
 

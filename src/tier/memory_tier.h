@@ -117,6 +117,15 @@ struct MemoryTierOptions {
   uint64_t persist_every = 0;   // cadence; 0 = only when asked
   bool has_durable = false;     // a durable tier is configured
   bool verify_on_seal = false;  // re-hash client-supplied checksums at seal
+  // Commit publishes a step without waiting for the agent's own hash of
+  // objects sealed without a checksum (decision 68): their manifest entries
+  // are filled in as the hashes land, and every reader of the step's
+  // manifest or bytes (OpenObject, ReadCommittedObject, GetManifest,
+  // VerifyStep, StartPersist, PinCommitted) waits for them. Objects sealed
+  // with a client checksum that the agent re-hashes (verify_on_seal) still
+  // hold the commit back: a mismatch must fail it. A hash that fails after
+  // commit (the file resized behind the agent) drops the step.
+  bool commit_before_hash = false;
   std::string node_id;
   // Files at least this large keep a read mapping (tier/read_mappings.h);
   // the mappings kept are bounded by budget_bytes of address space.
@@ -374,6 +383,14 @@ class MemoryTier {
   StepState* FindLocked(std::string_view ns, uint64_t step) const REQUIRES(mu_) {
     return index_.Find(ns, step);
   }
+  // FindLocked, after waiting (on cv_) for the hashes of a step committed
+  // before them (MemoryTierOptions::commit_before_hash); nullptr also when
+  // the tier shuts down first.
+  StepState* AwaitChecksumsLocked(std::string_view ns, uint64_t step) const REQUIRES(mu_);
+  // Moves the finished hashes of committed step s into its manifest; once
+  // none is pending, clears Manifest::checksums_pending and rewrites the
+  // record. A failed hash drops the step.
+  void SettleChecksLocked(const std::string& ns, uint64_t step, StepState* s) REQUIRES(mu_);
   static constexpr uint64_t kPoolSmallObject = 1u << 20;
   // Bytes of files we hold or are about to: objects, the pool, the segment
   // Preallocate writes, and files of dropped steps on their way to the pool.
@@ -443,6 +460,10 @@ class MemoryTier {
   void OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
                  const std::shared_ptr<StepFiles>& files, const Result<std::string>& actual,
                  std::chrono::steady_clock::time_point hash_began) EXCLUDES(mu_);
+  // The path of object name of the step's life `instance` once no publish
+  // is renaming its dir (StepState::publishing).
+  std::string CurrentObjectPath(const StepRef& ref, uint64_t instance, const StepFiles& files,
+                                const std::string& name) EXCLUDES(mu_);
   void SubmitCheckLocked(const std::string& ns, uint64_t step, StepState* s, const std::string& name,
                          ObjectState* o) REQUIRES(mu_);
   // Writes the records and renames the partial dir to step_<n> with mu_
@@ -477,7 +498,7 @@ class MemoryTier {
   const TierFiles files_;       // no state of its own; called without mu_
 
   mutable Mutex mu_;
-  CondVar cv_{&mu_};  // commits, restores, persist progress, dirs made, paths released
+  mutable CondVar cv_{&mu_};  // commits, restores, persist progress, dirs made, paths released
   // The index and its policy (tier/step_index.h); its StepStates are guarded by mu_ too.
   StepIndex index_ GUARDED_BY(mu_);
   SegmentPool pool_ GUARDED_BY(mu_);

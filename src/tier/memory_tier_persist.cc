@@ -41,7 +41,7 @@ Status MemoryTier::RequestPersist(std::string_view ns, uint64_t step) {
 
 Result<PersistLease> MemoryTier::StartPersist(std::string_view ns, uint64_t step) {
   MutexLock lock(&mu_);
-  StepState* s = FindLocked(ns, step);
+  StepState* s = AwaitChecksumsLocked(ns, step);
   if (s == nullptr || !s->committed) {
     return NotFound("step " + StepLabel(ns, step) + " is no longer in the memory tier");
   }
@@ -59,7 +59,7 @@ Result<PersistLease> MemoryTier::StartPersist(std::string_view ns, uint64_t step
 
 Result<PersistLease> MemoryTier::PinCommitted(std::string_view ns, uint64_t step) {
   MutexLock lock(&mu_);
-  StepState* s = FindLocked(ns, step);
+  StepState* s = AwaitChecksumsLocked(ns, step);
   if (s == nullptr || !s->committed) {
     return NotFound("step " + StepLabel(ns, step) + " is not committed in the memory tier at " +
                     options_.root);

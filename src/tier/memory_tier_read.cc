@@ -54,7 +54,7 @@ Result<OpenedObject> MemoryTier::OpenObject(std::string_view ns, uint64_t step, 
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   TC_RETURN_IF_ERROR(ValidateObjectName(name));
   MutexLock lock(&mu_);
-  StepState* s = FindLocked(ns, step);
+  StepState* s = AwaitChecksumsLocked(ns, step);
   if (s == nullptr || !s->committed) return NotInMemory(ns, step);
   const ObjectEntry* e = s->manifest.Find(name);
   if (e == nullptr) {
@@ -105,7 +105,7 @@ Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64
   std::string path;
   {
     MutexLock lock(&mu_);
-    StepState* s = FindLocked(ns, step);
+    StepState* s = AwaitChecksumsLocked(ns, step);
     if (s == nullptr || !s->committed) return NotInMemory(ns, step);
     const ObjectEntry* e = s->manifest.Find(name);
     if (e == nullptr) {
@@ -127,7 +127,7 @@ Result<PinnedObject> MemoryTier::ReadCommittedObject(std::string_view ns, uint64
 Result<Manifest> MemoryTier::GetManifest(std::string_view ns, uint64_t step) const {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
   MutexLock lock(&mu_);
-  StepState* s = FindLocked(ns, step);
+  StepState* s = AwaitChecksumsLocked(ns, step);
   if (s == nullptr || !s->committed) return NotInMemory(ns, step);
   return s->manifest;
 }
@@ -140,7 +140,7 @@ Result<MemoryVerifyResult> MemoryTier::VerifyStep(std::string_view ns, uint64_t 
   uint64_t instance = 0;
   {
     MutexLock lock(&mu_);
-    StepState* s = FindLocked(ns, step);
+    StepState* s = AwaitChecksumsLocked(ns, step);
     if (s == nullptr || !s->committed) return NotInMemory(ns, step);
     pin = PinLocked(s);
     result.manifest = s->manifest;

@@ -95,24 +95,49 @@ Status MemoryTier::SealObject(std::string_view ns, uint64_t step, std::string_vi
 void MemoryTier::SubmitCheckLocked(const std::string& ns, uint64_t step, StepState* s,
                                    const std::string& name, ObjectState* o) {
   o->check = CheckState::kPending;
+  o->blocks_commit = !options_.commit_before_hash || !o->expected.empty();
   ++s->pending_checks;
+  if (o->blocks_commit) ++s->blocking_checks;
   ++s->files->pins;
   std::shared_ptr<StepFiles> files = s->files;
   StepRef ref{ns, step};
   uint64_t instance = s->instance;
   uint64_t id = o->id;
   uint64_t size = o->size;
-  std::string path = Layout::ObjectPath(s->files->dir, name);
-  bool queued = verifier_->Submit([this, ref, instance, name, id, size, path, files] {
-    const auto began = std::chrono::steady_clock::now();
-    OnChecked(ref, instance, name, id, files, HashObjectFile(path, size), began);
+  bool queued = verifier_->Submit([this, ref, instance, name, id, size, files] {
+    // Where the file is now: a commit before the hash renames the step's
+    // dir while hashes are queued or opening (commit_before_hash), so a file
+    // gone from where it was is looked for again where its step went.
+    std::string path = CurrentObjectPath(ref, instance, *files, name);
+    auto began = std::chrono::steady_clock::now();
+    Result<std::string> hashed = HashObjectFile(path, size);
+    for (int moved = 0; !hashed.ok() && hashed.status().code() == Code::kNotFound && moved < 3; ++moved) {
+      std::string now = CurrentObjectPath(ref, instance, *files, name);
+      if (now == path) break;
+      path = std::move(now);
+      began = std::chrono::steady_clock::now();
+      hashed = HashObjectFile(path, size);
+    }
+    OnChecked(ref, instance, name, id, files, hashed, began);
   });
   if (!queued) {
     --s->pending_checks;
+    if (o->blocks_commit) --s->blocking_checks;
     --s->files->pins;
     o->check = CheckState::kError;
     o->error = Unavailable("tierckptd is shutting down; the object was not verified");
   }
+}
+
+std::string MemoryTier::CurrentObjectPath(const StepRef& ref, uint64_t instance, const StepFiles& files,
+                                          const std::string& name) {
+  MutexLock lock(&mu_);
+  for (;;) {
+    StepState* s = index_.FindInstance(ref.first, ref.second, instance);
+    if (s == nullptr || !s->publishing || shutting_down_) break;
+    cv_.Wait();
+  }
+  return Layout::ObjectPath(files.dir, name);
 }
 
 void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::string& name, uint64_t object_id,
@@ -125,6 +150,7 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
     if (it != s->objects.end() && it->second.id == object_id && it->second.check == CheckState::kPending) {
       ObjectState& o = it->second;
       --s->pending_checks;
+      if (o.blocks_commit) --s->blocking_checks;
       if (!actual.ok()) {
         o.check = CheckState::kError;
         o.error = actual.status();
@@ -133,6 +159,7 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
         o.check = (o.expected.empty() || o.expected == o.actual) ? CheckState::kOk : CheckState::kMismatch;
         if (o.check == CheckState::kOk) o.verified_at = hash_began;
       }
+      if (s->committed) SettleChecksLocked(ref.first, ref.second, s);
       cv_.SignalAll();
     }
   }
@@ -206,7 +233,7 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   const uint64_t instance = s->instance;
   for (;;) {
     StepState* cur = FindLocked(ns, step);
-    if (shutting_down_ || cur == nullptr || cur->instance != instance || cur->pending_checks == 0) break;
+    if (shutting_down_ || cur == nullptr || cur->instance != instance || cur->blocking_checks == 0) break;
     cv_.Wait();
   }
   s = FindLocked(ns, step);
@@ -232,7 +259,9 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
                         "and commit again");
     }
     if (o.check == CheckState::kError) return o.error.WithContext("verifying object " + label + "/" + n);
-    m.objects.push_back(ObjectEntry{n, o.size, o.actual, options_.node_id});
+    if (o.check == CheckState::kPending) m.checksums_pending = true;  // filled in by SettleChecksLocked
+    m.objects.push_back(
+        ObjectEntry{n, o.size, o.check == CheckState::kPending ? "" : o.actual, options_.node_id});
     if (o.verified_at.has_value()) verified.emplace(n, *o.verified_at);
   }
   const bool do_persist =
@@ -270,6 +299,10 @@ Status MemoryTier::PublishLocked(
   // step while its records are written and its dir renamed, outside mu_.
   s->committing = true;
   AwaitPathLocked(final_dir);  // a dropped step_<n> still moving aside
+  s = index_.FindInstance(ns, step, instance);
+  if (s == nullptr)
+    return Aborted("step " + label + " was dropped while it waited to be published; write it again");
+  s->publishing = true;
   mu_.Unlock();
   Status st = TierFiles::WriteStepRecords(partial, manifest, persist_marker);
   if (st.ok()) st = files_.Publish(partial, final_dir);
@@ -280,20 +313,74 @@ Status MemoryTier::PublishLocked(
     return Aborted("step " + label + " was dropped while it was being published; write it again");
   }
   s->committing = false;
+  s->publishing = false;
+  cv_.SignalAll();  // hashes waiting for the step's dir (CurrentObjectPath)
   if (!st.ok()) return st.WithContext("publishing step " + label);
   s->files->dir = final_dir;
   s->committed = true;
   s->restoring = false;
   s->manifest = std::move(manifest);
   s->verified = std::move(verified);
-  s->objects.clear();
   s->writers.clear();
   s->commit_seq = next_commit_seq_++;
   s->persist = persist_marker ? PersistState::kQueued : PersistState::kNone;
   s->persist_error = Status::Ok();
-  *sp = s;
+  SettleChecksLocked(ns, step, s);  // hashes that landed while the records were written
   cv_.SignalAll();
+  s = index_.FindInstance(ns, step, instance);
+  if (s == nullptr) {
+    return Aborted("step " + label +
+                   " was dropped right after its commit: its bytes could not be hashed; write it again");
+  }
+  *sp = s;
   return Status::Ok();
+}
+
+StepState* MemoryTier::AwaitChecksumsLocked(std::string_view ns, uint64_t step) const {
+  for (;;) {
+    StepState* s = FindLocked(ns, step);
+    if (s == nullptr || !s->committed || !s->manifest.checksums_pending) return s;
+    if (shutting_down_) return nullptr;
+    cv_.Wait();
+  }
+}
+
+void MemoryTier::SettleChecksLocked(const std::string& ns, uint64_t step, StepState* s) {
+  Status failed;
+  for (auto it = s->objects.begin(); it != s->objects.end();) {
+    ObjectState& o = it->second;
+    if (o.check == CheckState::kPending) {
+      ++it;
+      continue;
+    }
+    auto e = std::find_if(s->manifest.objects.begin(), s->manifest.objects.end(),
+                          [&](const ObjectEntry& x) { return x.name == it->first; });
+    if (e != s->manifest.objects.end() && e->checksum.empty()) {
+      if (o.check == CheckState::kOk && !o.actual.empty()) {
+        e->checksum = o.actual;
+        if (o.verified_at.has_value()) MarkVerifiedLocked(s, it->first, *o.verified_at);
+      } else if (failed.ok()) {
+        failed =
+            (o.check == CheckState::kError ? o.error : Internal("its hash gave no checksum"))
+                .WithContext("hashing object " + StepLabel(ns, step) + "/" + it->first + " after its commit");
+      }
+    }
+    it = s->objects.erase(it);
+  }
+  if (!failed.ok()) {
+    Log(LogLevel::kError, "hash after commit").Kv("ns", ns).Kv("step", step).Err(failed);
+    DropLocked(ns, step, "its bytes could not be hashed after commit");
+    return;
+  }
+  if (!s->manifest.checksums_pending || s->pending_checks > 0) return;
+  s->manifest.checksums_pending = false;
+  // Under mu_, as RequestPersist writes its marker: one small file on the
+  // tmpfs, and no reader of the record runs while the agent does (recovery).
+  Status st = WriteFileAtomic(Layout::ManifestPath(s->files->dir), s->manifest.ToJson(), /*durable=*/false);
+  if (!st.ok()) {
+    // The record stays "pending": a restart hashes the objects again (TierRecovery).
+    Log(LogLevel::kWarn, "hash after commit").Kv("ns", ns).Kv("step", step).Err(st);
+  }
 }
 
 Status MemoryTier::AbortStep(std::string_view ns, uint64_t step, std::string_view writer) {

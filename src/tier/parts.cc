@@ -43,6 +43,7 @@ Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view
   for (const Manifest& p : parts) {
     merged.world_size = std::max(merged.world_size, p.world_size);
     merged.created_unix_ms = std::max(merged.created_unix_ms, p.created_unix_ms);
+    merged.checksums_pending = merged.checksums_pending || p.checksums_pending;  // a commit's answer
     for (const ObjectEntry& e : p.objects) {
       auto [it, fresh] = objects.emplace(e.name, &e);
       if (!fresh) {

@@ -66,6 +66,7 @@ struct ObjectState {
   uint64_t size = 0;  // created size (accounted bytes)
   bool sealed = false;
   CheckState check = CheckState::kNone;
+  bool blocks_commit = false;  // its pending hash holds the commit back (StepState::blocking_checks)
   std::string expected;  // checksum the client gave ("" = agent computes)
   std::string actual;    // checksum computed (or trusted) at seal
   Status error;          // when check == kError
@@ -88,11 +89,17 @@ struct StepState {
   std::set<uint64_t> writers;  // connection ids that began or created in it
   std::string owner;           // the writer id that began it (MemoryTier: one writer per step)
   bool committing = false;
+  // Its records are being written and its dir renamed into place, outside
+  // the tier's lock (MemoryTier::PublishLocked): files->dir changes after.
+  bool publishing = false;
   bool restoring = false;  // filled from the durable tier, no writers
-  int pending_checks = 0;
+  int pending_checks = 0;  // hashes not yet back, also after a commit (commit_before_hash)
+  int blocking_checks = 0;  // those of them the commit waits for
   std::chrono::steady_clock::time_point begun;
 
-  // Once committed.
+  // Once committed. objects then holds only the objects whose hash is still
+  // pending (a commit before the hash); their manifest entries' checksums
+  // are "" until it lands (Manifest::checksums_pending).
   Manifest manifest;
   uint64_t commit_seq = 0;  // global commit order (recovered steps: by created time)
   PersistState persist = PersistState::kNone;

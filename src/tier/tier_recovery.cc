@@ -17,6 +17,7 @@
 
 #include <set>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "os/files.h"
@@ -195,6 +196,13 @@ void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::s
     }
     known.insert(e.name);
   }
+  if (m->checksums_pending) {
+    // Committed before the agent's hash (--commit-before-hash) and the agent
+    // stopped before the hash was in: hash the bytes as they are now, which
+    // is what that hash would have found, and rewrite the record.
+    Status hashed = HashPending(dir, &*m);
+    if (!hashed.ok()) return drop(hashed);
+  }
   known.insert(std::string(kManifestName));
   known.insert(std::string(kPersistMarkerName));
   RemoveLeftovers(step_fd->get(), dir, "", known);
@@ -218,6 +226,26 @@ void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::s
   report->bytes += state->manifest.TotalBytes();
   ++report->committed_steps;
   found_.index.Insert(ns, step, std::move(state));
+}
+
+Status TierRecovery::HashPending(const std::string& dir, Manifest* m) {
+  for (ObjectEntry& e : m->objects) {
+    if (!e.checksum.empty()) continue;
+    const std::string path = Layout::ObjectPath(dir, e.name);
+    TC_ASSIGN_OR_RETURN(ReadView view, mappings_->Open(path));
+    if (view.size() != e.size) {
+      return Corruption("object file " + path + " holds " + std::to_string(view.size()) +
+                        " bytes but the manifest says " + std::to_string(e.size));
+    }
+    e.checksum = ComputeChecksum(view.data(), view.size()).ToString();
+  }
+  m->checksums_pending = false;
+  Log(LogLevel::kInfo, "recovery")
+      .Kv("ns", m->ns)
+      .Kv("step", m->step)
+      .Kv("why", "committed before its hash; hashed now");
+  return WriteFileAtomic(Layout::ManifestPath(dir), m->ToJson(), /*durable=*/false)
+      .WithContext("rewriting the manifest of " + StepLabel(m->ns, m->step) + " after hashing it");
 }
 
 void TierRecovery::RecycleTreeAt(int parent_fd, const std::string& name, const std::string& path) {

@@ -5,8 +5,9 @@
 // builds, from nothing but what is on disk: a StepIndex of the committed
 // steps that survive (manifest parses, names its step, every object file
 // is there with its manifest size; checksums are verified lazily, not
-// here), their bytes, and the report. Partial steps, the trash, damaged
-// steps and leftovers are recycled into the SegmentPool it is given (Loaded
+// here, except that a record committed before its hash is hashed now),
+// their bytes, and the report. Partial steps, the trash, damaged steps and
+// leftovers are recycled into the SegmentPool it is given (Loaded
 // first) while the budget allows, else unlinked. It holds no lock and
 // touches no MemoryTier: the tier hands the result over under its own lock
 // (MemoryTier::Recover), then applies the budget.
@@ -26,6 +27,7 @@
 #include "tier/read_mappings.h"
 #include "tier/segment_pool.h"
 #include "tier/step_index.h"
+#include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::agent {
@@ -56,6 +58,9 @@ class TierRecovery {
 
  private:
   void RecoverNamespace(int namespaces_fd, const std::string& ns, RecoveryReport* report);
+  // Fills the empty checksums of a record committed before its hash
+  // (Manifest::checksums_pending) from the files in dir and rewrites it.
+  Status HashPending(const std::string& dir, Manifest* m);
   void RecoverStepDir(int ns_fd, const std::string& ns, const std::string& entry, uint64_t step,
                       RecoveryReport* report);
   // Recycles the files of the tree `name` in parent_fd into the pool and

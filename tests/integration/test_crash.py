@@ -1,4 +1,5 @@
 """Failure model: writer and agent killed with SIGKILL at bad moments."""
+import json
 import signal
 import time
 
@@ -92,3 +93,33 @@ def test_truncated_object_on_tmpfs_is_not_served_after_restart(agent, tmp_path):
     out = tmp_path / "out"
     agent.cli("restore", "job", 1, "--to", out)
     assert (out / "obj_1.bin").stat().st_size == 1 << 20
+
+
+def test_agent_sigkilled_right_after_a_commit_before_its_hash(agents, tmp_path):
+    """--commit-before-hash (decision 68): the commit answers before the agent hashed the bytes
+    (--direct: the writer sends no checksums). A SIGKILL right after the commit, before or after
+    that hash landed, loses nothing: the restarted agent serves the step with the right checksums,
+    and its record on the tmpfs holds them."""
+    agent = agents("--memory-budget", "1GiB", "--verify-threads", "1")
+    ref = tmp_path / "ref"
+    # One large object: its hash starts at its seal, right before the commit, and takes tens of
+    # ms; the kill comes as soon as the step's committed record is there.
+    record_path = agent.root / "ns" / "job" / "step_0000000003" / "_tierckpt_manifest.json"
+    w = agent.writer_popen("--ns", "job", "--step", 3, "--objects", 1, "--size", 512 << 20, "--direct",
+                           "--ref-dir", ref)
+    deadline = time.time() + 120
+    while not record_path.exists() and w.poll() is None and time.time() < deadline:
+        time.sleep(0.0005)
+    agent.kill(signal.SIGKILL)
+    w.wait(timeout=60)
+    agent.start()
+    assert agent.steps("job")[3]["memory"] == "committed"
+    record = json.loads(record_path.read_text())
+    assert "checksums_pending" not in record
+    assert len(record["objects"]) == 1 and all(o["checksum"].startswith("xxh3-64:") for o in record["objects"])
+    out = tmp_path / "out"
+    agent.cli("restore", "job", 3, "--to", out)
+    assert_dirs_equal(ref, out)
+    assert agent.cli("verify", "job", 3).returncode == 0
+    hashed_at_start = "committed before its hash; hashed now" in agent.log_text()
+    print(f"the kill came {'before' if hashed_at_start else 'after'} the agent's hash")

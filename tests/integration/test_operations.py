@@ -4,6 +4,7 @@ exposition checked by `promtool`, and the series moving after a save."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -157,3 +158,40 @@ def test_agent_status_shows_the_background_caps_and_the_scrub(agents, tmp_path):
     text = capped.cli("agent", "status").stdout
     assert "background     persist 50.0 MiB/s, replicate 20.0 MiB/s, priority idle\n" in text, text
     assert "scrub          every 1s; " in text and ", the last ended 20" in text, text
+
+
+def _tmpfs_huge_option(mount_point: str) -> str:
+    """The huge= option /proc/self/mounts lists for mount_point ("never" when absent)."""
+    for line in open("/proc/self/mounts"):
+        fields = line.split()
+        if fields[1] == mount_point and fields[2] == "tmpfs":
+            opts = dict(o.split("=", 1) if "=" in o else (o, "") for o in fields[3].split(","))
+            return opts.get("huge", "never")
+    raise AssertionError(f"{mount_point} is not a tmpfs mount here")
+
+
+def test_agent_status_says_whether_its_tmpfs_hands_out_huge_pages(agents, tmp_path):
+    """`tierckpt agent status` names the huge= mode of the tmpfs under --root (docs/agent.md, "Huge
+    pages for the memory tier"): /dev/shm as mounted here, and a tmpfs this test mounts with
+    huge=within_size (root only: mount(2))."""
+    plain = agents("--memory-budget", "64MiB")
+    expected = _tmpfs_huge_option("/dev/shm")
+    assert plain.cli_json("agent", "status")["tmpfs_huge_pages"] == expected
+    text = plain.cli("agent", "status").stdout
+    assert f"  huge pages     {expected}" in text, text
+    if expected == "never":
+        assert 'docs/agent.md, "Huge pages"' in text, text
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root; the /dev/shm half ran")
+    mnt = tmp_path / "huge"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,huge=within_size", "tmpfs", str(mnt)], check=True)
+    try:
+        huge = agents("--memory-budget", "64MiB", root=mnt / "tier")
+        assert huge.cli_json("agent", "status")["tmpfs_huge_pages"] == "within_size"
+        assert "  huge pages     within_size\n" in huge.cli("agent", "status").stdout
+        assert "tmpfs_huge_pages=within_size" in huge.log_text()
+        huge.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -121,6 +121,10 @@ void PrintStatus(const json& j) {
   std::printf("  pool           %s in %s recycled segment(s) (counted as used)\n", Size(j, "pool_bytes").c_str(),
               Num(j, "pool_segments").c_str());
   std::printf("  tmpfs free     %s of %s\n", Size(j, "tmpfs_free_bytes").c_str(), Size(j, "tmpfs_total_bytes").c_str());
+  if (const std::string huge = Str(j, "tmpfs_huge_pages"); huge != "-" && !huge.empty()) {
+    std::printf("  huge pages     %s%s\n", huge.c_str(),
+                huge == "never" ? " (4 KiB pages: saves copy slower; docs/agent.md, \"Huge pages\")" : "");
+  }
   // "keep_last" is what agents send; docs/protocol.md calls it "retention".
   const std::string keep = Num(j, "keep_last") != "-" ? Num(j, "keep_last") : Num(j, "retention");
   std::printf("  retention      newest %s committed steps per namespace in memory\n", keep.c_str());

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "os/files.h"
@@ -82,10 +83,10 @@ int main(int argc, char** argv) {
     if (auto s = tierckpt::MakeDirs(ref_dir); !s.ok()) return Fail(s);
   }
   std::vector<uint8_t> buf;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> refs;  // name, bytes: for --ref-dir
   for (int i = 0; i < objects; ++i) {
     std::string name = "obj_" + std::to_string(i) + ".bin";
     uint64_t object_seed = seed * 1000003ULL + step * 7919ULL + static_cast<uint64_t>(i);
-    const uint8_t* bytes = nullptr;
     if (direct || i == hang_in) {
       auto obj = c.CreateObject(ns, step, name, size);
       if (!obj.ok()) return Fail(obj.status());
@@ -96,23 +97,28 @@ int main(int argc, char** argv) {
         while (true) std::this_thread::sleep_for(std::chrono::hours(1));
       }
       Fill(obj->data(), size, object_seed);
-      if (!ref_dir.empty()) buf.assign(obj->data(), obj->data() + size);
+      if (!ref_dir.empty()) refs.emplace_back(name, std::vector<uint8_t>(obj->data(), obj->data() + size));
       if (auto s = c.Seal(*obj); !s.ok()) return Fail(s);
-      bytes = buf.data();
     } else {
       buf.resize(size);
       Fill(buf.data(), buf.size(), object_seed);
       if (auto s = c.WriteObject(ns, step, name, buf.data(), buf.size()); !s.ok()) return Fail(s);
-      bytes = buf.data();
-    }
-    if (!ref_dir.empty()) {
-      auto s = tierckpt::WriteFileAtomic(tierckpt::JoinPath(ref_dir, name),
-                                         std::string_view(reinterpret_cast<const char*>(bytes), size),
-                                         /*durable=*/false);
-      if (!s.ok()) return Fail(s);
+      if (!ref_dir.empty()) refs.emplace_back(name, std::move(buf));
+      buf = {};
     }
   }
+  // The reference copies are written after the commit, so that nothing stands between the last
+  // seal and the commit (tests kill the agent right after it: test_crash.py).
+  auto write_refs = [&]() -> tierckpt::Status {
+    for (const auto& [name, bytes] : refs) {
+      TC_RETURN_IF_ERROR(tierckpt::WriteFileAtomic(
+          tierckpt::JoinPath(ref_dir, name),
+          std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), /*durable=*/false));
+    }
+    return tierckpt::Status::Ok();
+  };
   if (no_commit) {
+    if (auto s = write_refs(); !s.ok()) return Fail(s);
     std::printf("SEALED %d\n", objects);
     std::fflush(stdout);
     return 0;
@@ -122,6 +128,7 @@ int main(int argc, char** argv) {
   co.world_size = 1;
   auto m = c.Commit(ns, step, co);
   if (!m.ok()) return Fail(m.status());
+  if (auto s = write_refs(); !s.ok()) return Fail(s);
   if (wait_durable) {
     if (auto s = c.WaitDurable(ns, step, std::chrono::minutes(5)); !s.ok()) return Fail(s);
   }

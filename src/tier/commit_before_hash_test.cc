@@ -97,6 +97,18 @@ TEST(CommitBeforeHashTest, TheCommitAnswersBeforeTheHashAndReadersWaitForIt) {
   EXPECT_EQ(record->objects[0].checksum, ChecksumOf(kData));
 }
 
+TEST(CommitBeforeHashTest, TheNextSaveOfTheNamespaceBeginsOnceTheHashesAreIn) {
+  auto h = Harness(true);
+  VerifierGate gate(*h->verifier);
+  ASSERT_TRUE(WriteObject(*h->tier, "job", 1, "a", kData, 1, "").ok());
+  ASSERT_TRUE(h->tier->CommitStep("job", 1, 1, false, {}).ok());
+  auto next = std::async(std::launch::async, [&] { return h->tier->BeginStep("job", 2, 1); });
+  EXPECT_EQ(next.wait_for(kBlocked), std::future_status::timeout);
+  EXPECT_TRUE(h->tier->BeginStep("other", 1, 2).ok());  // another namespace does not wait
+  gate.Open();
+  EXPECT_TRUE(next.get().ok());
+}
+
 TEST(CommitBeforeHashTest, WithoutTheOptionTheCommitWaitsForTheHash) {
   auto h = Harness(false);
   VerifierGate gate(*h->verifier);

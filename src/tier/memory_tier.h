@@ -124,7 +124,9 @@ struct MemoryTierOptions {
   // VerifyStep, StartPersist, PinCommitted) waits for them. Objects sealed
   // with a client checksum that the agent re-hashes (verify_on_seal) still
   // hold the commit back: a mismatch must fail it. A hash that fails after
-  // commit (the file resized behind the agent) drops the step.
+  // commit (the file resized behind the agent) drops the step. A new step
+  // of the namespace begins (BeginStep, CreateObject) once no committed step
+  // of it waits for its hashes.
   bool commit_before_hash = false;
   std::string node_id;
   // Files at least this large keep a read mapping (tier/read_mappings.h);
@@ -391,6 +393,8 @@ class MemoryTier {
   // none is pending, clears Manifest::checksums_pending and rewrites the
   // record. A failed hash drops the step.
   void SettleChecksLocked(const std::string& ns, uint64_t step, StepState* s) REQUIRES(mu_);
+  // Whether a committed step of ns still waits for its hashes.
+  bool HashesPendingLocked(std::string_view ns) const REQUIRES(mu_);
   static constexpr uint64_t kPoolSmallObject = 1u << 20;
   // Bytes of files we hold or are about to: objects, the pool, the segment
   // Preallocate writes, and files of dropped steps on their way to the pool.

@@ -82,6 +82,15 @@ Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, u
       return s;
     }
     if (shutting_down_) return Unavailable("tierckptd is shutting down; retry once it is restarted");
+    if (conn != 0 && HashesPendingLocked(ns)) {
+      // A new save begins once the hashes of the namespace's earlier commits
+      // are in (commit_before_hash): the commit no longer waits for them,
+      // and a writer saving back to back must not outrun the verifier (the
+      // files of a step still being hashed are pinned, so retention could
+      // not recycle them into the next save).
+      cv_.Wait();
+      continue;
+    }
     const std::string dir = layout_.PartialDir(ns, step);
     if (busy_paths_.count(dir) != 0) {  // a dropped instance's dir is still moving aside
       cv_.Wait();
@@ -125,6 +134,15 @@ Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, u
     io_.release_paths.push_back(dir);
     return Aborted("step " + label + " was dropped while its directory was being made; begin it again");
   }
+}
+
+bool MemoryTier::HashesPendingLocked(std::string_view ns) const {
+  auto it = index_.namespaces().find(ns);
+  if (it == index_.namespaces().end()) return false;
+  for (const auto& [step, s] : it->second.steps) {
+    if (s->committed && s->manifest.checksums_pending) return true;
+  }
+  return false;
 }
 
 Status MemoryTier::BeginStep(std::string_view ns, uint64_t step, uint64_t conn, std::string_view writer) {

@@ -4,6 +4,7 @@ real SIGKILLs. Binaries come from $TIERCKPT_BIN_DIR (default build/release/tools
 Each agent gets its own tmpfs root under /dev/shm (the production medium),
 its own socket and its own durable directory, all removed afterwards.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -133,6 +134,18 @@ def agents(tmp_path):
 @pytest.fixture
 def agent(agents):
     return agents("--memory-budget", "512MiB")
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(path: Path, options: str):
+    """A tmpfs of the test's own at path (mount(2): root only; the caller skips otherwise), lazily
+    unmounted at the end."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def same_bytes(a: Path, b: Path) -> bool:

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from conftest import mounted_tmpfs
 from conftest_s3 import bucket, moto, s3_agent  # noqa: F401  (fixtures)
 
 
@@ -180,13 +181,9 @@ def test_a_durable_step_whose_manifest_was_deleted_is_repaired_not_dropped(agent
 # ---- item 7: a full shared tmpfs is an error at create, never a SIGBUS ---------------------
 
 def test_a_shared_tmpfs_filled_by_another_tenant_fails_the_save_cleanly(agents, tmp_path):
-    import subprocess  # noqa: PLC0415
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
-    shm = tmp_path / "shm"
-    shm.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(shm)], check=True)
-    try:
+    with mounted_tmpfs(tmp_path / "shm", "size=16m") as shm:
         a = agents("--memory-budget", "12MiB", root=shm / "tierckpt")
         (shm / "nccl-shm-segment").write_bytes(b"\0" * (10 << 20))  # another tenant
         src = make_dir(tmp_path / "src", {"a.bin": os.urandom(8 << 20)})
@@ -199,8 +196,6 @@ def test_a_shared_tmpfs_filled_by_another_tenant_fails_the_save_cleanly(agents, 
         out = tmp_path / "out"
         a.cli("restore", "j", 2, "--to", out)
         assert (out / "a.bin").read_bytes() == (src / "a.bin").read_bytes()
-    finally:
-        subprocess.run(["umount", "-l", str(shm)], check=False)
 
 
 # ---- item 4: one writer per step -----------------------------------------------------------

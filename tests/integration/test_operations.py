@@ -13,6 +13,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+from conftest import mounted_tmpfs
 
 
 def free_port() -> int:
@@ -184,14 +185,9 @@ def test_agent_status_says_whether_its_tmpfs_hands_out_huge_pages(agents, tmp_pa
 
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root; the /dev/shm half ran")
-    mnt = tmp_path / "huge"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,huge=within_size", "tmpfs", str(mnt)], check=True)
-    try:
+    with mounted_tmpfs(tmp_path / "huge", "size=256m,huge=within_size") as mnt:
         huge = agents("--memory-budget", "64MiB", root=mnt / "tier")
         assert huge.cli_json("agent", "status")["tmpfs_huge_pages"] == "within_size"
         assert "  huge pages     within_size\n" in huge.cli("agent", "status").stdout
         assert "tmpfs_huge_pages=within_size" in huge.log_text()
         huge.kill()
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -389,10 +389,18 @@ class MemoryTier {
   // before them (MemoryTierOptions::commit_before_hash); nullptr also when
   // the tier shuts down first.
   StepState* AwaitChecksumsLocked(std::string_view ns, uint64_t step) const REQUIRES(mu_);
-  // Moves the finished hashes of committed step s into its manifest; once
-  // none is pending, clears Manifest::checksums_pending and rewrites the
-  // record. A failed hash drops the step.
-  void SettleChecksLocked(const std::string& ns, uint64_t step, StepState* s) REQUIRES(mu_);
+  // Moves the finished hashes of committed step s (all of them, or only
+  // object *only) into its manifest; once none is pending, clears
+  // Manifest::checksums_pending and rewrites the record. A failed hash drops
+  // the step.
+  void SettleChecksLocked(const std::string& ns, uint64_t step, StepState* s, const std::string* only = nullptr)
+      REQUIRES(mu_);
+  // SettleChecksLocked for one object: a finished hash into its manifest
+  // entry (or into *failed), the object out of s->objects; returns the next.
+  std::map<std::string, ObjectState>::iterator SettleObjectLocked(const std::string& ns, uint64_t step,
+                                                                  StepState* s,
+                                                                  std::map<std::string, ObjectState>::iterator it,
+                                                                  Status* failed) REQUIRES(mu_);
   // Whether a committed step of ns still waits for its hashes.
   bool HashesPendingLocked(std::string_view ns) const REQUIRES(mu_);
   static constexpr uint64_t kPoolSmallObject = 1u << 20;
@@ -486,7 +494,6 @@ class MemoryTier {
   static constexpr size_t kRestoreThreads = 4;
   // Hashes the object file at path through its kept mapping; kCorruption if
   // it does not hold exactly size bytes.
-  Result<std::string> HashObjectFile(const std::string& path, uint64_t size);
   void MarkVerifiedLocked(StepState* s, std::string_view name, std::chrono::steady_clock::time_point at)
       REQUIRES(mu_);
   void CallPersistHook(const std::vector<StepRef>& refs) EXCLUDES(mu_);

@@ -32,15 +32,6 @@ std::string JoinNames(const std::vector<std::string>& names, size_t total) {
 
 }  // namespace
 
-Result<std::string> MemoryTier::HashObjectFile(const std::string& path, uint64_t size) {
-  TC_ASSIGN_OR_RETURN(ReadView view, read_mappings_.Open(path));
-  if (view.size() != size) {
-    return Corruption(path + " holds " + std::to_string(view.size()) + " bytes, expected " +
-                      std::to_string(size) + " (it was resized after sealing)");
-  }
-  return ComputeChecksum(view.data(), view.size()).ToString();
-}
-
 Status MemoryTier::SealObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t size,
                               std::string_view checksum, std::string_view writer) {
   TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
@@ -110,13 +101,13 @@ void MemoryTier::SubmitCheckLocked(const std::string& ns, uint64_t step, StepSta
     // gone from where it was is looked for again where its step went.
     std::string path = CurrentObjectPath(ref, instance, *files, name);
     auto began = std::chrono::steady_clock::now();
-    Result<std::string> hashed = HashObjectFile(path, size);
+    Result<std::string> hashed = HashObjectFile(read_mappings_, path, size);
     for (int moved = 0; !hashed.ok() && hashed.status().code() == Code::kNotFound && moved < 3; ++moved) {
       std::string now = CurrentObjectPath(ref, instance, *files, name);
       if (now == path) break;
       path = std::move(now);
       began = std::chrono::steady_clock::now();
-      hashed = HashObjectFile(path, size);
+      hashed = HashObjectFile(read_mappings_, path, size);
     }
     OnChecked(ref, instance, name, id, files, hashed, began);
   });
@@ -159,7 +150,7 @@ void MemoryTier::OnChecked(const StepRef& ref, uint64_t instance, const std::str
         o.check = (o.expected.empty() || o.expected == o.actual) ? CheckState::kOk : CheckState::kMismatch;
         if (o.check == CheckState::kOk) o.verified_at = hash_began;
       }
-      if (s->committed) SettleChecksLocked(ref.first, ref.second, s);
+      if (s->committed) SettleChecksLocked(ref.first, ref.second, s, &name);
       cv_.SignalAll();
     }
   }
@@ -345,27 +336,36 @@ StepState* MemoryTier::AwaitChecksumsLocked(std::string_view ns, uint64_t step) 
   }
 }
 
-void MemoryTier::SettleChecksLocked(const std::string& ns, uint64_t step, StepState* s) {
+std::map<std::string, ObjectState>::iterator MemoryTier::SettleObjectLocked(
+    const std::string& ns, uint64_t step, StepState* s, std::map<std::string, ObjectState>::iterator it,
+    Status* failed) {
+  ObjectState& o = it->second;
+  if (o.check == CheckState::kPending) return std::next(it);
+  // Manifest objects are sorted by name.
+  auto e = std::lower_bound(s->manifest.objects.begin(), s->manifest.objects.end(), it->first,
+                            [](const ObjectEntry& x, const std::string& n) { return x.name < n; });
+  if (e != s->manifest.objects.end() && e->name == it->first && e->checksum.empty()) {
+    if (o.check == CheckState::kOk && !o.actual.empty()) {
+      e->checksum = o.actual;
+      if (o.verified_at.has_value()) MarkVerifiedLocked(s, it->first, *o.verified_at);
+    } else if (failed->ok()) {
+      *failed =
+          (o.check == CheckState::kError ? o.error : Internal("its hash gave no checksum"))
+              .WithContext("hashing object " + StepLabel(ns, step) + "/" + it->first + " after its commit");
+    }
+  }
+  return s->objects.erase(it);
+}
+
+void MemoryTier::SettleChecksLocked(const std::string& ns, uint64_t step, StepState* s,
+                                    const std::string* only) {
   Status failed;
-  for (auto it = s->objects.begin(); it != s->objects.end();) {
-    ObjectState& o = it->second;
-    if (o.check == CheckState::kPending) {
-      ++it;
-      continue;
-    }
-    auto e = std::find_if(s->manifest.objects.begin(), s->manifest.objects.end(),
-                          [&](const ObjectEntry& x) { return x.name == it->first; });
-    if (e != s->manifest.objects.end() && e->checksum.empty()) {
-      if (o.check == CheckState::kOk && !o.actual.empty()) {
-        e->checksum = o.actual;
-        if (o.verified_at.has_value()) MarkVerifiedLocked(s, it->first, *o.verified_at);
-      } else if (failed.ok()) {
-        failed =
-            (o.check == CheckState::kError ? o.error : Internal("its hash gave no checksum"))
-                .WithContext("hashing object " + StepLabel(ns, step) + "/" + it->first + " after its commit");
-      }
-    }
-    it = s->objects.erase(it);
+  if (only != nullptr) {
+    if (auto it = s->objects.find(*only); it != s->objects.end())
+      SettleObjectLocked(ns, step, s, it, &failed);
+  } else {
+    for (auto it = s->objects.begin(); it != s->objects.end();)
+      it = SettleObjectLocked(ns, step, s, it, &failed);
   }
   if (!failed.ok()) {
     Log(LogLevel::kError, "hash after commit").Kv("ns", ns).Kv("step", step).Err(failed);
@@ -376,7 +376,7 @@ void MemoryTier::SettleChecksLocked(const std::string& ns, uint64_t step, StepSt
   s->manifest.checksums_pending = false;
   // Under mu_, as RequestPersist writes its marker: one small file on the
   // tmpfs, and no reader of the record runs while the agent does (recovery).
-  Status st = WriteFileAtomic(Layout::ManifestPath(s->files->dir), s->manifest.ToJson(), /*durable=*/false);
+  Status st = TierFiles::RewriteManifest(s->files->dir, s->manifest);
   if (!st.ok()) {
     // The record stays "pending": a restart hashes the objects again (TierRecovery).
     Log(LogLevel::kWarn, "hash after commit").Kv("ns", ns).Kv("step", step).Err(st);

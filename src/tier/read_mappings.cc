@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "common/checksum.h"
 #include "os/fd.h"
 #include "os/files.h"
 #include "os/fs_stat.h"
@@ -117,6 +118,15 @@ ReadMappingsStats ReadMappings::Stats() const {
   s.mappings = entries_.size();
   s.mapped_bytes = mapped_bytes_;
   return s;
+}
+
+Result<std::string> HashObjectFile(ReadMappings& mappings, const std::string& path, uint64_t size) {
+  TC_ASSIGN_OR_RETURN(ReadView view, mappings.Open(path));
+  if (view.size() != size) {
+    return Corruption(path + " holds " + std::to_string(view.size()) + " bytes, expected " +
+                      std::to_string(size) + " (it was resized after sealing)");
+  }
+  return ComputeChecksum(view.data(), view.size()).ToString();
 }
 
 }  // namespace tierckpt::agent

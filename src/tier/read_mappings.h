@@ -145,4 +145,9 @@ class ReadMappings {
   ReadMappingsStats counters_ GUARDED_BY(mu_);  // (hits, maps, evictions, forgotten)
 };
 
+// The checksum ("xxh3-64:...") of the object file at path, read through
+// mappings; kCorruption when it no longer holds `size` bytes (resized after
+// sealing), the open's error when it cannot be read.
+Result<std::string> HashObjectFile(ReadMappings& mappings, const std::string& path, uint64_t size);
+
 }  // namespace tierckpt::agent

@@ -86,6 +86,11 @@ Status TierFiles::WriteStepRecords(const std::string& partial, const Manifest& m
   return st;
 }
 
+Status TierFiles::RewriteManifest(const std::string& dir, const Manifest& manifest) {
+  return WriteFileAtomic(Layout::ManifestPath(dir), manifest.ToJson(), /*durable=*/false)
+      .WithContext("rewriting the manifest of " + StepLabel(manifest.ns, manifest.step));
+}
+
 void TierFiles::RemoveStepRecords(const std::string& partial) {
   // So that the .partial dir never looks committed; the caller's error is the answer.
   RemoveFile(Layout::ManifestPath(partial), IfMissing::kOk).IgnoreError();

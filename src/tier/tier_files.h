@@ -124,6 +124,9 @@ class TierFiles {
   // on failure neither is left.
   static Status WriteStepRecords(const std::string& partial, const Manifest& manifest, bool persist_marker);
   static void RemoveStepRecords(const std::string& partial);
+  // Replaces the manifest of a committed step dir (its checksums filled in
+  // after a commit before the hash); on failure the old record stays.
+  static Status RewriteManifest(const std::string& dir, const Manifest& manifest);
   // The atomic publish: partial → final. On failure the records go.
   Status Publish(const std::string& partial, const std::string& final_dir) const;
 

@@ -17,11 +17,11 @@
 
 #include <set>
 
-#include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "os/files.h"
 #include "os/tier_io.h"
+#include "tier/tier_files.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -61,7 +61,8 @@ void RemoveLeftovers(int dir_fd, const std::string& dir, const std::string& pref
 
 }  // namespace
 
-TierRecovery::TierRecovery(const Layout& layout, ReadMappings* mappings, uint64_t budget_bytes, bool has_durable)
+TierRecovery::TierRecovery(const Layout& layout, ReadMappings* mappings, uint64_t budget_bytes,
+                           bool has_durable)
     : layout_(layout), mappings_(mappings), budget_bytes_(budget_bytes), has_durable_(has_durable) {}
 
 Result<RecoveredTier> TierRecovery::Run(SegmentPool* pool) {
@@ -139,7 +140,8 @@ void TierRecovery::RecoverNamespace(int namespaces_fd, const std::string& ns, Re
   auto it = found_.index.namespaces().find(ns);
   if (it == found_.index.namespaces().end()) {
     RemoveDirIfEmptyAt(namespaces_fd, ns, dir).IgnoreError();  // tidying only
-    if (partial > 0) Log(LogLevel::kInfo, "recovered").Kv("ns", ns).Kv("steps", 0).Kv("partial_dropped", partial);
+    if (partial > 0)
+      Log(LogLevel::kInfo, "recovered").Kv("ns", ns).Kv("steps", 0).Kv("partial_dropped", partial);
     return;
   }
   uint64_t bytes = 0;
@@ -152,8 +154,8 @@ void TierRecovery::RecoverNamespace(int namespaces_fd, const std::string& ns, Re
       .Kv("partial_dropped", partial);
 }
 
-void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::string& entry,
-                                      uint64_t step, RecoveryReport* report) {
+void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::string& entry, uint64_t step,
+                                  RecoveryReport* report) {
   const std::string label = StepLabel(ns, step);
   const std::string dir = JoinPath(layout_.NamespaceDir(ns), entry);
   auto drop = [&](const Status& why) {
@@ -231,21 +233,14 @@ void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::s
 Status TierRecovery::HashPending(const std::string& dir, Manifest* m) {
   for (ObjectEntry& e : m->objects) {
     if (!e.checksum.empty()) continue;
-    const std::string path = Layout::ObjectPath(dir, e.name);
-    TC_ASSIGN_OR_RETURN(ReadView view, mappings_->Open(path));
-    if (view.size() != e.size) {
-      return Corruption("object file " + path + " holds " + std::to_string(view.size()) +
-                        " bytes but the manifest says " + std::to_string(e.size));
-    }
-    e.checksum = ComputeChecksum(view.data(), view.size()).ToString();
+    TC_ASSIGN_OR_RETURN(e.checksum, HashObjectFile(*mappings_, Layout::ObjectPath(dir, e.name), e.size));
   }
   m->checksums_pending = false;
   Log(LogLevel::kInfo, "recovery")
       .Kv("ns", m->ns)
       .Kv("step", m->step)
       .Kv("why", "committed before its hash; hashed now");
-  return WriteFileAtomic(Layout::ManifestPath(dir), m->ToJson(), /*durable=*/false)
-      .WithContext("rewriting the manifest of " + StepLabel(m->ns, m->step) + " after hashing it");
+  return TierFiles::RewriteManifest(dir, *m);
 }
 
 void TierRecovery::RecycleTreeAt(int parent_fd, const std::string& name, const std::string& path) {
@@ -284,7 +279,8 @@ void TierRecovery::RecycleFile(const std::string& path) {
     Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(put.status());
   }
   mappings_->ForgetPath(path);  // unlinked: a kept mapping would pin the file's pages
-  if (Status s = RemoveFile(path, IfMissing::kOk); !s.ok()) Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
+  if (Status s = RemoveFile(path, IfMissing::kOk); !s.ok())
+    Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(s);
 }
 
 }  // namespace tierckpt::agent

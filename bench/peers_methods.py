@@ -106,6 +106,37 @@ class Tierckpt:
             pass
 
 
+class TierckptDirect:
+    """tierckpt's Checkpointer (no DCP planning; DCP's format): the like-for-like of DLRover's
+    DdpCheckpointer. save() returns once the step is committed in the agent's memory; load() copies
+    into dest in place, trusting the agent's verification after seal (verify_reads="attested")."""
+
+    label = "tierckpt Checkpointer (attested reads)"
+
+    def __init__(self, ctx):
+        tc = _import("tierckpt.torch", "tierckpt")
+        o = ctx.opts
+        self.cfg = tc.CheckpointConfig(f"peers-{o['run_id']}-direct", socket=o["socket"], auto_start=False,
+                                       persist_every=0, verify_reads="attested")
+        self.ckpt = tc.Checkpointer(self.cfg)
+
+    def save(self, state, step):
+        self.ckpt.save(step, state)
+        return _done
+
+    def load(self, step, dest):
+        self.ckpt.load(dest, step=step)
+        return None
+
+    def close(self):
+        from tierckpt import agent as tc_agent
+
+        try:
+            tc_agent.drop_client(tc_agent.client(self.cfg))
+        except Exception:  # noqa: BLE001 - best effort: unmaps cached segments
+            pass
+
+
 class DcpFs:
     """Stock DCP: dcp.async_save with FileSystemWriter into /dev/shm; dcp.load with FileSystemReader."""
 
@@ -336,6 +367,7 @@ def make(name: str, ctx):
         "tierckpt_thread": lambda: Tierckpt(ctx, "THREAD"),
         "tierckpt_process": lambda: Tierckpt(ctx, "PROCESS"),
         "tierckpt_tuned": lambda: Tierckpt(ctx, "THREAD", tuned=True),
+        "tierckpt_direct": lambda: TierckptDirect(ctx),
         "dlrover": lambda: DLRover(ctx),
         "nvrx": lambda: NVRx(ctx),
         "sagemaker": lambda: SageMaker(ctx),
@@ -348,7 +380,7 @@ def make(name: str, ctx):
 
 
 # Method names, the groups --methods accepts, and the order of the table.
-METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "dlrover", "mlflashpoint", "nvrx", "sagemaker",
+METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_direct", "dlrover", "mlflashpoint", "nvrx", "sagemaker",
            "gemini", "torch_checkpointing", "dcp_thread", "dcp_process"]
-GROUPS = {"tierckpt": ["tierckpt_thread", "tierckpt_process", "tierckpt_tuned"], "dcp": ["dcp_thread", "dcp_process"],
+GROUPS = {"tierckpt": ["tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_direct"], "dcp": ["dcp_thread", "dcp_process"],
           "all": METHODS}

@@ -162,6 +162,32 @@ class WritableObject {
   std::unique_ptr<Impl> impl_;
 };
 
+// One contiguous run of a scatter/gather copy between an object and the
+// caller's memory (CopyIn, CopyOut): `size` bytes at `offset` in the object
+// and at `address` in the caller's memory. 24 bytes, no padding, so that a
+// front end can pass an array of them as packed native uint64 triples.
+class ObjectView;
+
+struct CopyRun {
+  uint64_t offset = 0;   // within the object
+  uint64_t address = 0;  // of the caller's memory: the source (CopyIn) or the destination (CopyOut)
+  uint64_t size = 0;
+};
+static_assert(sizeof(CopyRun) == 3 * sizeof(uint64_t));
+
+// Copies every run from the caller's memory into object (CopyIn) or from a
+// committed object into the caller's memory (CopyOut), `threads` at a time
+// (1..64; the bytes are split evenly, runs cut where needed). One call for
+// thousands of small tensors instead of one copy call each.
+// Contracts: every run ends within the object, else kInvalidArgument naming
+// the first that does not, before any byte is copied; the caller guarantees
+// that each address holds `size` bytes it may read (CopyIn) or write
+// (CopyOut) for the whole call and that no run overlaps another's
+// destination. CopyOut does not verify: open the view with the ReadVerify
+// mode you need first, and call view.Unchanged() after the copy.
+Status CopyIn(const WritableObject& object, const CopyRun* runs, size_t count, int threads = 1);
+Status CopyOut(const ObjectView& view, const CopyRun* runs, size_t count, int threads = 1);
+
 // A read-only view of a committed object held by the memory tier.
 class ObjectView {
  public:
@@ -172,6 +198,7 @@ class ObjectView {
 
   const uint8_t* data() const;
   size_t size() const;
+  const std::string& name() const;      // the object's name in its step
   const std::string& checksum() const;  // from the manifest
   // "" unless the agent replaced a corrupt copy before handing out this one
   // (Client::OpenVerified): which copy was corrupt and where it read the

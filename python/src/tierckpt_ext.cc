@@ -323,6 +323,32 @@ std::unique_ptr<PyView> OpenVerified(Client& c, const std::string& ns, uint64_t 
   return v;
 }
 
+// runs: a C-contiguous buffer of packed native uint64 triples (offset, address, size), e.g.
+// array.array("Q", ...): the CopyRun layout. Translated, not interpreted: CopyIn/CopyOut check them.
+std::pair<const CopyRun*, size_t> RunsOf(const HeldBuffer& runs) {
+  if (runs.size() % sizeof(CopyRun) != 0) {
+    throw nb::value_error(("copy runs must be packed uint64 triples (offset, address, size): " +
+                           std::to_string(runs.size()) + " bytes is not a multiple of 24")
+                              .c_str());
+  }
+  return {static_cast<const CopyRun*>(runs.data()), runs.size() / sizeof(CopyRun)};
+}
+
+void CopyIntoObject(const PyWritable& w, nb::handle runs, int threads) {
+  if (w.sealed) {
+    throw nb::value_error(("object " + w.object.name() + " is sealed: its bytes are immutable").c_str());
+  }
+  HeldBuffer held(runs, /*writable=*/false);
+  const auto [data, count] = RunsOf(held);
+  Check(Released([&] { return CopyIn(w.object, data, count, threads); }));
+}
+
+void CopyOutOfView(const PyView& v, nb::handle runs, int threads) {
+  HeldBuffer held(runs, /*writable=*/false);
+  const auto [data, count] = RunsOf(held);
+  Check(Released([&] { return CopyOut(v.view, data, count, threads); }));
+}
+
 void CopyTo(const PyView& v, nb::handle destination) {
   HeldBuffer buffer(destination, /*writable=*/true);
   Check(Released([&] { return v.view.CopyTo(buffer.data(), buffer.size()); }));
@@ -402,7 +428,11 @@ NB_MODULE(_tierckpt, m) {
                    "The n of the name <prefix><n><suffix> that create_next_object took (0 otherwise).")
       .def_prop_ro("sealed", [](const PyWritable& w) { return w.sealed; })
       .def_prop_ro("exports", [](const PyWritable& w) { return w.exports; })
-      .def_prop_ro("data", &MemoryViewOf, "A writable memoryview over the object's shared memory.");
+      .def_prop_ro("data", &MemoryViewOf, "A writable memoryview over the object's shared memory.")
+      .def("copy_in", &CopyIntoObject, nb::arg("runs"), nb::arg("threads") = 1,
+           "Copies each run (packed native uint64 triples offset, address, size: array('Q')) from the "
+           "caller's memory at address to offset in the object, threads at a time (tierckpt::CopyIn). The "
+           "caller guarantees each address holds size readable bytes; runs past the object are refused.");
 
   nb::class_<PyView>(m, "ObjectView", nb::type_slots(kViewSlots),
                      "A committed object mapped read-only from the memory tier.")
@@ -424,6 +454,11 @@ NB_MODULE(_tierckpt, m) {
       .def("unchanged", [](const PyView& v) { Check(v.view.Unchanged()); },
            "CorruptionError if the file under this view was recycled (its step dropped) since it was opened: "
            "call it after using the bytes (ObjectView::Unchanged).")
+      .def("copy_out", &CopyOutOfView, nb::arg("runs"), nb::arg("threads") = 1,
+           "Copies each run (packed uint64 triples offset, address, size) from offset in the object to the "
+           "caller's memory at address, threads at a time, without verifying (tierckpt::CopyOut): open the "
+           "view verified, and call unchanged() afterwards.")
+      .def_prop_ro("name", [](const PyView& v) { return v.view.name(); })
       .def("copy_to", &CopyTo, nb::arg("destination"),
            "Copies into a writable buffer of at least size bytes, verifying the checksum in the same pass.");
 

@@ -34,6 +34,7 @@ ObjectView& ObjectView::operator=(ObjectView&&) noexcept = default;
 
 const uint8_t* ObjectView::data() const { return impl_ ? impl_->lease.data() : nullptr; }
 size_t ObjectView::size() const { return impl_ ? impl_->lease.size() : 0; }
+const std::string& ObjectView::name() const { return impl_ ? impl_->name : kEmpty; }
 const std::string& ObjectView::checksum() const { return impl_ ? impl_->checksum : kEmpty; }
 const std::string& ObjectView::repaired() const { return impl_ ? impl_->repaired : kEmpty; }
 std::optional<std::chrono::milliseconds> ObjectView::verified_age() const {

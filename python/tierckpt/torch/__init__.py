@@ -8,6 +8,9 @@
     fut = dcp.async_save(state, storage_writer=TieredWriter(cfg, step + 1))  # zero-copy staging
     dcp.load(state, storage_reader=TieredReader(cfg))                        # newest committed step
 
+    ckpt = Checkpointer(cfg)          # no DCP planning: plain tensors and values, DCP's format
+    ckpt.save(step, state); ckpt.load(state)
+
 See docs/python.md for every option, the embedded agent and the data layout.
 """
 from __future__ import annotations
@@ -20,11 +23,13 @@ from ..config import CheckpointConfig
 from ..errors import CorruptionError, TierckptError
 from ._inflight import SaveInFlightError
 from .api import agreed_step, latest_step, list_steps, wait_durable
+from .checkpointer import Checkpointer
 from .reader import TieredReader
 from .writer import TieredWriter
 
 __all__ = [
     "CheckpointConfig",
+    "Checkpointer",
     "CorruptionError",
     "SaveInFlightError",
     "TierckptError",

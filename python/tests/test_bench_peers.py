@@ -14,7 +14,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 import peers_rank  # noqa: E402  (bench/peers_rank.py)
-METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "dcp_thread", "dcp_process"]
+METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_direct", "dcp_thread",
+           "dcp_process"]
 
 
 def test_peers_smoke(tmp_path):

@@ -63,6 +63,16 @@ class Memcpy:
         self.buffers = None
 
 
+def _drop_tierckpt_client(cfg) -> None:
+    """Closes this process's connection to the run's agent (unmaps its cached segments); best effort."""
+    from tierckpt import agent as tc_agent
+
+    try:
+        tc_agent.drop_client(tc_agent.client(cfg))
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
 class Tierckpt:
     """tierckpt: dcp.async_save with TieredWriter into the node agent's memory tier; dcp.load with
     TieredReader. The agent was started by the driver for this run (socket in opts)."""
@@ -98,12 +108,7 @@ class Tierckpt:
         return None
 
     def close(self):
-        from tierckpt import agent as tc_agent
-
-        try:
-            tc_agent.drop_client(tc_agent.client(self.cfg))
-        except Exception:  # noqa: BLE001 - best effort: unmaps cached segments
-            pass
+        _drop_tierckpt_client(self.cfg)
 
 
 class TierckptDirect:
@@ -129,12 +134,7 @@ class TierckptDirect:
         return None
 
     def close(self):
-        from tierckpt import agent as tc_agent
-
-        try:
-            tc_agent.drop_client(tc_agent.client(self.cfg))
-        except Exception:  # noqa: BLE001 - best effort: unmaps cached segments
-            pass
+        _drop_tierckpt_client(self.cfg)
 
 
 class DcpFs:

@@ -66,12 +66,11 @@ from . import _format, _inflight
 from ._flat_layout import FlatLayout, layout_key
 from ._ids import check_step, checkpoint_id
 from ._metadata_pickle import MetadataPickle
+from ._steps import METADATA_OBJECT, abort_quietly, apply_retention
 
 __all__ = ["Checkpointer"]
 
 log = logging.getLogger("tierckpt")
-
-METADATA_OBJECT = ".metadata"
 
 
 @dataclass(frozen=True)
@@ -267,7 +266,7 @@ class Checkpointer:
         except Exception as e:  # noqa: BLE001 - reported to every rank
             self._abort_quietly(step, "committing the step failed")
             return _Outcome(f"commit: {type(e).__name__}: {e}")
-        self._apply_retention(c)
+        apply_retention(c, self.config)
         return _Outcome(None, checksum, self._self_contained)
 
     def _metadata_bytes(self, step: int, reports: list[_Report], token: str) -> bytes:
@@ -410,20 +409,7 @@ class Checkpointer:
     # ---- helpers ----
 
     def _abort_quietly(self, step: int, why: str) -> None:
-        try:
-            self._client().abort(self.namespace, step)
-        except Exception as e:  # noqa: BLE001 - the save already failed; report the first error
-            log.warning("tierckpt: %s; aborting step %s failed too: %s", why, checkpoint_id(self.namespace, step), e)
-
-    def _apply_retention(self, c) -> None:
-        keep_last, durable_keep = self.config.keep_last, self.config.durable_keep
-        if keep_last is None and durable_keep is None:
-            return
-        try:
-            c.prune(self.namespace, keep_last or 0, durable_keep or 0)
-        except Exception as e:  # noqa: BLE001 - the step is committed; retention is best effort
-            log.warning("tierckpt: retention (keep_last=%s, durable_keep=%s) of %r failed: %s",
-                        keep_last, durable_keep, self.namespace, e)
+        abort_quietly(self._client(), self.namespace, step, why)
 
 
 def _laid_out(data: memoryview, archive: int, t: torch.Tensor) -> bool:

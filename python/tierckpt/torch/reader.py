@@ -45,12 +45,11 @@ from ..config import CheckpointConfig
 from ..errors import CorruptionError
 from . import _format
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
+from ._steps import METADATA_OBJECT
 
 __all__ = ["TieredReader"]
 
 log = logging.getLogger("tierckpt")
-
-METADATA_OBJECT = ".metadata"
 
 
 @dataclass(frozen=True)

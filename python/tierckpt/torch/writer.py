@@ -51,12 +51,11 @@ from .. import agent
 from ..config import CheckpointConfig
 from . import _inflight, _placement, staging
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
+from ._steps import METADATA_OBJECT, abort_quietly, apply_retention
 
 __all__ = ["TieredWriter"]
 
 log = logging.getLogger("tierckpt")
-
-METADATA_OBJECT = ".metadata"
 
 
 @dataclass(frozen=True)
@@ -281,7 +280,7 @@ class TieredWriter(StorageWriter, AsyncStager):
         except BaseException:
             self._abort_quietly("committing the step failed")
             raise
-        self._apply_retention(c)
+        apply_retention(c, self.config)
 
     # ---- AsyncStager ----
 
@@ -356,17 +355,4 @@ class TieredWriter(StorageWriter, AsyncStager):
         return _placement.place(c, self.namespace, self.step, pieces, self.config.files_per_rank, self._create)
 
     def _abort_quietly(self, why: str) -> None:
-        try:
-            self._client().abort(self.namespace, self.step)
-        except Exception as e:  # the save already failed; report the first error
-            log.warning("tierckpt: %s; aborting step %s failed too: %s", why, self.checkpoint_id, e)
-
-    def _apply_retention(self, c) -> None:
-        keep_last, durable_keep = self.config.keep_last, self.config.durable_keep
-        if keep_last is None and durable_keep is None:
-            return
-        try:
-            c.prune(self.namespace, keep_last or 0, durable_keep or 0)
-        except Exception as e:  # the step is committed; retention is best effort
-            log.warning("tierckpt: retention (keep_last=%s, durable_keep=%s) of %r failed: %s",
-                        keep_last, durable_keep, self.namespace, e)
+        abort_quietly(self._client(), self.namespace, self.step, why)

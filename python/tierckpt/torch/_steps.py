@@ -6,7 +6,7 @@ import logging
 
 from ._ids import checkpoint_id
 
-__all__ = ["METADATA_OBJECT", "abort_quietly", "apply_retention"]
+__all__ = ["METADATA_OBJECT", "abort_quietly", "apply_retention", "nodes_of"]
 
 log = logging.getLogger("tierckpt")
 
@@ -32,3 +32,19 @@ def apply_retention(client, config) -> None:
     except Exception as e:  # noqa: BLE001 - the step is committed; retention is best effort
         log.warning("tierckpt: retention (keep_last=%s, durable_keep=%s) of %r failed: %s",
                     keep_last, durable_keep, config.namespace, e)
+
+
+def nodes_of(where: str, reports) -> list[str]:
+    """The sorted node ids the ranks' (node, socket) reports reached.
+
+    ValueError when two agents (two sockets) call themselves the same node: their commits would
+    be indistinguishable, so each node's agent needs its own --node-id.
+    """
+    sockets: dict[str, set[str]] = {}
+    for node, socket in reports:
+        sockets.setdefault(node, set()).add(socket)
+    for node, paths in sockets.items():
+        if len(paths) > 1:
+            raise ValueError(f"step {where}: ranks reached {len(paths)} agents that all call themselves node "
+                             f"{node!r} ({', '.join(sorted(paths))}); give each node's agent its own --node-id")
+    return sorted(sockets)

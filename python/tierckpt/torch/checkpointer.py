@@ -66,7 +66,7 @@ from . import _format, _inflight
 from ._flat_layout import FlatLayout, layout_key
 from ._ids import check_step, checkpoint_id
 from ._metadata_pickle import MetadataPickle
-from ._steps import METADATA_OBJECT, abort_quietly, apply_retention
+from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
 
 __all__ = ["Checkpointer"]
 
@@ -246,16 +246,10 @@ class Checkpointer:
             return _Outcome("; ".join(errors))
         try:
             c = self._client()
-            nodes: dict[str, set[str]] = {}
-            for r in reports:
-                nodes.setdefault(r.node, set()).add(r.socket)
-            for node, paths in nodes.items():
-                if len(paths) > 1:
-                    raise ValueError(f"ranks reached {len(paths)} agents that all call themselves node {node!r} "
-                                     f"({', '.join(sorted(paths))}); give each node's agent its own --node-id")
+            nodes = nodes_of(checkpoint_id(self.namespace, step), [(r.node, r.socket) for r in reports])
             payload = self._metadata_bytes(step, reports, token)
             c.write_object(self.namespace, step, METADATA_OBJECT, payload)
-            members = sorted(nodes) if len(nodes) > 1 else []
+            members = nodes if len(nodes) > 1 else []
             if members:
                 log.info("tierckpt: committing %s across nodes %s", checkpoint_id(self.namespace, step),
                          ", ".join(members))

@@ -51,7 +51,7 @@ from .. import agent
 from ..config import CheckpointConfig
 from . import _inflight, _placement, staging
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
-from ._steps import METADATA_OBJECT, abort_quietly, apply_retention
+from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
 
 __all__ = ["TieredWriter"]
 
@@ -213,14 +213,7 @@ class TieredWriter(StorageWriter, AsyncStager):
             raise ValueError(f"step {self.checkpoint_id}: some ranks did not report their agent; every rank "
                              "must save with a TieredWriter")
         self._plan_nodes = [r.node for r in reported]
-        sockets: dict[str, set[str]] = {}
-        for r in reported:
-            sockets.setdefault(r.node, set()).add(r.socket)
-        for node, paths in sockets.items():
-            if len(paths) > 1:
-                raise ValueError(f"step {self.checkpoint_id}: ranks reached {len(paths)} agents that all call "
-                                 f"themselves node {node!r} ({', '.join(sorted(paths))}); give each node's agent "
-                                 "its own --node-id")
+        nodes_of(self.checkpoint_id, [(r.node, r.socket) for r in reported])
         return plans
 
     def _members(self, results: list[list[WriteResult]]) -> list[str]:

@@ -20,7 +20,7 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 # ---- Debian packages --------------------------------------------------------
 APT_PACKAGES=(g++ make cmake ninja-build pkg-config git python3-venv
   libxxhash-dev nlohmann-json3-dev libgtest-dev libgmock-dev libcli11-dev
-  libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev clang iproute2 prometheus systemd)
+  libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev libcpp-httplib-dev clang iproute2 prometheus systemd)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -21,6 +21,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from conftest import run_ranks
+from sagemaker_ref import ref_site
 from sagemaker_ref_writer import ref_state
 from tierckpt.compat.sagemaker import (
     SageMakerCheckpointConfig,
@@ -45,31 +46,14 @@ _s3 = _load_s3_server()
 MotoMissing, MotoServer, MotoStartError, isolated_aws_env = (_s3.MotoMissing, _s3.MotoServer, _s3.MotoStartError,
                                                              _s3.isolated_aws_env)
 
-REF_PACKAGES = ["amzn-sagemaker-checkpointing==1.1.3", "xxhash==4.1.0", "tenacity==9.2.1",
-                "s3torchconnector==1.5.0", "s3torchconnectorclient==1.5.0"]
 STEPS = (10, 20)
 WORLD = 2
-
-
-def _ref_site() -> Path:
-    site = Path(os.environ.get("TIERCKPT_SAGEMAKER_REF_SITE", REPO / "build" / "sagemaker-ref-site"))
-    stamp = site / ".tierckpt-installed"
-    if stamp.exists() and stamp.read_text() == "\n".join(REF_PACKAGES):
-        return site
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--upgrade", "--retries", "1",
-                        "--timeout", "20", "--target",
-                        str(site), *REF_PACKAGES], capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        pytest.skip(f"cannot install the reference ({' '.join(REF_PACKAGES)}) into {site}: pip said: "
-                    f"{(r.stderr or r.stdout).strip()[-500:]}")
-    stamp.write_text("\n".join(REF_PACKAGES))
-    return site
 
 
 @pytest.fixture(scope="module")
 def ref(tmp_path_factory):
     """moto with steps 10 and 20 of namespaces smjob-default and smjob-ray, written by the reference."""
-    site = _ref_site()
+    site = ref_site()
     try:
         server = MotoServer(log_dir=tmp_path_factory.mktemp("moto")).start()
     except (MotoMissing, MotoStartError) as e:

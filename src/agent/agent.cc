@@ -60,6 +60,7 @@ Agent::~Agent() {
   StopPreallocating();
   if (scrubber_ != nullptr) scrubber_->Stop();
   if (metrics_server_ != nullptr) metrics_server_->Stop();
+  if (http_api_ != nullptr) http_api_->Stop();
   if (service_ != nullptr) service_->Stop();
   StopPeers();
   if (persister_ != nullptr) persister_->Stop(std::chrono::milliseconds(0));
@@ -270,6 +271,14 @@ Status Agent::Start(bool handle_signals) {
     metrics_server_ = std::make_unique<MetricsServer>(&metrics_, [this] { return Gauges(); });
     TC_RETURN_IF_ERROR(metrics_server_->Start(config_.metrics_listen));
   }
+  if (!config_.http_listen.empty()) {
+    HttpApiDeps hd{tier_.get(), handlers_->read_path(), cluster_.get(), config_.root};
+    HttpApiOptions ho;
+    TC_ASSIGN_OR_RETURN(ho.allow, AllowList::Parse(config_.http_allow));
+    ho.max_shard_bytes = config_.budget_bytes;
+    TC_ASSIGN_OR_RETURN(http_api_, HttpApi::Create(hd, std::move(ho)));
+    TC_RETURN_IF_ERROR(http_api_->Start(config_.http_listen));
+  }
   ServiceOptions so;
   so.socket_path = config_.socket_path;
   service_ = std::make_unique<Service>(so, handlers_.get());
@@ -290,6 +299,7 @@ Status Agent::Start(bool handle_signals) {
       .Kv("keep_last", config_.keep_last)
       .Kv("peers", peers ? peers->listen : "none")
       .Kv("metrics", metrics_server_ != nullptr ? metrics_server_->address() : "off")
+      .Kv("http", http_api_ != nullptr ? http_api_->address() : "off")
       .Kv("replica_holders", JoinIds(cluster_->holders(), ","))
       .Kv("persist_rate",
           config_.persist_rate_bytes == 0 ? "unlimited" : FormatBytes(config_.persist_rate_bytes) + "/s")
@@ -311,6 +321,7 @@ void Agent::Run() {
     tier_->Shutdown();
     cluster_->Shutdown();
   });
+  if (http_api_ != nullptr) http_api_->Stop();  // its uploads in progress end (the tier refuses them)
   scrubber_->Stop();
   StopPeers();
   StopPreallocating();

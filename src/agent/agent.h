@@ -22,6 +22,7 @@
 
 #include "agent/config.h"
 #include "agent/handlers.h"
+#include "agent/http_api.h"
 #include "agent/scrubber.h"
 #include "agent/service.h"
 #include "common/rate_limiter.h"
@@ -99,6 +100,7 @@ class Agent {
   std::unique_ptr<Scrubber> scrubber_;  // --scrub-interval; repairs through handlers_' read path
   std::unique_ptr<Service> service_;
   std::unique_ptr<MetricsServer> metrics_server_;
+  std::unique_ptr<HttpApi> http_api_;  // --http-listen
   std::thread preallocator_;  // --preallocate; stopped by tier_->Shutdown()
 };
 

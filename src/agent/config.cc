@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "cluster/address.h"
+#include "ops/http_server.h"
 #include "os/files.h"
+#include "peer/tcp_socket.h"
 #include "tier/budget.h"
 #include "wire/socket_path.h"
 #include "wire/unix_socket.h"
@@ -76,6 +78,14 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--metrics-listen", c.metrics_listen,
                  "serve Prometheus metrics (/metrics) and a readiness probe (/healthz) at HOST:PORT "
                  "(default off; prefer 127.0.0.1:PORT, docs/operations.md)");
+  app.add_option(
+      "--http-listen", c.http_listen,
+      "serve the in-memory checkpoint HTTP API (amzn-sagemaker-checkpointing's InMemoryCheckpointClient) "
+      "at HOST:PORT (default off; docs/http-api.md)");
+  app.add_option("--http-allow", c.http_allow,
+                 "client networks allowed to use --http-listen, e.g. 10.0.0.0/8,::1 (required for an address "
+                 "other than loopback; 0.0.0.0/0,::/0 allows any)")
+      ->delimiter(',');
   app.add_option("--preallocate", c.preallocate,
                  "bytes (or N% of the budget) of the segment pool written at start in the background, so the "
                  "first saves and restores skip fresh tmpfs pages (default 0 = off)");
@@ -126,6 +136,26 @@ namespace {
 
 // --preallocate: bytes, or a percent of the (resolved) budget, at most the
 // budget; --preallocate-segment: bytes, 1 MiB..64 GiB.
+// An HTTP API has no peer credentials: off loopback, the operator names who may call it.
+Status CheckHttpListen(const AgentConfig& c) {
+  Result<AllowList> allow = AllowList::Parse(c.http_allow);
+  if (!allow.ok()) return allow.status().WithContext("--http-allow");
+  if (c.http_listen.empty()) {
+    if (!c.http_allow.empty()) return InvalidArgument("--http-allow needs --http-listen");
+    return Status::Ok();
+  }
+  Result<peer::HostPort> hp = peer::ParseHostPort(c.http_listen);
+  if (!hp.ok()) return hp.status().WithContext("--http-listen");
+  const bool loopback = hp->host == "localhost" || hp->host == "::1" || hp->host.rfind("127.", 0) == 0;
+  if (!loopback && c.http_allow.empty()) {
+    return InvalidArgument("--http-listen " + c.http_listen +
+                           " is not a loopback address, and the HTTP API cannot tell its callers apart (no "
+                           "credentials): name the client networks with --http-allow (e.g. the pod network "
+                           "10.0.0.0/8; 0.0.0.0/0,::/0 for any), or listen on 127.0.0.1");
+  }
+  return Status::Ok();
+}
+
 Status ResolvePreallocate(AgentConfig* c) {
   if (c->preallocate.find('%') != std::string::npos) {
     TC_ASSIGN_OR_RETURN(c->preallocate_bytes, ResolveBudget(c->preallocate, c->budget_bytes, "--preallocate"));
@@ -265,6 +295,7 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   if (c->peers_file.empty() && (!c->peer_listen.empty() || !c->peer_secret_file.empty())) {
     return InvalidArgument("--peer-listen and --peer-secret-file need --peers (the hostfile of every agent)");
   }
+  TC_RETURN_IF_ERROR(CheckHttpListen(*c));
   // Node ids name peers in placements (src/cluster), so they follow its rule.
   if (Status id = cluster::ValidateNodeId(c->node_id); !id.ok()) {
     return id.WithContext("--node-id (default: the host name)");

@@ -35,6 +35,10 @@
 //                                      part before asking it, then its replica holders (1..86400)
 //   parts_wait_s     --parts-wait       3600 seconds before such a step fails for want of parts (1..604800)
 //   metrics_listen   --metrics-listen   "" (off); "127.0.0.1:9464": Prometheus /metrics and /healthz
+//   http_listen      --http-listen      "" (off); "127.0.0.1:9200": the in-memory checkpoint HTTP API
+//                                      (agent/http_api.h, docs/http-api.md)
+//   http_allow       --http-allow       client networks of that API ("10.0.0.0/8,::1"); required when
+//                                      --http-listen is not a loopback address ("0.0.0.0/0" = any)
 //   preallocate      --preallocate      "0" (off); bytes or "N%" of the budget written into the segment
 //                                      pool at start, in the background (docs/agent.md, "Preallocation")
 //   preallocate_segment --preallocate-segment "256MiB" (1MiB..64GiB): the size of those segments
@@ -101,6 +105,8 @@ struct AgentConfig {
   uint32_t takeover_after_s = 60;
   uint32_t parts_wait_s = 3600;
   std::string metrics_listen;
+  std::string http_listen;
+  std::vector<std::string> http_allow;
   std::string preallocate = "0";            // the spec as given
   uint64_t preallocate_bytes = 0;           // resolved by FinalizeAgentConfig
   std::string preallocate_segment = "256MiB";

@@ -83,6 +83,25 @@ TEST(ConfigTest, FlagsAreParsed) {
   EXPECT_EQ(cfg.shutdown_grace_s, 5);
 }
 
+TEST(ConfigTest, TheHttpApiNeedsAnAllowListOffLoopback) {
+  Result<CommandLine> off = Parse({});
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(off->config.http_listen.empty());
+  EXPECT_TRUE(Parse({"--http-listen", "127.0.0.1:9200"}).ok());
+  EXPECT_TRUE(Parse({"--http-listen", "[::1]:9200"}).ok());
+  Result<CommandLine> open = Parse({"--http-listen", "0.0.0.0:9200"});
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("--http-allow"), std::string::npos) << open.status().ToString();
+  Result<CommandLine> allowed = Parse({"--http-listen", "0.0.0.0:9200", "--http-allow", "10.0.0.0/8,::1"});
+  ASSERT_TRUE(allowed.ok()) << allowed.status().ToString();
+  EXPECT_EQ(allowed->config.http_allow, (std::vector<std::string>{"10.0.0.0/8", "::1"}));
+  Result<CommandLine> bad = Parse({"--http-listen", "0.0.0.0:9200", "--http-allow", "10.0.0.0/40"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--http-allow"), std::string::npos) << bad.status().ToString();
+  EXPECT_FALSE(Parse({"--http-allow", "10.0.0.0/8"}).ok());  // without --http-listen
+  EXPECT_FALSE(Parse({"--http-listen", "nohostport"}).ok());
+}
+
 TEST(ConfigTest, PreallocateIsBytesOrAShareOfTheBudgetAndOffByDefault) {
   Result<CommandLine> off = Parse({"--memory-budget", "1GiB"});
   ASSERT_TRUE(off.ok()) << off.status().ToString();

@@ -77,7 +77,8 @@ TEST(MetricsTest, TheServerAnswersMetricsHealthAndRefusesTheRest) {
   EXPECT_EQ(scrapes, 1);
   EXPECT_NE(Get(server.address(), "GET /healthz HTTP/1.0\r\n\r\n").find("200 OK"), std::string::npos);
   EXPECT_NE(Get(server.address(), "GET /nope HTTP/1.1\r\n\r\n").find("404 Not Found"), std::string::npos);
-  EXPECT_NE(Get(server.address(), "POST /metrics HTTP/1.1\r\n\r\n").find("405"), std::string::npos);
+  EXPECT_NE(Get(server.address(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").find("405"),
+            std::string::npos);
   EXPECT_NE(Get(server.address(), "garbage\r\n\r\n").find("400 Bad Request"), std::string::npos);
   // Still serving after the bad ones.
   EXPECT_NE(Get(server.address(), "GET /metrics?x=1 HTTP/1.1\r\n\r\n").find("200 OK"), std::string::npos);

@@ -145,7 +145,7 @@ void MemoryTier::UnpinLocked(const std::shared_ptr<StepFiles>& files) {
   }
   // A pin may have held back retention of its namespace; re-apply it.
   if (std::optional<std::string> ns = index_.CommittedNamespaceOf(files.get())) {
-    ApplyRetentionLocked(*ns, options_.keep_last, nullptr);
+    ApplyRetentionLocked(*ns, KeepLocked(*ns), nullptr);
   }
 }
 

@@ -276,6 +276,13 @@ class MemoryTier {
   // Drops an uncommitted step (ok if absent); kAlreadyExists, dropping
   // nothing, if another writer owns it.
   Status AbortStep(std::string_view ns, uint64_t step, std::string_view writer = kAnyWriter);
+  // Removes object name (sealed or not) from an uncommitted step, its file
+  // recycled; ok if the step or the object is absent. A hash of it in
+  // progress is waited for. kFailedPrecondition if the step is committed or
+  // committing; kAlreadyExists if another writer owns it. The caller must
+  // not write through the object's fd afterwards (the file is recycled).
+  Status DropObject(std::string_view ns, uint64_t step, std::string_view name,
+                    std::string_view writer = kAnyWriter);
   // The connection closed: drop the uncommitted steps it wrote that have no
   // other live writer.
   void ReleaseWriter(uint64_t conn);
@@ -322,6 +329,10 @@ class MemoryTier {
   // caller checks their durable copy, ConfirmDurable()s or RequestPersist()s
   // them, and prunes again.
   PruneResult Prune(std::string_view ns, uint32_t keep, bool caller_checks_durable = false);
+  // The committed steps kept for ns from now on, instead of keep_last
+  // (0 = back to keep_last); applied at once. Not persisted: whoever sets it
+  // (the HTTP API's namespaces) sets it again after a restart.
+  void SetNamespaceKeep(std::string_view ns, uint32_t keep);
 
   // ---- Persistence bookkeeping ----
   // Marks a committed step for persistence (marker + kQueued + hook). Ok if
@@ -403,6 +414,8 @@ class MemoryTier {
                                                                   Status* failed) REQUIRES(mu_);
   // Whether a committed step of ns still waits for its hashes.
   bool HashesPendingLocked(std::string_view ns) const REQUIRES(mu_);
+  // The committed steps retention keeps for ns (SetNamespaceKeep, else keep_last).
+  uint32_t KeepLocked(std::string_view ns) const REQUIRES(mu_);
   static constexpr uint64_t kPoolSmallObject = 1u << 20;
   // Bytes of files we hold or are about to: objects, the pool, the segment
   // Preallocate writes, and files of dropped steps on their way to the pool.
@@ -512,6 +525,8 @@ class MemoryTier {
   mutable CondVar cv_{&mu_};  // commits, restores, persist progress, dirs made, paths released
   // The index and its policy (tier/step_index.h); its StepStates are guarded by mu_ too.
   StepIndex index_ GUARDED_BY(mu_);
+  // SetNamespaceKeep's overrides of options_.keep_last.
+  std::map<std::string, uint32_t, std::less<>> keep_by_ns_ GUARDED_BY(mu_);
   SegmentPool pool_ GUARDED_BY(mu_);
   uint64_t object_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t preallocating_bytes_ GUARDED_BY(mu_) = 0;  // the segment Preallocate is writing

@@ -93,7 +93,7 @@ void MemoryTier::FinishPersist(std::string_view ns, uint64_t step, const Status&
     s->durable_recheck = false;  // the durable copy is not known good any more
   }
   cv_.SignalAll();
-  if (result.ok()) ApplyRetentionLocked(std::string(ns), options_.keep_last, nullptr);
+  if (result.ok()) ApplyRetentionLocked(std::string(ns), KeepLocked(ns), nullptr);
 }
 
 void MemoryTier::MarkDurable(std::string_view ns, uint64_t step) {

@@ -180,8 +180,23 @@ Result<bool> MemoryTier::DeleteStep(std::string_view ns, uint64_t step) {
   return true;
 }
 
+void MemoryTier::SetNamespaceKeep(std::string_view ns, uint32_t keep) {
+  TierLock lock(this);
+  const std::string name(ns);
+  if (keep == 0) {
+    keep_by_ns_.erase(name);
+    return;
+  }
+  keep_by_ns_[name] = keep;
+  ApplyRetentionLocked(name, keep, nullptr);
+}
+
+uint32_t MemoryTier::KeepLocked(std::string_view ns) const {
+  auto it = keep_by_ns_.find(ns);
+  return it != keep_by_ns_.end() ? it->second : options_.keep_last;
+}
+
 PruneResult MemoryTier::Prune(std::string_view ns, uint32_t keep, bool caller_checks_durable) {
-  if (keep == 0) keep = options_.keep_last;
   PruneResult result;
   TierLock lock(this);
   std::vector<std::string> names;
@@ -189,7 +204,8 @@ PruneResult MemoryTier::Prune(std::string_view ns, uint32_t keep, bool caller_ch
     if (ns.empty() || name == ns) names.push_back(name);
   }
   for (const auto& name : names)
-    ApplyRetentionLocked(name, keep, &result, std::nullopt, caller_checks_durable);
+    ApplyRetentionLocked(name, keep != 0 ? keep : KeepLocked(name), &result, std::nullopt,
+                         caller_checks_durable);
   return result;
 }
 

@@ -230,6 +230,55 @@ TEST(MemoryTierTest, RetentionKeepsTheLastKAndRecyclesSegments) {
   EXPECT_EQ(ReadObject(t, "job", 3, "a"), Bytes(8192, '3'));
 }
 
+TEST(MemoryTierTest, DropObjectReplacesOneObjectOfAStepBeingWritten) {
+  TierHarness h(64u << 20);
+  MemoryTier& t = *h.tier;
+  ASSERT_TRUE(WriteObject(t, "job", 1, "a", Bytes(8192, '1')).ok());
+  ASSERT_TRUE(WriteObject(t, "job", 1, "b", Bytes(100, 'b')).ok());
+  const uint64_t used = t.Stats().object_bytes;
+  ASSERT_TRUE(t.DropObject("job", 1, "a").ok());
+  EXPECT_EQ(t.Stats().object_bytes, used - 8192);
+  EXPECT_TRUE(t.DropObject("job", 1, "a").ok());                      // absent: nothing to do
+  EXPECT_TRUE(t.DropObject("job", 9, "a").ok());                      // no such step
+  ASSERT_TRUE(WriteObject(t, "job", 1, "a", Bytes(8192, '2')).ok());  // written again under its name
+  ASSERT_TRUE(t.CommitStep("job", 1, 1, false, {"a", "b"}).ok());
+  EXPECT_EQ(ReadObject(t, "job", 1, "a"), Bytes(8192, '2'));
+  Status st = t.DropObject("job", 1, "a");
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_EQ(ReadObject(t, "job", 1, "a"), Bytes(8192, '2'));
+  ASSERT_TRUE(t.BeginStep("job", 2, 1, "w1").ok());
+  EXPECT_EQ(t.DropObject("job", 2, "a", "w2").code(), Code::kAlreadyExists);
+  EXPECT_EQ(t.DropObject("job", 2, "../x").code(), Code::kInvalidArgument);
+}
+
+TEST(MemoryTierTest, DropObjectWaitsForTheHashOfAnObjectSealedWithoutAChecksum) {
+  TierHarness h(64u << 20);
+  MemoryTier& t = *h.tier;
+  ASSERT_TRUE(WriteObject(t, "job", 1, "a", Bytes(4 << 20, 'x'), 1, "").ok());  // hashed by the verifier
+  ASSERT_TRUE(t.DropObject("job", 1, "a").ok());
+  ASSERT_TRUE(WriteObject(t, "job", 1, "a", Bytes(4 << 20, 'y'), 1, "").ok());
+  Result<Manifest> m = t.CommitStep("job", 1, 1, false, {});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(ReadObject(t, "job", 1, "a"), Bytes(4 << 20, 'y'));
+}
+
+TEST(MemoryTierTest, ANamespaceKeepOverridesKeepLast) {
+  TierHarness h(64u << 20, /*keep_last=*/1);
+  MemoryTier& t = *h.tier;
+  t.SetNamespaceKeep("many", 3);
+  for (uint64_t step = 1; step <= 4; ++step) {
+    ASSERT_TRUE(WriteStep(t, "many", step, {{"a", Bytes(100, 'a')}}).ok());
+    ASSERT_TRUE(WriteStep(t, "one", step, {{"a", Bytes(100, 'a')}}).ok());
+  }
+  EXPECT_FALSE(t.HasCommitted("many", 1));
+  EXPECT_TRUE(t.HasCommitted("many", 2) && t.HasCommitted("many", 3) && t.HasCommitted("many", 4));
+  EXPECT_FALSE(t.HasCommitted("one", 3));
+  EXPECT_TRUE(t.HasCommitted("one", 4));
+  t.SetNamespaceKeep("many", 1);  // applied at once
+  EXPECT_FALSE(t.HasCommitted("many", 3));
+  EXPECT_TRUE(t.HasCommitted("many", 4));
+}
+
 TEST(MemoryTierTest, RetentionKeepsAStepCommittedOutOfOrderOnce) {
   TierHarness h(64u << 20, /*keep_last=*/1);
   MemoryTier& t = *h.tier;

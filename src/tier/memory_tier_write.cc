@@ -260,7 +260,7 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   const auto begun = s->begun;
   TC_RETURN_IF_ERROR(PublishLocked(std::string(ns), step, &s, m, do_persist, std::move(verified)));
   std::string ns_name(ns);
-  ApplyRetentionLocked(ns_name, options_.keep_last, nullptr, step);
+  ApplyRetentionLocked(ns_name, KeepLocked(ns_name), nullptr, step);
   lock.Unlock();
   if (do_persist) CallPersistHook({{ns_name, step}});
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begun).count();
@@ -399,6 +399,37 @@ Status MemoryTier::AbortStep(std::string_view ns, uint64_t step, std::string_vie
   TC_RETURN_IF_ERROR(CheckWriterLocked(*s, label, writer));
   DropLocked(std::string(ns), step, "aborted by a client");
   return Status::Ok();
+}
+
+Status MemoryTier::DropObject(std::string_view ns, uint64_t step, std::string_view name,
+                              std::string_view writer) {
+  TC_RETURN_IF_ERROR(ValidateStepRef(ns, step));
+  TC_RETURN_IF_ERROR(ValidateObjectName(name));
+  const std::string label = StepLabel(ns, step);
+  const std::string key(name);
+  TierLock lock(this);
+  for (;;) {
+    StepState* s = FindLocked(ns, step);
+    if (s == nullptr || s->restoring) return Status::Ok();
+    if (s->committed) {
+      return FailedPrecondition("step " + label +
+                                " is committed; its objects cannot change (delete the step)");
+    }
+    if (s->committing) {
+      return FailedPrecondition("step " + label + " is being committed right now; retry later");
+    }
+    TC_RETURN_IF_ERROR(CheckWriterLocked(*s, label, writer));
+    auto it = s->objects.find(key);
+    if (it == s->objects.end()) return Status::Ok();
+    if (it->second.check == CheckState::kPending) {  // its hash reads the file: let it finish
+      cv_.Wait();
+      continue;
+    }
+    const uint64_t size = it->second.size;
+    s->objects.erase(it);
+    RecycleObjectLocked(*s->files, key, size);
+    return Status::Ok();
+  }
 }
 
 void MemoryTier::ReleaseWriter(uint64_t conn) {

@@ -1,0 +1,189 @@
+"""The REAL amzn-sagemaker-checkpointing 1.1.3 against tierckptd's in-memory checkpoint HTTP API
+(--http-listen, docs/http-api.md), unchanged.
+
+* Its ``InMemoryCheckpointClient`` against a real agent: namespaces, shards with their Shard-Meta,
+  latest, deletes, reset; a step it posted is a tierckpt step (``tierckpt ls``, ``persist``,
+  ``verify``) and comes back from the durable tier once memory lost it.
+* Its own integration suite (the source distribution's ``tests/local_tests``), run by pytest with
+  tierckptd in place of its FastAPI stand-in on the port that suite points its client at
+  (``common.MEMBRAIN_PORT``), and moto in place of AWS for its S3 tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import SHM
+from sagemaker_ref import REPO, ref_sdist, ref_site
+from tierckpt import agent as tc_agent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ref_client(agents, monkeypatch):
+    """An agent serving the HTTP API, and the reference's client class pointed at it."""
+    site = ref_site()
+    port = free_port()
+    agent = agents("--memory-budget", "256MiB", "--http-listen", f"127.0.0.1:{port}")
+    monkeypatch.syspath_prepend(str(site))
+    from amzn_sagemaker_checkpointing.config.in_memory_client import InMemoryClientConfig
+    from amzn_sagemaker_checkpointing.storage.clients.inmemory.inmemory_client import InMemoryCheckpointClient
+
+    def make(namespace: str, rank: int, world_size: int, **kwargs):
+        return InMemoryCheckpointClient(namespace, str(rank), str(world_size),
+                                        config=InMemoryClientConfig(base_url=f"http://127.0.0.1:{port}"), **kwargs)
+
+    make.agent = agent
+    make.port = port
+    return make
+
+
+def test_the_reference_client_saves_lists_loads_and_deletes_on_tierckptd(ref_client):
+    from amzn_sagemaker_checkpointing.storage.clients.inmemory.exceptions import InMemoryResourceNotFoundError
+
+    agent = ref_client.agent
+    ranks = [ref_client("refjob", r, 2, steps_retained=2) for r in range(2)]
+    assert ranks[0].get_namespace_config() == {}
+    assert ranks[0].get_or_create_namespace() == {"num_ranks": 3, "steps_to_retain_per_rank": 2}
+    assert ranks[1].get_or_create_namespace()["num_ranks"] == 3  # exists: read, not created again
+    shards = {r: os.urandom(1 << 20) + bytes([r]) for r in range(2)}
+    for step in (10, 20, 30):
+        for r, c in enumerate(ranks):
+            c.put_checkpoint(step=step, data=shards[r] + step.to_bytes(4, "little"))
+        assert step not in ranks[0].get_latest_checkpoints()  # the metadata shard is missing
+        ranks[0].put_checkpoint(step=step, data=b"metadata %d" % step, metadata_index=0)
+        assert ranks[0].get_latest_checkpoints()[0] == step
+    assert ranks[1].get_latest_checkpoints(limit=5) == [30, 20]  # steps_retained=2
+    for r, c in enumerate(ranks):
+        assert c.get_checkpoint(step=30) == shards[r] + (30).to_bytes(4, "little")  # checksum checked by the client
+    assert ranks[1].get_checkpoint(step=30, metadata_index=0) == b"metadata 30"
+    assert ranks[0].get_checkpoint(step=10) is None
+
+    # A step posted through HTTP is a tierckpt step: listed, persisted, verified, restored.
+    steps = agent.steps("refjob")
+    assert sorted(steps) == [20, 30] and steps[30]["objects"] == 3, steps
+    agent.cli("persist", "refjob", 30, "--wait")
+    verified = json.loads(agent.cli("--json", "verify", "refjob", 30).stdout)
+    assert verified["ok"], verified
+    agent.cli("rm", "refjob", 30)
+    assert ranks[0].get_latest_checkpoints() == [20]
+    # Memory lost it; the durable copy is read back (verified) into memory by the GET.
+    assert ranks[1].get_checkpoint(step=30) == shards[1] + (30).to_bytes(4, "little")
+    assert 30 in agent.steps("refjob")
+
+    with pytest.raises(InMemoryResourceNotFoundError):
+        ranks[0].delete_checkpoint(step=99)
+    ranks[0].delete_checkpoint(step=20)  # drops the whole step: it could not be loaded any more
+    assert 20 not in agent.steps("refjob")
+    ranks[0].reset_cluster()
+    assert ranks[0].get_namespace_config() == {}
+    assert ranks[0].get_latest_checkpoints() == []
+
+
+def test_bad_uploads_get_clear_errors_and_leave_nothing(ref_client):
+    import requests
+
+    base = f"http://127.0.0.1:{ref_client.port}"
+    c = ref_client("badjob", 0, 1)
+    c.get_or_create_namespace()
+    r = requests.post(f"{base}/v1/cp/checkpoints/badjob/0/1", data=b"payload",
+                      headers={"Shard-Meta": json.dumps({"checksum": "AAAAAAAAAAAAAAAAAAAAAA==",
+                                                         "algorithm": "xxh3_128"})})
+    assert r.status_code == 400 and "does not match its Shard-Meta checksum" in r.json()["detail"], r.text
+    r = requests.post(f"{base}/v1/cp/checkpoints/badjob/7/1", data=b"payload")
+    assert r.status_code == 400 and "num_ranks 2" in r.json()["detail"], r.text
+    r = requests.post(f"{base}/v1/cp/checkpoints/nojob/0/1", data=b"payload")
+    assert r.status_code == 404 and "POST /v1/cp/namespaces/nojob" in r.json()["detail"], r.text
+    r = requests.post(f"{base}/v1/cp/namespaces/badjob", params={"num_ranks": 2})
+    assert r.status_code == 409, r.text
+    r = requests.post(f"{base}/v1/cp/namespaces/bad%2Fjob", params={"num_ranks": 2})
+    assert r.status_code in (400, 404), r.text
+    assert requests.get(f"{base}/health").json() == {"status": "healthy"}
+    assert ref_client.agent.steps("badjob") == {}
+
+
+def _write_suite_conftest(where: Path, agent_bin: str, port: int, run_dir: Path) -> None:
+    """A conftest.py that makes the suite's start_membrain_server start tierckptd instead."""
+    # In tests/ (no __init__.py there): pytest imports the suite as the package local_tests.
+    (where / "tests" / "conftest.py").write_text(textwrap.dedent(f"""
+        import os, subprocess, sys, time, urllib.request, uuid
+        sys.path.insert(0, os.path.dirname(__file__))
+        import local_tests.common as common
+
+        assert common.MEMBRAIN_PORT == {port}, common.MEMBRAIN_PORT
+
+        def start_tierckptd():
+            tag = uuid.uuid4().hex[:8]
+            log = open("{run_dir}/tierckptd-" + tag + ".log", "ab")
+            proc = subprocess.Popen(["{agent_bin}", "--root", "{SHM}/tierckpt-refsuite-" + tag,
+                                     "--socket", "{run_dir}/agent-" + tag + ".sock", "--memory-budget", "1GiB",
+                                     "--http-listen", "127.0.0.1:{port}"],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            for _ in range(200):
+                try:
+                    urllib.request.urlopen("http://127.0.0.1:{port}/health", timeout=1)
+                    return proc
+                except OSError:
+                    assert proc.poll() is None, "tierckptd exited"
+                    time.sleep(0.05)
+            raise RuntimeError("tierckptd did not answer on port {port}")
+
+        common.start_membrain_server = start_tierckptd
+    """))
+
+
+def test_the_reference_suite_passes_against_tierckptd(tmp_path):
+    """tests/local_tests of the 1.1.3 source distribution, with tierckptd for its memory service."""
+    site = ref_site()
+    sdist = ref_sdist()
+    suite = tmp_path / "ref"
+    shutil.copytree(sdist / "tests", suite / "tests")
+    common = (suite / "tests" / "local_tests" / "common.py").read_text()
+    port = int(common.split("MEMBRAIN_PORT = ")[1].split()[0])
+    _write_suite_conftest(suite, tc_agent.find_binary("tierckptd"), port, tmp_path)
+    sys.path.insert(0, str(REPO / "tests" / "integration"))
+    try:
+        import s3_server
+    finally:
+        sys.path.pop(0)
+    server = s3_server.MotoServer(log_dir=tmp_path).start()
+    try:
+        bucket = server.create_bucket(f"refsuite-{uuid.uuid4().hex[:10]}")
+        env = s3_server.isolated_aws_env()
+        env.update(server.keys.env())
+        env.update(AWS_ENDPOINT_URL=server.endpoint, SM_CHKPT_BUCKET=bucket,
+                   PYTHONPATH=os.pathsep.join([str(suite), str(site)]))
+        junit = tmp_path / "junit.xml"
+        tests = ["tests/local_tests/test_distributed_checkpoint.py", "tests/local_tests/test_s3_checkpoint.py",
+                 *os.environ.get("TIERCKPT_REF_SUITE_EXTRA", "").split()]
+        t0 = time.time()
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                            "--rootdir", str(suite), *tests], cwd=suite, env=env, capture_output=True, text=True,
+                           timeout=900, stdin=subprocess.DEVNULL)
+        logs = "".join(p.read_text(errors="replace")[-3000:] for p in tmp_path.glob("tierckptd-*.log"))
+        assert r.returncode == 0, f"the reference's suite failed:\n{r.stdout[-8000:]}\n{r.stderr[-3000:]}\n{logs}"
+        cases = ET.parse(junit).getroot().iter("testcase")
+        passed = [c.get("name") for c in cases if not list(c)]
+        print(f"reference suite: {len(passed)} passed in {time.time() - t0:.0f} s: {passed}")
+        assert set(passed) >= {"test_single_checkpoint", "test_multi_step_returns_latest",
+                               "test_s3_fallback_after_membrain_reset", "test_s3_multi_step_load_latest_and_specific"}
+        # The suite's checkpoints went through tierckptd: its shards were committed there.
+        assert "http_step_committed" in logs, logs[-2000:]
+    finally:
+        server.stop()

@@ -1,0 +1,255 @@
+// http_api.cc — the routes of the checkpoint HTTP API but the upload
+// (http_api_post.cc); see http_api.h.
+#include "agent/http_api.h"
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "agent/http_api_util.h"
+#include "agent/http_shard_meta.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "os/mapping.h"
+#include "tier/layout.h"
+
+namespace tierckpt::agent {
+namespace {
+
+HttpServerOptions ServerOptions(const HttpApiOptions& o) {
+  HttpServerOptions s;
+  s.flag = "--http-listen";
+  s.allow = o.allow;
+  s.threads = o.threads;
+  s.read_timeout_s = 60;
+  s.write_timeout_s = 60;
+  s.max_body_bytes = std::max<uint64_t>(o.max_shard_bytes, 1);
+  s.body_limit_hint =
+      "a shard larger than the agent's whole memory budget (--memory-budget) cannot be held; "
+      "raise the budget or save smaller shards";
+  return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HttpApi>> HttpApi::Create(HttpApiDeps deps, HttpApiOptions options) {
+  const std::string path = deps.root + "/" + std::string(kHttpNamespacesFileName);
+  TC_ASSIGN_OR_RETURN(std::unique_ptr<HttpNamespaces> ns, HttpNamespaces::Open(path));
+  for (const auto& [name, c] : ns->All()) deps.tier->SetNamespaceKeep(name, c.steps_retained);
+  return std::unique_ptr<HttpApi>(new HttpApi(std::move(deps), std::move(options), std::move(ns)));
+}
+
+HttpApi::HttpApi(HttpApiDeps deps, HttpApiOptions options, std::unique_ptr<HttpNamespaces> namespaces)
+    : d_(std::move(deps)),
+      options_(std::move(options)),
+      namespaces_(std::move(namespaces)),
+      http_(std::make_unique<HttpServer>(ServerOptions(options_))) {
+  AddRoutes();
+}
+
+HttpApi::~HttpApi() { http_->Stop(); }
+
+void HttpApi::AddRoutes() {
+  httplib::Server& s = http_->server();
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  const std::string ns_path = R"(/v1/cp/namespaces/([^/]+))";
+  const std::string shard_path = R"(/v1/cp/checkpoints/([^/]+)/([^/]+)/([^/]+))";
+  s.Get(ns_path, [this](Req q, Res r) { GetNamespace(q, r); });
+  s.Post(ns_path, [this](Req q, Res r) { CreateNamespace(q, r); });
+  s.Delete(ns_path, [this](Req q, Res r) { DeleteNamespace(q, r); });
+  s.Get(R"(/v1/cp/checkpoints/([^/]+)/latest)", [this](Req q, Res r) { Latest(q, r); });
+  s.Get(shard_path, [this](Req q, Res r) { GetShard(q, r); });
+  s.Delete(shard_path, [this](Req q, Res r) { DeleteShard(q, r); });
+  s.Post(shard_path, [this](Req q, Res r, const httplib::ContentReader& body) { PostShard(q, r, body); });
+  s.Post("/v1/cp/cluster/reset", [this](Req q, Res r) { Reset(q, r); });
+  s.Get("/health", [](Req, Res r) { r.set_content(R"({"status":"healthy"})", "application/json"); });
+}
+
+// ---- Namespaces ----
+
+void HttpApi::GetNamespace(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  if (Status st = ValidateNamespace(ns); !st.ok()) return SetError(res, st);
+  std::optional<HttpNamespace> c = namespaces_->Get(ns);
+  if (!c) return SetError(res, NotFound("namespace '" + ns + "' not found; POST it with ?num_ranks=N first"));
+  SetJson(res, 200, {{"num_ranks", c->num_ranks}, {"steps_to_retain_per_rank", c->steps_retained}});
+}
+
+void HttpApi::CreateNamespace(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  if (Status st = ValidateNamespace(ns); !st.ok()) return SetError(res, st);
+  Result<uint64_t> ranks = QueryNumber(req, "num_ranks", std::nullopt);
+  if (!ranks.ok()) return SetError(res, ranks.status());
+  Result<uint64_t> keep = QueryNumber(req, "steps_retained", 3);
+  if (!keep.ok()) return SetError(res, keep.status());
+  HttpNamespace c{static_cast<uint32_t>(std::min<uint64_t>(*ranks, UINT32_MAX)),
+                  static_cast<uint32_t>(std::min<uint64_t>(*keep, UINT32_MAX))};
+  if (Status st = namespaces_->Create(ns, c); !st.ok()) return SetError(res, st);
+  d_.tier->SetNamespaceKeep(ns, c.steps_retained);
+  Log(LogLevel::kInfo, "http_namespace_created")
+      .Kv("ns", ns)
+      .Kv("num_ranks", c.num_ranks)
+      .Kv("steps_retained", c.steps_retained);
+  SetJson(res, 200, {{"status", "created"}});
+}
+
+void HttpApi::DeleteNamespace(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  if (Status st = ValidateNamespace(ns); !st.ok()) return SetError(res, st);
+  if (!namespaces_->Get(ns)) return SetError(res, NotFound("namespace '" + ns + "' not found"));
+  if (Status st = DropNamespaceSteps(ns); !st.ok()) return SetError(res, st);
+  Result<bool> removed = namespaces_->Remove(ns);
+  if (!removed.ok()) return SetError(res, removed.status());
+  d_.tier->SetNamespaceKeep(ns, 0);
+  Log(LogLevel::kInfo, "http_namespace_deleted").Kv("ns", ns);
+  SetJson(res, 200, {{"status", "deleted"}});
+}
+
+Status HttpApi::DropNamespaceSteps(const std::string& ns) {
+  {
+    MutexLock lock(&mu_);
+    for (auto it = pending_.lower_bound({ns, 0}); it != pending_.end() && it->first.first == ns;) {
+      it = pending_.erase(it);
+    }
+  }
+  for (const StepInfo& s : d_.tier->ListSteps(ns)) {
+    if (!s.committed) {
+      TC_RETURN_IF_ERROR(d_.tier->AbortStep(ns, s.step, kHttpWriter));
+      continue;
+    }
+    Result<bool> dropped = d_.tier->DeleteStep(ns, s.step);
+    if (!dropped.ok() && dropped.status().code() == Code::kFailedPrecondition) {
+      // Being persisted right now: its upload finishes first.
+      d_.tier->WaitPersist(ns, s.step, std::chrono::seconds(60)).status().IgnoreError();
+      dropped = d_.tier->DeleteStep(ns, s.step);
+    }
+    if (!dropped.ok()) return dropped.status();
+  }
+  return Status::Ok();
+}
+
+void HttpApi::Reset(const httplib::Request&, httplib::Response& res) {
+  const std::map<std::string, HttpNamespace> all = namespaces_->All();
+  for (const auto& [ns, c] : all) {
+    if (Status st = DropNamespaceSteps(ns); !st.ok()) return SetError(res, st.WithContext("resetting"));
+    Result<bool> removed = namespaces_->Remove(ns);
+    if (!removed.ok()) return SetError(res, removed.status());
+    d_.tier->SetNamespaceKeep(ns, 0);
+  }
+  Log(LogLevel::kWarn, "http_cluster_reset").Kv("namespaces", static_cast<uint64_t>(all.size()));
+  SetJson(res, 200, {{"status", "reset"}});
+}
+
+// ---- Checkpoints ----
+
+void HttpApi::Latest(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  if (Status st = ValidateNamespace(ns); !st.ok()) return SetError(res, st);
+  Result<uint64_t> limit = QueryNumber(req, "limit", 5);
+  if (!limit.ok()) return SetError(res, limit.status());
+  std::vector<uint64_t> steps;
+  for (const StepInfo& s : d_.tier->ListSteps(ns)) {
+    if (s.committed) steps.push_back(s.step);
+  }
+  if (steps.empty() && !namespaces_->Get(ns)) {
+    return SetError(res, NotFound("namespace '" + ns + "' not found and holds no step in memory"));
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  if (steps.size() > *limit) steps.resize(*limit);
+  SetJson(res, 200, nlohmann::json(steps));
+}
+
+void HttpApi::GetShard(const httplib::Request& req, httplib::Response& res) {
+  Result<ShardRef> ref = ParseShardRef(req);
+  if (!ref.ok()) return SetError(res, ref.status());
+  const std::string name = ShardName(ref->rank);
+  const std::string what = "shard " + name + " of step " + StepLabel(ref->ns, ref->step);
+  {
+    MutexLock lock(&mu_);
+    if (auto it = pending_.find({ref->ns, ref->step}); it != pending_.end()) {
+      return SetError(res, NotFound("step " + StepLabel(ref->ns, ref->step) +
+                                    " is not complete: its shards are still being posted"));
+    }
+  }
+  // The tier's checksum of the bytes is checked before anything is sent; a
+  // copy that fails it is replaced from another tier (ReadPath's repair) once.
+  for (int attempt = 0;; ++attempt) {
+    Result<ServedObject> served = d_.read_path->Open(ref->ns, ref->step, name, /*repair=*/attempt > 0);
+    if (!served.ok()) return SetError(res, served.status());
+    const OpenedObject& o = served->object;
+    Result<Checksum> want = Checksum::Parse(o.checksum);
+    if (!want.ok()) return SetError(res, want.status().WithContext(what));
+    auto mapping = std::make_shared<Mapping>();
+    if (o.size > 0) {
+      Result<Mapping> m = Mapping::Map(o.fd.get(), o.size, Mapping::Access::kReadOnly, false, what);
+      if (!m.ok()) return SetError(res, m.status());
+      *mapping = std::move(m).value();
+    }
+    ShardHasher hasher;
+    hasher.Update(mapping->data(), o.size);
+    if (hasher.Checksum64() != *want) {
+      Log(LogLevel::kError, "http_shard_corrupt").Kv("ns", ref->ns).Kv("step", ref->step).Kv("name", name);
+      if (attempt == 0) continue;
+      return SetError(res, Corruption(what + " does not match its checksum in any tier that holds it; load "
+                                             "another step"));
+    }
+    res.status = 200;
+    res.set_header(std::string(kShardMetaHeader), FormatShardMeta(hasher.Digest128()));
+    const uint64_t size = o.size;
+    res.set_content_provider(
+        size, "application/octet-stream",
+        [mapping, size](size_t offset, size_t length, httplib::DataSink& sink) {
+          const size_t n = std::min<size_t>({length, size - offset, size_t{4} << 20});
+          return sink.write(reinterpret_cast<const char*>(mapping->data()) + offset, n);
+        },
+        [mapping](bool) {});
+    return;
+  }
+}
+
+void HttpApi::DeleteShard(const httplib::Request& req, httplib::Response& res) {
+  Result<ShardRef> ref = ParseShardRef(req);
+  if (!ref.ok()) return SetError(res, ref.status());
+  const std::string name = ShardName(ref->rank);
+  {
+    MutexLock lock(&mu_);
+    auto it = pending_.find({ref->ns, ref->step});
+    if (it != pending_.end()) {
+      auto sh = it->second.shards.find(ref->rank);
+      if (sh == it->second.shards.end() || !sh->second.sealed) {
+        return SetError(
+            res, NotFound("shard " + name + " of step " + StepLabel(ref->ns, ref->step) + " was not posted"));
+      }
+      if (sh->second.writing || it->second.committing || it->second.aborting) {
+        return SetError(res, AlreadyExists("shard " + name + " of step " + StepLabel(ref->ns, ref->step) +
+                                           " is being posted or committed right now; retry"));
+      }
+      sh->second.writing = true;  // claimed while the tier drops it
+    }
+  }
+  if (!d_.tier->HasCommitted(ref->ns, ref->step)) {
+    Status st = d_.tier->DropObject(ref->ns, ref->step, name, kHttpWriter);
+    MutexLock lock(&mu_);
+    auto it = pending_.find({ref->ns, ref->step});
+    if (it == pending_.end())
+      return SetError(res, NotFound("step " + StepLabel(ref->ns, ref->step) + " is gone"));
+    it->second.shards.erase(ref->rank);
+    lock.Unlock();
+    AbortIfEmpty(ref->ns, ref->step);
+    if (!st.ok()) return SetError(res, st);
+    return SetJson(res, 200, {{"status", "deleted"}, {"step_dropped", false}});
+  }
+  Result<Manifest> m = d_.tier->GetManifest(ref->ns, ref->step);
+  if (!m.ok()) return SetError(res, m.status());
+  if (std::none_of(m->objects.begin(), m->objects.end(),
+                   [&](const ObjectEntry& e) { return e.name == name; })) {
+    return SetError(res, NotFound("step " + StepLabel(ref->ns, ref->step) + " has no shard " + name));
+  }
+  Result<bool> dropped = d_.tier->DeleteStep(ref->ns, ref->step);
+  if (!dropped.ok()) return SetError(res, dropped.status());
+  Log(LogLevel::kInfo, "http_step_deleted").Kv("ns", ref->ns).Kv("step", ref->step).Kv("by_shard", name);
+  SetJson(res, 200, {{"status", "deleted"}, {"step_dropped", true}});
+}
+
+}  // namespace tierckpt::agent

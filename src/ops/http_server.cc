@@ -1,0 +1,199 @@
+// http_server.cc — see http_server.h.
+#include "ops/http_server.h"
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+
+#include "common/log.h"
+#include "peer/tcp_socket.h"
+
+namespace tierckpt::agent {
+namespace {
+
+// addr as 16 bytes, IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d); false if neither.
+bool ToV6(std::string_view text, std::array<uint8_t, 16>* out, bool* v4) {
+  const std::string s(text);
+  in_addr a4{};
+  if (::inet_pton(AF_INET, s.c_str(), &a4) == 1) {
+    out->fill(0);
+    (*out)[10] = 0xff;
+    (*out)[11] = 0xff;
+    std::memcpy(out->data() + 12, &a4, 4);
+    *v4 = true;
+    return true;
+  }
+  in6_addr a6{};
+  if (::inet_pton(AF_INET6, s.c_str(), &a6) == 1) {
+    std::memcpy(out->data(), &a6, 16);
+    *v4 = false;
+    return true;
+  }
+  return false;
+}
+
+bool PrefixMatches(const std::array<uint8_t, 16>& a, const std::array<uint8_t, 16>& b, int bits) {
+  int i = 0;
+  for (; bits >= 8; bits -= 8, ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  if (bits == 0) return true;
+  const uint8_t mask = static_cast<uint8_t>(0xff << (8 - bits));
+  return (a[i] & mask) == (b[i] & mask);
+}
+
+}  // namespace
+
+Result<AllowList> AllowList::Parse(const std::vector<std::string>& entries) {
+  AllowList list;
+  for (const std::string& e : entries) {
+    auto bad = [&](std::string_view why) {
+      return InvalidArgument("allow-list entry \"" + e.substr(0, 100) + "\" " + std::string(why) +
+                             "; give an address or a network, e.g. 127.0.0.1, 10.0.0.0/8, ::1 or fd00::/8");
+    };
+    const size_t slash = e.find('/');
+    Net net;
+    bool v4 = false;
+    if (!ToV6(std::string_view(e).substr(0, slash), &net.addr, &v4)) return bad("is not an IP address");
+    const int max_bits = v4 ? 32 : 128;
+    int bits = max_bits;
+    if (slash != std::string::npos) {
+      const std::string len = e.substr(slash + 1);
+      if (len.empty() || len.size() > 3 || len.find_first_not_of("0123456789") != std::string::npos) {
+        return bad("has a prefix length that is not a number");
+      }
+      bits = std::stoi(len);
+      if (bits > max_bits) return bad("has a prefix longer than the address");
+    }
+    net.prefix_bits = bits + (v4 ? 96 : 0);
+    list.nets_.push_back(net);
+    list.entries_.push_back(e);
+  }
+  return list;
+}
+
+bool AllowList::Allows(std::string_view address) const {
+  if (nets_.empty()) return true;
+  std::array<uint8_t, 16> a{};
+  bool v4 = false;
+  if (!ToV6(address, &a, &v4)) return false;
+  for (const Net& n : nets_) {
+    if (PrefixMatches(a, n.addr, n.prefix_bits)) return true;
+  }
+  return false;
+}
+
+std::string AllowList::ToString() const {
+  std::string out;
+  for (const std::string& e : entries_) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+void SetTextResponse(httplib::Response& res, int status, std::string_view text) {
+  res.status = status;
+  std::string body(text);
+  if (body.empty() || body.back() != '\n') body += '\n';
+  res.set_content(body, "text/plain; charset=utf-8");
+}
+
+HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) {
+  const size_t threads = options_.threads;
+  server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_.set_keep_alive_max_count(options_.keep_alive_requests);
+  server_.set_read_timeout(options_.read_timeout_s, 0);
+  server_.set_write_timeout(options_.write_timeout_s, 0);
+  server_.set_payload_max_length(options_.max_body_bytes);
+  // The library's default adds SO_REUSEPORT, which lets a second agent bind
+  // the same port and take half the requests: SO_REUSEADDR only.
+  server_.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.allow.Allows(req.remote_addr)) return httplib::Server::HandlerResponse::Unhandled;
+    Log(LogLevel::kWarn, "http_refused")
+        .Kv("flag", options_.flag)
+        .Kv("client", req.remote_addr)
+        .Kv("path", req.path);
+    SetTextResponse(res, 403,
+                    "client address " + req.remote_addr + " is not in the allow-list of this endpoint (" +
+                        options_.allow.ToString() +
+                        "); the agent's operator adds its network to the allow-list of " + options_.flag);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Errors the library answers itself come with an empty body: say what failed.
+  server_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    switch (res.status) {
+      case 404:
+        SetTextResponse(res, 404, "no resource at " + req.path);
+        break;
+      case 400:
+        SetTextResponse(res, 400, "the request is not valid HTTP/1.1");
+        break;
+      case 413:
+        SetTextResponse(res, 413,
+                        "the request body is over this endpoint's limit of " +
+                            std::to_string(options_.max_body_bytes) + " bytes" +
+                            (options_.body_limit_hint.empty() ? "" : ": " + options_.body_limit_hint));
+        break;
+      default:
+        break;
+    }
+  });
+  server_.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        Log(LogLevel::kError, "http_handler_exception").Kv("path", req.path).Kv("what", what);
+        SetTextResponse(res, 500, "tierckptd failed on " + req.method + " " + req.path + ": " + what);
+      });
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Start(const std::string& address) {
+  Result<peer::HostPort> hp = peer::ParseHostPort(address);
+  if (!hp.ok()) return hp.status().WithContext(options_.flag);
+  int port = hp->port;
+  errno = 0;
+  if (port == 0) {
+    port = server_.bind_to_any_port(hp->host);
+    if (port <= 0) port = -1;
+  } else if (!server_.bind_to_port(hp->host, port)) {
+    port = -1;
+  }
+  if (port < 0) {
+    const int err = errno;
+    const std::string why = err == EADDRINUSE ? "the port is taken by another process"
+                            : err != 0        ? std::string(std::strerror(err))
+                                       : "the host is not an address of this machine, or the port is taken";
+    return Status(err == EADDRINUSE ? Code::kAlreadyExists : Code::kInvalidArgument,
+                  "cannot listen on " + address + " (" + options_.flag + "): " + why +
+                      "; choose another address or port");
+  }
+  address_ = peer::FormatHostPort(hp->host, static_cast<uint16_t>(port));
+  thread_ = std::thread([this] {
+    server_.listen_after_bind();
+    stopped_ = true;
+  });
+  // Stop() before the library marks itself running would not stop it.
+  while (!server_.is_running() && !stopped_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return Status::Ok();
+}
+
+void HttpServer::Stop() {
+  if (!thread_.joinable()) return;
+  server_.stop();
+  thread_.join();
+}
+
+}  // namespace tierckpt::agent

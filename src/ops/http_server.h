@@ -1,0 +1,92 @@
+// http_server.h — the agent's one HTTP server, over cpp-httplib (Debian's
+// libcpp-httplib-dev; docs/dependencies.md): the metrics endpoint
+// (--metrics-listen, ops/metrics_server.h) and the checkpoint API
+// (--http-listen, agent/http_api.h) are each an HttpServer with their routes.
+//
+// What it adds to the library, once for both:
+//   * Start binds "HOST:PORT" (port 0 picks one; "[::1]:P" for IPv6) and names
+//     the flag in its errors; address() is the bound address;
+//   * an allow-list of client networks (AllowList below): a request from any
+//     other address is answered 403 with the address and the flag to change,
+//     before any route runs;
+//   * every error the library answers itself (no route, a bad request line,
+//     a body over the limit) carries a one-line text body saying what failed;
+//   * an exception escaping a route is a 500 naming it, never a dead thread.
+//
+// Routes are registered on server() before Start; the library runs them on
+// its own pool of `threads` threads, one request per thread.
+//
+// Thread-safe as the library is; Stop() (or the destructor) stops accepting,
+// waits for the requests in progress and joins.
+#pragma once
+
+#include <httplib.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "tierckpt/status.h"
+
+namespace tierckpt::agent {
+
+// Client networks, as "10.0.0.0/8", "192.168.1.7", "::1", "fd00::/8"; an
+// empty list allows every address.
+class AllowList {
+ public:
+  // kInvalidArgument naming the entry and the expected form.
+  static Result<AllowList> Parse(const std::vector<std::string>& entries);
+  bool Allows(std::string_view address) const;  // as httplib's remote_addr
+  bool empty() const { return nets_.empty(); }
+  std::string ToString() const;  // the entries, comma-separated
+
+ private:
+  struct Net {
+    std::array<uint8_t, 16> addr{};  // IPv4 as IPv4-mapped IPv6
+    int prefix_bits = 0;             // of the 128
+  };
+  std::vector<Net> nets_;
+  std::vector<std::string> entries_;
+};
+
+struct HttpServerOptions {
+  std::string flag;  // the option that configures it, for messages ("--http-listen")
+  AllowList allow;
+  size_t threads = 4;
+  size_t keep_alive_requests = 100;  // 1 = close after each answer
+  int read_timeout_s = 30;           // per read of a request (a stalled body fails after this)
+  int write_timeout_s = 30;
+  uint64_t max_body_bytes = 1 << 20;
+  std::string body_limit_hint;  // the 413's explanation ("" = generic)
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  httplib::Server& server() { return server_; }
+
+  // Binds address and serves on a thread. Errors name the address and the flag.
+  Status Start(const std::string& address);
+  std::string address() const { return address_; }
+  void Stop();
+
+ private:
+  const HttpServerOptions options_;
+  httplib::Server server_;
+  std::string address_;
+  std::atomic<bool> stopped_{false};  // the serving thread returned
+  std::thread thread_;
+};
+
+// A text/plain body ending in a newline.
+void SetTextResponse(httplib::Response& res, int status, std::string_view text);
+
+}  // namespace tierckpt::agent

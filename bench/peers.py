@@ -105,10 +105,13 @@ def wait_port(port: int, proc: Proc, what: str, timeout: float = 60) -> None:
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s: {proc.tail()}")
 
 
-def start_agent(work: Path, bins: dict, budget: int) -> tuple[Proc, str, Path]:
+def start_agent(work: Path, bins: dict, budget: int, http_port: int = 0) -> tuple[Proc, str, Path]:
+    """The private tierckptd; with http_port, also serving the checkpoint HTTP API on loopback."""
     sock, root = str(work / "agent.sock"), Path(f"/dev/shm/tierckpt-peers-{os.getpid()}")
     argv = [bins["TIERCKPT_AGENT_BIN"], "--socket", sock, "--root", str(root), "--durable", str(work / "durable"),
             "--memory-budget", str(budget), "--keep-last", "1", "--log-file", str(work / "agent.log")]
+    if http_port:
+        argv += ["--http-listen", f"127.0.0.1:{http_port}"]
     proc = Proc(argv, work / "agent.out")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -334,9 +337,14 @@ def main(argv=None) -> int:
         # the namespaces of a finished workload keep theirs: size the budget for all of them.
         n_tc = sum(1 for m in methods if m.startswith("tierckpt"))
         budget = (2 + len(args.workloads) - 1) * max(1, n_tc) * biggest + GIB
-        agent, sock, root = start_agent(work, bins, budget)
+        http_port = free_port() if "sagemaker_tierckpt" in methods else 0
+        if http_port:  # the library's namespace keeps 3 steps (its default steps_retained), 2 after prepare()
+            budget += (3 + len(args.workloads) - 1) * biggest
+        agent, sock, root = start_agent(work, bins, budget, http_port)
         procs.append(agent)
         extra["socket"] = sock
+        if http_port:
+            extra["sagemaker_tierckpt_url"] = f"http://127.0.0.1:{http_port}"
         if "sagemaker" in methods and "sagemaker" not in skipped:
             try:
                 sdist = peers_install.sagemaker_sdist(py, args.venv.parent / "peers-src")

@@ -26,6 +26,7 @@ PEERS = {
     "gemini": (["lm-resiliency==0.2.0"], []),
     "torch_checkpointing": (["torch-checkpointing==0.1.1"], ["safetensors", "typing_extensions"]),
 }
+PEERS["sagemaker_tierckpt"] = PEERS["sagemaker"]  # the same library, against tierckptd's HTTP API
 BASE = ["numpy", "matplotlib"]
 SAGEMAKER_SDIST = "amzn-sagemaker-checkpointing==1.1.3"
 

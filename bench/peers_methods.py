@@ -250,11 +250,12 @@ class NVRx:
 
 class SageMaker:
     """amzn-sagemaker-checkpointing: dcp.async_save with SageMakerTieredStorageWriter against the
-    HTTP stand-in its source distribution ships (started by the driver; base URL in opts)."""
+    HTTP stand-in its source distribution ships, or (on_tierckpt) against the private tierckptd's
+    HTTP API (--http-listen, docs/http-api.md); both started by the driver, base URLs in opts."""
 
-    label = "amzn-sagemaker-checkpointing (stand-in)"
-
-    def __init__(self, ctx):
+    def __init__(self, ctx, on_tierckpt: bool = False):
+        self.label = ("amzn-sagemaker-checkpointing (on tierckptd --http-listen)" if on_tierckpt
+                      else "amzn-sagemaker-checkpointing (stand-in)")
         import torch.distributed.checkpoint as dcp
 
         fs = _import("amzn_sagemaker_checkpointing.checkpointing.filesystem", "amzn-sagemaker-checkpointing")
@@ -262,31 +263,39 @@ class SageMaker:
         cl = _import("amzn_sagemaker_checkpointing.config.in_memory_client", "amzn-sagemaker-checkpointing")
         ic = _import("amzn_sagemaker_checkpointing.storage.clients.inmemory.inmemory_client",
                      "amzn-sagemaker-checkpointing")
-        url = ctx.opts.get("sagemaker_url")
+        url = ctx.opts.get("sagemaker_tierckpt_url" if on_tierckpt else "sagemaker_url")
         if not url:
-            raise Skip("amzn-sagemaker-checkpointing: its HTTP stand-in did not start (see the driver's note)")
-        original = ic.InMemoryCheckpointClient.__init__
-        if not getattr(original, "_peers_patched", False):  # as its tests/local_tests/common.py does
-            def patched(self, *args, config=None, **kwargs):
-                original(self, *args, config=config or cl.InMemoryClientConfig(base_url=url), **kwargs)
-            patched._peers_patched = True
-            ic.InMemoryCheckpointClient.__init__ = patched
+            raise Skip("amzn-sagemaker-checkpointing: its HTTP server did not start (see the driver's note)")
+        # As its tests/local_tests/common.py does; the URL is looked up at each client's creation, since
+        # both methods run in one process.
+        original = getattr(ic.InMemoryCheckpointClient.__init__, "_peers_original", ic.InMemoryCheckpointClient.__init__)
+
+        def patched(client, *args, config=None, **kwargs):
+            original(client, *args, config=config or cl.InMemoryClientConfig(base_url=SageMaker.current_url),
+                     **kwargs)
+        patched._peers_original = original
+        ic.InMemoryCheckpointClient.__init__ = patched
         self.dcp, self.fs, self.url, self.rank = dcp, fs, url, ctx.rank
-        self.cfg = cc.SageMakerCheckpointConfig(namespace=f"peers-{ctx.opts['run_id']}",
-                                                world_size=ctx.world)
+        self.cfg = cc.SageMakerCheckpointConfig(
+            namespace=f"peers-{'tc-' if on_tierckpt else ''}{ctx.opts['run_id']}", world_size=ctx.world)
+
+    current_url = ""
 
     def prepare(self, step):
         """Frees the stand-in's copy of the step before last (outside the timing)."""
         import requests
 
         requests.delete(f"{self.url}/v1/cp/checkpoints/{self.cfg.namespace}/{self.rank}/{step - 2}", timeout=30)
+        SageMaker.current_url = self.url
 
     def save(self, state, step):
+        SageMaker.current_url = self.url
         fut = self.dcp.async_save(state, storage_writer=self.fs.SageMakerTieredStorageWriter(
             checkpoint_config=self.cfg, step=step))
         return lambda: fut.result()
 
     def load(self, step, dest):
+        SageMaker.current_url = self.url
         self.dcp.load(dest, storage_reader=self.fs.SageMakerTieredStorageReader(checkpoint_config=self.cfg, step=step))
         return None
 
@@ -371,6 +380,7 @@ def make(name: str, ctx):
         "dlrover": lambda: DLRover(ctx),
         "nvrx": lambda: NVRx(ctx),
         "sagemaker": lambda: SageMaker(ctx),
+        "sagemaker_tierckpt": lambda: SageMaker(ctx, on_tierckpt=True),
         "gemini": lambda: Gemini(ctx),
         "torch_checkpointing": lambda: TorchCheckpointing(ctx),
         "dcp_thread": lambda: DcpFs(ctx, "THREAD"),
@@ -381,6 +391,7 @@ def make(name: str, ctx):
 
 # Method names, the groups --methods accepts, and the order of the table.
 METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_direct", "dlrover", "mlflashpoint", "nvrx", "sagemaker",
-           "gemini", "torch_checkpointing", "dcp_thread", "dcp_process"]
+           "sagemaker_tierckpt", "gemini", "torch_checkpointing", "dcp_thread", "dcp_process"]
 GROUPS = {"tierckpt": ["tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_direct"], "dcp": ["dcp_thread", "dcp_process"],
+          "sagemaker": ["tierckpt_thread", "sagemaker", "sagemaker_tierckpt"],
           "all": METHODS}

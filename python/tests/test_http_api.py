@@ -187,3 +187,36 @@ def test_the_reference_suite_passes_against_tierckptd(tmp_path):
         assert "http_step_committed" in logs, logs[-2000:]
     finally:
         server.stop()
+
+
+def test_an_agent_killed_mid_save_keeps_committed_steps_and_shows_no_partial_one(ref_client):
+    """SIGKILL of tierckptd while a step is half posted (one shard of two in, another mid-body): after
+    the restart on the same root the namespace and the committed step are served, the partial step is
+    gone, and the job posts the step again."""
+    import requests
+
+    agent, port = ref_client.agent, ref_client.port
+    c = ref_client("killjob", 0, 1)  # num_ranks 2: rank 0 and the metadata rank
+    c.get_or_create_namespace()
+    c.put_checkpoint(step=1, data=b"committed" * 1000)
+    c.put_checkpoint(step=1, data=b"meta 1", metadata_index=0)
+    c.put_checkpoint(step=2, data=b"half" * 1000)  # the metadata shard never arrives
+    body = os.urandom(8 << 20)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(f"POST /v1/cp/checkpoints/killjob/1/3 HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+              .encode() + body[: 1 << 20])
+    time.sleep(0.3)
+    agent.kill()  # SIGKILL
+    s.close()
+    agent.start()
+    assert c.get_namespace_config() == {"num_ranks": 2, "steps_to_retain_per_rank": 3}
+    assert c.get_latest_checkpoints() == [1]
+    assert c.get_checkpoint(step=1) == b"committed" * 1000
+    assert c.get_checkpoint(step=2) is None
+    assert sorted(agent.steps("killjob")) == [1], agent.steps("killjob")
+    c.put_checkpoint(step=2, data=b"again")
+    c.put_checkpoint(step=2, data=b"meta 2", metadata_index=0)
+    assert c.get_latest_checkpoints() == [2, 1]
+    assert c.get_checkpoint(step=2) == b"again"
+    r = requests.get(f"http://127.0.0.1:{port}/v1/cp/checkpoints/killjob/1/3")
+    assert r.status_code == 404, r.text

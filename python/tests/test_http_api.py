@@ -220,3 +220,25 @@ def test_an_agent_killed_mid_save_keeps_committed_steps_and_shows_no_partial_one
     assert c.get_checkpoint(step=2) == b"again"
     r = requests.get(f"http://127.0.0.1:{port}/v1/cp/checkpoints/killjob/1/3")
     assert r.status_code == 404, r.text
+
+
+def test_the_unpatched_library_reaches_tierckptd_through_http_proxy(ref_client, tmp_path):
+    """No code changed at all: the client keeps its default HyperPod URL, and HTTP_PROXY points it at
+    the agent, which serves requests in the absolute form a proxy receives."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import json
+        from amzn_sagemaker_checkpointing.storage.clients.inmemory.inmemory_client import InMemoryCheckpointClient
+        c = InMemoryCheckpointClient("pxjob", "0", "1")
+        assert c.config.base_url.startswith("http://ai-toolkit-gossip-headless.aws-hyperpod"), c.config.base_url
+        c.get_or_create_namespace()
+        c.put_checkpoint(step=7, data=b"shard")
+        c.put_checkpoint(step=7, data=b"meta", metadata_index=0)
+        print(json.dumps({"latest": c.get_latest_checkpoints(), "shard": c.get_checkpoint(step=7).decode()}))
+    """))
+    env = {**os.environ, "PYTHONPATH": str(ref_site()), "HTTP_PROXY": f"http://127.0.0.1:{ref_client.port}",
+           "http_proxy": f"http://127.0.0.1:{ref_client.port}", "NO_PROXY": "", "no_proxy": ""}
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"latest": [7], "shard": "shard"}
+    assert 7 in ref_client.agent.steps("pxjob")

@@ -53,17 +53,20 @@ void HttpApi::AddRoutes() {
   httplib::Server& s = http_->server();
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
-  const std::string ns_path = R"(/v1/cp/namespaces/([^/]+))";
-  const std::string shard_path = R"(/v1/cp/checkpoints/([^/]+)/([^/]+)/([^/]+))";
+  // A request in absolute form ("GET http://host:9200/v1/..."), as a client sends it to an HTTP proxy,
+  // is served too: HTTP_PROXY pointed at the agent redirects the library's default URL (docs/http-api.md).
+  const std::string origin = R"((?:http://[^/]+)?)";
+  const std::string ns_path = origin + R"(/v1/cp/namespaces/([^/]+))";
+  const std::string shard_path = origin + R"(/v1/cp/checkpoints/([^/]+)/([^/]+)/([^/]+))";
   s.Get(ns_path, [this](Req q, Res r) { GetNamespace(q, r); });
   s.Post(ns_path, [this](Req q, Res r) { CreateNamespace(q, r); });
   s.Delete(ns_path, [this](Req q, Res r) { DeleteNamespace(q, r); });
-  s.Get(R"(/v1/cp/checkpoints/([^/]+)/latest)", [this](Req q, Res r) { Latest(q, r); });
+  s.Get(origin + R"(/v1/cp/checkpoints/([^/]+)/latest)", [this](Req q, Res r) { Latest(q, r); });
   s.Get(shard_path, [this](Req q, Res r) { GetShard(q, r); });
   s.Delete(shard_path, [this](Req q, Res r) { DeleteShard(q, r); });
   s.Post(shard_path, [this](Req q, Res r, const httplib::ContentReader& body) { PostShard(q, r, body); });
-  s.Post("/v1/cp/cluster/reset", [this](Req q, Res r) { Reset(q, r); });
-  s.Get("/health", [](Req, Res r) { r.set_content(R"({"status":"healthy"})", "application/json"); });
+  s.Post(origin + "/v1/cp/cluster/reset", [this](Req q, Res r) { Reset(q, r); });
+  s.Get(origin + "/health", [](Req, Res r) { r.set_content(R"({"status":"healthy"})", "application/json"); });
 }
 
 // ---- Namespaces ----

@@ -113,6 +113,11 @@ TEST(HttpApiTest, NamespacesAreCreatedOnceReadAndDeleted) {
   EXPECT_EQ(a.client->Delete("/v1/cp/namespaces/job")->status, 200);
   EXPECT_EQ(a.client->Delete("/v1/cp/namespaces/job")->status, 404);
   EXPECT_EQ(a.Get("/health")->body, R"({"status":"healthy"})");
+  // In absolute form, as sent to a proxy (HTTP_PROXY pointed at the agent).
+  EXPECT_EQ(a.Get("http://ai-toolkit-gossip-headless.aws-hyperpod.svc.cluster.local:9200/health")->body,
+            R"({"status":"healthy"})");
+  a.CreateNamespace("viaproxy", 2);
+  EXPECT_EQ(a.Get("http://membrain:9200/v1/cp/namespaces/viaproxy")->status, 200);
 }
 
 TEST(HttpApiTest, AStepCommitsOnItsLastShardAndServesItsBytesWithTheirDigest) {

@@ -3,7 +3,6 @@
 #include "agent/http_api.h"
 
 #include <algorithm>
-#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "agent/http_api_util.h"
@@ -11,7 +10,6 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "os/mapping.h"
-#include "tier/layout.h"
 
 namespace tierckpt::agent {
 namespace {

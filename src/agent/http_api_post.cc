@@ -76,7 +76,6 @@ void HttpApi::PostShard(const httplib::Request& req, httplib::Response& res,
   const std::string what = "shard " + name + " of step " + StepLabel(ns, step);
   if (!req.has_header("Content-Length") ||
       req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
-    res.status = 411;
     return SetJson(res, 411,
                    {{"detail", "POST of " + what +
                                    " has no Content-Length; send the body with its length "

@@ -3,6 +3,7 @@
 
 #include <charconv>
 
+#include "agent/http_namespaces.h"
 #include "common/names.h"
 
 namespace tierckpt::agent {
@@ -70,7 +71,9 @@ Result<ShardRef> ParseShardRef(const httplib::Request& req) {
   r.ns = req.matches[1];
   TC_RETURN_IF_ERROR(ValidateNamespace(r.ns));
   TC_ASSIGN_OR_RETURN(uint64_t rank, ParseNumber(req.matches[2], "rank"));
-  if (rank >= (1u << 20)) return InvalidArgument("rank " + std::to_string(rank) + " is above 1048575");
+  if (rank >= kMaxHttpRanks) {
+    return InvalidArgument("rank " + std::to_string(rank) + " is above " + std::to_string(kMaxHttpRanks - 1));
+  }
   r.rank = static_cast<uint32_t>(rank);
   TC_ASSIGN_OR_RETURN(r.step, ParseNumber(req.matches[3], "step"));
   TC_RETURN_IF_ERROR(ValidateStep(r.step));

@@ -366,6 +366,11 @@ class Client {
   // keep_replicas (docs/protocol.md, DeleteStep).
   Status DeleteStep(std::string_view ns, uint64_t step, bool durable_too, bool keep_replicas = false);
   Result<std::string> Prune(std::string_view ns, uint32_t keep_memory, uint32_t keep_durable);
+  // Has the agent persist ns to `base` from now on (its default base, or one
+  // its --durable-allow patterns allow; docs/agent.md "Per-job durable
+  // bases"); returns the base now used. kPermissionDenied for a base not
+  // allowed, kFailedPrecondition while a step of ns is being persisted.
+  Result<std::string> BindDurable(std::string_view ns, std::string_view base);
   Status Shutdown();
 
  private:

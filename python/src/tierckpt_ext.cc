@@ -469,48 +469,72 @@ NB_MODULE(_tierckpt, m) {
       .def_prop_ro("node_id", &Client::node_id)
       .def_prop_ro("socket_path", &Client::socket_path)
       .def_prop_ro("durable_base", &Client::durable_base)
-      .def("begin_step",
-           [](Client& c, const std::string& ns, uint64_t step) { Check(Released([&] { return c.BeginStep(ns, step); })); },
-           nb::arg("ns"), nb::arg("step"))
-      .def("begin_save",
-           [](Client& c, const std::string& ns, uint64_t step) { Check(Released([&] { return c.BeginSave(ns, step); })); },
-           nb::arg("ns"), nb::arg("step"),
-           "begin_step, after the agent aborts the steps of ns this connection created objects in "
-           "(create_next_object) that are still being written (left half-written by an earlier failed save).")
+      .def(
+          "begin_step",
+          [](Client& c, const std::string& ns, uint64_t step) {
+            Check(Released([&] { return c.BeginStep(ns, step); }));
+          },
+          nb::arg("ns"), nb::arg("step"))
+      .def(
+          "begin_save",
+          [](Client& c, const std::string& ns, uint64_t step) {
+            Check(Released([&] { return c.BeginSave(ns, step); }));
+          },
+          nb::arg("ns"), nb::arg("step"),
+          "begin_step, after the agent aborts the steps of ns this connection created objects in "
+          "(create_next_object) that are still being written (left half-written by an earlier failed save).")
       .def("create_object", &CreateObject, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::arg("size"),
            nb::keep_alive<0, 1>())
       .def("create_next_object", &CreateNextObject, nb::arg("ns"), nb::arg("step"), nb::arg("prefix"),
            nb::arg("first"), nb::arg("suffix"), nb::arg("size"), nb::keep_alive<0, 1>(),
-           "Creates the first object <prefix><n><suffix>, n = first, first + 1, ..., not sealed in the step yet; "
+           "Creates the first object <prefix><n><suffix>, n = first, first + 1, ..., not sealed in the step "
+           "yet; "
            "its .name and .index say which.")
       .def("seal", &Seal, nb::arg("object"), nb::arg("checksum") = "")
       .def("write_object", &WriteObject, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::arg("data"))
       .def("write_objects", &WriteObjects, nb::arg("ns"), nb::arg("step"), nb::arg("objects"))
-      .def("commit", &Commit, nb::arg("ns"), nb::arg("step"), nb::arg("world_size") = 0, nb::arg("persist") = false,
-           nb::arg("expected_objects") = std::vector<std::string>(), nb::arg("members") = std::vector<std::string>())
-      .def("abort",
-           [](Client& c, const std::string& ns, uint64_t step) { Check(Released([&] { return c.Abort(ns, step); })); },
-           nb::arg("ns"), nb::arg("step"))
-      .def("persist",
-           [](Client& c, const std::string& ns, uint64_t step) { Check(Released([&] { return c.Persist(ns, step); })); },
-           nb::arg("ns"), nb::arg("step"))
-      .def("wait_durable",
-           [](Client& c, const std::string& ns, uint64_t step, double timeout_s) {
-             const std::chrono::milliseconds timeout = SecondsToMs(timeout_s);
-             Check(Released([&] { return c.WaitDurable(ns, step, timeout); }));
-           },
-           nb::arg("ns"), nb::arg("step"), nb::arg("timeout_s") = 0.0)
-      .def("restore",
-           [](Client& c, const std::string& ns, uint64_t step) { Check(Released([&] { return c.Restore(ns, step); })); },
-           nb::arg("ns"), nb::arg("step"))
-      .def("list", [](Client& c, const std::string& ns) { return Unwrap(Released([&] { return c.List(ns); })); },
-           nb::arg("ns") = "")
-      .def("latest_step",
-           [](Client& c, const std::string& ns) { return Unwrap(Released([&] { return c.LatestStep(ns); })); },
-           nb::arg("ns"))
-      .def("show",
-           [](Client& c, const std::string& ns, uint64_t step) { return Unwrap(Released([&] { return c.Show(ns, step); })); },
-           nb::arg("ns"), nb::arg("step"))
+      .def("commit", &Commit, nb::arg("ns"), nb::arg("step"), nb::arg("world_size") = 0,
+           nb::arg("persist") = false, nb::arg("expected_objects") = std::vector<std::string>(),
+           nb::arg("members") = std::vector<std::string>())
+      .def(
+          "abort",
+          [](Client& c, const std::string& ns, uint64_t step) {
+            Check(Released([&] { return c.Abort(ns, step); }));
+          },
+          nb::arg("ns"), nb::arg("step"))
+      .def(
+          "persist",
+          [](Client& c, const std::string& ns, uint64_t step) {
+            Check(Released([&] { return c.Persist(ns, step); }));
+          },
+          nb::arg("ns"), nb::arg("step"))
+      .def(
+          "wait_durable",
+          [](Client& c, const std::string& ns, uint64_t step, double timeout_s) {
+            const std::chrono::milliseconds timeout = SecondsToMs(timeout_s);
+            Check(Released([&] { return c.WaitDurable(ns, step, timeout); }));
+          },
+          nb::arg("ns"), nb::arg("step"), nb::arg("timeout_s") = 0.0)
+      .def(
+          "restore",
+          [](Client& c, const std::string& ns, uint64_t step) {
+            Check(Released([&] { return c.Restore(ns, step); }));
+          },
+          nb::arg("ns"), nb::arg("step"))
+      .def(
+          "list",
+          [](Client& c, const std::string& ns) { return Unwrap(Released([&] { return c.List(ns); })); },
+          nb::arg("ns") = "")
+      .def(
+          "latest_step",
+          [](Client& c, const std::string& ns) { return Unwrap(Released([&] { return c.LatestStep(ns); })); },
+          nb::arg("ns"))
+      .def(
+          "show",
+          [](Client& c, const std::string& ns, uint64_t step) {
+            return Unwrap(Released([&] { return c.Show(ns, step); }));
+          },
+          nb::arg("ns"), nb::arg("step"))
       .def("open", &Open, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::keep_alive<0, 1>())
       .def("open_verified", &OpenVerified, nb::arg("ns"), nb::arg("step"), nb::arg("name"),
            nb::arg("verify") = "always", nb::arg("attest_max_age_s") = 900.0, nb::keep_alive<0, 1>(),
@@ -520,30 +544,42 @@ NB_MODULE(_tierckpt, m) {
            "at most attest_max_age_s ago) or \"never\" (Client::ReadVerify).")
       .def("read_objects", &ReadObjects, nb::arg("ns"), nb::arg("step"), nb::arg("objects"),
            nb::arg("verify") = "always", nb::arg("attest_max_age_s") = 900.0)
-      .def_prop_ro("read_counters",
-                   [](const Client& c) {
-                     const ReadCounters r = c.read_counters();
-                     nb::dict d;
-                     d["hashed"] = r.hashed;
-                     d["attested"] = r.attested;
-                     d["unverified"] = r.unverified;
-                     return d;
-                   },
-                   "What this connection's verified reads did: objects hashed, attested (not hashed on the "
-                   "agent's word) and unverified (verify=\"never\").")
-      .def("verify",
-           [](Client& c, const std::string& ns, uint64_t step) { return Unwrap(Released([&] { return c.Verify(ns, step); })); },
-           nb::arg("ns"), nb::arg("step"))
+      .def_prop_ro(
+          "read_counters",
+          [](const Client& c) {
+            const ReadCounters r = c.read_counters();
+            nb::dict d;
+            d["hashed"] = r.hashed;
+            d["attested"] = r.attested;
+            d["unverified"] = r.unverified;
+            return d;
+          },
+          "What this connection's verified reads did: objects hashed, attested (not hashed on the "
+          "agent's word) and unverified (verify=\"never\").")
+      .def(
+          "verify",
+          [](Client& c, const std::string& ns, uint64_t step) {
+            return Unwrap(Released([&] { return c.Verify(ns, step); }));
+          },
+          nb::arg("ns"), nb::arg("step"))
       .def("stats", [](Client& c) { return Unwrap(Released([&] { return c.Stats(); })); })
-      .def("delete_step",
-           [](Client& c, const std::string& ns, uint64_t step, bool durable_too, bool keep_replicas) {
-             Check(Released([&] { return c.DeleteStep(ns, step, durable_too, keep_replicas); }));
-           },
-           nb::arg("ns"), nb::arg("step"), nb::arg("durable_too") = false, nb::arg("keep_replicas") = false)
-      .def("prune",
-           [](Client& c, const std::string& ns, uint32_t keep_memory, uint32_t keep_durable) {
-             return Unwrap(Released([&] { return c.Prune(ns, keep_memory, keep_durable); }));
-           },
-           nb::arg("ns"), nb::arg("keep_memory"), nb::arg("keep_durable"))
+      .def(
+          "delete_step",
+          [](Client& c, const std::string& ns, uint64_t step, bool durable_too, bool keep_replicas) {
+            Check(Released([&] { return c.DeleteStep(ns, step, durable_too, keep_replicas); }));
+          },
+          nb::arg("ns"), nb::arg("step"), nb::arg("durable_too") = false, nb::arg("keep_replicas") = false)
+      .def(
+          "prune",
+          [](Client& c, const std::string& ns, uint32_t keep_memory, uint32_t keep_durable) {
+            return Unwrap(Released([&] { return c.Prune(ns, keep_memory, keep_durable); }));
+          },
+          nb::arg("ns"), nb::arg("keep_memory"), nb::arg("keep_durable"))
+      .def(
+          "bind_durable",
+          [](Client& c, const std::string& ns, const std::string& base) {
+            return Unwrap(Released([&] { return c.BindDurable(ns, base); }));
+          },
+          nb::arg("ns"), nb::arg("base"))
       .def("shutdown", [](Client& c) { Check(Released([&] { return c.Shutdown(); })); });
 }

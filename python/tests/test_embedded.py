@@ -114,12 +114,13 @@ def test_durable_defaults_to_checkpoints_in_the_working_directory(embedded, tmp_
     assert tc_agent.client(cfg).durable_base.rstrip("/").endswith(str(tmp_path / "checkpoints"))
 
 
-def test_explicit_durable_base_must_match_a_running_agent(embedded, tmp_path):
+def test_an_explicit_durable_base_the_running_agent_does_not_allow_is_refused(embedded, tmp_path):
     tc_agent.client(embedded)
     tc_agent._clients.clear()
     other = CheckpointConfig(**{**_fields(embedded), "durable": str(tmp_path / "elsewhere")})
-    with pytest.raises(ValueError, match="persists to"):
+    with pytest.raises(PermissionError, match="--durable-allow"):
         tc_agent.client(other)
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def _connect_at_once(barrier, fields, queue, use_lock):

@@ -33,6 +33,8 @@ log = logging.getLogger("tierckpt")
 
 _lock = threading.Lock()
 _clients: dict[tuple[int, str], _tierckpt.Client] = {}
+# (socket, namespace, base) → the connection over which the agent accepted that binding.
+_bound: dict[tuple[str, str, str], _tierckpt.Client] = {}
 
 
 def socket_path(config: CheckpointConfig) -> str:
@@ -71,16 +73,33 @@ def _normalize_durable(url: str) -> str:
     return os.path.realpath(os.path.expanduser(path))
 
 
-def _check_durable(c: _tierckpt.Client, config: CheckpointConfig) -> None:
-    if "durable" not in config.explicit:
+def _durable_for_agent(url: str) -> str:
+    """The base as the agent must see it: file paths absolute from this process's directory."""
+    if url.startswith("s3://") or url.startswith("mem://"):
+        return url
+    return _normalize_durable(url)
+
+
+def _bind_durable(c: _tierckpt.Client, config: CheckpointConfig) -> None:
+    """Has the agent persist config.namespace to config.durable, when set explicitly (decision 72)."""
+    if "durable" not in config.explicit or config.durable is None:
         return
-    want = _normalize_durable(os.fspath(config.durable))
-    have = _normalize_durable(c.durable_base) if c.durable_base else ""
-    if want != have:
-        raise ValueError(
-            f"the agent at {c.socket_path} persists to {c.durable_base or '(no durable tier)'} but "
-            f"CheckpointConfig.durable asks for {config.durable}: use the agent's base, or stop it "
-            f"(`tierckpt --socket {c.socket_path} agent stop`) so that one with your base can start")
+    base = _durable_for_agent(os.fspath(config.durable))
+    key = (c.socket_path, config.namespace, base)
+    with _lock:
+        if _bound.get(key) is c:
+            return
+    try:
+        c.bind_durable(config.namespace, base)
+    except PermissionError as e:
+        raise PermissionError(
+            f"the agent at {c.socket_path} may not persist namespace {config.namespace!r} to {config.durable} "
+            f"(CheckpointConfig.durable): {e}") from e
+    except (ValueError, RuntimeError, OSError) as e:
+        raise type(e)(f"the agent at {c.socket_path} cannot persist namespace {config.namespace!r} to "
+                      f"{config.durable} (CheckpointConfig.durable): {e}") from e
+    with _lock:
+        _bound[key] = c
 
 
 def _agent_start_command(config: CheckpointConfig, socket: str) -> list[str]:
@@ -203,6 +222,7 @@ def client(config: CheckpointConfig) -> _tierckpt.Client:
     with _lock:
         c = _clients.get(key)
     if c is not None:
+        _bind_durable(c, config)  # another namespace of this process may name another base
         return c
     try:
         c = _connect(socket)
@@ -211,7 +231,7 @@ def client(config: CheckpointConfig) -> _tierckpt.Client:
             raise ConnectionError(f"{e} (auto_start is off: start an agent with `tierckpt agent start`, "
                                   "or set auto_start=True / TIERCKPT_AUTO_START=1)") from e
         c = _start_and_connect(config, socket)
-    _check_durable(c, config)
+    _bind_durable(c, config)
     with _lock:
         return _clients.setdefault(key, c)
 
@@ -233,6 +253,8 @@ def call(config: CheckpointConfig, fn):
 def drop_client(c: _tierckpt.Client) -> None:
     """Forgets a cached connection (after the agent went away); the next client() reconnects."""
     with _lock:
+        for key in [k for k, v in _bound.items() if v is c]:
+            del _bound[key]
         for key, value in list(_clients.items()):
             if value is c:
                 del _clients[key]
@@ -244,6 +266,8 @@ def stop_agent(config: CheckpointConfig, timeout_s: float = 60.0) -> bool:
     with _lock:
         for key in [k for k in _clients if k[1] == socket]:
             del _clients[key]
+        for key in [k for k in _bound if k[0] == socket]:
+            del _bound[key]
     r = subprocess.run([find_binary("tierckpt"), "--socket", socket, "--json", "agent", "stop"],
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s)
     if r.returncode != 0:

@@ -169,8 +169,10 @@ class CheckpointConfig:
             A save whose group has another size fails. Argument only.
         durable: durable tier base: ``file:///path``, a plain path, or ``s3://bucket/prefix`` (options
             after ``?``, credentials and endpoint from the AWS environment: docs/s3.md). Used to
-            start an embedded agent (default ``./checkpoints`` there) and checked against a running
-            agent's base when set explicitly. Env ``TIERCKPT_DURABLE``.
+            start an embedded agent (default ``./checkpoints`` there). Set explicitly (argument,
+            env or config file), the namespace persists there on any agent: its default base, or
+            one its ``--durable-allow`` patterns allow (``PermissionError`` otherwise; docs/agent.md
+            "Per-job durable bases"). Env ``TIERCKPT_DURABLE``.
         keep_last: committed steps kept in memory for this namespace; ``None`` leaves the agent's
             ``--keep-last`` (3). Env ``TIERCKPT_KEEP_LAST``.
         durable_keep: durable steps kept for this namespace (0 = all); ``None`` leaves the agent's

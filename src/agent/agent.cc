@@ -155,6 +155,22 @@ Status Agent::TakeLock() {
   return Status::Ok();
 }
 
+Status Agent::OpenDurable() {
+  Result<std::unique_ptr<ObjectStore>> opened = OpenObjectStore(config_.durable_url);
+  if (!opened.ok()) return opened.status().WithContext("opening --durable " + config_.durable_url);
+  std::shared_ptr<ObjectStore> default_store = std::move(opened).value();
+  char cwd[4096];
+  const std::string here = ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : "/";
+  TC_ASSIGN_OR_RETURN(DurableBase default_base, CanonicalDurableBase(config_.durable_url, here));
+  TC_ASSIGN_OR_RETURN(DurableAllowList allow, DurableAllowList::Parse(config_.durable_allow));
+  auto opener = [](const std::string& url) { return OpenObjectStore(url); };
+  TC_ASSIGN_OR_RETURN(bases_, DurableBases::Open(JoinPath(config_.root, std::string(kDurableBasesFileName)),
+                                                 std::move(default_store), std::move(default_base),
+                                                 std::move(allow), opener));
+  store_ = std::make_unique<RoutedStore>(bases_.get());
+  return Status::Ok();
+}
+
 Status Agent::Start(bool handle_signals) {
   TC_ASSIGN_OR_RETURN(LogLevel level, ParseLogLevel(config_.log_level));
   SetLogLevel(level);
@@ -182,9 +198,12 @@ Status Agent::Start(bool handle_signals) {
   TC_RETURN_IF_ERROR(CheckBudgetFits(config_.root, config_.budget_bytes, space, ours));
 
   if (!config_.durable_url.empty()) {
-    Result<std::unique_ptr<ObjectStore>> store = OpenObjectStore(config_.durable_url);
-    if (!store.ok()) return store.status().WithContext("opening --durable " + config_.durable_url);
-    store_ = std::move(store).value();
+    TC_RETURN_IF_ERROR(OpenDurable());
+  } else if (Result<FileInfo> bound = StatPath(JoinPath(config_.root, std::string(kDurableBasesFileName)));
+             bound.ok() && bound->exists) {
+    Log(LogLevel::kWarn, "durable bases")
+        .Kv("file", JoinPath(config_.root, std::string(kDurableBasesFileName)))
+        .Kv("error", "this agent has no --durable: the namespaces bound there are not persisted");
   }
   const ThreadPriority background = config_.background_priority_value;
   // The verify threads keep normal priority: a commit waits for the hashes
@@ -235,6 +254,10 @@ Status Agent::Start(bool handle_signals) {
   deps.info.node_id = config_.node_id;
   deps.info.root = config_.root;
   deps.info.durable_url = store_ != nullptr ? store_->Describe() : "";
+  if (Result<DurableAllowList> allow = DurableAllowList::Parse(config_.durable_allow);
+      allow.ok() && !allow->empty()) {
+    deps.info.durable_allow = config_.durable_allow;
+  }
   deps.info.socket_path = config_.socket_path;
   deps.info.pid = ::getpid();
   deps.info.started_unix_ms = NowUnixMs();
@@ -256,6 +279,7 @@ Status Agent::Start(bool handle_signals) {
   deps.tier = tier_.get();
   deps.persister = persister_.get();
   deps.store = store_.get();
+  deps.bases = bases_.get();
   deps.errors = &errors_;
   deps.connection_count = [this] { return service_ != nullptr ? service_->connections() : 0; };
   deps.scrub_counters = [this] { return scrubber_ != nullptr ? scrubber_->counters() : ScrubCounters{}; };
@@ -295,6 +319,7 @@ Status Agent::Start(bool handle_signals) {
       .Kv("budget", FormatBytes(config_.budget_bytes))
       .Kv("budget_bytes", config_.budget_bytes)
       .Kv("durable", store_ != nullptr ? store_->Describe() : "none")
+      .Kv("durable_allow", config_.durable_allow.empty() ? "none" : JoinIds(config_.durable_allow, ","))
       .Kv("node", config_.node_id)
       .Kv("keep_last", config_.keep_last)
       .Kv("peers", peers ? peers->listen : "none")

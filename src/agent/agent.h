@@ -21,8 +21,10 @@
 #include <thread>
 
 #include "agent/config.h"
+#include "agent/durable_bases.h"
 #include "agent/handlers.h"
 #include "agent/http_api.h"
+#include "agent/routed_store.h"
 #include "agent/scrubber.h"
 #include "agent/service.h"
 #include "common/rate_limiter.h"
@@ -81,6 +83,10 @@ class Agent {
   // --persist-rate and --replicate-rate, shared by every thread of their kind.
   RateLimiter persist_rate_{config_.persist_rate_bytes};
   RateLimiter replicate_rate_{config_.replicate_rate_bytes};
+  // --durable and the jobs' own bases (--durable-allow): store_ routes each
+  // namespace to its base (routed_store.h).
+  Status OpenDurable();
+  std::unique_ptr<DurableBases> bases_;
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<MemoryTier> tier_;
   std::unique_ptr<WorkQueue> verifier_;

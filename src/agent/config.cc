@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "agent/durable_bases.h"
 #include "cluster/address.h"
 #include "ops/http_server.h"
 #include "os/files.h"
@@ -42,6 +43,11 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
                  "memory tier capacity: bytes, \"512MiB\", \"8GiB\" or \"25%\" of RAM (default 25%)");
   app.add_option("--keep-last", c.keep_last, "committed steps kept in memory per namespace (default 3, min 1)");
   app.add_option("--durable", c.durable_url, "durable tier URL: file:///dir, /dir, mem://name (default none)");
+  app.add_option("--durable-allow", c.durable_allow,
+                 "durable bases jobs may choose for their namespace instead of --durable, as patterns: "
+                 "s3://team-bucket/*,/mnt/fsx/* (default none: every job persists to --durable; "
+                 "docs/agent.md, \"Per-job durable bases\")")
+      ->delimiter(',');
   app.add_option("--persist-every", c.persist_every,
                  "persist steps whose number is a multiple of N (default 0 = only on request)");
   app.add_option("--durable-keep", c.durable_keep, "durable steps kept per namespace (default 0 = all)");
@@ -134,8 +140,6 @@ Status PrepareSocketDir(const std::string& socket_path) {
 
 namespace {
 
-// --preallocate: bytes, or a percent of the (resolved) budget, at most the
-// budget; --preallocate-segment: bytes, 1 MiB..64 GiB.
 // An HTTP API has no peer credentials: off loopback, the operator names who may call it.
 Status CheckHttpListen(const AgentConfig& c) {
   Result<AllowList> allow = AllowList::Parse(c.http_allow);
@@ -156,6 +160,20 @@ Status CheckHttpListen(const AgentConfig& c) {
   return Status::Ok();
 }
 
+// Jobs' own bases are written with the agent's credentials: only where the
+// operator allowed, and beside a default base (the tier persists or not as a whole).
+Status CheckDurableAllow(const AgentConfig& c) {
+  Result<DurableAllowList> allow = DurableAllowList::Parse(c.durable_allow);
+  if (!allow.ok()) return allow.status().WithContext("--durable-allow");
+  if (!allow->empty() && c.durable_url.empty()) {
+    return InvalidArgument("--durable-allow " + allow->ToString() +
+                           " needs --durable: jobs that name no base of their own persist there");
+  }
+  return Status::Ok();
+}
+
+// --preallocate: bytes, or a percent of the (resolved) budget, at most the
+// budget; --preallocate-segment: bytes, 1 MiB..64 GiB.
 Status ResolvePreallocate(AgentConfig* c) {
   if (c->preallocate.find('%') != std::string::npos) {
     TC_ASSIGN_OR_RETURN(c->preallocate_bytes, ResolveBudget(c->preallocate, c->budget_bytes, "--preallocate"));
@@ -296,6 +314,7 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
     return InvalidArgument("--peer-listen and --peer-secret-file need --peers (the hostfile of every agent)");
   }
   TC_RETURN_IF_ERROR(CheckHttpListen(*c));
+  TC_RETURN_IF_ERROR(CheckDurableAllow(*c));
   // Node ids name peers in placements (src/cluster), so they follow its rule.
   if (Status id = cluster::ValidateNodeId(c->node_id); !id.ok()) {
     return id.WithContext("--node-id (default: the host name)");

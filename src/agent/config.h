@@ -11,6 +11,8 @@
 //   memory_budget    --memory-budget    "25%" (bytes, "512MiB", "8GiB" or % of RAM)
 //   keep_last        --keep-last        3 (committed steps kept in memory per namespace, >= 1)
 //   durable_url      --durable          "" (none); file:///path, /path, mem://name
+//   durable_allow    --durable-allow    none; bases jobs may bind their namespace to instead
+//                                      ("s3://team-bucket/*,/mnt/fsx/*"; agent/durable_bases.h)
 //   persist_every    --persist-every    0 (only on request); N: steps whose number % N == 0
 //   durable_keep     --durable-keep     0 (keep all durable steps); M: keep the newest M
 //   persist_threads  --persist-threads  2 (1..64)
@@ -84,6 +86,7 @@ struct AgentConfig {
   uint64_t budget_bytes = 0;           // resolved by FinalizeAgentConfig
   uint32_t keep_last = 3;
   std::string durable_url;
+  std::vector<std::string> durable_allow;
   uint64_t persist_every = 0;
   uint32_t durable_keep = 0;
   int persist_threads = 2;

@@ -102,6 +102,18 @@ TEST(ConfigTest, TheHttpApiNeedsAnAllowListOffLoopback) {
   EXPECT_FALSE(Parse({"--http-listen", "nohostport"}).ok());
 }
 
+TEST(ConfigTest, DurableAllowListsPatternsBesideADefaultBase) {
+  Result<CommandLine> ok = Parse({"--durable", "/tmp/d", "--durable-allow", "s3://team-bucket/*,/mnt/fsx/*"});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->config.durable_allow, (std::vector<std::string>{"s3://team-bucket/*", "/mnt/fsx/*"}));
+  Result<CommandLine> alone = Parse({"--durable-allow", "s3://team-bucket/*"});
+  ASSERT_FALSE(alone.ok());
+  EXPECT_NE(alone.status().message().find("needs --durable"), std::string::npos) << alone.status().ToString();
+  Result<CommandLine> relative = Parse({"--durable", "/tmp/d", "--durable-allow", "fsx/*"});
+  ASSERT_FALSE(relative.ok());
+  EXPECT_NE(relative.status().message().find("--durable-allow"), std::string::npos);
+}
+
 TEST(ConfigTest, PreallocateIsBytesOrAShareOfTheBudgetAndOffByDefault) {
   Result<CommandLine> off = Parse({"--memory-budget", "1GiB"});
   ASSERT_TRUE(off.ok()) << off.status().ToString();

@@ -39,7 +39,8 @@ Result<bool> Handlers::DurableHas(std::string_view ns, uint64_t step) {
   Result<Manifest> m = d_.store->ReadManifest(ns, step);
   if (m.ok()) return true;
   if (m.status().code() == Code::kNotFound) return false;
-  return m.status().WithContext("reading " + StepLabel(ns, step) + " from " + d_.store->Describe());
+  return m.status().WithContext("reading " + StepLabel(ns, step) + " from " +
+                                d_.store->DescribeNamespace(ns));
 }
 
 Reply Handlers::Handle(ConnectionState& conn, const wire::Frame& frame) {
@@ -115,6 +116,8 @@ Reply Handlers::Dispatch(ConnectionState& conn, MsgType type, std::string_view p
       return Restore(p);
     case MsgType::kShutdown:
       return Shutdown(p);
+    case MsgType::kBindDurable:
+      return BindDurable(p);
   }
   return ProtocolReply(ProtocolError("unknown request type"));
 }

@@ -32,6 +32,7 @@
 #include <functional>
 #include <string>
 
+#include "agent/durable_bases.h"
 #include "agent/read_path.h"
 #include "agent/scrubber.h"
 #include "agent/service.h"
@@ -50,7 +51,8 @@ inline constexpr const char* kAgentVersion = "0.1.0";
 struct AgentInfo {
   std::string node_id;
   std::string root;
-  std::string durable_url;  // "" = no durable tier
+  std::string durable_url;                 // "" = no durable tier; the default base when jobs bind their own
+  std::vector<std::string> durable_allow;  // --durable-allow, canonical
   std::string socket_path;
   int64_t pid = 0;
   uint64_t started_unix_ms = 0;
@@ -71,7 +73,8 @@ struct HandlerDeps {
   AgentInfo info;
   MemoryTier* tier = nullptr;
   Persister* persister = nullptr;  // nullptr without a durable tier
-  ObjectStore* store = nullptr;    // nullptr without a durable tier
+  ObjectStore* store = nullptr;    // nullptr without a durable tier (a RoutedStore over bases)
+  DurableBases* bases = nullptr;   // nullptr without a durable tier
   RecentErrors* errors = nullptr;
   std::function<size_t()> connection_count;
   // The scrubber's counters for Stats' "scrub"; unset = all zero.
@@ -127,6 +130,8 @@ class Handlers final : public RequestHandler {
   Reply WaitDurable(std::string_view payload);
   Reply Restore(std::string_view payload);
   Reply Shutdown(std::string_view payload);
+  // Per-job durable bases (handlers_durable.cc).
+  Reply BindDurable(std::string_view payload);
 
   // kNotFound "step ns/step is in no tier; `tierckpt ls ns` lists what exists".
   static Status InNoTier(std::string_view ns, uint64_t step);

@@ -258,6 +258,13 @@ Reply Handlers::Stats(std::string_view p) {
       }
     }
   }
+  if (d_.bases != nullptr) {
+    for (const auto& [name, url] : d_.bases->Bindings()) {
+      NamespaceSummary& n = ns[name];
+      n.ns = name;
+      n.durable_base = url;
+    }
+  }
   for (auto& [name, n] : ns) in.namespaces.push_back(std::move(n));
   in.peers = d_.cluster->Stats();
   if (d_.persister != nullptr) {
@@ -296,10 +303,12 @@ Reply Handlers::Verify(std::string_view p) {
       // simply never was persisted.
       durable.present = true;
       durable.state = "missing";
-      durable.errors.push_back("the agent persisted " + StepLabel(req.ns, req.step) + " to " + d_.store->Describe() +
-                               " but its manifest is not there any more (deleted outside tierckpt?); `tierckpt "
-                               "persist " + req.ns + " " + std::to_string(req.step) +
-                               " --wait` writes it again from memory");
+      durable.errors.push_back(
+          "the agent persisted " + StepLabel(req.ns, req.step) + " to " +
+          d_.store->DescribeNamespace(req.ns) +
+          " but its manifest is not there any more (deleted outside tierckpt?); `tierckpt "
+          "persist " +
+          req.ns + " " + std::to_string(req.step) + " --wait` writes it again from memory");
     }
   }
   Log(LogLevel::kInfo, "verify")
@@ -330,7 +339,9 @@ Reply Handlers::DeleteStep(std::string_view p) {
   if (req.durable_too) {
     Result<bool> there = DurableHas(req.ns, req.step);
     Status st = d_.store->DeleteStep(req.ns, req.step);
-    if (!st.ok()) return StatusReply(st.WithContext("deleting " + label + " from " + d_.store->Describe()));
+    if (!st.ok())
+      return StatusReply(
+          st.WithContext("deleting " + label + " from " + d_.store->DescribeNamespace(req.ns)));
     if (!there.ok() || *there) deleted.push_back({req.ns, req.step, "durable"});
   }
   Log(LogLevel::kInfo, "delete").Kv("ns", req.ns).Kv("step", req.step).Kv("memory", *mem).Kv("durable", req.durable_too);

@@ -117,7 +117,7 @@ Status ReadPath::RestoreStep(const std::string& ns, uint64_t step, std::string* 
                   none.message() + "; no replica holder has it either (" + from_peers.message() + ")");
   }
   TC_RETURN_IF_ERROR(d_.tier->Restore(*d_.store, ns, step));
-  if (from != nullptr) *from = "the durable tier (" + d_.store->Describe() + ")";
+  if (from != nullptr) *from = "the durable tier (" + d_.store->DescribeNamespace(ns) + ")";
   return Status::Ok();
 }
 
@@ -148,7 +148,8 @@ std::string ReadPath::WhyNoOtherCopy(const std::string& ns, uint64_t step) {
   if (d_.store == nullptr) return why + "; no durable copy (this agent has no durable tier)";
   Result<Manifest> m = d_.store->ReadManifest(ns, step);
   if (m.ok()) return "";
-  if (m.status().code() == Code::kNotFound) return why + "; no durable copy in " + d_.store->Describe();
+  if (m.status().code() == Code::kNotFound)
+    return why + "; no durable copy in " + d_.store->DescribeNamespace(ns);
   return why + "; no durable copy could be read (" + m.status().ToString() + ")";
 }
 

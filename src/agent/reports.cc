@@ -92,12 +92,14 @@ std::string PruneJson(const PruneReport& r) {
 std::string StatsJson(const StatsInput& in) {
   json namespaces = json::array();
   for (const auto& n : in.namespaces) {
-    namespaces.push_back({{"namespace", n.ns},
-                          {"memory_steps", n.memory_steps},
-                          {"newest_memory", Optional(n.memory_newest)},
-                          {"newest_durable", Optional(n.durable_newest)},
-                          {"memory_bytes", n.memory_bytes},
-                          {"writing_steps", n.writing_steps}});
+    namespaces.push_back(
+        {{"namespace", n.ns},
+         {"memory_steps", n.memory_steps},
+         {"newest_memory", Optional(n.memory_newest)},
+         {"newest_durable", Optional(n.durable_newest)},
+         {"durable", n.durable_base.empty() ? json(in.info.durable_url) : json(n.durable_base)},
+         {"memory_bytes", n.memory_bytes},
+         {"writing_steps", n.writing_steps}});
   }
   json errors = json::array();
   for (const auto& e : in.last_errors) {
@@ -111,6 +113,7 @@ std::string StatsJson(const StatsInput& in) {
       {"socket", in.info.socket_path},
       {"root", in.info.root},
       {"durable", in.info.durable_url},
+      {"durable_allow", in.info.durable_allow},
       {"started_unix_ms", in.info.started_unix_ms},
       {"uptime_s", now > in.info.started_unix_ms ? (now - in.info.started_unix_ms) / 1000 : 0},
       {"retention", in.info.keep_last},

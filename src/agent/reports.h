@@ -80,6 +80,7 @@ struct NamespaceSummary {
   uint64_t memory_bytes = 0;
   std::optional<uint64_t> memory_newest;   // newest committed in memory
   std::optional<uint64_t> durable_newest;  // newest committed in durable
+  std::string durable_base;                // its own base (DurableBases), "" = the agent's default
   uint32_t writing_steps = 0;
 };
 // PeerStatsInput (the "peers" object): replication/cluster.h.

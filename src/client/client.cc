@@ -500,6 +500,14 @@ Result<std::string> Client::Prune(std::string_view ns, uint32_t keep_memory, uin
   return impl_->CallJson(MsgType::kPrune, req.Encode());
 }
 
+Result<std::string> Client::BindDurable(std::string_view ns, std::string_view base) {
+  wire::BindDurableRequest req;
+  req.ns = std::string(ns);
+  req.base = std::string(base);
+  TC_ASSIGN_OR_RETURN(std::string body, impl_->CallJson(MsgType::kBindDurable, req.Encode()));
+  return client::ParseBindDurable(body);
+}
+
 Status Client::Shutdown() { return impl_->CallStatus(MsgType::kShutdown, ""); }
 
 }  // namespace tierckpt

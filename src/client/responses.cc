@@ -92,6 +92,14 @@ Result<Manifest> ParseShowBody(std::string_view text, std::string_view ns, uint6
   return manifest;
 }
 
+Result<std::string> ParseBindDurable(std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Bad("BindDurable", "is not a JSON object");
+  auto durable = j.find("durable");
+  if (durable == j.end() || !durable->is_string()) return Bad("BindDurable", "has no \"durable\" string");
+  return durable->get<std::string>();
+}
+
 Result<uint64_t> NewestCommittedStep(const std::vector<StepSummary>& steps, std::string_view ns) {
   std::optional<uint64_t> newest;
   for (const StepSummary& s : steps) {

@@ -31,6 +31,9 @@ Result<StepListing> ParseStepList(std::string_view json);
 // manifest's.
 Result<Manifest> ParseShowBody(std::string_view json, std::string_view ns, uint64_t step);
 
+// BindDurable: {"namespace","durable"}; returns "durable", the base now used.
+Result<std::string> ParseBindDurable(std::string_view json);
+
 // The newest step of ns committed in memory or durable; kNotFound otherwise.
 Result<uint64_t> NewestCommittedStep(const std::vector<StepSummary>& steps, std::string_view ns);
 

@@ -67,6 +67,12 @@ class ObjectStore {
 
   // Where this store is, for messages and listings: "file:///mnt/ckpt".
   virtual std::string Describe() const = 0;
+  // Where the steps of ns are: Describe(), except for a store that routes
+  // namespaces to several bases (agent/routed_store.h).
+  virtual std::string DescribeNamespace(std::string_view ns) const {
+    (void)ns;
+    return Describe();
+  }
 
   // Writes one object of an uncommitted step, replacing an earlier put of the
   // same name. Fails with kFailedPrecondition if the step is committed.

@@ -42,14 +42,16 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
   if (!read.ok()) {
     if (read.status().code() == Code::kNotFound) {
       return NotFound("step " + label + " is in no tier; `tierckpt ls " + std::string(ns) +
-                      "` lists what exists (looked in memory and in " + store.Describe() + ")");
+                      "` lists what exists (looked in memory and in " + store.DescribeNamespace(ns) + ")");
     }
-    return read.status().WithContext("reading the manifest of " + label + " from " + store.Describe());
+    return read.status().WithContext("reading the manifest of " + label + " from " +
+                                     store.DescribeNamespace(ns));
   }
   Manifest m = std::move(read).value();
   if (m.ns != ns || m.step != step) {
-    return Corruption("the durable manifest of " + label + " in " + store.Describe() + " names step " +
-                      StepLabel(m.ns, m.step) + "; the durable copy is misplaced, delete it there");
+    return Corruption("the durable manifest of " + label + " in " + store.DescribeNamespace(ns) +
+                      " names step " + StepLabel(m.ns, m.step) +
+                      "; the durable copy is misplaced, delete it there");
   }
   uint64_t instance = 0;
   {
@@ -60,8 +62,8 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
       return ResourceExhausted("step " + label + " is " + std::to_string(m.TotalBytes()) +
                                " bytes, larger than the memory budget (" +
                                std::to_string(options_.budget_bytes) +
-                               " bytes); raise --memory-budget or read it from " + store.Describe() +
-                               " directly (`tierckpt restore --to DIR`)");
+                               " bytes); raise --memory-budget or read it from " +
+                               store.DescribeNamespace(ns) + " directly (`tierckpt restore --to DIR`)");
     }
     TC_ASSIGN_OR_RETURN(StepState * s, BeginLocked(ns, step, 0, kAnyWriter));
     s->restoring = true;
@@ -96,7 +98,7 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
       .Kv("objects", static_cast<uint64_t>(m.objects.size()))
       .Kv("ms", ms)
       .Kv("mb_per_s", ms > 0 ? static_cast<double>(m.TotalBytes()) / 1e6 / (ms / 1e3) : 0.0)
-      .Kv("from", store.Describe());
+      .Kv("from", store.DescribeNamespace(ns));
   return Status::Ok();
 }
 

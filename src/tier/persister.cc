@@ -24,7 +24,7 @@ bool SameObjects(const Manifest& a, const Manifest& b) {
 namespace {
 
 Status DifferentDurable(const ObjectStore& store, const Manifest& m) {
-  return FailedPrecondition("the durable tier " + store.Describe() + " already holds step " +
+  return FailedPrecondition("the durable tier " + store.DescribeNamespace(m.ns) + " already holds step " +
                             StepLabel(m.ns, m.step) +
                             " with different objects or checksums; delete it there (DeleteStep with "
                             "durable_too) or write the checkpoint under a new step number");
@@ -137,12 +137,12 @@ void Persister::Run(const std::string& ns, uint64_t step) {
         .Kv("ms", ms)
         .Kv("mb_per_s", ms > 0 ? static_cast<double>(bytes) / 1e6 / (ms / 1e3) : 0.0)
         .Kv("attempts", attempt)
-        .Kv("to", store_->Describe());
+        .Kv("to", store_->DescribeNamespace(ns));
     return;
   }
   if (st.code() != Code::kAborted) {
-    st = st.WithContext("persisting " + StepLabel(ns, step) + " to " + store_->Describe() + " (after " +
-                        std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")");
+    st = st.WithContext("persisting " + StepLabel(ns, step) + " to " + store_->DescribeNamespace(ns) +
+                        " (after " + std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")");
     Log(LogLevel::kError, "persist").Kv("ns", ns).Kv("step", step).Kv("attempts", attempt).Err(st);
     options_.metrics->persist.Failed();
     errors_->Add("persist", st);
@@ -249,7 +249,8 @@ Status Persister::UploadPart(MemoryTier* tier, const std::string& ns, uint64_t s
 Result<Manifest> Persister::ReadPartRecord(const Manifest& part, const std::string& member) {
   const std::string name = PartRecordName(member);
   TC_ASSIGN_OR_RETURN(uint64_t size, store_->ObjectSize(part.ns, part.step, name));
-  const std::string where = store_->Describe() + " " + StepLabel(part.ns, part.step) + "/" + name;
+  const std::string where =
+      store_->DescribeNamespace(part.ns) + " " + StepLabel(part.ns, part.step) + "/" + name;
   if (size > kMaxManifestBytes) return Corruption("part record " + where + " is " + std::to_string(size) + " bytes");
   std::string text(size, '\0');
   TC_RETURN_IF_ERROR(store_->ReadObject(part.ns, part.step, name, 0, text.data(), size));
@@ -373,7 +374,7 @@ void Persister::SweepOnce(const std::string& ns, uint64_t durable_step) {
         .Kv("ns", ns)
         .Kv("below", durable_step)
         .Kv("removed", static_cast<int64_t>(*swept))
-        .Kv("store", store_->Describe());
+        .Kv("store", store_->DescribeNamespace(ns));
   }
 }
 

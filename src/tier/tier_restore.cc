@@ -48,7 +48,8 @@ Status FillObjectFile(ObjectStore& store, const std::string& ns, uint64_t step, 
   // Written through the descriptor (pwrite/sendfile by the store): a fresh
   // tmpfs page is then filled once, not zeroed for a mapping and then filled.
   Result<std::string> hashed = store.ReadObjectToFileHashed(ns, step, e.name, fd, e.size);
-  if (!hashed.ok()) return hashed.status().WithContext("restoring " + what + " from " + store.Describe());
+  if (!hashed.ok())
+    return hashed.status().WithContext("restoring " + what + " from " + store.DescribeNamespace(ns));
   std::string actual = std::move(hashed).value();
   if (actual.empty()) {  // the store did not hash what it wrote: read it back
     // Populated: one pass over the page tables instead of a fault per page.
@@ -57,8 +58,8 @@ Status FillObjectFile(ObjectStore& store, const std::string& ns, uint64_t step, 
     actual = ComputeChecksum(map.data(), map.size()).ToString();
   }
   if (actual != e.checksum) {
-    return Corruption("the copy of object " + what + " in " + store.Describe() + " hashes to " + actual +
-                      " but its manifest says " + e.checksum +
+    return Corruption("the copy of object " + what + " in " + store.DescribeNamespace(ns) + " hashes to " +
+                      actual + " but its manifest says " + e.checksum +
                       "; that copy is damaged: restore from another tier, or delete it (a durable step: "
                       "`tierckpt prune`, DeleteStep with durable_too)");
   }

@@ -227,6 +227,15 @@ TIERCKPT_WIRE_MESSAGE(PruneRequest, "Prune", TIERCKPT_WIRE_PRUNE_REQUEST);
   F(uint32_t, timeout_ms, 0, wire::U32())
 TIERCKPT_WIRE_MESSAGE(WaitDurableRequest, "WaitDurable", TIERCKPT_WIRE_WAIT_DURABLE_REQUEST);
 
+// BindDurable: the namespace ns persists to `base` from now on (per-job
+// durable bases, agent/durable_bases.h): an absolute path, file:///path,
+// s3://bucket/prefix or mem://name; the agent's default base unbinds. The
+// response (JsonBody) is {"namespace", "durable"}: the base now used.
+#define TIERCKPT_WIRE_BIND_DURABLE_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str())         \
+  F(std::string, base, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(BindDurableRequest, "BindDurable", TIERCKPT_WIRE_BIND_DURABLE_REQUEST);
+
 // Responses whose body is one JSON document (List, Show, Stats, Verify,
 // Prune, DeleteStep, CommitStep — the committed manifest). The JSON shapes
 // are in docs/protocol.md.
@@ -259,7 +268,8 @@ TIERCKPT_WIRE_MESSAGE(JsonBody, "JsonBody", TIERCKPT_WIRE_JSON_BODY);
   X(kPersist, 17, "Persist", StepRequest, Empty, kMaxSmallRequestPayload)                         \
   X(kCreateNextObject, 18, "CreateNextObject", CreateNextObjectRequest, CreateNextObjectResponse, \
     kMaxSmallRequestPayload)                                                                      \
-  X(kBeginSave, 19, "BeginSave", StepRequest, Empty, kMaxSmallRequestPayload)
+  X(kBeginSave, 19, "BeginSave", StepRequest, Empty, kMaxSmallRequestPayload)                     \
+  X(kBindDurable, 20, "BindDurable", BindDurableRequest, JsonBody, kMaxSmallRequestPayload)
 
 enum class MsgType : uint16_t {
 #define TIERCKPT_WIRE_MSG_ENUM(name, number, text, Request, Response, limit) name = number,

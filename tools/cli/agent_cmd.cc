@@ -110,6 +110,12 @@ void PrintStatus(const json& j) {
   std::printf("  socket         %s\n", Str(j, "socket").c_str());
   std::printf("  root           %s\n", Str(j, "root").c_str());
   std::printf("  durable        %s\n", Str(j, "durable") == "-" ? "none" : Str(j, "durable").c_str());
+  if (auto allow = j.find("durable_allow"); allow != j.end() && allow->is_array() && !allow->empty()) {
+    std::string patterns;
+    for (const json& p : *allow)
+      patterns += (patterns.empty() ? "" : ", ") + (p.is_string() ? p.get<std::string>() : "?");
+    std::printf("  jobs may use   %s (--durable-allow)\n", patterns.c_str());
+  }
   std::string free = "-";
   auto budget = j.find("budget_bytes"), used = j.find("used_bytes");
   if (budget != j.end() && used != j.end() && budget->is_number_unsigned() && used->is_number_unsigned()) {
@@ -160,8 +166,9 @@ void PrintStatus(const json& j) {
   auto namespaces = j.find("namespaces");
   if (namespaces != j.end() && namespaces->is_array() && !namespaces->empty()) {
     std::printf("\n");
-    Table t({"NAMESPACE", "MEMORY STEPS", "MEMORY SIZE", "NEWEST MEMORY", "NEWEST DURABLE", "WRITING"},
-            {false, true, true, true, true, true});
+    Table t({"NAMESPACE", "MEMORY STEPS", "MEMORY SIZE", "NEWEST MEMORY", "NEWEST DURABLE", "WRITING",
+             "DURABLE BASE"},
+            {false, true, true, true, true, true, false});
     for (const json& n : *namespaces) {
       if (!n.is_object()) continue;
       // Agents of 0.1 send memory_steps as a count and memory_newest /
@@ -169,8 +176,10 @@ void PrintStatus(const json& j) {
       std::string steps = Num(n, "memory_steps");
       if (auto m = n.find("memory_steps"); m != n.end() && m->is_array()) steps = std::to_string(m->size());
       auto either = [&](const char* a, const char* b) { return Num(n, a) != "-" ? Num(n, a) : Num(n, b); };
+      // "durable": the namespace's own base (decision 72), the agent's default otherwise.
+      const std::string base = Str(n, "durable") == Str(j, "durable") ? "(default)" : Str(n, "durable");
       t.AddRow({Str(n, "namespace"), steps, Size(n, "memory_bytes"), either("memory_newest", "newest_memory"),
-                either("durable_newest", "newest_durable"), Num(n, "writing_steps")});
+                either("durable_newest", "newest_durable"), Num(n, "writing_steps"), base});
     }
     t.Print();
   }

@@ -242,3 +242,54 @@ def test_the_unpatched_library_reaches_tierckptd_through_http_proxy(ref_client, 
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"latest": [7], "shard": "shard"}
     assert 7 in ref_client.agent.steps("pxjob")
+
+
+def test_the_references_reader_finds_no_step_without_raising_file_not_found(ref_client, tmp_path):
+    """Why seed 000's Ray example cannot run unchanged on the real library, whatever serves its memory
+    tier: its ``load_checkpoint`` resumes with ``except FileNotFoundError``, but on a fresh start the
+    1.1.3 reader logs "No checkpoints to read metadata" and returns an empty ``Metadata``, so ``dcp.load``
+    fails with DCP's ``RuntimeError: Missing key in checkpoint state_dict`` and the first run of the
+    example dies before training (tierckpt's own reader raises ``FileNotFoundError``:
+    test_compat_sagemaker.py)."""
+    sys.path.insert(0, str(REPO / "tests" / "integration"))
+    try:
+        import s3_server
+    finally:
+        sys.path.pop(0)
+    server = s3_server.MotoServer(log_dir=tmp_path).start()
+    try:
+        bucket = server.create_bucket(f"fresh-{uuid.uuid4().hex[:10]}")
+        script = tmp_path / "fresh.py"
+        script.write_text(textwrap.dedent(f"""
+            import json, sys
+            sys.path.insert(0, {str(Path(__file__).parent)!r})
+            import torch, torch.distributed as dist, torch.distributed.checkpoint as dcp
+            from sagemaker_ref_writer import _patch_reference
+            _patch_reference({server.endpoint!r}, "http://127.0.0.1:{ref_client.port}")
+            from amzn_sagemaker_checkpointing.config.sagemaker_checkpoint_config import SageMakerCheckpointConfig
+            from amzn_sagemaker_checkpointing.checkpointing.filesystem.filesystem import SageMakerTieredStorageReader
+            dist.init_process_group("gloo", init_method="file://{tmp_path / 'store'}", rank=0, world_size=1)
+            cfg = SageMakerCheckpointConfig(namespace="fresh", world_size=1, s3_tier_base_path="s3://{bucket}/ckpt")
+            try:
+                dcp.load({{"model": {{"w": torch.zeros(4)}}, "step": 0}},
+                         storage_reader=SageMakerTieredStorageReader(checkpoint_config=cfg))
+                outcome = "loaded"
+            except FileNotFoundError as e:
+                outcome = "FileNotFoundError: " + str(e)
+            except BaseException as e:
+                outcome = type(e).__name__ + ": " + str(e)
+            print(json.dumps({{"outcome": outcome}}))
+        """))
+        env = s3_server.isolated_aws_env()
+        env.update(server.keys.env())
+        env.update(AWS_ENDPOINT_URL=server.endpoint, PYTHONPATH=str(ref_site()))
+        r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr[-4000:]
+        outcome = json.loads(r.stdout.strip().splitlines()[-1])["outcome"]
+        assert not outcome.startswith("FileNotFoundError"), outcome
+        assert "Missing key in checkpoint state_dict" in outcome, outcome
+        assert "No checkpoints to read metadata" in r.stderr + r.stdout
+        assert ref_client.agent.steps("fresh") == {}  # it asked tierckptd, which had nothing
+    finally:
+        server.stop()

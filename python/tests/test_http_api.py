@@ -293,3 +293,77 @@ def test_the_references_reader_finds_no_step_without_raising_file_not_found(ref_
         assert ref_client.agent.steps("fresh") == {}  # it asked tierckptd, which had nothing
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(not os.environ.get("TIERCKPT_REF_RAY"),
+                    reason="set TIERCKPT_REF_RAY=1: the reference's Ray suite races its own load against its async "
+                           "save and can hang (seen once in two runs here), so it is not part of CI")
+def test_the_references_ray_train_suite_passes_against_tierckptd(agents, tmp_path):
+    """tests/local_tests/test_ray_train_checkpoint.py of the 1.1.3 sdist, unchanged, on a Ray head.
+
+    Two things are set around it, nothing in it:
+    * its ``ScalingConfig(num_workers=4)`` needs 4 CPUs; this machine has 2, so the Ray head is started
+      with ``--num-cpus=4`` (the workers are small) and the suite's ``ray.init()`` joins it (RAY_ADDRESS);
+    * the suite does not start a memory service (on HyperPod the cluster's one answers at the client's
+      default URL), so a ``sitecustomize`` on the workers' path sets ``InMemoryClientConfig``'s default
+      ``base_url`` to tierckptd, as the suite's other tests pass ``base_url`` to their stand-in. (An
+      ``HTTP_PROXY`` cannot do it here: s3torchconnector's CRT client ignores ``NO_PROXY`` and would send
+      its S3 requests to the agent too.)
+    S3 is moto, through AWS_ENDPOINT_URL, as for the suite's S3 tests.
+
+    Not in CI: test_ray_train_save_and_load_with_verification loads step 100 right after its second
+    ``train.report``, which does not wait for the async save here (Ray 2.60, NO_UPLOAD); when the load
+    runs first, the reference's reader finds no committed step in memory, goes to S3 and did not return
+    within 13 minutes in one of two runs. Run with ``TIERCKPT_REF_RAY=1``."""
+    pytest.importorskip("ray", reason="Ray is installed by scripts/setup.sh (requirements-dev.txt)")
+    site = ref_site()
+    sdist = ref_sdist()
+    suite = tmp_path / "ref"
+    shutil.copytree(sdist / "tests", suite / "tests")
+    port = free_port()
+    agent = agents("--memory-budget", "512MiB", "--http-listen", f"127.0.0.1:{port}")
+    custom = tmp_path / "sitecustomize"
+    custom.mkdir()
+    (custom / "sitecustomize.py").write_text(textwrap.dedent("""
+        import os
+        url = os.environ.get("TIERCKPT_TEST_MEMORY_URL")
+        if url:
+            from amzn_sagemaker_checkpointing.config import in_memory_client as m
+            m.InMemoryClientConfig.base_url = url
+            m.InMemoryClientConfig.__init__.__defaults__ = (url,) + m.InMemoryClientConfig.__init__.__defaults__[1:]
+    """))
+    sys.path.insert(0, str(REPO / "tests" / "integration"))
+    try:
+        import s3_server
+    finally:
+        sys.path.pop(0)
+    server = s3_server.MotoServer(log_dir=tmp_path).start()
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    env = s3_server.isolated_aws_env()
+    env.update(server.keys.env())
+    env.update(AWS_ENDPOINT_URL=server.endpoint, TIERCKPT_TEST_MEMORY_URL=f"http://127.0.0.1:{port}",
+               PYTHONPATH=os.pathsep.join([str(custom), str(suite), str(site)]), RAY_DEDUP_LOGS="0")
+    try:
+        env["SM_CHKPT_BUCKET"] = server.create_bucket(f"rayref-{uuid.uuid4().hex[:10]}")
+        r = subprocess.run([ray_bin, "start", "--head", "--num-cpus=4", "--disable-usage-stats",
+                            "--include-dashboard=false"], env=env, capture_output=True, text=True, timeout=180,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, f"ray start failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        env["RAY_ADDRESS"] = "auto"
+        junit = tmp_path / "junit.xml"
+        t0 = time.time()
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                            "--rootdir", str(suite), "tests/local_tests/test_ray_train_checkpoint.py"], cwd=suite,
+                           env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, (f"the reference's Ray suite failed:\n{r.stdout[-8000:]}\n{r.stderr[-3000:]}\n"
+                                   f"{agent.log_text()[-3000:]}")
+        passed = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if not list(c)]
+        print(f"reference Ray suite: {len(passed)} passed in {time.time() - t0:.0f} s: {passed}")
+        assert set(passed) == {"test_ray_auto_detect_strategy", "test_ray_train_save_and_load_with_verification",
+                               "test_ray_train_cross_run_checkpoint_load"}, passed
+        # Both jobs' checkpoints went through tierckptd: each of their steps was committed there.
+        assert agent.log_text().count("event=http_step_committed") >= 2, agent.log_text()[-3000:]
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+        server.stop()

@@ -8,7 +8,6 @@ sagemaker_ref_writer.py then writes both of its S3 layouts on 2 gloo ranks, once
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +20,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from conftest import run_ranks
+from s3_moto import s3_server
 from sagemaker_ref import ref_site
 from sagemaker_ref_writer import ref_state
 from tierckpt.compat.sagemaker import (
@@ -30,21 +30,9 @@ from tierckpt.compat.sagemaker import (
 )
 from tierckpt.torch import CheckpointConfig, TieredReader
 
-REPO = Path(__file__).resolve().parents[2]
 
-def _load_s3_server():
-    # By file, not through sys.path: tests/integration has a conftest.py of its own that would
-    # shadow ours in the ranks' processes.
-    spec = importlib.util.spec_from_file_location("s3_server", REPO / "tests" / "integration" / "s3_server.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("s3_server", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-_s3 = _load_s3_server()
-MotoMissing, MotoServer, MotoStartError, isolated_aws_env = (_s3.MotoMissing, _s3.MotoServer, _s3.MotoStartError,
-                                                             _s3.isolated_aws_env)
+MotoMissing, MotoServer, MotoStartError, isolated_aws_env = (s3_server.MotoMissing, s3_server.MotoServer,
+                                                             s3_server.MotoStartError, s3_server.isolated_aws_env)
 
 STEPS = (10, 20)
 WORLD = 2

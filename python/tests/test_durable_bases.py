@@ -9,10 +9,8 @@ the allow-list, and a change of base while a persist runs, are refused with a cl
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,30 +21,19 @@ import torch.distributed.checkpoint as dcp
 
 import states
 from conftest import run_ranks
+from s3_moto import s3_server
 from tierckpt import _tierckpt
 from tierckpt import agent as tc_agent
 from tierckpt.torch import CheckpointConfig, TieredReader, TieredWriter
 
-REPO = Path(__file__).resolve().parents[2]
 MANIFEST = "_tierckpt_manifest.json"
-
-
-def _load_s3_server():
-    spec = importlib.util.spec_from_file_location("s3_server", REPO / "tests" / "integration" / "s3_server.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("s3_server", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-_s3 = _load_s3_server()
 
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory):
     try:
-        server = _s3.MotoServer(log_dir=tmp_path_factory.mktemp("moto")).start()
-    except (_s3.MotoMissing, _s3.MotoStartError) as e:
+        server = s3_server.MotoServer(log_dir=tmp_path_factory.mktemp("moto")).start()
+    except (s3_server.MotoMissing, s3_server.MotoStartError) as e:
         pytest.fail(f"cannot start moto_server: {e}", pytrace=False)
     yield server
     server.stop()
@@ -56,7 +43,7 @@ def _shared_agent(moto, agents, tmp_path, *extra):
     team = moto.create_bucket(f"team-{uuid.uuid4().hex[:10]}")
     fsx = tmp_path / "fsx"
     fsx.mkdir()
-    env = _s3.isolated_aws_env()
+    env = s3_server.isolated_aws_env()
     env.update(moto.keys.env())  # credentials only: the endpoint comes from the pattern
     allow = f"{fsx}/*,s3://{team}/*?endpoint={moto.endpoint}"
     a = agents("--memory-budget", "256MiB", "--durable-allow", allow, *extra,

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHM
+from s3_moto import s3_server
 from sagemaker_ref import REPO, ref_sdist, ref_site
 from tierckpt import agent as tc_agent
 
@@ -157,11 +158,6 @@ def test_the_reference_suite_passes_against_tierckptd(tmp_path):
     common = (suite / "tests" / "local_tests" / "common.py").read_text()
     port = int(common.split("MEMBRAIN_PORT = ")[1].split()[0])
     _write_suite_conftest(suite, tc_agent.find_binary("tierckptd"), port, tmp_path)
-    sys.path.insert(0, str(REPO / "tests" / "integration"))
-    try:
-        import s3_server
-    finally:
-        sys.path.pop(0)
     server = s3_server.MotoServer(log_dir=tmp_path).start()
     try:
         bucket = server.create_bucket(f"refsuite-{uuid.uuid4().hex[:10]}")
@@ -251,11 +247,6 @@ def test_the_references_reader_finds_no_step_without_raising_file_not_found(ref_
     fails with DCP's ``RuntimeError: Missing key in checkpoint state_dict`` and the first run of the
     example dies before training (tierckpt's own reader raises ``FileNotFoundError``:
     test_compat_sagemaker.py)."""
-    sys.path.insert(0, str(REPO / "tests" / "integration"))
-    try:
-        import s3_server
-    finally:
-        sys.path.pop(0)
     server = s3_server.MotoServer(log_dir=tmp_path).start()
     try:
         bucket = server.create_bucket(f"fresh-{uuid.uuid4().hex[:10]}")
@@ -332,11 +323,6 @@ def test_the_references_ray_train_suite_passes_against_tierckptd(agents, tmp_pat
             m.InMemoryClientConfig.base_url = url
             m.InMemoryClientConfig.__init__.__defaults__ = (url,) + m.InMemoryClientConfig.__init__.__defaults__[1:]
     """))
-    sys.path.insert(0, str(REPO / "tests" / "integration"))
-    try:
-        import s3_server
-    finally:
-        sys.path.pop(0)
     server = s3_server.MotoServer(log_dir=tmp_path).start()
     ray_bin = str(Path(sys.executable).with_name("ray"))
     env = s3_server.isolated_aws_env()

@@ -155,7 +155,7 @@ Status Agent::TakeLock() {
   return Status::Ok();
 }
 
-Status Agent::OpenDurable() {
+Status Agent::OpenDurable(const std::string& bases_file) {
   Result<std::unique_ptr<ObjectStore>> opened = OpenObjectStore(config_.durable_url);
   if (!opened.ok()) return opened.status().WithContext("opening --durable " + config_.durable_url);
   std::shared_ptr<ObjectStore> default_store = std::move(opened).value();
@@ -164,9 +164,8 @@ Status Agent::OpenDurable() {
   TC_ASSIGN_OR_RETURN(DurableBase default_base, CanonicalDurableBase(config_.durable_url, here));
   TC_ASSIGN_OR_RETURN(DurableAllowList allow, DurableAllowList::Parse(config_.durable_allow));
   auto opener = [](const std::string& url) { return OpenObjectStore(url); };
-  TC_ASSIGN_OR_RETURN(bases_, DurableBases::Open(JoinPath(config_.root, std::string(kDurableBasesFileName)),
-                                                 std::move(default_store), std::move(default_base),
-                                                 std::move(allow), opener));
+  TC_ASSIGN_OR_RETURN(bases_, DurableBases::Open(bases_file, std::move(default_store),
+                                                 std::move(default_base), std::move(allow), opener));
   store_ = std::make_unique<RoutedStore>(bases_.get());
   return Status::Ok();
 }
@@ -197,12 +196,12 @@ Status Agent::Start(bool handle_signals) {
   TC_ASSIGN_OR_RETURN(MountSpace space, MountSpaceOf(config_.root));
   TC_RETURN_IF_ERROR(CheckBudgetFits(config_.root, config_.budget_bytes, space, ours));
 
+  const std::string bases_file = JoinPath(config_.root, std::string(kDurableBasesFileName));
   if (!config_.durable_url.empty()) {
-    TC_RETURN_IF_ERROR(OpenDurable());
-  } else if (Result<FileInfo> bound = StatPath(JoinPath(config_.root, std::string(kDurableBasesFileName)));
-             bound.ok() && bound->exists) {
+    TC_RETURN_IF_ERROR(OpenDurable(bases_file));
+  } else if (Result<FileInfo> bound = StatPath(bases_file); bound.ok() && bound->exists) {
     Log(LogLevel::kWarn, "durable bases")
-        .Kv("file", JoinPath(config_.root, std::string(kDurableBasesFileName)))
+        .Kv("file", bases_file)
         .Kv("error", "this agent has no --durable: the namespaces bound there are not persisted");
   }
   const ThreadPriority background = config_.background_priority_value;
@@ -254,10 +253,7 @@ Status Agent::Start(bool handle_signals) {
   deps.info.node_id = config_.node_id;
   deps.info.root = config_.root;
   deps.info.durable_url = store_ != nullptr ? store_->Describe() : "";
-  if (Result<DurableAllowList> allow = DurableAllowList::Parse(config_.durable_allow);
-      allow.ok() && !allow->empty()) {
-    deps.info.durable_allow = config_.durable_allow;
-  }
+  deps.info.durable_allow = config_.durable_allow;
   deps.info.socket_path = config_.socket_path;
   deps.info.pid = ::getpid();
   deps.info.started_unix_ms = NowUnixMs();

@@ -85,7 +85,7 @@ class Agent {
   RateLimiter replicate_rate_{config_.replicate_rate_bytes};
   // --durable and the jobs' own bases (--durable-allow): store_ routes each
   // namespace to its base (routed_store.h).
-  Status OpenDurable();
+  Status OpenDurable(const std::string& bases_file);
   std::unique_ptr<DurableBases> bases_;
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<MemoryTier> tier_;

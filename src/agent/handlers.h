@@ -52,7 +52,7 @@ struct AgentInfo {
   std::string node_id;
   std::string root;
   std::string durable_url;                 // "" = no durable tier; the default base when jobs bind their own
-  std::vector<std::string> durable_allow;  // --durable-allow, canonical
+  std::vector<std::string> durable_allow;  // --durable-allow, as given
   std::string socket_path;
   int64_t pid = 0;
   uint64_t started_unix_ms = 0;

@@ -166,4 +166,4 @@ def test_an_agent_without_an_allow_list_refuses_every_other_base(agent, tmp_path
     # Its own default base is always accepted.
     same = CheckpointConfig("lonely", socket=agent.socket, auto_start=False, durable=str(agent.durable))
     c = tc_agent.client(same)
-    assert tc_agent._bound[(agent.socket, "lonely", os.path.realpath(agent.durable))] is c
+    assert tc_agent._bound[(agent.socket, "lonely", str(agent.durable))] is c

@@ -84,11 +84,13 @@ def _bind_durable(c: _tierckpt.Client, config: CheckpointConfig) -> None:
     """Has the agent persist config.namespace to config.durable, when set explicitly (decision 72)."""
     if "durable" not in config.explicit or config.durable is None:
         return
-    base = _durable_for_agent(os.fspath(config.durable))
-    key = (c.socket_path, config.namespace, base)
+    # Keyed by the base as configured: client() runs for every request of a save, and the path
+    # is resolved (realpath: a stat per component) only when the binding is new.
+    key = (c.socket_path, config.namespace, os.fspath(config.durable))
     with _lock:
         if _bound.get(key) is c:
             return
+    base = _durable_for_agent(key[2])
     try:
         c.bind_durable(config.namespace, base)
     except PermissionError as e:

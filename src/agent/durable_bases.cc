@@ -19,8 +19,6 @@ namespace {
 constexpr std::string_view kForms =
     "give an absolute path (/dir or file:///dir), s3://bucket/prefix or mem://name";
 
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
 Status BadBase(std::string_view url, std::string_view why) {
   return InvalidArgument("durable base " + QuoteForMessage(url.substr(0, 200)) + " " + std::string(why) +
                          "; " + std::string(kForms));
@@ -57,7 +55,7 @@ Result<DurableBase> CanonicalDurableBase(std::string_view url, const std::string
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return BadBase(url, "holds a control character");
   }
   DurableBase b;
-  if (StartsWith(url, "s3://") || StartsWith(url, "mem://")) {
+  if (url.starts_with("s3://") || url.starts_with("mem://")) {
     const size_t q = url.find('?');
     std::string_view loc = url.substr(0, q);
     if (q != std::string_view::npos) b.options = std::string(url.substr(q + 1));
@@ -67,7 +65,7 @@ Result<DurableBase> CanonicalDurableBase(std::string_view url, const std::string
     b.location = std::string(loc);
     return b;
   }
-  std::string_view path = StartsWith(url, "file://") ? url.substr(7) : url;
+  std::string_view path = url.starts_with("file://") ? url.substr(7) : url;
   if (path.find("://") != std::string_view::npos) return BadBase(url, "has a scheme tierckpt does not know");
   if (path.empty()) return BadBase(url, "names no directory");
   std::string abs(path);
@@ -89,10 +87,10 @@ Result<DurableAllowList> DurableAllowList::Parse(const std::vector<std::string>&
     const std::string loc = p.substr(0, q);
     DurableBase b;
     if (q != std::string::npos) b.options = p.substr(q + 1);
-    if (StartsWith(loc, "s3://") || StartsWith(loc, "mem://")) {
+    if (loc.starts_with("s3://") || loc.starts_with("mem://")) {
       b.location = loc;
     } else {
-      std::string path = StartsWith(loc, "file://") ? loc.substr(7) : loc;
+      std::string path = loc.starts_with("file://") ? loc.substr(7) : loc;
       if (path.empty() || path[0] != '/') {
         return InvalidArgument("pattern " + QuoteForMessage(p) +
                                " is not an absolute path, s3://bucket/prefix or mem://name (with * and [...] "

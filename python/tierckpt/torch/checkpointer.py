@@ -26,7 +26,8 @@ collections their objects trigger — is not paid here:
 * **Load**, per rank, no collective when the step is given: open the step's
   ``.metadata`` (verified as ``config.verify_reads`` says); a step this
   process saved is recognised by its checksum and its layout is reused,
-  any other is unpickled once. Each object is opened verified and copied out
+  any other is unpickled once, with DCP's own classes allowed only
+  (_safe_unpickle.py). Each object is opened verified and copied out
   with one ``copy_out`` call into the state dict's tensors, in place.
 
 The step is an ordinary tierckpt step in DCP's format — ``__<rank>_<n>.distcp``
@@ -42,9 +43,7 @@ several ranks (DDP) is stored by each and referenced from the lowest rank.
 """
 from __future__ import annotations
 
-import io
 import logging
-import pickle
 import warnings
 import uuid
 from array import array
@@ -66,6 +65,7 @@ from . import _format, _inflight
 from ._flat_layout import FlatLayout, layout_key
 from ._ids import check_step, checkpoint_id
 from ._metadata_pickle import MetadataPickle
+from ._safe_unpickle import load_metadata, load_value
 from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
 
 __all__ = ["Checkpointer"]
@@ -84,6 +84,7 @@ class _Report:
     layout_id: int = 0  # changes whenever this rank's layout (or object name) does
     layout: tuple | None = None  # (state_dict_metadata, planner mapping, storage) when layout_id is new
     extra: dict | None = None  # storage entries of the non-tensor values (every save)
+    name: str = ""  # the object this rank sealed
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ class Checkpointer:
             extra = self._fill(obj, layout, flat, values)
             c.seal(obj)
             self._last_extra = extra
-            return _Report(rank, None, c.node_id, c.socket_path, self._layout_id, fresh, extra)
+            return _Report(rank, None, c.node_id, c.socket_path, self._layout_id, fresh, extra, obj.name)
         except Exception as e:  # noqa: BLE001 - reported to every rank by the coordinator
             self._abort_quietly(step, f"rank {rank}'s part failed")
             return _Report(rank, f"rank {rank}: {type(e).__name__}: {e}")
@@ -254,8 +255,13 @@ class Checkpointer:
                 log.info("tierckpt: committing %s across nodes %s", checkpoint_id(self.namespace, step),
                          ", ".join(members))
             every = self.config.persist_every
+            # On one node the agent refuses a step that is not exactly these objects (another
+            # process saving the same step as the same writer adds its own); a step spanning
+            # nodes is checked part by part by the agents.
+            expected = [] if members else [r.name for r in reports] + [METADATA_OBJECT]
             self.manifest = c.commit(self.namespace, step, world_size=world,
-                                     persist=bool(persist) or (every > 0 and step % every == 0), members=members)
+                                     persist=bool(persist) or (every > 0 and step % every == 0),
+                                     expected_objects=expected, members=members)
             checksum = next((o.checksum for o in self.manifest.objects if o.name == METADATA_OBJECT), "")
         except Exception as e:  # noqa: BLE001 - reported to every rank
             self._abort_quietly(step, "committing the step failed")
@@ -304,11 +310,17 @@ class Checkpointer:
 
     # ---- load ----
 
-    def load(self, state_dict: dict[str, Any], step: int | None = None) -> int:
+    def load(self, state_dict: dict[str, Any], step: int | None = None, *, weights_only: bool = True) -> int:
         """Loads a step into state_dict in place (tensors copied into, values replaced); returns the step.
 
         step None = the newest committed step (a collective then: every rank must resolve the same
         one). FileNotFoundError when there is none; KeyError naming a key the step lacks.
+        The step's .metadata is unpickled with DCP's own classes allowed only, and its Python values
+        with torch.load(weights_only=True): plain types, tensors, torch.Size, dtypes, and what
+        torch.serialization.add_safe_globals allows. A value of another type (a numpy array, an enum,
+        a class of yours) raises pickle.UnpicklingError naming it; weights_only=False unpickles the
+        values with full pickle, which runs any code the step names: only for steps whose writers you
+        trust (docs/security.md, "Trust of durable bases"; decision 73).
         """
         step = self._resolve_step(step)
         where = checkpoint_id(self.namespace, step)
@@ -318,7 +330,7 @@ class Checkpointer:
         meta_view = self._open(step, METADATA_OBJECT, verify, max_age)
         plan = self._read_plans.get(meta_view.checksum)
         if plan is None or plan.key != key:
-            metadata = pickle.loads(meta_view.data)
+            metadata = load_metadata(meta_view.data, f"{where}/{METADATA_OBJECT}")
             meta_view.unchanged()
             plan = _plan_reads(where, key, flat, metadata)
         del meta_view
@@ -331,7 +343,7 @@ class Checkpointer:
                 self._read_object(step, name, items, flat, "always", 0.0)
         for fqn, (name, offset, length) in plan.values.items():
             view = self._open(step, name, verify, max_age)
-            value = torch.load(io.BytesIO(bytes(view.data[offset:offset + length])), weights_only=False)
+            value = load_value(bytes(view.data[offset:offset + length]), where, fqn, weights_only)
             view.unchanged()
             set_element(state_dict, mapping[fqn], value)
         return step

@@ -27,7 +27,6 @@ import dataclasses
 import io
 import logging
 import os
-import pickle
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from ..config import CheckpointConfig
 from ..errors import CorruptionError
 from . import _format
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
+from ._safe_unpickle import load_metadata
 from ._steps import METADATA_OBJECT
 
 __all__ = ["TieredReader"]
@@ -154,13 +154,13 @@ class TieredReader(StorageReader):
         if kwargs.get("rank") is not None:
             raise FileNotFoundError(f"{self.checkpoint_id} has one global .metadata, no rank-local ones")
         try:
-            metadata = pickle.loads(self._object(METADATA_OBJECT))
+            data = self._object(METADATA_OBJECT)  # resolves the step: checkpoint_id names it below
+            # Only DCP's own classes: a step another party wrote must not run code here (_safe_unpickle.py).
+            metadata = load_metadata(data, f"{self.checkpoint_id}/{METADATA_OBJECT}")
+            del data
             self._views[METADATA_OBJECT].unchanged()  # not recycled under the unpickling
         finally:
             self._views.pop(METADATA_OBJECT, None)
-        if not isinstance(metadata, Metadata):
-            raise CorruptionError(f"{self.checkpoint_id}/.metadata holds a {type(metadata).__name__}, "
-                                  "not DCP Metadata")
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id

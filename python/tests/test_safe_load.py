@@ -1,4 +1,4 @@
-"""A restore does not run code a step names (docs/security.md, "Trust of durable bases"; decision 73).
+"""A restore does not run code a step names (docs/security.md, "Trust of durable bases"; decision 75).
 
 A step's .metadata is unpickled with DCP's own classes allowed only (_safe_unpickle.py), through
 TieredReader (dcp.load) and the Checkpointer; the Checkpointer's Python values load with
@@ -119,7 +119,7 @@ def test_checkpointer_loads_plain_values_and_refuses_others_unless_trusted(agent
     marker = tmp_path / "ran"
     cfg = agent.config("vals")
     plain = {"w": torch.arange(4.0), "step": 9, "lr": 0.5, "betas": (0.9, 0.99), "name": "run", "none": None,
-             "nested": {"ids": [1, 2], "set": {3}}, "size": torch.Size([2, 3]), "dtype": torch.bfloat16}
+             "ids": [1, 2], "set": {3}, "size": torch.Size([2, 3]), "dtype": torch.bfloat16}
     Checkpointer(cfg).save(1, plain)
     got = {k: (torch.zeros(4) if k == "w" else None) for k in plain}
     assert Checkpointer(cfg).load(got, step=1) == 1  # a fresh Checkpointer: .metadata and values unpickled

@@ -142,7 +142,7 @@ def load_value(data, where: str, fqn: str, weights_only: bool = True) -> Any:
     except pickle.UnpicklingError as e:
         why = next((line.strip() for line in str(e).splitlines() if "GLOBAL" in line or "Can only" in line),
                    str(e).splitlines()[0] if str(e) else type(e).__name__)
-        why = why.removeprefix("WeightsUnpickler error: ").split(" Please use ")[0]
+        why = why.removeprefix("WeightsUnpickler error: ").split(" Please use ")[0].rstrip(".")
         raise pickle.UnpicklingError(
             f"{where}: the value {fqn!r} is not a plain type the weights-only unpickler loads ({why}). "
             "Nothing of it was run. If you trust whoever wrote the step, load it with "

@@ -320,7 +320,7 @@ class Checkpointer:
         torch.serialization.add_safe_globals allows. A value of another type (a numpy array, an enum,
         a class of yours) raises pickle.UnpicklingError naming it; weights_only=False unpickles the
         values with full pickle, which runs any code the step names: only for steps whose writers you
-        trust (docs/security.md, "Trust of durable bases"; decision 73).
+        trust (docs/security.md, "Trust of durable bases"; decision 75).
         """
         step = self._resolve_step(step)
         where = checkpoint_id(self.namespace, step)

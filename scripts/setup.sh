@@ -20,7 +20,7 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 # ---- Debian packages --------------------------------------------------------
 APT_PACKAGES=(g++ make cmake ninja-build pkg-config git python3-venv
   libxxhash-dev nlohmann-json3-dev libgtest-dev libgmock-dev libcli11-dev
-  libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev libcpp-httplib-dev clang iproute2 prometheus systemd)
+  libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev libcpp-httplib-dev clang iproute2 prometheus systemd ccache)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -70,12 +70,21 @@ fi
 
 # ---- C++ builds ---------------------------------------------------------------------
 JOBS=${TIERCKPT_BUILD_JOBS:-$(nproc)}
+# ccache (Debian) keeps compiled objects outside the clone (~/.cache/ccache, or
+# CCACHE_DIR), so a later fresh clone on the same machine recompiles nothing
+# that did not change. A cold cache only costs the lookups.
+LAUNCHER=()
+if command -v ccache >/dev/null 2>&1; then
+  LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
+  ccache --max-size="${TIERCKPT_CCACHE_SIZE:-8G}" >/dev/null 2>&1 || true
+fi
 build() {  # build <dir> [--targets "t1 t2"] <cmake args...>
   local dir=$1 targets=""; shift
   if [ "${1:-}" = "--targets" ]; then targets=$2; shift 2; fi
   if [ ! -f "$dir/build.ninja" ]; then
     say "configuring $dir"
-    cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >&2
+    cmake -S "$ROOT" -B "$dir" -G Ninja "${LAUNCHER[@]}" "$@" >&2
   fi
   say "building $dir"
   local t0=$SECONDS

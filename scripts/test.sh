@@ -57,7 +57,7 @@ fi
 run_pytest() {  # run_pytest <label> <log> <pytest args...>
   local label=$1 log=$2 rc p f
   shift 2
-  python -m pytest -q "$@" 2>&1 | tee "$log"
+  python -m pytest -q --durations=10 "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] || failures+=("$label")
   p=$(grep -Eo '[0-9]+ passed' "$log" | tail -1 | cut -d' ' -f1)

@@ -295,6 +295,7 @@ Status Agent::Start(bool handle_signals) {
     HttpApiDeps hd{tier_.get(), handlers_->read_path(), cluster_.get(), config_.root};
     HttpApiOptions ho;
     TC_ASSIGN_OR_RETURN(ho.allow, AllowList::Parse(config_.http_allow));
+    ho.hosts = config_.http_hosts;
     ho.max_shard_bytes = config_.budget_bytes;
     TC_ASSIGN_OR_RETURN(http_api_, HttpApi::Create(hd, std::move(ho)));
     TC_RETURN_IF_ERROR(http_api_->Start(config_.http_listen));

@@ -11,6 +11,7 @@
 #include "agent/durable_bases.h"
 #include "cluster/address.h"
 #include "ops/http_server.h"
+#include "os/process.h"
 #include "os/files.h"
 #include "peer/tcp_socket.h"
 #include "tier/budget.h"
@@ -21,12 +22,6 @@ namespace tierckpt::agent {
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
-
-std::string HostName() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
-  return buf;
-}
 
 Status RangeError(const char* flag, int64_t value, int64_t lo, int64_t hi) {
   return InvalidArgument(std::string(flag) + " " + std::to_string(value) + " is out of range; use " +
@@ -92,6 +87,11 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
                  "client networks allowed to use --http-listen, e.g. 10.0.0.0/8,::1 (required for an address "
                  "other than loopback; 0.0.0.0/0,::/0 allows any)")
       ->delimiter(',');
+  app.add_option("--http-host", c.http_hosts,
+                 "Host names clients of --http-listen may use besides IP addresses, localhost, this "
+                 "machine's hostname and HyperPod's service name, e.g. agent.pod.svc (requests naming "
+                 "another host are refused: DNS rebinding; * allows any)")
+      ->delimiter(',');
   app.add_option("--preallocate", c.preallocate,
                  "bytes (or N% of the budget) of the segment pool written at start in the background, so the "
                  "first saves and restores skip fresh tmpfs pages (default 0 = off)");
@@ -146,7 +146,18 @@ Status CheckHttpListen(const AgentConfig& c) {
   if (!allow.ok()) return allow.status().WithContext("--http-allow");
   if (c.http_listen.empty()) {
     if (!c.http_allow.empty()) return InvalidArgument("--http-allow needs --http-listen");
+    if (!c.http_hosts.empty()) return InvalidArgument("--http-host needs --http-listen");
     return Status::Ok();
+  }
+  for (const std::string& h : c.http_hosts) {
+    auto name_char = [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '*';
+    };
+    const bool ok = !h.empty() && h.size() <= 253 && std::all_of(h.begin(), h.end(), name_char);
+    if (!ok || (h.find('*') != std::string::npos && h != "*")) {
+      return InvalidArgument("--http-host entry \"" + h.substr(0, 100) +
+                             "\" is not a host name; give names like agent.svc.cluster.local, or * for any");
+    }
   }
   Result<peer::HostPort> hp = peer::ParseHostPort(c.http_listen);
   if (!hp.ok()) return hp.status().WithContext("--http-listen");

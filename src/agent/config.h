@@ -41,6 +41,8 @@
 //                                      (agent/http_api.h, docs/http-api.md)
 //   http_allow       --http-allow       client networks of that API ("10.0.0.0/8,::1"); required when
 //                                      --http-listen is not a loopback address ("0.0.0.0/0" = any)
+//   http_hosts       --http-host        Host names of that API besides IP addresses, localhost, the
+//                                      hostname and HyperPod's service name ("*" = any; decision 73)
 //   preallocate      --preallocate      "0" (off); bytes or "N%" of the budget written into the segment
 //                                      pool at start, in the background (docs/agent.md, "Preallocation")
 //   preallocate_segment --preallocate-segment "256MiB" (1MiB..64GiB): the size of those segments
@@ -110,6 +112,7 @@ struct AgentConfig {
   std::string metrics_listen;
   std::string http_listen;
   std::vector<std::string> http_allow;
+  std::vector<std::string> http_hosts;
   std::string preallocate = "0";            // the spec as given
   uint64_t preallocate_bytes = 0;           // resolved by FinalizeAgentConfig
   std::string preallocate_segment = "256MiB";

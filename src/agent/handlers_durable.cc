@@ -17,10 +17,15 @@ Reply Handlers::BindDurable(std::string_view p) {
                            " but this agent has no durable tier; start tierckptd with --durable URL "
                            "(and --durable-allow for bases other than that one)"));
   }
-  // A step queued or being copied to the old base would land half here, half
-  // there: the base changes only when none is.
+  // The base changes only while the namespace holds no step in memory
+  // (decision 74). A step queued or being copied to the old base would land
+  // half here, half there; and any step in memory was saved by a job that
+  // named the old base: a second job binding the same namespace elsewhere
+  // would silently move that job's later persists (and its retention, its
+  // restores) into the second job's base.
   auto idle = [this, &req](const std::string& from) -> Status {
-    for (const StepInfo& s : d_.tier->ListSteps(req.ns)) {
+    const std::vector<StepInfo> steps = d_.tier->ListSteps(req.ns);
+    for (const StepInfo& s : steps) {
       if (s.persist == PersistState::kQueued || s.persist == PersistState::kRunning) {
         return FailedPrecondition("namespace " + req.ns + " persists to " + from + " and step " +
                                   std::to_string(s.step) +
@@ -29,6 +34,15 @@ Reply Handlers::BindDurable(std::string_view p) {
                                   req.ns + " " + std::to_string(s.step) + " --wait" +
                                   "`), then connect with the new base " + req.base.substr(0, 200));
       }
+    }
+    if (!steps.empty()) {
+      return FailedPrecondition(
+          "namespace " + req.ns + " persists to " + from + " and holds " + std::to_string(steps.size()) +
+          " step(s) in memory (newest " + std::to_string(steps.back().step) +
+          ") saved for that base; it cannot move to " + req.base.substr(0, 200) +
+          " under them. Two jobs are using one namespace: give this job its own namespace, or, if the old "
+          "steps are done with, remove each first (`tierckpt ls " + req.ns + "`, `tierckpt rm " + req.ns +
+          " STEP`)");
     }
     return Status::Ok();
   };

@@ -9,6 +9,7 @@
 #include "agent/http_shard_meta.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "os/fs_stat.h"
 #include "os/mapping.h"
 
 namespace tierckpt::agent {
@@ -25,6 +26,9 @@ HttpServerOptions ServerOptions(const HttpApiOptions& o) {
   s.body_limit_hint =
       "a shard larger than the agent's whole memory budget (--memory-budget) cannot be held; "
       "raise the budget or save smaller shards";
+  s.hosts = o.hosts;
+  s.hosts.emplace_back(kHyperPodServiceHost);
+  s.hosts_flag = "--http-host";
   return s;
 }
 
@@ -51,19 +55,37 @@ void HttpApi::AddRoutes() {
   httplib::Server& s = http_->server();
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
+  // Every route answers: one that returned without a status would go out as
+  // the library's default 200 with an empty body, which a client takes for
+  // success (an upload cut short read as stored).
+  auto unanswered = [](Req q, Res r) {
+    if (r.status != -1) return;
+    SetError(r, Internal("tierckptd answered nothing to " + q.method + " " + q.path +
+                         "; this is a bug: the request may not have taken effect, retry it"));
+  };
+  auto answered = [unanswered](std::function<void(Req, Res)> route) -> httplib::Server::Handler {
+    return [route, unanswered](Req q, Res r) {
+      route(q, r);
+      unanswered(q, r);
+    };
+  };
   // A request in absolute form ("GET http://host:9200/v1/..."), as a client sends it to an HTTP proxy,
   // is served too: HTTP_PROXY pointed at the agent redirects the library's default URL (docs/http-api.md).
   const std::string origin = R"((?:http://[^/]+)?)";
   const std::string ns_path = origin + R"(/v1/cp/namespaces/([^/]+))";
   const std::string shard_path = origin + R"(/v1/cp/checkpoints/([^/]+)/([^/]+)/([^/]+))";
-  s.Get(ns_path, [this](Req q, Res r) { GetNamespace(q, r); });
-  s.Post(ns_path, [this](Req q, Res r) { CreateNamespace(q, r); });
-  s.Delete(ns_path, [this](Req q, Res r) { DeleteNamespace(q, r); });
-  s.Get(origin + R"(/v1/cp/checkpoints/([^/]+)/latest)", [this](Req q, Res r) { Latest(q, r); });
-  s.Get(shard_path, [this](Req q, Res r) { GetShard(q, r); });
-  s.Delete(shard_path, [this](Req q, Res r) { DeleteShard(q, r); });
-  s.Post(shard_path, [this](Req q, Res r, const httplib::ContentReader& body) { PostShard(q, r, body); });
-  s.Post(origin + "/v1/cp/cluster/reset", [this](Req q, Res r) { Reset(q, r); });
+  s.Get(ns_path, answered([this](Req q, Res r) { GetNamespace(q, r); }));
+  s.Post(ns_path, answered([this](Req q, Res r) { CreateNamespace(q, r); }));
+  s.Delete(ns_path, answered([this](Req q, Res r) { DeleteNamespace(q, r); }));
+  s.Get(origin + R"(/v1/cp/checkpoints/([^/]+)/latest)", answered([this](Req q, Res r) { Latest(q, r); }));
+  s.Get(shard_path, answered([this](Req q, Res r) { GetShard(q, r); }));
+  s.Delete(shard_path, answered([this](Req q, Res r) { DeleteShard(q, r); }));
+  s.Post(shard_path, httplib::Server::HandlerWithContentReader(
+                         [this, unanswered](Req q, Res r, const httplib::ContentReader& body) {
+                           PostShard(q, r, body);
+                           unanswered(q, r);
+                         }));
+  s.Post(origin + "/v1/cp/cluster/reset", answered([this](Req q, Res r) { Reset(q, r); }));
   s.Get(origin + "/health", [](Req, Res r) { r.set_content(R"({"status":"healthy"})", "application/json"); });
 }
 
@@ -86,6 +108,17 @@ void HttpApi::CreateNamespace(const httplib::Request& req, httplib::Response& re
   if (!keep.ok()) return SetError(res, keep.status());
   HttpNamespace c{static_cast<uint32_t>(std::min<uint64_t>(*ranks, UINT32_MAX)),
                   static_cast<uint32_t>(std::min<uint64_t>(*keep, UINT32_MAX))};
+  // A namespace this API did not create but that holds steps is a native
+  // job's: its steps_retained would drop that job's steps at once, and a
+  // later DELETE or reset the rest (decision 76).
+  if (!namespaces_->Get(ns)) {
+    if (const std::vector<StepInfo> steps = d_.tier->ListSteps(ns); !steps.empty()) {
+      return SetError(res, AlreadyExists("namespace '" + ns + "' holds " + std::to_string(steps.size()) +
+                                         " step(s) in memory saved by a tierckpt job (not through this API); "
+                                         "use another namespace for this job, or remove those steps first "
+                                         "(`tierckpt ls " + ns + "`, `tierckpt rm " + ns + " STEP`)"));
+    }
+  }
   if (Status st = namespaces_->Create(ns, c); !st.ok()) return SetError(res, st);
   d_.tier->SetNamespaceKeep(ns, c.steps_retained);
   Log(LogLevel::kInfo, "http_namespace_created")
@@ -178,17 +211,40 @@ void HttpApi::GetShard(const httplib::Request& req, httplib::Response& res) {
   for (int attempt = 0;; ++attempt) {
     Result<ServedObject> served = d_.read_path->Open(ref->ns, ref->step, name, /*repair=*/attempt > 0);
     if (!served.ok()) return SetError(res, served.status());
-    const OpenedObject& o = served->object;
+    // Owned by the response until its last byte is sent: the object's step
+    // stays pinned (OpenedObject::pin), so its file is not recycled into
+    // another object, or shrunk, under the mapping.
+    struct Sending {
+      OpenedObject object;
+      Mapping mapping;
+    };
+    auto sending = std::make_shared<Sending>(Sending{std::move(served->object), Mapping()});
+    const OpenedObject& o = sending->object;
     Result<Checksum> want = Checksum::Parse(o.checksum);
     if (!want.ok()) return SetError(res, want.status().WithContext(what));
-    auto mapping = std::make_shared<Mapping>();
+    // A file that no longer holds its manifest's size (damaged at rest) would
+    // raise SIGBUS through the mapping: it is a corrupt copy, repaired as one.
+    Result<FileStat> st = StatOpenFd(o.fd.get(), "stat of " + what);
+    if (!st.ok()) return SetError(res, st.status());
+    if (st->size != o.size) {
+      Log(LogLevel::kError, "http_shard_corrupt")
+          .Kv("ns", ref->ns)
+          .Kv("step", ref->step)
+          .Kv("name", name)
+          .Kv("file_bytes", st->size)
+          .Kv("manifest_bytes", o.size);
+      if (attempt == 0) continue;
+      return SetError(res, Corruption(what + " holds " + std::to_string(st->size) + " bytes in memory, its "
+                                             "manifest says " + std::to_string(o.size) +
+                                             ", and no other tier holds a good copy; load another step"));
+    }
     if (o.size > 0) {
       Result<Mapping> m = Mapping::Map(o.fd.get(), o.size, Mapping::Access::kReadOnly, false, what);
       if (!m.ok()) return SetError(res, m.status());
-      *mapping = std::move(m).value();
+      sending->mapping = std::move(m).value();
     }
     ShardHasher hasher;
-    hasher.Update(mapping->data(), o.size);
+    hasher.Update(sending->mapping.data(), o.size);
     if (hasher.Checksum64() != *want) {
       Log(LogLevel::kError, "http_shard_corrupt").Kv("ns", ref->ns).Kv("step", ref->step).Kv("name", name);
       if (attempt == 0) continue;
@@ -200,11 +256,11 @@ void HttpApi::GetShard(const httplib::Request& req, httplib::Response& res) {
     const uint64_t size = o.size;
     res.set_content_provider(
         size, "application/octet-stream",
-        [mapping, size](size_t offset, size_t length, httplib::DataSink& sink) {
+        [sending, size](size_t offset, size_t length, httplib::DataSink& sink) {
           const size_t n = std::min<size_t>({length, size - offset, size_t{4} << 20});
-          return sink.write(reinterpret_cast<const char*>(mapping->data()) + offset, n);
+          return sink.write(reinterpret_cast<const char*>(sending->mapping.data()) + offset, n);
         },
-        [mapping](bool) {});
+        [sending](bool) {});
     return;
   }
 }

@@ -67,8 +67,15 @@ struct HttpApiDeps {
   std::string root;  // the tier's root: where the namespaces file lives
 };
 
+// The host name of HyperPod's memory service, the library's default URL
+// (docs/http-api.md): a Host the API always accepts (HttpServer's screen).
+inline constexpr std::string_view kHyperPodServiceHost = "ai-toolkit-gossip-headless.aws-hyperpod.svc.cluster.local";
+
 struct HttpApiOptions {
   AllowList allow;               // --http-allow; empty: any client that can connect
+  // --http-host: Host names accepted besides IP addresses, localhost, this
+  // machine's hostname and kHyperPodServiceHost ("*": any).
+  std::vector<std::string> hosts;
   size_t threads = 32;           // concurrent requests (one shard upload each)
   uint64_t max_shard_bytes = 0;  // the memory budget
 };

@@ -32,6 +32,7 @@ Result<std::string> Rehash(MemoryTier* tier, const std::string& ns, uint64_t ste
     tier->MarkVerified(ns, step, pinned.instance, name, began);
     return std::string();
   }
+  tier->MarkMismatch(ns, step, pinned.instance, name, began);
   return "hashes to " + actual + " but its manifest says " + pinned.checksum;
 }
 

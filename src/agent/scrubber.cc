@@ -106,6 +106,7 @@ bool Scrubber::ScrubStep(const std::string& ns, uint64_t step, ScrubReport* repo
       continue;
     }
     const std::string expected = pinned->checksum;
+    d_.tier->MarkMismatch(ns, step, pinned->instance, e.name, began);
     *pinned = PinnedObject();  // unpinned before a repair drops the copy
     ++report->corrupt;
     d_.metrics->scrub_corrupt.fetch_add(1, std::memory_order_relaxed);
@@ -171,6 +172,7 @@ bool Scrubber::ScrubReplicaStep(const std::string& origin, MemoryTier* tier, con
     }
     const std::string expected = pinned->checksum;
     const uint64_t instance = pinned->instance;
+    tier->MarkMismatch(ns, step, instance, e.name, began);
     *pinned = PinnedObject();
     ++report->corrupt;
     d_.metrics->scrub_corrupt.fetch_add(1, std::memory_order_relaxed);

@@ -3,12 +3,14 @@
 
 #include <arpa/inet.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <exception>
 
 #include "common/log.h"
+#include "os/process.h"
 #include "peer/tcp_socket.h"
 
 namespace tierckpt::agent {
@@ -92,6 +94,59 @@ std::string AllowList::ToString() const {
   return out;
 }
 
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The host of a Host header value: "[::1]:9200" → "::1", "a.b:80" → "a.b".
+std::string HostOnly(std::string_view value) {
+  if (!value.empty() && value.front() == '[') {
+    const size_t close = value.find(']');
+    return std::string(value.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1));
+  }
+  const size_t colon = value.find(':');
+  return std::string(value.substr(0, colon));
+}
+
+bool IsIpAddress(const std::string& host) {
+  std::array<uint8_t, 16> a{};
+  bool v4 = false;
+  return ToV6(host, &a, &v4);
+}
+
+}  // namespace
+
+std::string ScreenRequest(const httplib::Request& req, const HttpServerOptions& options,
+                          std::string_view own_hostname) {
+  if (req.has_header("Transfer-Encoding")) {
+    const std::string te = Lower(req.get_header_value("Transfer-Encoding"));
+    if (req.has_header("Content-Length")) {
+      return "the request has both Transfer-Encoding and Content-Length (RFC 9112 section 6.1); send one";
+    }
+    if (te != "chunked") {
+      return "Transfer-Encoding \"" + te.substr(0, 64) + "\" is not supported; send Content-Length";
+    }
+  }
+  if (req.has_header("Origin") || req.has_header("Sec-Fetch-Site")) {
+    return "a request from a web page (it carries Origin or Sec-Fetch-Site) is refused: " + options.flag +
+           " serves programs, and a page in a local browser must not drive it";
+  }
+  const std::string host = Lower(HostOnly(req.get_header_value("Host")));
+  if (host.empty() || host == "localhost" || host == Lower(own_hostname) || IsIpAddress(host)) return "";
+  for (const std::string& h : options.hosts) {
+    if (h == "*" || Lower(h) == host) return "";
+  }
+  const std::string flag = options.hosts_flag.empty() ? "" : ", or a name given to " + options.hosts_flag;
+  return "Host \"" + host.substr(0, 253) + "\" is not a name of this agent (an IP address, localhost, " +
+         std::string(own_hostname) + flag +
+         "); a page on a rebound DNS name is refused this way. Reach the agent by address" +
+         (options.hosts_flag.empty() ? "" : ", or add the name with " + options.hosts_flag);
+}
+
 void SetTextResponse(httplib::Response& res, int status, std::string_view text) {
   res.status = status;
   std::string body(text);
@@ -99,7 +154,7 @@ void SetTextResponse(httplib::Response& res, int status, std::string_view text) 
   res.set_content(body, "text/plain; charset=utf-8");
 }
 
-HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) {
+HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)), hostname_(HostName()) {
   const size_t threads = options_.threads;
   server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_.set_keep_alive_max_count(options_.keep_alive_requests);
@@ -113,7 +168,19 @@ HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options))
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.allow.Allows(req.remote_addr)) return httplib::Server::HandlerResponse::Unhandled;
+    if (options_.allow.Allows(req.remote_addr)) {
+      const std::string why = ScreenRequest(req, options_, hostname_);
+      if (why.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      Log(LogLevel::kWarn, "http_refused")
+          .Kv("flag", options_.flag)
+          .Kv("client", req.remote_addr)
+          .Kv("path", req.path)
+          .Kv("why", why);
+      const bool framing = why.find("Transfer-Encoding") != std::string::npos;
+      SetTextResponse(res, framing ? 400 : 403, why);
+      res.set_header("Connection", "close");  // the body's end is unknown: read no further request
+      return httplib::Server::HandlerResponse::Handled;
+    }
     Log(LogLevel::kWarn, "http_refused")
         .Kv("flag", options_.flag)
         .Kv("client", req.remote_addr)

@@ -9,6 +9,17 @@
 //   * an allow-list of client networks (AllowList below): a request from any
 //     other address is answered 403 with the address and the flag to change,
 //     before any route runs;
+//   * requests a web page can make are refused before any route runs
+//     (decision 73): one that carries Origin or Sec-Fetch-Site (a browser's
+//     cross-site POST, a page's fetch) gets 403, and one whose Host names a
+//     host other than an IP address, localhost, this machine's hostname or
+//     HttpServerOptions::hosts gets 403 (a page on a rebound DNS name reaches
+//     loopback with its own name as Host);
+//   * a request with both Transfer-Encoding and Content-Length gets 400 (RFC
+//     9112 6.1: the two disagree on where the body ends; smuggling), as does
+//     any Transfer-Encoding but chunked (any case);
+//   * a route that returns without setting a status answers 500 naming the
+//     route, never the library's default 200 with an empty body;
 //   * every error the library answers itself (no route, a bad request line,
 //     a body over the limit) carries a one-line text body saying what failed;
 //   * an exception escaping a route is a 500 naming it, never a dead thread.
@@ -62,7 +73,16 @@ struct HttpServerOptions {
   int write_timeout_s = 30;
   uint64_t max_body_bytes = 1 << 20;
   std::string body_limit_hint;  // the 413's explanation ("" = generic)
+  // Host header names accepted besides IP addresses, "localhost" and this
+  // machine's hostname (case-insensitive, port ignored); "*" accepts any.
+  std::vector<std::string> hosts;
+  std::string hosts_flag;  // the option that adds to hosts, for messages
 };
+
+// Why the server refuses req before routing it ("" = it does not): the
+// browser, Host and framing rules above. own_hostname: this machine's.
+std::string ScreenRequest(const httplib::Request& req, const HttpServerOptions& options,
+                          std::string_view own_hostname);
 
 class HttpServer {
  public:
@@ -80,6 +100,7 @@ class HttpServer {
 
  private:
   const HttpServerOptions options_;
+  const std::string hostname_;  // this machine's, for ScreenRequest
   httplib::Server server_;
   std::string address_;
   std::atomic<bool> stopped_{false};  // the serving thread returned

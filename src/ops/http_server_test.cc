@@ -102,3 +102,59 @@ TEST(HttpServerTest, ATakenPortOrABadAddressIsAClearStartError) {
 
 }  // namespace
 }  // namespace tierckpt::agent
+
+namespace tierckpt::agent {
+namespace {
+
+httplib::Request RequestWith(std::initializer_list<std::pair<std::string, std::string>> headers) {
+  httplib::Request req;
+  for (const auto& [k, v] : headers) req.headers.emplace(k, v);
+  return req;
+}
+
+// Issue 37 item 11: "Transfer-Encoding: CHUNKED" with a longer Content-Length
+// reached the upload route, which read the chunked body, found it short and
+// answered 200 with an empty body. The pair is refused before routing, in
+// any spelling.
+TEST(ScreenRequestTest, RefusesTransferEncodingWithContentLengthInAnySpelling) {
+  HttpServerOptions o;
+  for (const char* te : {"chunked", "CHUNKED", "Chunked"}) {
+    const std::string why =
+        ScreenRequest(RequestWith({{"Host", "127.0.0.1:9200"}, {"Transfer-Encoding", te},
+                                   {"Content-Length", "100"}}),
+                      o, "node1");
+    EXPECT_NE(why.find("both Transfer-Encoding and Content-Length"), std::string::npos) << te << ": " << why;
+  }
+  EXPECT_NE(ScreenRequest(RequestWith({{"Host", "127.0.0.1"}, {"Transfer-Encoding", "gzip, chunked"}}), o,
+                          "node1")
+                .find("not supported"),
+            std::string::npos);
+  EXPECT_EQ(ScreenRequest(RequestWith({{"Host", "127.0.0.1"}, {"Transfer-Encoding", "CHUNKED"}}), o, "node1"),
+            "");
+  EXPECT_EQ(ScreenRequest(RequestWith({{"Host", "127.0.0.1"}, {"Content-Length", "5"}}), o, "node1"), "");
+}
+
+// Issue 37 item 7: a web page in a local browser drove the loopback API (a
+// cross-site POST, and a GET under a rebound DNS name as Host).
+TEST(ScreenRequestTest, RefusesBrowsersAndForeignHostNames) {
+  HttpServerOptions o;
+  o.flag = "--http-listen";
+  o.hosts = {"svc.example.internal"};
+  o.hosts_flag = "--http-host";
+  EXPECT_NE(ScreenRequest(RequestWith({{"Host", "127.0.0.1:9200"}, {"Origin", "http://evil.example"}}), o, "n1")
+                .find("web page"),
+            std::string::npos);
+  EXPECT_NE(ScreenRequest(RequestWith({{"Host", "localhost"}, {"Sec-Fetch-Site", "same-origin"}}), o, "n1"), "");
+  const std::string rebound = ScreenRequest(RequestWith({{"Host", "evil.example:9200"}}), o, "n1");
+  EXPECT_NE(rebound.find("evil.example"), std::string::npos) << rebound;
+  EXPECT_NE(rebound.find("--http-host"), std::string::npos) << rebound;
+  for (const char* host : {"127.0.0.1:9200", "[::1]:9200", "LOCALHOST:9200", "n1", "10.1.2.3", "",
+                           "svc.example.internal:9200", "SVC.example.internal"}) {
+    EXPECT_EQ(ScreenRequest(RequestWith({{"Host", host}}), o, "n1"), "") << host;
+  }
+  o.hosts = {"*"};
+  EXPECT_EQ(ScreenRequest(RequestWith({{"Host", "anything.example"}}), o, "n1"), "");
+}
+
+}  // namespace
+}  // namespace tierckpt::agent

@@ -13,6 +13,9 @@ HttpServerOptions MetricsHttpOptions(AllowList allow) {
   o.read_timeout_s = 5;
   o.write_timeout_s = 5;
   o.max_body_bytes = 8192;
+  // Scrapers name the node as they know it; nothing here changes state or
+  // reads a checkpoint, so any Host is served (browsers are still refused).
+  o.hosts = {"*"};
   return o;
 }
 

@@ -152,4 +152,10 @@ Status ExecReplace(const std::vector<std::string>& args) {
 
 Result<std::string> SelfExecutablePath() { return ReadLink("/proc/self/exe"); }
 
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
 }  // namespace tierckpt

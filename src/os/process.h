@@ -109,4 +109,7 @@ Status ExecReplace(const std::vector<std::string>& argv);
 // ErrnoStatus("readlink /proc/self/exe") on failure.
 Result<std::string> SelfExecutablePath();
 
+// This machine's hostname (gethostname), "localhost" when it has none.
+std::string HostName();
+
 }  // namespace tierckpt

@@ -46,8 +46,10 @@ TEST(RecoveryTest, CommittedStepsSurviveAndPartialOnesAreDropped) {
   EXPECT_EQ(ReadObject(t, "job", 1, "d/b"), "bb");
   TierStats s = t.Stats();
   EXPECT_EQ(s.object_bytes, 5004u);
-  EXPECT_EQ(s.pool_segments, 1u);  // the partial step's file was recycled
-  EXPECT_EQ(s.pool_bytes, 8192u);
+  // The partial step's file was unlinked, not pooled: recovery cannot tell a
+  // sealed object from one a surviving writer still maps (decision 77).
+  EXPECT_EQ(s.pool_segments, 0u);
+  EXPECT_EQ(s.pool_bytes, 0u);
   // The step number is free again and the old steps are not in the way.
   ASSERT_TRUE(WriteStep(t, "job", 2, {{"a", "new"}}).ok());
 }
@@ -125,7 +127,7 @@ TEST(RecoveryTest, LeftoversAndTrashAreCleanedUp) {
   EXPECT_FALSE(StatPath(h.dir.Sub("root/trash"))->exists);
   EXPECT_FALSE(StatPath(h.dir.Sub("root/ns/job/stray.tmp"))->exists);
   EXPECT_TRUE(StatPath(h.dir.Sub("root/ns/bad name"))->exists);  // not ours to judge: left alone
-  EXPECT_EQ(h.tier->Stats().pool_bytes, 4096u);                    // trash recycled into the pool
+  EXPECT_EQ(h.tier->Stats().pool_bytes, 0u);  // the trash unlinked, not pooled (decision 77)
 }
 
 TEST(RecoveryTest, LoweredBudgetEvictsByPolicy) {

@@ -143,7 +143,11 @@ void MemoryTier::UnpinLocked(const std::shared_ptr<StepFiles>& files) {
     if (!files->moving) RecycleLocked(files);  // else when it is in the trash (RecordLocked)
     return;
   }
-  // A pin may have held back retention of its namespace; re-apply it.
+  // Retention of its namespace skipped this step for the pin: re-apply it.
+  // (Only then: a read that pinned a step retention never wanted, such as
+  // an open of an older step restored for a reader, leaves it be.)
+  if (!files->retention_waits) return;
+  files->retention_waits = false;
   if (std::optional<std::string> ns = index_.CommittedNamespaceOf(files.get())) {
     ApplyRetentionLocked(*ns, KeepLocked(*ns), nullptr);
   }
@@ -234,6 +238,7 @@ void MemoryTier::ApplyRetentionLocked(const std::string& ns, uint32_t keep, Prun
     DropLocked(ns, step, "retention keeps the newest " + std::to_string(keep));
     if (result != nullptr) result->evicted.emplace_back(ns, step);
   }
+  for (uint64_t step : plan.pinned) FindLocked(ns, step)->files->retention_waits = true;
 }
 
 // ---- Dropping and recycling ----
@@ -249,9 +254,9 @@ void MemoryTier::DropLocked(const std::string& ns, uint64_t step, std::string_vi
   if (!s->dir_ready) return;  // no object yet; its maker removes the dir (BeginLocked)
   files->objects.clear();
   if (s->committed) {
-    for (const auto& o : s->manifest.objects) files->objects.emplace_back(o.name, o.size);
+    for (const auto& o : s->manifest.objects) files->objects.push_back({o.name, o.size, true});
   } else {
-    for (const auto& [name, o] : s->objects) files->objects.emplace_back(name, o.size);
+    for (const auto& [name, o] : s->objects) files->objects.push_back({name, o.size, o.sealed});
   }
   if (s->committed) options_.metrics->Dropped(why);
   Log(LogLevel::kInfo, "drop")
@@ -289,12 +294,12 @@ void MemoryTier::RecycleLocked(const std::shared_ptr<StepFiles>& files) {
     job.reserved = true;
     busy_paths_.insert(job.dir);
   }
-  for (const auto& [name, size] : files->objects) {
-    object_bytes_ -= std::min(object_bytes_, size);
-    RecycledFile f{name, size, std::nullopt};
-    if (PoolMayKeepLocked(size)) {
+  for (const StepFiles::DroppedObject& o : files->objects) {
+    object_bytes_ -= std::min(object_bytes_, o.size);
+    RecycledFile f{o.name, o.size, std::nullopt};
+    if (o.writer_done && PoolMayKeepLocked(o.size)) {
       f.pool_id = pool_.NewId();
-      to_pool_bytes_ += size;
+      to_pool_bytes_ += o.size;
     }
     job.files.push_back(std::move(f));
   }
@@ -303,13 +308,13 @@ void MemoryTier::RecycleLocked(const std::shared_ptr<StepFiles>& files) {
 }
 
 void MemoryTier::RecycleObjectLocked(const StepFiles& files, const std::string& name,
-                                     uint64_t recorded_size) {
+                                     uint64_t recorded_size, bool writer_done) {
   object_bytes_ -= std::min(object_bytes_, recorded_size);
   RecycleJob job;
   job.dir = files.dir;
   job.keep_dir = true;
   RecycledFile f{name, recorded_size, std::nullopt};
-  if (PoolMayKeepLocked(recorded_size)) {
+  if (writer_done && PoolMayKeepLocked(recorded_size)) {
     f.pool_id = pool_.NewId();
     to_pool_bytes_ += recorded_size;
   }

@@ -183,6 +183,12 @@ struct OpenedObject {
   // Milliseconds since the agent last found the bytes matching checksum
   // (the time its hash began: "Verification times" below); kNeverVerified.
   uint64_t verified_age_ms = kNeverVerified;
+  // The step stays pinned while this lives: its files are not recycled (an
+  // agent thread reading through fd, e.g. an HTTP GET, never reads a file
+  // that became another object, nor SIGBUSes on one that shrank). A client
+  // process that receives fd holds no pin: it checks its copy afterwards
+  // (docs/agent.md, "What clients must know about recycling").
+  StepPin pin;
 };
 
 // A committed object read by an agent thread (the peer service): the step
@@ -316,6 +322,14 @@ class MemoryTier {
   // the life `instance` (PinnedObject::instance) and committed, and nothing
   // newer is recorded; a no-op otherwise.
   void MarkVerified(std::string_view ns, uint64_t step, uint64_t instance, std::string_view name,
+                    std::chrono::steady_clock::time_point hash_began);
+  // A hash of object name (begun at hash_began) did NOT match its manifest:
+  // its verification time is cleared, so attested reads re-hash it (and
+  // fail or repair) instead of trusting an age the bytes no longer earn,
+  // and no hash begun before hash_began records it verified again. Every
+  // agent hash that finds a mismatch calls this (Verify, the scrub, a
+  // repair's re-hash). Same no-op rules as MarkVerified.
+  void MarkMismatch(std::string_view ns, uint64_t step, uint64_t instance, std::string_view name,
                     std::chrono::steady_clock::time_point hash_began);
   TierStats Stats() const;
 
@@ -473,8 +487,10 @@ class MemoryTier {
   void RecycleLocked(const std::shared_ptr<StepFiles>& files) REQUIRES(mu_);
   // Queues one object file of a live step (an unsealed object created
   // again) for the pool or unlinking, before the caller makes its new file.
-  void RecycleObjectLocked(const StepFiles& files, const std::string& name, uint64_t recorded_size)
-      REQUIRES(mu_);
+  // writer_done false (an unsealed object whose writer may still write
+  // through a mapping): unlinked, never pooled (StepFiles::DroppedObject).
+  void RecycleObjectLocked(const StepFiles& files, const std::string& name, uint64_t recorded_size,
+                           bool writer_done) REQUIRES(mu_);
   // Whether a file of size bytes may go to the pool now (the budget).
   bool PoolMayKeepLocked(uint64_t size) const REQUIRES(mu_);
   // Runs I/O queued under mu_ (without it), then records what happened.

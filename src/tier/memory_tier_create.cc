@@ -197,7 +197,7 @@ void MemoryTier::UndoObjectLocked(std::string_view ns, uint64_t step, const std:
   if (obj == s->objects.end() || obj->second.id != c.id) return;  // created again: likewise
   s->objects.erase(obj);
   if (file_made) {
-    RecycleObjectLocked(*s->files, name, c.size);
+    RecycleObjectLocked(*s->files, name, c.size, /*writer_done=*/true);  // never handed out
   } else {
     object_bytes_ -= std::min(object_bytes_, c.size);
   }
@@ -225,7 +225,20 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
                            " is already sealed; objects are write-once: use another name, or abort "
                            "the step and write it again");
     }
-    RecycleObjectLocked(*s->files, key, old.size);
+    // Unsealed, and its creator's connection still open: it may be writing
+    // the file right now. Replacing it would leave that writer filling a
+    // file no longer in the step, then told its seal worked or not by
+    // chance (two processes saving as one writer, e.g. two launches without
+    // launcher variables). A connection's own retry replaces it.
+    if (!old.sealed && old.conn != 0 && old.conn != conn && s->writers.count(old.conn) != 0) {
+      const std::string owner =
+          s->owner.empty() ? std::string("the anonymous writer") : "writer " + QuoteForMessage(s->owner);
+      return AlreadyExists("object " + what + " is being written by another connection of the same writer (" +
+                           owner +
+                           "); two processes are saving the same object of one step. Give each job its own "
+                           "namespace, or set the launcher's RANK and WORLD_SIZE so ranks differ");
+    }
+    RecycleObjectLocked(*s->files, key, old.size, old.sealed);
     s->objects.erase(it);
   }
   TC_RETURN_IF_ERROR(CheckNameConflict(s->objects, key, label));
@@ -237,6 +250,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
                    QuoteForMessage(key) + " while room was made for this one; create it again");
   }
   const Creation c = ReserveObjectLocked(s, key, size, /*sealed=*/false, "");
+  s->objects[key].conn = conn;
   // Unlocking runs what was queued above first (segments released, an
   // evicted step's files, the old file of this name), then the file is made
   // in the step's dir: one create (or one rename of a segment), no second

@@ -75,7 +75,7 @@ Result<OpenedObject> MemoryTier::OpenObject(std::string_view ns, uint64_t step, 
     age_ms = static_cast<uint64_t>(
         std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(age).count()));
   }
-  return OpenedObject{std::move(fd).value(), e->size, e->checksum, age_ms};
+  return OpenedObject{std::move(fd).value(), e->size, e->checksum, age_ms, PinLocked(s)};
 }
 
 void MemoryTier::MarkVerified(std::string_view ns, uint64_t step, uint64_t instance, std::string_view name,
@@ -86,9 +86,27 @@ void MemoryTier::MarkVerified(std::string_view ns, uint64_t step, uint64_t insta
   MarkVerifiedLocked(s, name, hash_began);
 }
 
+void MemoryTier::MarkMismatch(std::string_view ns, uint64_t step, uint64_t instance, std::string_view name,
+                              std::chrono::steady_clock::time_point hash_began) {
+  MutexLock lock(&mu_);
+  StepState* s = FindLocked(ns, step);
+  if (s == nullptr || s->instance != instance || !s->committed || s->manifest.Find(name) == nullptr) return;
+  if (auto v = s->verified.find(name); v != s->verified.end()) s->verified.erase(v);
+  auto it = s->mismatched.find(name);
+  if (it == s->mismatched.end()) {
+    s->mismatched.emplace(std::string(name), hash_began);
+  } else if (it->second < hash_began) {
+    it->second = hash_began;
+  }
+}
+
 void MemoryTier::MarkVerifiedLocked(StepState* s, std::string_view name,
                                     std::chrono::steady_clock::time_point at) {
   if (!s->committed || s->manifest.Find(name) == nullptr) return;
+  if (auto bad = s->mismatched.find(name); bad != s->mismatched.end()) {
+    if (at <= bad->second) return;  // began before the hash that found it corrupt
+    s->mismatched.erase(bad);
+  }
   auto it = s->verified.find(name);
   if (it == s->verified.end()) {
     s->verified.emplace(std::string(name), at);
@@ -155,6 +173,7 @@ Result<MemoryVerifyResult> MemoryTier::VerifyStep(std::string_view ns, uint64_t 
     if (err.empty()) {
       MarkVerified(ns, step, instance, e.name, began);
     } else {
+      MarkMismatch(ns, step, instance, e.name, began);
       result.errors.push_back(std::move(err));
       result.failed_objects.push_back(e.name);
     }

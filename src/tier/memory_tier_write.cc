@@ -426,8 +426,9 @@ Status MemoryTier::DropObject(std::string_view ns, uint64_t step, std::string_vi
       continue;
     }
     const uint64_t size = it->second.size;
+    const bool writer_done = it->second.sealed;
     s->objects.erase(it);
-    RecycleObjectLocked(*s->files, key, size);
+    RecycleObjectLocked(*s->files, key, size, writer_done);
     return Status::Ok();
   }
 }

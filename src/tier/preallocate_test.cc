@@ -52,8 +52,12 @@ TEST(PreallocateTest, FillsThePoolWithWrittenSegmentsThatObjectsThenUse) {
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(AllocatedBytes(o->path), 2 * kMiB);
   EXPECT_EQ(t.Stats().pool_segments, 2u);
-  ASSERT_TRUE(t.AbortStep("job", 1).ok());  // its segment goes back to the pool
-  EXPECT_EQ(t.Stats().pool_bytes, 5 * kMiB);
+  // Aborted unsealed, its file is unlinked, not pooled (its writer may still
+  // write through a mapping: memory_tier_holes_test.cc); a second call tops
+  // the pool up again.
+  ASSERT_TRUE(t.AbortStep("job", 1).ok());
+  EXPECT_EQ(t.Stats().pool_bytes, 3 * kMiB);
+  EXPECT_EQ(*t.Preallocate(5 * kMiB, 2 * kMiB), 2 * kMiB);
   EXPECT_EQ(*t.Preallocate(5 * kMiB, 2 * kMiB), 0u);
 }
 

@@ -136,7 +136,10 @@ RetentionPlan StepIndex::PlanRetention(const std::string& ns, uint32_t keep, Pru
       if (result != nullptr && s.durable_recheck) result->rechecking.emplace_back(ns, st->first);
       continue;
     }
-    if (s.files->pins > 0) continue;                 // retried on unpin
+    if (s.files->pins > 0) {  // retried on the last unpin
+      plan.pinned.push_back(st->first);
+      continue;
+    }
     if (protect && *protect == st->first) continue;  // just committed out of order
     if (s.persist == PersistState::kDurable && has_durable_ && !s.durable_confirmed) {
       // Recorded durable, but the durable copy may have been deleted since:

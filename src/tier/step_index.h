@@ -45,6 +45,7 @@ struct PruneResult {
 struct RetentionPlan {
   std::vector<uint64_t> drop;
   std::vector<uint64_t> recheck;
+  std::vector<uint64_t> pinned;  // would be dropped but a pin holds them: retried on the last unpin
 };
 
 class StepIndex {

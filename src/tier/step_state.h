@@ -49,14 +49,26 @@ struct StepFiles {
   int pins = 0;          // agent threads reading the files right now
   bool dropped = false;  // out of the index; recycle when pins reaches 0
   bool moving = false;   // dropped while pinned: its dir is moving to the trash
+  bool retention_waits = false;  // retention skipped it for a pin: re-applied on the last unpin
   // Creators making an object file beneath dir_fd right now, outside the
   // tier's lock: counted up under it as the object is reserved, down (no
   // lock) once the file is made. The recycling of a dropped step waits for
   // 0 first, so no file lands in its dir after it was emptied.
   std::atomic<int> creating{0};
   std::string trash_name;  // its entry under <root>/trash once moved
-  // Object files to recycle: (relative name, recorded size).
-  std::vector<std::pair<std::string, uint64_t>> objects;
+  // Object files to recycle (MemoryTier::RecycleLocked).
+  struct DroppedObject {
+    std::string name;  // relative to dir
+    uint64_t size = 0;  // recorded size
+    // The writer had finished with it (sealed, committed, or never handed
+    // out). An unsealed object's writer may still be writing through a
+    // mapping of the file (a client process, an HTTP upload thread): its
+    // file is unlinked, never recycled into the pool, where the next object
+    // that takes it (another job's, perhaps committed) would receive the
+    // late writes, or a smaller size would SIGBUS the writer.
+    bool writer_done = true;
+  };
+  std::vector<DroppedObject> objects;
 };
 
 enum class CheckState { kNone, kPending, kOk, kMismatch, kError };
@@ -64,6 +76,7 @@ enum class CheckState { kNone, kPending, kOk, kMismatch, kError };
 struct ObjectState {
   uint64_t id = 0;    // unique per created file; stale hash results are ignored
   uint64_t size = 0;  // created size (accounted bytes)
+  uint64_t conn = 0;  // the connection that created it (0: the agent's own)
   bool sealed = false;
   CheckState check = CheckState::kNone;
   bool blocks_commit = false;  // its pending hash holds the commit back (StepState::blocking_checks)
@@ -117,6 +130,9 @@ struct StepState {
   // object absent here was never verified in memory (recovered at start, or
   // sealed with a trusted client checksum): attested reads re-hash it.
   std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> verified;
+  // Per committed object: when the latest hash that found it NOT matching
+  // began (MemoryTier::MarkMismatch); a verification begun earlier is ignored.
+  std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> mismatched;
 
   uint64_t Bytes() const;  // object bytes (manifest if committed, created sizes if not)
 };

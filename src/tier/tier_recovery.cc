@@ -75,7 +75,7 @@ Result<RecoveredTier> TierRecovery::Run(SegmentPool* pool) {
   const std::string trash_name(kTrashDirName);
   TC_ASSIGN_OR_RETURN(DirEntry trash, StatAt(root->get(), trash_name, layout_.TrashDir()));
   if (trash.type == EntryType::kDirectory) {
-    RecycleTreeAt(root->get(), trash_name, layout_.TrashDir());
+    RecycleTreeAt(root->get(), trash_name, layout_.TrashDir(), Pool::kNo);
   } else if (trash.type != EntryType::kMissing) {
     report.errors.push_back(
         RemovePlantedEntry(root->get(), trash_name, layout_.TrashDir(), "the trash directory"));
@@ -125,7 +125,7 @@ void TierRecovery::RecoverNamespace(int namespaces_fd, const std::string& ns, Re
       report->errors.push_back(RemovePlantedEntry(ns_fd->get(), e.name, path, "a step directory"));
     } else if (is_dir && e.name.size() > kPartialSuffix.size() && e.name.ends_with(kPartialSuffix) &&
                ParseStepDirName(e.name.substr(0, e.name.size() - kPartialSuffix.size()), &step)) {
-      RecycleTreeAt(ns_fd->get(), e.name, path);
+      RecycleTreeAt(ns_fd->get(), e.name, path, Pool::kNo);
       ++partial;
       Log(LogLevel::kInfo, "recovery").Kv("ns", ns).Kv("step", step).Kv("dropped", "partial step");
     } else if (is_dir && ParseStepDirName(e.name, &step)) {
@@ -163,7 +163,7 @@ void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::s
     Log(LogLevel::kError, "recovery").Kv("ns", ns).Kv("step", step).Kv("dir", dir).Err(err);
     report->errors.push_back(err);
     ++report->damaged_dropped;
-    RecycleTreeAt(ns_fd, entry, dir);
+    RecycleTreeAt(ns_fd, entry, dir, Pool::kYes);  // committed: its writers were done
   };
   Result<UniqueFd> step_fd = OpenDirAt(ns_fd, entry, dir);
   if (!step_fd.ok()) return drop(step_fd.status());
@@ -243,7 +243,8 @@ Status TierRecovery::HashPending(const std::string& dir, Manifest* m) {
   return TierFiles::RewriteManifest(dir, *m);
 }
 
-void TierRecovery::RecycleTreeAt(int parent_fd, const std::string& name, const std::string& path) {
+void TierRecovery::RecycleTreeAt(int parent_fd, const std::string& name, const std::string& path,
+                                 Pool pool) {
   Result<UniqueFd> dir = OpenDirAt(parent_fd, name, path);
   Result<std::vector<DirEntry>> entries =
       dir.ok() ? ListDirAt(dir->get(), path) : Result<std::vector<DirEntry>>(dir.status());
@@ -251,11 +252,11 @@ void TierRecovery::RecycleTreeAt(int parent_fd, const std::string& name, const s
     for (const DirEntry& e : *entries) {
       const std::string child = JoinPath(path, e.name);
       if (e.type == EntryType::kDirectory) {
-        RecycleTreeAt(dir->get(), e.name, child);
+        RecycleTreeAt(dir->get(), e.name, child, pool);
       } else if (e.type == EntryType::kRegular) {
         // child passes only through directories just opened without
         // following links; RecycleFile does not follow its last one.
-        RecycleFile(child);
+        RecycleFile(child, pool);
       } else if (e.type == EntryType::kSymlink) {
         RemovePlantedEntry(dir->get(), e.name, child, "a file of a step being dropped").IgnoreError();
       }
@@ -269,10 +270,10 @@ void TierRecovery::RecycleTreeAt(int parent_fd, const std::string& name, const s
   if (!s.ok()) Log(LogLevel::kWarn, "recycle").Kv("dir", path).Err(s);
 }
 
-void TierRecovery::RecycleFile(const std::string& path) {
+void TierRecovery::RecycleFile(const std::string& path, Pool pool) {
   Result<DirEntry> e = StatNoFollow(path);
   if (!e.ok() || e->type == EntryType::kMissing) return;
-  if (e->type == EntryType::kRegular && e->size > 0 &&
+  if (pool == Pool::kYes && e->type == EntryType::kRegular && e->size > 0 &&
       found_.object_bytes + pool_->bytes() + e->size <= budget_bytes_) {
     Result<uint64_t> put = pool_->Put(path);  // same inode: its read mapping stays valid
     if (put.ok()) return;

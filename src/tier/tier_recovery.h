@@ -63,11 +63,15 @@ class TierRecovery {
   Status HashPending(const std::string& dir, Manifest* m);
   void RecoverStepDir(int ns_fd, const std::string& ns, const std::string& entry, uint64_t step,
                       RecoveryReport* report);
-  // Recycles the files of the tree `name` in parent_fd into the pool and
-  // removes it; links in it are removed as links.
-  void RecycleTreeAt(int parent_fd, const std::string& name, const std::string& path);
-  // Into the pool when the budget allows, else unlinked.
-  void RecycleFile(const std::string& path);
+  // Recycles the files of the tree `name` in parent_fd into the pool
+  // (Pool::kNo: unlinks them) and removes it; links in it are removed as
+  // links. A .partial step's files and the trash's are never pooled: a
+  // writer that outlived the agent may still write through a mapping of
+  // them (decision 77).
+  enum class Pool { kYes, kNo };
+  void RecycleTreeAt(int parent_fd, const std::string& name, const std::string& path, Pool pool);
+  // Into the pool when allowed and the budget allows, else unlinked.
+  void RecycleFile(const std::string& path, Pool pool);
 
   const Layout& layout_;
   ReadMappings* const mappings_;

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-scripts/setup.sh release python
+scripts/setup.sh python   # the package alone: the extension, tierckptd, tierckpt
 # shellcheck disable=SC1091
 source .venv/bin/activate
 

@@ -118,7 +118,9 @@ for t in "${targets[@]}"; do
         say "build/asan was configured with another compiler; configuring it again with clang"
         rm -rf build/asan
       fi
-      build build/asan -DCMAKE_BUILD_TYPE=Debug -DTIERCKPT_WERROR=ON -DTIERCKPT_SANITIZE=ON -DTIERCKPT_FUZZ=OFF \
+      # Only the unit tests (and the agent one of them runs): the CLI and the
+      # benchmarks never run under ASan.
+      build build/asan --targets unit_tests -DCMAKE_BUILD_TYPE=Debug -DTIERCKPT_WERROR=ON -DTIERCKPT_SANITIZE=ON -DTIERCKPT_FUZZ=OFF \
             -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ ;;
     fuzz)
       if command -v clang++ >/dev/null 2>&1; then
@@ -131,7 +133,12 @@ for t in "${targets[@]}"; do
     python)
       say "installing the tierckpt Python package into .venv (built in build/release)"
       t0=$SECONDS
+      # Alone (scripts/demo.sh) it builds only what the package holds (the
+      # extension, tierckptd, tierckpt: pyproject's build.targets), in
+      # build/release configured as the release step would, so a later
+      # `release` builds the rest there without configuring again.
       py_settings=(-C build-dir=build/release)
+      for d in "${LAUNCHER[@]}"; do py_settings+=(-C "cmake.define.${d#-D}"); done
       for d in "${RELEASE_DEFINES[@]}"; do
         d=${d#-D}
         [ "${d%%=*}" = CMAKE_BUILD_TYPE ] || py_settings+=(-C "cmake.define.${d}")

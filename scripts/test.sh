@@ -5,21 +5,48 @@
 #   1. the unit tests (ctest) in the release build,
 #   2. the unit tests again under AddressSanitizer + UBSan (a clang build,
 #      which also checks the lock annotations: -Wthread-safety -Werror),
-#   3. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 30),
+#   3. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 15),
 #   4. the integration tests (pytest, real tierckptd processes, SIGKILLs),
 #   5. the Python package's tests (real torch, multi-process gloo groups,
 #      real agents).
 # Exits non-zero if anything fails. Needs no standard input.
+#
+#   scripts/test.sh --quick [AREA]   the working loop (minutes, not the whole
+#     suite): the release build only, every unit test there, a smoke set of
+#     integration and Python tests, and with AREA (a word such as http, tier,
+#     durable, checkpointer, replication) also the unit tests whose names
+#     contain it (release, and ASan when build/asan exists) and every pytest
+#     file whose name contains it. Run the whole suite once before landing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 START=$SECONDS
-FUZZ_SECONDS=${TIERCKPT_FUZZ_SECONDS:-30}
+# 15 s per target in this run; long campaigns: tests/fuzz/run_fuzz.sh build/fuzz 600
+# (docs/building.md, "Fuzzing").
+FUZZ_SECONDS=${TIERCKPT_FUZZ_SECONDS:-15}
 JOBS=$(nproc)
 step() { printf '\n==== %s (at %d s) ====\n' "$*" $((SECONDS - START)); }
 
+QUICK=0
+AREA=""
+if [ "${1:-}" = "--quick" ]; then
+  QUICK=1
+  AREA=${2:-}
+  if [ -n "$AREA" ] && ! [[ "$AREA" =~ ^[A-Za-z0-9_]+$ ]]; then
+    echo "test.sh: AREA '$AREA' is not a word; give a part of a test's name such as http or tier" >&2
+    exit 2
+  fi
+elif [ $# -gt 0 ]; then
+  echo "test.sh: unknown arguments '$*'; use no argument (the whole suite) or --quick [AREA]" >&2
+  exit 2
+fi
+
 step "setup: packages, venv, builds"
-scripts/setup.sh release asan fuzz python || { echo "test.sh: setup failed" >&2; exit 1; }
+if [ "$QUICK" -eq 1 ]; then
+  scripts/setup.sh release python || { echo "test.sh: setup failed" >&2; exit 1; }
+else
+  scripts/setup.sh release asan fuzz python || { echo "test.sh: setup failed" >&2; exit 1; }
+fi
 # shellcheck disable=SC1091
 source .venv/bin/activate
 
@@ -35,6 +62,46 @@ count_ctest() {  # parse ctest's "N% tests passed[, F tests failed] out of T"
   passed=$((passed + total - ${fail:-0}))
   failed=$((failed + ${fail:-0}))
 }
+
+if [ "$QUICK" -eq 1 ]; then
+  source .venv/bin/activate
+  quick_fail=()
+  step "unit tests (release)"
+  ctest --test-dir build/release -j "$JOBS" --output-on-failure >/tmp/tierckpt-ctest-quick.log 2>&1 \
+    || { cat /tmp/tierckpt-ctest-quick.log; quick_fail+=("unit tests (release)"); }
+  grep -E "tests passed" /tmp/tierckpt-ctest-quick.log
+  # ctest -R is case-sensitive: "http" must match HttpApiTest too.
+  area_re=""
+  for ((i = 0; i < ${#AREA}; i++)); do c=${AREA:i:1}; area_re+="[${c^^}${c,,}]"; done
+  if [ -n "$AREA" ] && [ -f build/asan/build.ninja ]; then
+    step "unit tests matching '$AREA' (ASan + UBSan)"
+    scripts/setup.sh asan >/dev/null || quick_fail+=("asan build")
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir build/asan -j "$JOBS" -R "$area_re" --output-on-failure 2>&1 | tail -5
+    [ "${PIPESTATUS[0]}" -eq 0 ] || quick_fail+=("asan unit tests")
+  fi
+  # A smoke set across the fronts: save, crash and resume through the agent.
+  integ=(tests/integration/test_roundtrip.py tests/integration/test_crash.py)
+  py=(python/tests/test_dcp_roundtrip.py python/tests/test_checkpointer.py)
+  if [ -n "$AREA" ]; then
+    shopt -s nullglob nocaseglob
+    integ+=(tests/integration/test_*"$AREA"*.py)
+    py+=(python/tests/test_*"$AREA"*.py)
+    shopt -u nullglob nocaseglob
+  fi
+  step "integration tests: ${integ[*]}"
+  TIERCKPT_BIN_DIR="$ROOT/build/release/tools" python -m pytest -q --durations=5 $(printf '%s\n' "${integ[@]}" | sort -u) \
+    || quick_fail+=("integration tests")
+  step "Python tests: ${py[*]}"
+  python -m pytest -q --durations=5 $(printf '%s\n' "${py[@]}" | sort -u) || quick_fail+=("python tests")
+  echo
+  if [ ${#quick_fail[@]} -gt 0 ]; then
+    echo "QUICK LOOP FAILED: ${quick_fail[*]} ($((SECONDS - START)) s)"
+    exit 1
+  fi
+  echo "quick loop passed in $((SECONDS - START)) s; run scripts/test.sh (the whole suite) before landing"
+  exit 0
+fi
 
 step "unit tests (release)"
 ctest --test-dir build/release -j "$JOBS" --output-on-failure 2>&1 | tee /tmp/tierckpt-ctest-release.log

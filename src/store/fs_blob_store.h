@@ -9,6 +9,15 @@
 // files and directories. Reads of a path that is a directory fail with
 // kFailedPrecondition.
 //
+// No symbolic link at or below the base is ever followed (decision 78): the
+// base is canonicalized once, at Open; every operation then opens it afresh
+// by that path with no link allowed in it (os/beneath.h, so a remount there
+// is seen) and reaches files from its fd. A link met — the base itself, a
+// directory above or below it, or the file named — fails with
+// kPermissionDenied "durable base <base>: <path> is a symbolic link ...";
+// nothing is written, read or deleted through it, and a delete does not
+// remove it.
+//
 // Thread safety: safe for concurrent use (no state but the configuration).
 // Errors: blob_store.h's; messages name the file's path.
 #pragma once
@@ -39,8 +48,8 @@ struct FsBlobOptions {
 class FsBlobStore final : public BlobStore {
  public:
   // Opens the store rooted at `base`, an absolute path (normalized
-  // lexically, trailing '/' dropped), creating it and its parents if
-  // missing. kInvalidArgument for a relative or NUL-containing path,
+  // lexically, trailing '/' dropped, then its symbolic links resolved),
+  // creating it and its parents if missing. kInvalidArgument for a relative or NUL-containing path,
   // kFailedPrecondition if base is not a writable directory.
   static Result<std::unique_ptr<FsBlobStore>> Open(std::string_view base, FsBlobOptions options = {});
 
@@ -67,12 +76,30 @@ class FsBlobStore final : public BlobStore {
  private:
   FsBlobStore(std::string base, FsBlobOptions options);
 
+  // A file's directory, reached from the base without following links.
+  struct Parent {
+    UniqueFd dir;      // holds leaf
+    std::string leaf;  // the file's name
+    std::string full;  // FullPath, for messages
+  };
+  // The base opened afresh, then the directory holding path (or the
+  // directory dir) below it, made when make; a link on the way fails
+  // (InBase), a missing directory is kNotFound and, with make, a file in
+  // the way kAlreadyExists.
+  Result<Parent> OpenParent(std::string_view path, bool make) const;
+  Result<UniqueFd> OpenDir(std::string_view dir, bool make) const;
+  // The os layer's refusal of a link (kFailedPrecondition) as
+  // kPermissionDenied with the base named first; other failures unchanged.
+  Status InBase(Status s) const;
+  // The refusal of the link p.leaf.
+  Status LinkAt(const Parent& p) const;
+
   // Creates path's parent directories and checks nothing but a file is at
-  // path; returns the file's full path.
-  Result<std::string> PrepareFile(std::string_view path);
-  std::string TempFor(const std::string& full) const;
-  // Writes full via a temporary and a rename, fill(fd) writing the bytes.
-  Status WriteVia(const std::string& full, const std::function<Status(int)>& fill);
+  // path; returns its directory.
+  Result<Parent> PrepareFile(std::string_view path);
+  std::string TempFor(const std::string& name) const;
+  // Writes p's file via a temporary and a rename, fill(fd) writing the bytes.
+  Status WriteVia(const Parent& p, const std::function<Status(int)>& fill);
   // The blob's file, opened, once checked to hold [offset, offset + size).
   Result<UniqueFd> OpenRange(std::string_view path, uint64_t offset, uint64_t size);
 

@@ -1,13 +1,15 @@
 // Issue 37 item 6: a symbolic link planted at or below a filesystem durable
 // base after the store was opened is never followed (decision 78). Each
 // test opens the store on B, then plants a link to the outside directory X
-// and checks the store refuses, and that X is untouched.
+// and checks the store refuses, and that X is untouched; each runs with
+// openat2 and with the component walk of a kernel without it.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <string>
 
+#include "os/beneath.h"
 #include "os/files.h"
 #include "store/fs_blob_store.h"
 #include "store/store_test_util.h"
@@ -17,9 +19,10 @@ namespace {
 
 using testing_util::TempDir;
 
-class FsBlobStoreLinksTest : public ::testing::Test {
+class FsBlobStoreLinksTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
+    UseOpenat2ForTesting(GetParam());
     base_ = tmp_.Sub("base");
     outside_ = tmp_.Sub("outside");
     ASSERT_TRUE(MakeDirs(outside_).ok());
@@ -27,6 +30,7 @@ class FsBlobStoreLinksTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
   }
+  void TearDown() override { UseOpenat2ForTesting(true); }
   void Put(const std::string& path, const std::string& data) {
     Status s = store_->Put(path, data.data(), data.size());
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -48,7 +52,7 @@ class FsBlobStoreLinksTest : public ::testing::Test {
   std::unique_ptr<FsBlobStore> store_;
 };
 
-TEST_F(FsBlobStoreLinksTest, BaseReplacedByALinkIsNotWrittenThrough) {
+TEST_P(FsBlobStoreLinksTest, BaseReplacedByALinkIsNotWrittenThrough) {
   Put("ns/step/obj", "before");
   PlantLink(base_);
   ExpectRefused(store_->Put("ns/step/obj", "x", 1), base_);
@@ -57,7 +61,7 @@ TEST_F(FsBlobStoreLinksTest, BaseReplacedByALinkIsNotWrittenThrough) {
   EXPECT_TRUE(Outside().empty());
 }
 
-TEST_F(FsBlobStoreLinksTest, NamespaceLinkIsNotWrittenThroughNorDeletedThrough) {
+TEST_P(FsBlobStoreLinksTest, NamespaceLinkIsNotWrittenThroughNorDeletedThrough) {
   Put("ns/step/obj", "before");
   PlantLink(base_ + "/ns");
   ExpectRefused(store_->Put("ns/step/obj", "x", 1), base_ + "/ns");
@@ -72,7 +76,7 @@ TEST_F(FsBlobStoreLinksTest, NamespaceLinkIsNotWrittenThroughNorDeletedThrough) 
   EXPECT_EQ(StatNoFollow(base_ + "/ns")->type, EntryType::kSymlink);  // the link itself stays
 }
 
-TEST_F(FsBlobStoreLinksTest, DeeperDirectoryLinkIsRefused) {
+TEST_P(FsBlobStoreLinksTest, DeeperDirectoryLinkIsRefused) {
   Put("ns/step/sub/obj", "before");
   PlantLink(base_ + "/ns/step/sub");
   ExpectRefused(store_->Put("ns/step/sub/deeper/obj", "x", 1), base_ + "/ns/step/sub");
@@ -86,7 +90,7 @@ TEST_F(FsBlobStoreLinksTest, DeeperDirectoryLinkIsRefused) {
   EXPECT_TRUE(StatPath(outside_ + "/obj")->is_regular);
 }
 
-TEST_F(FsBlobStoreLinksTest, ReadsAndListsDoNotGoThroughALink) {
+TEST_P(FsBlobStoreLinksTest, ReadsAndListsDoNotGoThroughALink) {
   ASSERT_TRUE(WriteFileAtomic(outside_ + "/obj", "secret", false).ok());
   Put("ns/step/obj", "mine");
   PlantLink(base_ + "/ns/step");
@@ -107,7 +111,7 @@ TEST_F(FsBlobStoreLinksTest, ReadsAndListsDoNotGoThroughALink) {
   EXPECT_EQ(*ReadFileToString(outside_ + "/obj", 100), "secret");
 }
 
-TEST_F(FsBlobStoreLinksTest, LinkAboveTheBaseIsRefused) {
+TEST_P(FsBlobStoreLinksTest, LinkAboveTheBaseIsRefused) {
   // The base path was canonical at Open; a directory above it replaced by a
   // link afterwards is not followed either.
   const std::string parent = tmp_.Sub("p");
@@ -121,6 +125,9 @@ TEST_F(FsBlobStoreLinksTest, LinkAboveTheBaseIsRefused) {
   EXPECT_NE(put.message().find(parent + " is a symbolic link"), std::string::npos) << put.ToString();
   EXPECT_TRUE(ListDir(outside_ + "/base")->empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(Openat2AndWalk, FsBlobStoreLinksTest, ::testing::Bool(),
+                         [](const auto& p) { return p.param ? "Openat2" : "Walk"; });
 
 }  // namespace
 }  // namespace tierckpt

@@ -77,6 +77,9 @@ LAUNCHER=()
 if command -v ccache >/dev/null 2>&1; then
   LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
+  # One compiler name for every tree and for pip's build of the package (CMake alone picks c++,
+  # scikit-build-core g++): ccache's hits need the same command line.
+  export CC=${CC:-cc} CXX=${CXX:-c++}
   ccache --max-size="${TIERCKPT_CCACHE_SIZE:-8G}" >/dev/null 2>&1 || true
 fi
 build() {  # build <dir> [--targets "t1 t2"] <cmake args...>

@@ -226,6 +226,7 @@ def test_a_second_job_cannot_move_the_first_jobs_namespace_to_its_base(agents, t
     c = _tierckpt.Client.connect(a.socket, client_name="job-b")
     with pytest.raises(RuntimeError, match="Two jobs are using one namespace"):
         c.bind_durable("shared", str(allowed / "b"))
-    a.cli("persist", "shared", 1, "--wait", "--timeout", "60")
+    out = a.cli("persist", "shared", 1, "--wait", "--timeout", "60").stdout
     assert (allowed / "a" / "shared" / "step_0000000001").is_dir()
+    assert str((allowed / "a").resolve()) in out, out  # the namespace's own base, not the default
     assert not (allowed / "b").exists()

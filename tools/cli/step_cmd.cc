@@ -20,6 +20,24 @@ struct StepOptions {
 
 std::string StepName(const StepOptions& o) { return o.ns + "/" + std::to_string(o.step); }
 
+// Where ns persists: its own base when a job bound one (docs/agent.md, "Per-job durable
+// bases"), else the agent's default, as the agent's status reports it.
+std::string BaseOf(Client& client, const std::string& ns) {
+  Result<std::string> stats = client.Stats();
+  if (stats.ok()) {
+    const nlohmann::json j = ParseJson(*stats);
+    if (j.contains("namespaces") && j["namespaces"].is_array()) {
+      for (const nlohmann::json& n : j["namespaces"]) {
+        if (n.is_object() && n.value("namespace", "") == ns && n.contains("durable") &&
+            n["durable"].is_string()) {
+          return n["durable"].get<std::string>();
+        }
+      }
+    }
+  }
+  return client.durable_base();
+}
+
 int RunPersist(const GlobalOptions& g, const StepOptions& o) {
   int rc = kExitOk;
   std::unique_ptr<Client> client = ConnectOrReport(g, &rc);
@@ -37,17 +55,18 @@ int RunPersist(const GlobalOptions& g, const StepOptions& o) {
     Status w = client->WaitDurable(o.ns, o.step, timeout);
     if (!w.ok()) return Fail(w.WithContext("waiting for " + StepName(o) + " to be durable"));
   }
+  const std::string base = BaseOf(*client, o.ns);
   if (g.json) {
     PrintJson({{"namespace", o.ns},
                {"step", o.step},
                {"durable", o.wait ? "committed" : "pending"},
-               {"durable_base", client->durable_base()},
+               {"durable_base", base},
                {"seconds", seconds()}});
   } else if (o.wait) {
-    std::printf("%s is durable in %s (%.2f s)\n", StepName(o).c_str(), client->durable_base().c_str(), seconds());
+    std::printf("%s is durable in %s (%.2f s)\n", StepName(o).c_str(), base.c_str(), seconds());
   } else {
     std::printf("%s queued for persisting to %s (wait with `tierckpt persist %s %llu --wait`)\n", StepName(o).c_str(),
-                client->durable_base().c_str(), o.ns.c_str(), static_cast<unsigned long long>(o.step));
+                base.c_str(), o.ns.c_str(), static_cast<unsigned long long>(o.step));
   }
   return kExitOk;
 }

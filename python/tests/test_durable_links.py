@@ -21,16 +21,22 @@ def _files(root) -> set[str]:
     return {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
 
 
-def test_a_link_planted_below_a_bound_base_is_not_followed(agents, tmp_path):
+def _bound_job(agents, tmp_path, ns):
+    """An agent allowing <tmp>/allowed/*, a job of namespace ns bound to allowed/a, and an empty
+    directory outside the allow-list: (agent, base, outside, cfg, checkpointer)."""
     allowed = tmp_path / "allowed"
     base = allowed / "a"
     base.mkdir(parents=True)
     outside = tmp_path / "outside"
     outside.mkdir()
     agent = agents("--memory-budget", "256MiB", "--durable-allow", f"{allowed}/*", durable=str(tmp_path / "default"))
-    ns = "linked"
     cfg = CheckpointConfig(ns, socket=agent.socket, auto_start=False, durable=str(base))
-    ckpt = Checkpointer(cfg)
+    return agent, base, outside, cfg, Checkpointer(cfg)
+
+
+def test_a_link_planted_below_a_bound_base_is_not_followed(agents, tmp_path):
+    ns = "linked"
+    agent, base, outside, cfg, ckpt = _bound_job(agents, tmp_path, ns)
     ckpt.save(1, states.full_state(1), persist=True)
     wait_durable(cfg, 1, timeout_s=60)
     assert (base / ns / STEP_1 / "_tierckpt_manifest.json").is_file()
@@ -59,15 +65,8 @@ def test_a_link_planted_below_a_bound_base_is_not_followed(agents, tmp_path):
 
 
 def test_a_bound_base_replaced_by_a_link_is_not_written_through(agents, tmp_path):
-    allowed = tmp_path / "allowed"
-    base = allowed / "a"
-    base.mkdir(parents=True)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    agent = agents("--memory-budget", "256MiB", "--durable-allow", f"{allowed}/*", durable=str(tmp_path / "default"))
     ns = "rebased"
-    cfg = CheckpointConfig(ns, socket=agent.socket, auto_start=False, durable=str(base))
-    ckpt = Checkpointer(cfg)
+    agent, base, outside, cfg, ckpt = _bound_job(agents, tmp_path, ns)
     ckpt.save(1, states.full_state(1))  # binds the base; nothing persisted yet
     shutil.rmtree(base)
     os.symlink(outside, base)

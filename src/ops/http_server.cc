@@ -120,31 +120,31 @@ bool IsIpAddress(const std::string& host) {
 
 }  // namespace
 
-std::string ScreenRequest(const httplib::Request& req, const HttpServerOptions& options,
-                          std::string_view own_hostname) {
+Refusal ScreenRequest(const httplib::Request& req, const HttpServerOptions& options,
+                      std::string_view own_hostname) {
   if (req.has_header("Transfer-Encoding")) {
     const std::string te = Lower(req.get_header_value("Transfer-Encoding"));
     if (req.has_header("Content-Length")) {
-      return "the request has both Transfer-Encoding and Content-Length (RFC 9112 section 6.1); send one";
+      return {400, "the request has both Transfer-Encoding and Content-Length (RFC 9112 section 6.1); send one"};
     }
     if (te != "chunked") {
-      return "Transfer-Encoding \"" + te.substr(0, 64) + "\" is not supported; send Content-Length";
+      return {400, "Transfer-Encoding \"" + te.substr(0, 64) + "\" is not supported; send Content-Length"};
     }
   }
   if (req.has_header("Origin") || req.has_header("Sec-Fetch-Site")) {
-    return "a request from a web page (it carries Origin or Sec-Fetch-Site) is refused: " + options.flag +
-           " serves programs, and a page in a local browser must not drive it";
+    return {403, "a request from a web page (it carries Origin or Sec-Fetch-Site) is refused: " + options.flag +
+                     " serves programs, and a page in a local browser must not drive it"};
   }
   const std::string host = Lower(HostOnly(req.get_header_value("Host")));
-  if (host.empty() || host == "localhost" || host == Lower(own_hostname) || IsIpAddress(host)) return "";
+  if (host.empty() || host == "localhost" || host == Lower(own_hostname) || IsIpAddress(host)) return {};
   for (const std::string& h : options.hosts) {
-    if (h == "*" || Lower(h) == host) return "";
+    if (h == "*" || Lower(h) == host) return {};
   }
   const std::string flag = options.hosts_flag.empty() ? "" : ", or a name given to " + options.hosts_flag;
-  return "Host \"" + host.substr(0, 253) + "\" is not a name of this agent (an IP address, localhost, " +
-         std::string(own_hostname) + flag +
-         "); a page on a rebound DNS name is refused this way. Reach the agent by address" +
-         (options.hosts_flag.empty() ? "" : ", or add the name with " + options.hosts_flag);
+  return {403, "Host \"" + host.substr(0, 253) + "\" is not a name of this agent (an IP address, localhost, " +
+                   std::string(own_hostname) + flag +
+                   "); a page on a rebound DNS name is refused this way. Reach the agent by address" +
+                   (options.hosts_flag.empty() ? "" : ", or add the name with " + options.hosts_flag)};
 }
 
 void SetTextResponse(httplib::Response& res, int status, std::string_view text) {
@@ -169,15 +169,14 @@ HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options))
   });
   server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (options_.allow.Allows(req.remote_addr)) {
-      const std::string why = ScreenRequest(req, options_, hostname_);
-      if (why.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      const Refusal refused = ScreenRequest(req, options_, hostname_);
+      if (refused.status == 0) return httplib::Server::HandlerResponse::Unhandled;
       Log(LogLevel::kWarn, "http_refused")
           .Kv("flag", options_.flag)
           .Kv("client", req.remote_addr)
           .Kv("path", req.path)
-          .Kv("why", why);
-      const bool framing = why.find("Transfer-Encoding") != std::string::npos;
-      SetTextResponse(res, framing ? 400 : 403, why);
+          .Kv("why", refused.why);
+      SetTextResponse(res, refused.status, refused.why);
       res.set_header("Connection", "close");  // the body's end is unknown: read no further request
       return httplib::Server::HandlerResponse::Handled;
     }

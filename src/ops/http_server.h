@@ -79,10 +79,15 @@ struct HttpServerOptions {
   std::string hosts_flag;  // the option that adds to hosts, for messages
 };
 
-// Why the server refuses req before routing it ("" = it does not): the
-// browser, Host and framing rules above. own_hostname: this machine's.
-std::string ScreenRequest(const httplib::Request& req, const HttpServerOptions& options,
-                          std::string_view own_hostname);
+// A request refused before routing: the status to answer (400 for framing,
+// 403 for a browser or a foreign Host) and why; status 0 = not refused.
+struct Refusal {
+  int status = 0;
+  std::string why;
+};
+// The browser, Host and framing rules above. own_hostname: this machine's.
+Refusal ScreenRequest(const httplib::Request& req, const HttpServerOptions& options,
+                      std::string_view own_hostname);
 
 class HttpServer {
  public:

@@ -119,19 +119,20 @@ httplib::Request RequestWith(std::initializer_list<std::pair<std::string, std::s
 TEST(ScreenRequestTest, RefusesTransferEncodingWithContentLengthInAnySpelling) {
   HttpServerOptions o;
   for (const char* te : {"chunked", "CHUNKED", "Chunked"}) {
-    const std::string why =
+    const Refusal r =
         ScreenRequest(RequestWith({{"Host", "127.0.0.1:9200"}, {"Transfer-Encoding", te},
                                    {"Content-Length", "100"}}),
                       o, "node1");
-    EXPECT_NE(why.find("both Transfer-Encoding and Content-Length"), std::string::npos) << te << ": " << why;
+    EXPECT_EQ(r.status, 400) << te;
+    EXPECT_NE(r.why.find("both Transfer-Encoding and Content-Length"), std::string::npos) << te << ": " << r.why;
   }
   EXPECT_NE(ScreenRequest(RequestWith({{"Host", "127.0.0.1"}, {"Transfer-Encoding", "gzip, chunked"}}), o,
                           "node1")
-                .find("not supported"),
+                .why.find("not supported"),
             std::string::npos);
-  EXPECT_EQ(ScreenRequest(RequestWith({{"Host", "127.0.0.1"}, {"Transfer-Encoding", "CHUNKED"}}), o, "node1"),
+  EXPECT_EQ(ScreenRequest(RequestWith({{"Host", "127.0.0.1"}, {"Transfer-Encoding", "CHUNKED"}}), o, "node1").why,
             "");
-  EXPECT_EQ(ScreenRequest(RequestWith({{"Host", "127.0.0.1"}, {"Content-Length", "5"}}), o, "node1"), "");
+  EXPECT_EQ(ScreenRequest(RequestWith({{"Host", "127.0.0.1"}, {"Content-Length", "5"}}), o, "node1").why, "");
 }
 
 // Issue 37 item 7: a web page in a local browser drove the loopback API (a
@@ -142,18 +143,18 @@ TEST(ScreenRequestTest, RefusesBrowsersAndForeignHostNames) {
   o.hosts = {"svc.example.internal"};
   o.hosts_flag = "--http-host";
   EXPECT_NE(ScreenRequest(RequestWith({{"Host", "127.0.0.1:9200"}, {"Origin", "http://evil.example"}}), o, "n1")
-                .find("web page"),
+                .why.find("web page"),
             std::string::npos);
-  EXPECT_NE(ScreenRequest(RequestWith({{"Host", "localhost"}, {"Sec-Fetch-Site", "same-origin"}}), o, "n1"), "");
-  const std::string rebound = ScreenRequest(RequestWith({{"Host", "evil.example:9200"}}), o, "n1");
+  EXPECT_NE(ScreenRequest(RequestWith({{"Host", "localhost"}, {"Sec-Fetch-Site", "same-origin"}}), o, "n1").why, "");
+  const std::string rebound = ScreenRequest(RequestWith({{"Host", "evil.example:9200"}}), o, "n1").why;
   EXPECT_NE(rebound.find("evil.example"), std::string::npos) << rebound;
   EXPECT_NE(rebound.find("--http-host"), std::string::npos) << rebound;
   for (const char* host : {"127.0.0.1:9200", "[::1]:9200", "LOCALHOST:9200", "n1", "10.1.2.3", "",
                            "svc.example.internal:9200", "SVC.example.internal"}) {
-    EXPECT_EQ(ScreenRequest(RequestWith({{"Host", host}}), o, "n1"), "") << host;
+    EXPECT_EQ(ScreenRequest(RequestWith({{"Host", host}}), o, "n1").why, "") << host;
   }
   o.hosts = {"*"};
-  EXPECT_EQ(ScreenRequest(RequestWith({{"Host", "anything.example"}}), o, "n1"), "");
+  EXPECT_EQ(ScreenRequest(RequestWith({{"Host", "anything.example"}}), o, "n1").why, "");
 }
 
 }  // namespace

@@ -20,22 +20,6 @@ namespace {
 
 std::atomic<bool> g_use_openat2{true};
 
-// rel split into components; "." and ".." are refused, empty ones skipped.
-Result<std::vector<std::string>> Components(std::string_view rel, const std::string& what) {
-  std::vector<std::string> parts;
-  for (size_t start = 0; start <= rel.size();) {
-    size_t end = rel.find('/', start);
-    if (end == std::string_view::npos) end = rel.size();
-    std::string part(rel.substr(start, end - start));
-    if (part == "." || part == "..") {
-      return InvalidArgument(what + ": component \"" + part + "\" is not allowed below a directory");
-    }
-    if (!part.empty()) parts.push_back(std::move(part));
-    start = end + 1;
-  }
-  return parts;
-}
-
 std::string Joined(const std::vector<std::string>& parts) {
   std::string out;
   for (const std::string& p : parts) out = out.empty() ? p : out + "/" + p;
@@ -117,7 +101,7 @@ Result<UniqueFd> OpenRootNoLinks(const std::string& root, bool make, mode_t mode
     int fd = Openat2(AT_FDCWD, root, O_RDONLY | O_DIRECTORY, RESOLVE_NO_SYMLINKS);
     if (fd >= 0) return UniqueFd(fd);
   }
-  TC_ASSIGN_OR_RETURN(std::vector<std::string> parts, Components(std::string_view(root).substr(1), root));
+  TC_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitPathComponents(std::string_view(root).substr(1), root));
   int fd = ::open("/", (parts.empty() ? O_RDONLY : O_PATH) | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open /");
   UniqueFd slash(fd);
@@ -127,13 +111,13 @@ Result<UniqueFd> OpenRootNoLinks(const std::string& root, bool make, mode_t mode
 
 Result<UniqueFd> OpenDirNoLinks(int root_fd, std::string_view rel, bool make, mode_t mode,
                                 const std::string& root) {
-  TC_ASSIGN_OR_RETURN(std::vector<std::string> parts, Components(rel, JoinPath(root, rel)));
+  TC_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitPathComponents(rel, JoinPath(root, rel)));
   return OpenDirParts(root_fd, parts, make, mode, root);
 }
 
 Result<ParentDir> OpenParentNoLinks(int root_fd, std::string_view rel, bool make, mode_t mode,
                                     const std::string& root) {
-  TC_ASSIGN_OR_RETURN(std::vector<std::string> parts, Components(rel, JoinPath(root, rel)));
+  TC_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitPathComponents(rel, JoinPath(root, rel)));
   if (parts.empty()) return InvalidArgument("\"" + std::string(rel) + "\" names no entry below " + root);
   ParentDir out;
   out.leaf = std::move(parts.back());

@@ -286,21 +286,26 @@ Result<UniqueFd> OpenDirAt(int dir_fd, const std::string& name, const std::strin
   return UniqueFd(fd);
 }
 
-namespace {
-
-// rel split into components; "." and ".." are refused, empty ones skipped.
-Result<std::vector<std::string>> SplitRelative(std::string_view rel, const std::string& path) {
+Result<std::vector<std::string>> SplitPathComponents(std::string_view rel, const std::string& what) {
   std::vector<std::string> parts;
   for (size_t start = 0; start <= rel.size();) {
     size_t end = rel.find('/', start);
     if (end == std::string_view::npos) end = rel.size();
     std::string part(rel.substr(start, end - start));
     if (part == "." || part == "..") {
-      return InvalidArgument(path + ": component \"" + part + "\" is not allowed below a directory fd");
+      return InvalidArgument(what + ": component \"" + part + "\" is not allowed below a directory");
     }
     if (!part.empty()) parts.push_back(std::move(part));
     start = end + 1;
   }
+  return parts;
+}
+
+namespace {
+
+// SplitPathComponents, and at least one component.
+Result<std::vector<std::string>> SplitRelative(std::string_view rel, const std::string& path) {
+  TC_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitPathComponents(rel, path));
   if (parts.empty()) return InvalidArgument("a relative path to open is needed, not \"" + path + "\"");
   return parts;
 }

@@ -117,6 +117,10 @@ struct DirEntry {
 Result<UniqueFd> OpenDirNoFollow(const std::string& path);
 // Opens the directory `name` (one component) inside dir_fd, same rule.
 Result<UniqueFd> OpenDirAt(int dir_fd, const std::string& name, const std::string& path);
+// rel split at '/' into its components, empty ones skipped (so "" gives
+// none); "." and ".." are kInvalidArgument naming `what`: a walk below a
+// directory never climbs out of it.
+Result<std::vector<std::string>> SplitPathComponents(std::string_view rel, const std::string& what);
 // Opens rel ("a/b/c", relative, no "." or "..") below dir_fd with flags,
 // walking it one component at a time: no component may be a symbolic link.
 // kNotFound when a component is missing.

@@ -36,6 +36,16 @@ LiveWrite StartWriting(MemoryTier& tier, const std::string& ns, uint64_t step, c
   return LiveWrite{std::move(c).value(), std::move(m).value()};
 }
 
+// Step B commits b_data as "rank_0"; then A's writer, still holding its
+// mapping, writes bytes [from, kBig). Returns B's committed bytes, read back.
+std::string CommitBThenWriteLate(MemoryTier& tier, LiveWrite& a, const std::string& b_data, uint64_t from) {
+  EXPECT_TRUE(testing::WriteStep(tier, "B", 1, {{"rank_0", b_data}}).ok());
+  std::memset(a.map.data() + from, 'a', kBig - from);  // SIGBUS here on the old code when B is smaller
+  Result<OpenedObject> b = tier.OpenObject("B", 1, "rank_0");
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  return b.ok() ? testing::ReadFd(b->fd.get()) : std::string();
+}
+
 // Issue 37 item 1: namespace A's upload is dropped (DELETE of its namespace,
 // a reset, an abort) while its writer still writes through its mapping; B's
 // next object of the same size must not receive A's remaining bytes.
@@ -44,11 +54,9 @@ TEST(MemoryTierHolesTest, AnUnsealedObjectDroppedUnderItsWriterNeverBecomesAnoth
   LiveWrite a = StartWriting(*h.tier, "A", 1, "rank_0", kBig, /*conn=*/0);
   ASSERT_TRUE(h.tier->AbortStep("A", 1).ok());
   const std::string b_data(kBig, 'b');
-  ASSERT_TRUE(testing::WriteStep(*h.tier, "B", 1, {{"rank_0", b_data}}).ok());
-  std::memset(a.map.data() + kBig / 2, 'a', kBig / 2);  // the rest of A's body arrives
-  Result<OpenedObject> b = h.tier->OpenObject("B", 1, "rank_0");
-  ASSERT_TRUE(b.ok());
-  EXPECT_TRUE(testing::ReadFd(b->fd.get()) == b_data) << "B's committed object received A's late bytes";
+  // The rest of A's body arrives after B's commit.
+  EXPECT_TRUE(CommitBThenWriteLate(*h.tier, a, b_data, kBig / 2) == b_data)
+      << "B's committed object received A's late bytes";
   Result<MemoryVerifyResult> v = h.tier->VerifyStep("B", 1);
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(v->errors.empty());
@@ -62,11 +70,7 @@ TEST(MemoryTierHolesTest, AWriterOfADroppedObjectNeverFaultsWhenTheNextObjectIsS
   LiveWrite a = StartWriting(*h.tier, "A", 1, "rank_0", kBig, /*conn=*/0);
   ASSERT_TRUE(h.tier->AbortStep("A", 1).ok());
   const std::string b_data(kBig / 2 + 4096, 'b');
-  ASSERT_TRUE(testing::WriteStep(*h.tier, "B", 1, {{"rank_0", b_data}}).ok());
-  std::memset(a.map.data(), 'a', kBig);  // SIGBUS here on the old code
-  Result<OpenedObject> b = h.tier->OpenObject("B", 1, "rank_0");
-  ASSERT_TRUE(b.ok());
-  EXPECT_TRUE(testing::ReadFd(b->fd.get()) == b_data);
+  EXPECT_TRUE(CommitBThenWriteLate(*h.tier, a, b_data, 0) == b_data);
 }
 
 // The dropped file does not count against the budget once unlinked, and the
@@ -94,11 +98,7 @@ TEST(MemoryTierHolesTest, RecoveryNeverPoolsAPartialStepsFiles) {
   ASSERT_TRUE(h.Reopen().ok());  // the agent restarted on the same root
   EXPECT_EQ(h.tier->Stats().pool_bytes, 0u);
   const std::string b_data(kBig, 'b');
-  ASSERT_TRUE(testing::WriteStep(*h.tier, "B", 1, {{"rank_0", b_data}}).ok());
-  std::memset(a.map.data(), 'a', kBig);
-  Result<OpenedObject> b = h.tier->OpenObject("B", 1, "rank_0");
-  ASSERT_TRUE(b.ok());
-  EXPECT_TRUE(testing::ReadFd(b->fd.get()) == b_data);
+  EXPECT_TRUE(CommitBThenWriteLate(*h.tier, a, b_data, 0) == b_data);
 }
 
 // Issue 37 item 2: a second connection creating an object another live

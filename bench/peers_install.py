@@ -18,7 +18,7 @@ from pathlib import Path
 
 # peer method -> (distribution pins installed --no-deps, their own requirements, installed normally)
 PEERS = {
-    "dlrover": (["dlrover==0.6.1"], ["grpcio", "deprecated", "pynvml", "psutil", "packaging"]),
+    "dlrover": (["dlrover==0.6.1"], ["grpcio", "deprecated", "pynvml", "psutil", "packaging", "requests"]),
     "nvrx": (["nvidia-resiliency-ext==0.4.1"], ["defusedxml", "nvidia-ml-py", "pynvml", "pyyaml", "psutil",
                                                  "packaging"]),
     "sagemaker": (["amzn-sagemaker-checkpointing==1.1.3"], ["requests", "xxhash", "tenacity", "boto3", "s3torchconnector",

@@ -7,7 +7,9 @@ and per-job durable bases, each against a real agent with real HTTP clients and 
 * a web page in a local browser: a cross-site POST, a GET under a rebound DNS name (item 7);
 * an HTTP namespace created over a native job's namespace (item 8);
 * a second job binding the namespace of a first one to another durable base (item 9);
-* ``Transfer-Encoding: CHUNKED`` with a longer ``Content-Length``, once answered 200 (item 11).
+* ``Transfer-Encoding: CHUNKED`` with a longer ``Content-Length``, once answered 200 (item 11);
+* clients that send their headers a byte at a time (slowloris): they held every worker of both
+  HTTP endpoints for as long as they kept sending (item 10).
 """
 from __future__ import annotations
 
@@ -230,3 +232,59 @@ def test_a_second_job_cannot_move_the_first_jobs_namespace_to_its_base(agents, t
     assert (allowed / "a" / "shared" / "step_0000000001").is_dir()
     assert str((allowed / "a").resolve()) in out, out  # the namespace's own base, not the default
     assert not (allowed / "b").exists()
+
+
+def _dripper(port: int, path: str) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode())
+    return s
+
+
+def test_clients_dripping_their_headers_cannot_hold_either_http_endpoint(agents):
+    """Item 10. Old code: 32 clients sending a header byte every second held all 32 workers of
+    --http-listen (a per-read timeout, no deadline per request), and 2 held --metrics-listen's:
+    /health and /healthz went unanswered for as long as they kept sending. Now no worker waits on a
+    client's headers, and a header block not whole after 10 s (5 s on the metrics port) gets 408."""
+    port, metrics_port = _free_port(), _free_port()
+    a = agents("--memory-budget", "256MiB", "--http-listen", f"127.0.0.1:{port}",
+               "--metrics-listen", f"127.0.0.1:{metrics_port}")
+    a.base, a.port = f"http://127.0.0.1:{port}", port
+    drippers = [_dripper(port, "/health") for _ in range(40)]
+    drippers += [_dripper(metrics_port, "/healthz") for _ in range(4)]
+    started = time.monotonic()
+    cut_off: set[int] = set()
+    answers: dict[int, bytes] = {}
+    for second in range(3):  # while they drip, every other client is served at once
+        for i, s in enumerate(drippers):
+            if i not in cut_off:
+                try:
+                    s.send(b"X")
+                except OSError:
+                    cut_off.add(i)
+        assert requests.get(f"{a.base}/health", timeout=5).status_code == 200, second
+        assert requests.get(f"http://127.0.0.1:{metrics_port}/healthz", timeout=5).status_code == 200, second
+        time.sleep(1)
+    # Keep dripping; each is answered 408 and closed once its headers are late.
+    while len(answers) < len(drippers) and time.monotonic() - started < 30:
+        for i, s in enumerate(drippers):
+            if i in answers:
+                continue
+            s.settimeout(0.05)
+            try:
+                chunk = s.recv(4096)
+                answers[i] = chunk
+            except (TimeoutError, socket.timeout):
+                try:
+                    s.send(b"X")
+                except OSError as e:
+                    answers[i] = repr(e).encode()
+            except OSError as e:
+                answers[i] = repr(e).encode()
+        time.sleep(0.5)
+    for s in drippers:
+        s.close()
+    assert len(answers) == len(drippers), f"{len(drippers) - len(answers)} drippers still held after 30 s"
+    late = [i for i, body in answers.items() if not body.startswith(b"HTTP/1.1 408 ")]
+    assert not late, {i: answers[i][:200] for i in late}
+    assert b"--metrics-listen" in answers[len(drippers) - 1], answers[len(drippers) - 1]
+    _alive(a)

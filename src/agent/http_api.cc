@@ -20,8 +20,8 @@ HttpServerOptions ServerOptions(const HttpApiOptions& o) {
   s.flag = "--http-listen";
   s.allow = o.allow;
   s.threads = o.threads;
-  s.read_timeout_s = 60;
-  s.write_timeout_s = 60;
+  s.limits.read_timeout = std::chrono::seconds(60);
+  s.limits.write_timeout = std::chrono::seconds(60);
   s.max_body_bytes = std::max<uint64_t>(o.max_shard_bytes, 1);
   s.body_limit_hint =
       "a shard larger than the agent's whole memory budget (--memory-budget) cannot be held; "

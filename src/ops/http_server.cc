@@ -2,7 +2,9 @@
 #include "ops/http_server.h"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <exception>
 
 #include "common/log.h"
+#include "ops/http_header_wait.h"
 #include "os/process.h"
 #include "peer/tcp_socket.h"
 
@@ -154,20 +157,68 @@ void SetTextResponse(httplib::Response& res, int status, std::string_view text) 
   res.set_content(body, "text/plain; charset=utf-8");
 }
 
-HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)), hostname_(HostName()) {
-  const size_t threads = options_.threads;
-  server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_.set_keep_alive_max_count(options_.keep_alive_requests);
-  server_.set_read_timeout(options_.read_timeout_s, 0);
-  server_.set_write_timeout(options_.write_timeout_s, 0);
-  server_.set_payload_max_length(options_.max_body_bytes);
+// The library's server, with its accepted sockets handed to the HeaderWait
+// (overriding its private virtual process_and_close_socket is the one hook it
+// has for them) and its protected process_request run by our workers.
+class HttpServer::Library final : public httplib::Server {
+ public:
+  explicit Library(HttpServer& owner) : owner_(owner) {}
+
+  // The library listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed
+  // in Debian's shared library): a burst of ranks connecting while its accept
+  // thread waits for a core overflows it, and each dropped SYN costs its
+  // client a 1 s retransmit. listen(2) again on the bound socket raises it.
+  void RaiseBacklog() { ::listen(svr_sock_, SOMAXCONN); }
+
+  // One request from stream; false when the connection is to be closed.
+  bool Process(HttpConnectionStream& stream, const HttpConnection& c, bool close_connection,
+               bool& connection_closed) {
+    const std::function<void(httplib::Request&)> headers_read = [&stream](httplib::Request&) {
+      stream.HeadersRead();
+    };
+    return ProcessRequest(*this, stream, c, close_connection, connection_closed, headers_read);
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    auto conn = std::make_unique<HttpConnection>(UniqueFd(sock));
+    conn->requests_left = std::max<size_t>(owner_.options_.keep_alive_requests, 1);
+    if (owner_.stopping_) return false;  // closed by conn
+    owner_.wait_->Add(std::move(conn));
+    return true;
+  }
+
+  // cpp-httplib 0.18 passes the addresses in; 0.11 (Debian 12) asks the stream.
+  template <typename S>
+  static bool ProcessRequest(S& s, httplib::Stream& stream, const HttpConnection& c, bool close_connection,
+                             bool& connection_closed, const std::function<void(httplib::Request&)>& setup) {
+    if constexpr (requires {
+                    s.process_request(stream, c.remote_ip, c.remote_port, c.local_ip, c.local_port,
+                                      close_connection, connection_closed, setup);
+                  }) {
+      return s.process_request(stream, c.remote_ip, c.remote_port, c.local_ip, c.local_port, close_connection,
+                               connection_closed, setup);
+    } else {
+      return s.process_request(stream, close_connection, connection_closed, setup);
+    }
+  }
+
+  HttpServer& owner_;
+};
+
+HttpServer::HttpServer(HttpServerOptions options)
+    : options_(std::move(options)), hostname_(HostName()), server_(std::make_unique<Library>(*this)) {
+  httplib::Server& server = *server_;
+  // Its accept loop only hands sockets over: one thread.
+  server.new_task_queue = [] { return new httplib::ThreadPool(1); };
+  server.set_payload_max_length(options_.max_body_bytes);
   // The library's default adds SO_REUSEPORT, which lets a second agent bind
   // the same port and take half the requests: SO_REUSEADDR only.
-  server_.set_socket_options([](socket_t sock) {
+  server.set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (options_.allow.Allows(req.remote_addr)) {
       const Refusal refused = ScreenRequest(req, options_, hostname_);
       if (refused.status == 0) return httplib::Server::HandlerResponse::Unhandled;
@@ -191,7 +242,7 @@ HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options))
     return httplib::Server::HandlerResponse::Handled;
   });
   // Errors the library answers itself come with an empty body: say what failed.
-  server_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+  server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     switch (res.status) {
       case 404:
@@ -210,7 +261,7 @@ HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options))
         break;
     }
   });
-  server_.set_exception_handler(
+  server.set_exception_handler(
       [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown exception";
         try {
@@ -226,15 +277,32 @@ HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options))
 
 HttpServer::~HttpServer() { Stop(); }
 
+httplib::Server& HttpServer::server() { return *server_; }
+
+void HttpServer::Serve(std::unique_ptr<HttpConnection> conn) {
+  if (stopping_) return;  // closed by conn
+  HttpConnectionStream stream(*conn, options_.limits);
+  const bool last = conn->requests_left <= 1;
+  bool closed = false;
+  const bool ok = server_->Process(stream, *conn, last, closed);
+  if (!ok || closed || last || stopping_) {
+    ::shutdown(conn->fd.get(), SHUT_RDWR);
+    return;
+  }
+  --conn->requests_left;
+  conn->Compact();
+  wait_->Add(std::move(conn));
+}
+
 Status HttpServer::Start(const std::string& address) {
   Result<peer::HostPort> hp = peer::ParseHostPort(address);
   if (!hp.ok()) return hp.status().WithContext(options_.flag);
   int port = hp->port;
   errno = 0;
   if (port == 0) {
-    port = server_.bind_to_any_port(hp->host);
+    port = server_->bind_to_any_port(hp->host);
     if (port <= 0) port = -1;
-  } else if (!server_.bind_to_port(hp->host, port)) {
+  } else if (!server_->bind_to_port(hp->host, port)) {
     port = -1;
   }
   if (port < 0) {
@@ -247,19 +315,29 @@ Status HttpServer::Start(const std::string& address) {
                       "; choose another address or port");
   }
   address_ = peer::FormatHostPort(hp->host, static_cast<uint16_t>(port));
+  server_->RaiseBacklog();
+  workers_ = std::make_unique<httplib::ThreadPool>(std::max<size_t>(options_.threads, 1));
+  wait_ = std::make_unique<HeaderWait>(options_.limits, options_.max_waiting, options_.flag,
+                                       [this](std::unique_ptr<HttpConnection> conn) {
+                                         auto* raw = conn.release();
+                                         workers_->enqueue([this, raw] { Serve(std::unique_ptr<HttpConnection>(raw)); });
+                                       });
   thread_ = std::thread([this] {
-    server_.listen_after_bind();
+    server_->listen_after_bind();
     stopped_ = true;
   });
   // Stop() before the library marks itself running would not stop it.
-  while (!server_.is_running() && !stopped_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!server_->is_running() && !stopped_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return Status::Ok();
 }
 
 void HttpServer::Stop() {
   if (!thread_.joinable()) return;
-  server_.stop();
+  stopping_ = true;
+  server_->stop();  // no more accepts; the accept loop's hand-overs are done when it returns
   thread_.join();
+  wait_->Stop();         // closes the connections waiting for a request
+  workers_->shutdown();  // requests in progress finish; queued ones are closed (Serve)
 }
 
 }  // namespace tierckpt::agent

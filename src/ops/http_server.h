@@ -24,8 +24,16 @@
 //     a body over the limit) carries a one-line text body saying what failed;
 //   * an exception escaping a route is a 500 naming it, never a dead thread.
 //
-// Routes are registered on server() before Start; the library runs them on
-// its own pool of `threads` threads, one request per thread.
+//   * no thread waits on a client: a request reaches a worker only once its
+//     whole header block has arrived (HeaderWait, http_header_wait.h), within
+//     HttpLimits::header_timeout; once routed, the time a worker waits on its
+//     client is bounded by the bytes the client moves (HttpConnectionStream,
+//     http_connection.h). Slow clients cannot hold the workers (slowloris;
+//     decision 81).
+//
+// Routes are registered on server() before Start; `threads` workers run
+// them, one request per worker. The library's own accept loop is kept; its
+// accepted sockets are handed to the HeaderWait.
 //
 // Thread-safe as the library is; Stop() (or the destructor) stops accepting,
 // waits for the requests in progress and joins.
@@ -36,11 +44,13 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "ops/http_connection.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::agent {
@@ -69,8 +79,8 @@ struct HttpServerOptions {
   AllowList allow;
   size_t threads = 4;
   size_t keep_alive_requests = 100;  // 1 = close after each answer
-  int read_timeout_s = 30;           // per read of a request (a stalled body fails after this)
-  int write_timeout_s = 30;
+  HttpLimits limits;                 // what a slow client may cost (http_connection.h)
+  size_t max_waiting = 256;          // connections waiting for their next request's headers
   uint64_t max_body_bytes = 1 << 20;
   std::string body_limit_hint;  // the 413's explanation ("" = generic)
   // Host header names accepted besides IP addresses, "localhost" and this
@@ -89,6 +99,8 @@ struct Refusal {
 Refusal ScreenRequest(const httplib::Request& req, const HttpServerOptions& options,
                       std::string_view own_hostname);
 
+class HeaderWait;
+
 class HttpServer {
  public:
   explicit HttpServer(HttpServerOptions options);
@@ -96,7 +108,7 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  httplib::Server& server() { return server_; }
+  httplib::Server& server();
 
   // Binds address and serves on a thread. Errors name the address and the flag.
   Status Start(const std::string& address);
@@ -104,11 +116,19 @@ class HttpServer {
   void Stop();
 
  private:
+  class Library;  // httplib::Server, its accepted sockets handed to the HeaderWait
+
+  // Runs one request of conn on a worker, then hands conn back to the wait or closes it.
+  void Serve(std::unique_ptr<HttpConnection> conn);
+
   const HttpServerOptions options_;
   const std::string hostname_;  // this machine's, for ScreenRequest
-  httplib::Server server_;
+  std::unique_ptr<Library> server_;
+  std::unique_ptr<httplib::ThreadPool> workers_;  // from Start to Stop
+  std::unique_ptr<HeaderWait> wait_;              // from Start to Stop
   std::string address_;
-  std::atomic<bool> stopped_{false};  // the serving thread returned
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopped_{false};  // the accepting thread returned
   std::thread thread_;
 };
 

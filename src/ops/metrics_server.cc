@@ -10,8 +10,10 @@ HttpServerOptions MetricsHttpOptions(AllowList allow) {
   o.allow = std::move(allow);
   o.threads = 2;
   o.keep_alive_requests = 1;
-  o.read_timeout_s = 5;
-  o.write_timeout_s = 5;
+  o.limits.read_timeout = std::chrono::seconds(5);
+  o.limits.write_timeout = std::chrono::seconds(5);
+  o.limits.header_timeout = std::chrono::seconds(5);
+  o.max_waiting = 64;
   o.max_body_bytes = 8192;
   // Scrapers name the node as they know it; nothing here changes state or
   // reads a checkpoint, so any Host is served (browsers are still refused).

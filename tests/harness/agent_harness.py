@@ -52,11 +52,6 @@ class Binaries(NamedTuple):
         t = Path(tools_dir)
         return cls(t / "tierckptd" / "tierckptd", t / "cli" / "tierckpt", t / "testing" / "tc_test_writer")
 
-    @classmethod
-    def from_env(cls) -> "Binaries":
-        """The binaries the tests run: those of bin_dir_from_env()."""
-        return cls.under(bin_dir_from_env())
-
     def missing(self) -> list[Path]:
         return [b for b in self if not b.exists()]
 

@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
-from agent_harness import REPO, SHM, AgentProcess, Binaries, bin_dir_from_env  # noqa: E402,F401  (tests/harness)
+from agent_harness import SHM, AgentProcess, Binaries, bin_dir_from_env  # noqa: E402  (tests/harness)
 
 BIN_DIR = bin_dir_from_env()
-AGENT_BIN, CLI_BIN, WRITER_BIN = Binaries.under(BIN_DIR)
+BINARIES = Binaries.under(BIN_DIR)
+AGENT_BIN, CLI_BIN, WRITER_BIN = BINARIES
 
 
 def pytest_configure(config):
-    for b in Binaries.under(BIN_DIR).missing():
+    for b in BINARIES.missing():
         raise pytest.UsageError(f"{b} is missing: build first with scripts/setup.sh release")
 
 

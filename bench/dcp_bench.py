@@ -66,9 +66,7 @@ import os
 import resource
 import shlex
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -76,10 +74,11 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "harness"))
 import machine  # noqa: E402  (bench/machine.py)
+from agent_harness import AgentProcess, git_info  # noqa: E402  (tests/harness/agent_harness.py)
 from dcp_bench_rank import cpu_busy_seconds, rank_main, read_first  # noqa: E402  (the rank side)
 
-REPO = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
 TARGETS = {
     "commit_speedup_vs_fs_tmpfs": (">=", 3.0),
@@ -119,16 +118,6 @@ def machine_info() -> dict:
     return {**machine.machine_info(), "torch": torch.__version__}
 
 
-def git_info() -> dict:
-    def git(*args):
-        try:
-            return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
-
-
 def own_cpu_seconds() -> float:
     """CPU time of this process and its reaped children (ranks, agent)."""
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -139,8 +128,10 @@ def own_cpu_seconds() -> float:
 # The agent (parent process)
 # ---------------------------------------------------------------------------
 
-class Agent:
+class Agent(AgentProcess):
     """A private tierckptd: own socket, tmpfs root, durable dir and log."""
+
+    error = BenchError
 
     def __init__(self, workdir: Path, keep_last: int, budget: str, extra: list[str]):
         try:
@@ -150,49 +141,25 @@ class Agent:
                                "install it: pip install '.[torch]'") from e
         try:
             self.binary = tc_agent.find_binary("tierckptd")
-            self.cli_binary = tc_agent.find_binary("tierckpt")
+            cli_binary = tc_agent.find_binary("tierckpt")
         except Exception as e:  # find_binary explains what it looked for
             raise NotInstalled(f"tierckptd not found ({e}); install the package: pip install '.[torch]'") from e
-        self.socket = str(workdir / "agent.sock")
+        super().__init__(str(workdir / "agent.sock"), cli=cli_binary, log=workdir / "agent.log", new_session=True)
         self.root = Path(f"/dev/shm/tierckpt-dcpbench-{os.getpid()}")
         self.durable = workdir / "durable"
-        self.log = workdir / "agent.log"
         self.argv = [self.binary, "--socket", self.socket, "--root", str(self.root), "--memory-budget", budget,
                      "--durable", str(self.durable), "--keep-last", str(keep_last), "--log-file", str(self.log),
                      *extra]
-        self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise BenchError(f"tierckptd exited with status {self.proc.returncode} at start; "
-                                 f"its log {self.log}:\n{self.log_tail()}")
-            try:
-                r = subprocess.run([self.cli_binary, "--socket", self.socket, "agent", "status"],
-                                   capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=10)
-            except subprocess.TimeoutExpired:
-                continue
-            if r.returncode == 0:
-                return
-            time.sleep(0.05)
-        raise BenchError(f"tierckptd did not answer on {self.socket} within 30 s; log {self.log}:\n"
-                         f"{self.log_tail()}")
+        self.launch(self.argv)
 
     def log_tail(self) -> str:
-        return read_first(str(self.log))[-3000:]
+        return self.log_text()[-3000:]
 
     def stop(self) -> None:
         """SIGTERM (SIGKILL after 30 s), then removes the tmpfs root. Idempotent."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
 

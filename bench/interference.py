@@ -58,7 +58,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import free_ports  # noqa: E402  (bench/machine.py)
+sys.path.insert(0, str(REPO / "tests" / "harness"))
+from agent_harness import AgentProcess, Binaries, stop_all, write_hostfile  # noqa: E402  (tests/harness)
 SHM = Path("/dev/shm")
 CONFIGS = ("none", "tierckpt", "tierckpt_caps", "dlrover")
 
@@ -145,54 +146,51 @@ def pct(values, q):
     return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
 
 
+class PairAgent(AgentProcess):
+    """One agent of the pair: its socket and log in the run's directory, its root on the tmpfs."""
+
+    error = BenchError
+    poll_s = 0.1
+    stop_timeout_s = 60
+
+    def __init__(self, workdir: Path, node: str, cli: Path):
+        super().__init__(workdir / f"{node}.sock", cli=cli, output=workdir / f"{node}.log")
+        self.name = f"tierckptd {node}"
+        self.root = SHM / f"tc-interf-{uuid.uuid4().hex[:10]}"
+
+
 class AgentPair:
     """n1 (the trainer's agent: durable tier + replication) and n2 (its replica holder)."""
 
     def __init__(self, workdir: Path, build: Path, caps_args: list[str], budget: str):
         self.workdir = workdir
-        self.binary = build / "tools" / "tierckptd" / "tierckptd"
-        self.cli = build / "tools" / "cli" / "tierckpt"
+        binaries = Binaries.under(build / "tools")
         secret = workdir / "secret"
         secret.write_bytes(os.urandom(32))
         secret.chmod(0o600)
-        ports = free_ports(2)
         hosts = workdir / "hosts"
-        hosts.write_text(f"n1 127.0.0.1:{ports[0]}\nn2 127.0.0.1:{ports[1]}\n")
+        write_hostfile(hosts, 2)
         self.durable = workdir / "durable"
-        self.procs, self.logs, self.roots, self.sockets = [], [], [], []
-        for node in ("n1", "n2"):
-            root = SHM / f"tc-interf-{uuid.uuid4().hex[:10]}"
-            sock = workdir / f"{node}.sock"
-            log = workdir / f"{node}.log"
-            args = [str(self.binary), "--socket", str(sock), "--root", str(root), "--memory-budget", budget,
-                    "--node-id", node, "--peers", str(hosts), "--peer-secret-file", str(secret),
-                    "--replicas", "2", "--replica-ack", "none", "--keep-last", "2", *caps_args]
-            if node == "n1":
-                args += ["--durable", str(self.durable), "--persist-every", "1", "--durable-keep", "2"]
-            logf = open(log, "ab")
-            self.procs.append(subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT))
-            logf.close()
-            self.logs.append(log)
-            self.roots.append(root)
-            self.sockets.append(sock)
-        for p, sock, log in zip(self.procs, self.sockets, self.logs):
-            self._wait_ready(p, sock, log)
-
-    def _wait_ready(self, proc, sock, log):
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise BenchError(f"tierckptd exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            r = subprocess.run([str(self.cli), "--socket", str(sock), "agent", "status"], capture_output=True)
-            if r.returncode == 0:
-                return
-            time.sleep(0.1)
-        raise BenchError(f"tierckptd not ready on {sock}:\n{log.read_text()[-3000:]}")
+        self.nodes: list[PairAgent] = []
+        try:
+            for node in ("n1", "n2"):
+                a = PairAgent(workdir, node, binaries.cli)
+                args = [binaries.agent, "--socket", a.socket, "--root", a.root, "--memory-budget", budget,
+                        "--node-id", node, "--peers", hosts, "--peer-secret-file", secret,
+                        "--replicas", "2", "--replica-ack", "none", "--keep-last", "2", *caps_args]
+                if node == "n1":
+                    args += ["--durable", self.durable, "--persist-every", "1", "--durable-keep", "2"]
+                self.nodes.append(a.launch(args, wait=False))
+            for a in self.nodes:
+                a.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
 
     def logged_at(self, ns: str, event: str) -> dict[int, float]:
         """step -> unix time of n1's `event` log line for it (persist, commit)."""
         out = {}
-        for line in self.logs[0].read_text(errors="replace").splitlines():
+        for line in self.nodes[0].log.read_text(errors="replace").splitlines():
             if f" event={event} " not in line or f"ns={ns} " not in line:
                 continue
             ts = re.search(r"ts=(\S+)", line)
@@ -203,16 +201,9 @@ class AgentPair:
         return out
 
     def stop(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for r in self.roots:
-            shutil.rmtree(r, ignore_errors=True)
+        stop_all(self.nodes)
+        for a in self.nodes:
+            shutil.rmtree(a.root, ignore_errors=True)
 
 
 def find_dlrover(venv: Path) -> tuple[str | None, str]:
@@ -242,7 +233,7 @@ def run_one(args, mode: str, workdir: Path, python: str) -> dict:
                 caps = ["--persist-rate", args.persist_rate, "--replicate-rate", args.replicate_rate,
                         "--background-priority", args.priority]
             agents = AgentPair(run_dir, args.build_dir, caps, args.budget)
-            opts["socket"] = str(agents.sockets[0])
+            opts["socket"] = str(agents.nodes[0].socket)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "bench"))
         cmd = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                str(Path(__file__).resolve()), "--worker", json.dumps(opts)]

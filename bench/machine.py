@@ -2,7 +2,6 @@
 import os
 import platform
 import shutil
-import socket
 from pathlib import Path
 
 
@@ -39,14 +38,3 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "loadavg_at_start": list(os.getloadavg()),
     }
-
-
-def free_ports(n: int) -> list[int]:
-    """n free TCP ports on 127.0.0.1 (bound once, then released) for the agents a bench starts."""
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports

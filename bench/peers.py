@@ -43,7 +43,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "harness"))
 import peers_install  # noqa: E402
+from agent_harness import AgentProcess, free_port  # noqa: E402  (tests/harness/agent_harness.py)
 from peers_methods import GROUPS, METHODS  # noqa: E402
 
 REPO = HERE.parent
@@ -56,12 +58,6 @@ NO_INSTALL_METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt
 
 def log(msg: str) -> None:
     print(f"[peers] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def mem_available() -> int:
@@ -105,24 +101,17 @@ def wait_port(port: int, proc: Proc, what: str, timeout: float = 60) -> None:
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s: {proc.tail()}")
 
 
-def start_agent(work: Path, bins: dict, budget: int, http_port: int = 0) -> tuple[Proc, str, Path]:
+def start_agent(work: Path, bins: dict, budget: int, http_port: int = 0) -> tuple[AgentProcess, str, Path]:
     """The private tierckptd; with http_port, also serving the checkpoint HTTP API on loopback."""
     sock, root = str(work / "agent.sock"), Path(f"/dev/shm/tierckpt-peers-{os.getpid()}")
     argv = [bins["TIERCKPT_AGENT_BIN"], "--socket", sock, "--root", str(root), "--durable", str(work / "durable"),
             "--memory-budget", str(budget), "--keep-last", "1", "--log-file", str(work / "agent.log")]
     if http_port:
         argv += ["--http-listen", f"127.0.0.1:{http_port}"]
-    proc = Proc(argv, work / "agent.out")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.p.poll() is not None:
-            raise RuntimeError(f"tierckptd exited with status {proc.p.returncode}: {proc.tail()}")
-        r = subprocess.run([bins["TIERCKPT_CLI"], "--socket", sock, "agent", "status"], capture_output=True,
-                           stdin=subprocess.DEVNULL)
-        if r.returncode == 0:
-            return proc, sock, root
-        time.sleep(0.1)
-    raise RuntimeError(f"tierckptd did not answer on {sock} within 30 s: {proc.tail()}")
+    agent = AgentProcess(sock, cli=bins["TIERCKPT_CLI"], output=work / "agent.out", log=work / "agent.log",
+                         new_session=True)
+    agent.poll_s, agent.stop_timeout_s = 0.1, 20  # stopped like the stand-in: SIGTERM, SIGKILL after 20 s
+    return agent.launch(argv), sock, root
 
 
 def start_standin(py: str, sdist: Path, work: Path) -> tuple[Proc, str]:

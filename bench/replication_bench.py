@@ -52,7 +52,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -63,9 +62,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import free_ports, machine_info  # noqa: E402  (bench/machine.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "harness"))
+from agent_harness import REPO, AgentProcess, Binaries, git_info, write_hostfile  # noqa: E402  (tests/harness)
+from machine import machine_info  # noqa: E402  (bench/machine.py)
 
-REPO = Path(__file__).resolve().parent.parent
 SHM = Path("/dev/shm")
 UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000, "mb": 10**6, "gb": 10**9}
 
@@ -79,13 +79,6 @@ def parse_size(text: str) -> int:
     if not m or m.group(2).lower() not in UNITS | {"": 1}:
         raise argparse.ArgumentTypeError(f"bad size {text!r}; use bytes or e.g. 256MiB, 1GiB")
     return int(m.group(1)) * (UNITS.get(m.group(2).lower(), 1))
-
-
-def git_info():
-    def git(*a):
-        r = subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True)
-        return r.stdout.strip() if r.returncode == 0 else ""
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
 
 
 # ---- limit -------------------------------------------------------------------
@@ -128,52 +121,33 @@ def tcp_limit(total: int) -> float:
 
 # ---- agents ------------------------------------------------------------------
 
-class Agent:
+class Agent(AgentProcess):
+    error = BenchError
+
     def __init__(self, build: Path, work: Path, node: str, extra):
-        self.bin = build / "tools" / "tierckptd" / "tierckptd"
-        self.cli_bin = build / "tools" / "cli" / "tierckpt"
-        self.writer_bin = build / "tools" / "testing" / "tc_test_writer"
+        self.bin, cli_bin, self.writer_bin = Binaries.under(build / "tools")
         self.node = node
         self.work = work / node
         self.work.mkdir(parents=True, exist_ok=True)
+        super().__init__(self.work / "agent.sock", cli=cli_bin, output=self.work / "agent.log")
+        self.name = f"tierckptd {node}"
         self.root = SHM / f"tierckpt-replbench-{os.getpid()}-{node}"
-        self.socket = self.work / "agent.sock"
-        self.log = self.work / "agent.log"
         self.extra = [str(x) for x in extra]
-        self.proc = None
 
     def start(self):
-        with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen(
-                [str(self.bin), "--socket", str(self.socket), "--root", str(self.root), "--node-id", self.node,
-                 "--keep-last", "1", "--log-level", "info", *self.extra],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise BenchError(f"tierckptd {self.node} exited {self.proc.returncode}: {self.log_tail()}")
-            if self.cli("agent", "status", check=False).returncode == 0:
-                return self
-            time.sleep(0.05)
-        raise BenchError(f"tierckptd {self.node} not ready: {self.log_tail()}")
-
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=30)
+        return self.launch([self.bin, "--socket", self.socket, "--root", self.root, "--node-id", self.node,
+                            "--keep-last", "1", "--log-level", "info", *self.extra])
 
     def wipe(self):
         shutil.rmtree(self.root, ignore_errors=True)
 
     def log_tail(self):
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
-
-    def env(self):
-        return dict(os.environ, TIERCKPT_SOCKET=str(self.socket))
+        return self.log_text()[-3000:]
 
     def cli(self, *args, check=True):
-        r = subprocess.run([str(self.cli_bin), *map(str, args)], env=self.env(), capture_output=True, text=True,
-                           stdin=subprocess.DEVNULL, timeout=600)
+        r = subprocess.run([str(self.cli_bin), *map(str, args)], capture_output=True, text=True,
+                           env=dict(os.environ, TIERCKPT_SOCKET=str(self.socket)), stdin=subprocess.DEVNULL,
+                           timeout=600)
         if check and r.returncode != 0:
             raise BenchError(f"tierckpt {' '.join(map(str, args))} failed: {r.stderr}\n{self.log_tail()}")
         return r
@@ -219,7 +193,7 @@ class Cluster:
             secret = work / "secret"
             secret.write_bytes(os.urandom(32))
             hosts = work / f"hosts-{n}"
-            hosts.write_text("".join(f"n{i + 1} 127.0.0.1:{p}\n" for i, p in enumerate(free_ports(n))))
+            write_hostfile(hosts, n)
             extra += ["--peers", hosts, "--peer-secret-file", secret, "--replicas", "2", "--replica-ack", "all"]
         for i in range(n):
             self.agents.append(Agent(build, work / f"c{n}{'r' if replicated else ''}", f"n{i + 1}", extra))

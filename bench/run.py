@@ -46,8 +46,6 @@ import os
 import resource
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,9 +53,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "harness"))
+from agent_harness import REPO, AgentProcess, git_info  # noqa: E402  (tests/harness/agent_harness.py)
 from machine import machine_info, read_first  # noqa: E402  (bench/machine.py)
 
-REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("mem_large", "mem_small")
 GIB = 1 << 30
 UNITS = {"b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 10**6, "mb": 10**6, "mib": 1 << 20,
@@ -83,16 +82,6 @@ def parse_size(text):
     return int(float(num) * UNITS[unit])
 
 
-def git_info():
-    def git(*args):
-        try:
-            return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
-
-
 def workload_bytes(name, args):
     if name == "mem_large":
         obj = args.object_size or 64 << 20
@@ -115,54 +104,29 @@ def children_cpu_seconds():
     return ru.ru_utime + ru.ru_stime
 
 
-class Agent:
-    """A private tierckptd: own root under the tmpfs (/dev/shm), own socket, own log."""
+class Agent(AgentProcess):
+    """A private tierckptd: own root under the tmpfs (/dev/shm), own socket, own log.
+
+    Ready once its socket accepts a connection (no CLI needed: only tierckptd and tc_bench are)."""
 
     def __init__(self, binary, keep_last, budget, extra_args, tmpfs="/dev/shm"):
         self.tmp = tempfile.mkdtemp(prefix="tierckpt-bench-")
+        log = os.path.join(self.tmp, "agent.log")
+        super().__init__(os.path.join(self.tmp, "agent.sock"), output=log + ".stderr", log=log)
         self.root = os.path.join(tmpfs, f"tierckpt-bench-{os.getpid()}")
-        self.socket = os.path.join(self.tmp, "agent.sock")
-        self.log = os.path.join(self.tmp, "agent.log")
         self.argv = [str(binary), "--root", self.root, "--socket", self.socket,
                      "--memory-budget", str(budget), "--keep-last", str(keep_last),
                      "--log-file", self.log, *extra_args]
-        self.proc = None
-        self.stderr = None
 
-    def start(self, timeout=30.0):
-        self.stderr = open(self.log + ".stderr", "wb")
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=self.stderr)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tierckptd exited with status {self.proc.returncode} at start:\n"
-                                   + self.log_tail())
-            if os.path.exists(self.socket):
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                    try:
-                        s.connect(self.socket)
-                        return
-                    except OSError:
-                        pass
-            time.sleep(0.05)
-        raise RuntimeError(f"tierckptd did not listen on {self.socket} within {timeout:.0f} s:\n"
-                           + self.log_tail())
+    def start(self):
+        self.launch(self.argv)
 
     def log_tail(self, lines=20):
-        text = read_first(self.log) + "\n" + read_first(self.log + ".stderr")
-        return "\n".join(text.strip().splitlines()[-lines:])
+        return "\n".join(self.log_text().strip().splitlines()[-lines:])
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.stderr is not None:
-            self.stderr.close()
+        """SIGTERM (SIGKILL after 30 s), then removes its root and its directory."""
+        super().stop()
         shutil.rmtree(self.root, ignore_errors=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
 

@@ -88,6 +88,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests" / "integration"))
+sys.path.insert(0, str(REPO / "tests" / "harness"))
+from agent_harness import git_info  # noqa: E402  (tests/harness/agent_harness.py)
 from machine import machine_info, read_first  # noqa: E402  (bench/machine.py)
 
 GIB = 1 << 30
@@ -368,16 +370,6 @@ def worker_main(args) -> None:
 
 
 # ---- the driver --------------------------------------------------------------------------------
-
-def git_info() -> dict:
-    def git(*a):
-        try:
-            return subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
-
 
 def die(msg: str, code: int = 1):
     print(f"s3_bench.py: {msg}", file=sys.stderr)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import shutil
-import signal
 import subprocess
+import sys
 import time
 import traceback
 import uuid
@@ -32,7 +31,8 @@ import torch.multiprocessing as mp  # noqa: E402
 from tierckpt import agent as tc_agent  # noqa: E402
 from tierckpt.torch import CheckpointConfig  # noqa: E402
 
-SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path("/tmp")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "harness"))
+from agent_harness import SHM, AgentProcess  # noqa: E402  (tests/harness)
 
 
 def pytest_configure(config):
@@ -40,38 +40,25 @@ def pytest_configure(config):
     config.addinivalue_line("filterwarnings", "ignore:torch.distributed is disabled:UserWarning")
 
 
-class Agent:
+class Agent(AgentProcess):
     """One tierckptd with its own root, socket and durable dir."""
 
+    ready_timeout_s = 20
+    stop_timeout_s = 60
+    error = AssertionError
+
     def __init__(self, workdir: Path, extra_args: list[str], durable: str | None = None, env: dict | None = None):
+        # env: the agent's whole environment; None = this process's
+        super().__init__(str(workdir / "agent.sock"), cli=tc_agent.find_binary("tierckpt"),
+                         output=workdir / "agent.log", env=env)
         self.workdir = workdir
         self.root = SHM / f"tierckpt-pytest-{uuid.uuid4().hex[:12]}"
-        self.socket = str(workdir / "agent.sock")
         self.durable = durable if durable is not None else workdir / "durable"  # e.g. an s3:// URL
-        self.env = env  # the agent's whole environment; None = this process's
-        self.log = workdir / "agent.log"
         self.extra_args = extra_args
-        self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Agent":
-        args = [tc_agent.find_binary("tierckptd"), "--socket", self.socket, "--root", str(self.root),
-                "--durable", str(self.durable), "--log-level", "debug", *self.extra_args]
-        with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                         env=self.env)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"tierckptd exited with {self.proc.returncode}:\n{self.log_text()}")
-            if self.cli("agent", "status", check=False).returncode == 0:
-                return self
-            time.sleep(0.05)
-        raise AssertionError(f"tierckptd did not answer within 20 s:\n{self.log_text()}")
-
-    def kill(self, sig=signal.SIGKILL) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(timeout=60)
+        return self.launch([tc_agent.find_binary("tierckptd"), "--socket", self.socket, "--root", str(self.root),
+                            "--durable", str(self.durable), "--log-level", "debug", *self.extra_args])
 
     def restart(self) -> "Agent":
         self.kill()
@@ -80,9 +67,6 @@ class Agent:
     def config(self, ns: str, **kwargs) -> CheckpointConfig:
         kwargs.setdefault("auto_start", False)
         return CheckpointConfig(ns, socket=self.socket, durable=str(self.durable), **kwargs)
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def cli(self, *args, check=True, timeout=120) -> subprocess.CompletedProcess:
         r = subprocess.run([tc_agent.find_binary("tierckpt"), "--socket", self.socket, *map(str, args)],

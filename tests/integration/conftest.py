@@ -8,77 +8,52 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import time
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BIN_DIR = Path(os.environ.get("TIERCKPT_BIN_DIR", REPO / "build" / "release" / "tools"))
-AGENT_BIN = BIN_DIR / "tierckptd" / "tierckptd"
-CLI_BIN = BIN_DIR / "cli" / "tierckpt"
-WRITER_BIN = BIN_DIR / "testing" / "tc_test_writer"
-SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path("/tmp")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from agent_harness import SHM, AgentProcess, Binaries, bin_dir_from_env  # noqa: E402  (tests/harness)
+
+BIN_DIR = bin_dir_from_env()
+BINARIES = Binaries.under(BIN_DIR)
+AGENT_BIN, CLI_BIN, WRITER_BIN = BINARIES
 
 
 def pytest_configure(config):
-    for b in (AGENT_BIN, CLI_BIN, WRITER_BIN):
-        if not b.exists():
-            raise pytest.UsageError(f"{b} is missing: build first with scripts/setup.sh release")
+    for b in BINARIES.missing():
+        raise pytest.UsageError(f"{b} is missing: build first with scripts/setup.sh release")
 
 
-class Agent:
+class Agent(AgentProcess):
     """One tierckptd process with its own root, socket and durable dir."""
 
+    ready_timeout_s = 15
+    error = AssertionError
+
     def __init__(self, workdir: Path, root: Path, extra_args, socket_path=None):
+        socket = Path(socket_path) if socket_path else workdir / "agent.sock"
+        super().__init__(socket, cli=CLI_BIN, output=workdir / "agent.log",
+                         env=dict(os.environ, TIERCKPT_SOCKET=str(socket)))
         self.workdir = workdir
         self.root = root
-        self.socket = Path(socket_path) if socket_path else workdir / "agent.sock"
         self.durable = workdir / "durable"
-        self.log = workdir / "agent.log"
         self.extra_args = list(extra_args)
-        self.prefix = []  # e.g. ["ip", "netns", "exec", NS]: run the agent in another network namespace
-        self.proc = None
-        self.env = dict(os.environ, TIERCKPT_SOCKET=str(self.socket))
+        # self.prefix, e.g. ["ip", "netns", "exec", NS]: run the agent in another network namespace
 
     def args(self):
         return [str(AGENT_BIN), "--socket", str(self.socket), "--root", str(self.root),
                 "--durable", str(self.durable), "--log-level", "debug", *self.extra_args]
 
     def start(self, wait=True):
-        logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([*self.prefix, *self.args()], stdin=subprocess.DEVNULL, stdout=logf,
-                                     stderr=subprocess.STDOUT, env=self.env)
-        logf.close()
-        if wait:
-            self.wait_ready()
-        return self
-
-    def wait_ready(self, timeout=15):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"tierckptd exited with {self.proc.returncode}:\n{self.log_text()}")
-            r = self.cli("agent", "status", "--json", check=False)
-            if r.returncode == 0:
-                return json.loads(r.stdout)
-            time.sleep(0.05)
-        raise AssertionError(f"tierckptd not ready after {timeout}s:\n{self.log_text()}")
-
-    def kill(self, sig=signal.SIGKILL):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(timeout=30)
+        return self.launch(self.args(), wait=wait)
 
     def restart(self):
         self.kill()
         return self.start()
-
-    def log_text(self):
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def cli(self, *args, check=True, timeout=120):
         r = subprocess.run([str(CLI_BIN), *map(str, args)], env=self.env, capture_output=True,

@@ -17,20 +17,10 @@ import time
 
 import pytest
 
+from agent_harness import write_hostfile  # tests/harness, on the path from conftest.py
+
 MiB = 1 << 20
 HANDSHAKE_DEADLINE_S = 5.0  # TransportOptions::handshake_timeout's default
-
-
-def free_ports(n):
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 @pytest.fixture
@@ -40,8 +30,7 @@ def pair(agents, tmp_path):
     secret.write_bytes(b"0123456789abcdef-cluster-secret\n")
     secret.chmod(0o600)
     hostfile = tmp_path / "hosts"
-    ports = free_ports(2)
-    hostfile.write_text("".join(f"n{i + 1} 127.0.0.1:{p}\n" for i, p in enumerate(ports)))
+    ports = write_hostfile(hostfile, 2)
     nodes = {}
     for i in range(2):
         nodes[f"n{i + 1}"] = agents("--memory-budget", "128MiB", "--node-id", f"n{i + 1}", "--peers", hostfile,

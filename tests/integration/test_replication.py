@@ -10,27 +10,15 @@ successor n<i+1> (docs/placement.md), and its replicas live under
 import json
 import shutil
 import signal
-import socket
 import time
 from pathlib import Path
 
 import pytest
 
+from agent_harness import write_hostfile  # tests/harness, on the path from conftest.py
 from conftest import assert_dirs_equal
 
 MiB = 1 << 20
-
-
-def free_ports(n):
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def wait_for(pred, timeout=20.0, what="condition"):
@@ -49,8 +37,7 @@ class Cluster:
         self.secret.write_bytes(b"0123456789abcdef-cluster-secret\n")
         self.secret.chmod(0o600)
         self.hostfile = tmp_path / "hosts"
-        ports = free_ports(n)
-        self.hostfile.write_text("".join(f"n{i + 1} 127.0.0.1:{p}\n" for i, p in enumerate(ports)))
+        write_hostfile(self.hostfile, n)
         self.nodes = {}
         for i in range(n):
             node = f"n{i + 1}"
@@ -157,9 +144,8 @@ def test_replica_ack_none_returns_before_replication_and_replicates_after(cluste
 
 
 def test_an_agent_with_the_wrong_secret_gets_no_replica(agents, tmp_path):
-    ports = free_ports(2)
     hosts = tmp_path / "hosts"
-    hosts.write_text(f"n1 127.0.0.1:{ports[0]}\nn2 127.0.0.1:{ports[1]}\n")
+    write_hostfile(hosts, 2)
     good, bad = tmp_path / "good", tmp_path / "bad"
     good.write_bytes(b"the-right-cluster-secret")
     bad.write_bytes(b"a-different-cluster-secret")

@@ -11,83 +11,50 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-BIN_DIR = Path(os.environ.get("TIERCKPT_BIN_DIR", REPO / "build" / "release" / "tools"))
-AGENT_BIN = BIN_DIR / "tierckptd" / "tierckptd"
-CLI_BIN = BIN_DIR / "cli" / "tierckpt"
-WRITER_BIN = BIN_DIR / "testing" / "tc_test_writer"
-SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path("/tmp")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from agent_harness import SHM, AgentProcess, Binaries, bin_dir_from_env, write_hostfile  # noqa: E402  (tests/harness)
+
+AGENT_BIN, CLI_BIN, WRITER_BIN = Binaries.under(bin_dir_from_env())
 
 
-def free_ports(n):
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-class Agent:
+class Agent(AgentProcess):
     """One tierckptd: `down` is set while the schedule holds it killed or stopped."""
 
+    ready_timeout_s = 20
+
     def __init__(self, node, workdir: Path, root: Path, args, socket_dir: Path):
+        socket = socket_dir / f"{node}.sock"  # short: Unix socket paths are < 108 bytes
+        super().__init__(socket, cli=CLI_BIN, output=workdir / "agent.log",
+                         env=dict(os.environ, TIERCKPT_SOCKET=str(socket)))
+        self.name = f"tierckptd {node}"
         self.node = node
         self.workdir = workdir
         self.root = root
-        self.socket = socket_dir / f"{node}.sock"  # short: Unix socket paths are < 108 bytes
-        self.log = workdir / "agent.log"
         self.args = args
-        self.proc = None
         self.down = None  # None, "killed" or "stopped": set by the schedule only
         self.port = None
-        self.env = dict(os.environ, TIERCKPT_SOCKET=str(self.socket))
 
-    def start(self, timeout=20):
+    def start(self):
         with open(self.log, "ab") as logf:
             logf.write(f"--- stress: start {self.node} at {time.time():.3f}\n".encode())
-            logf.flush()
-            self.proc = subprocess.Popen(
-                [str(AGENT_BIN), "--socket", str(self.socket), "--root", str(self.root), *self.args],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=self.env)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tierckptd {self.node} exited with {self.proc.returncode} at start; "
-                                   f"log {self.log}:\n{self.log_tail()}")
-            if self.cli("agent", "status", "--json", check=False).returncode == 0:
-                self.down = None
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"tierckptd {self.node} not ready after {timeout}s; log {self.log}")
-
-    def signal(self, sig):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
+        self.launch([AGENT_BIN, "--socket", self.socket, "--root", self.root, *self.args])
+        self.down = None
 
     def kill(self):
-        if self.proc and self.proc.poll() is None:
-            if self.down == "stopped":
-                self.proc.send_signal(signal.SIGCONT)
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=30)
+        if self.down == "stopped":
+            self.signal(signal.SIGCONT)
+        super().kill()
         self.down = "killed"
 
     def wipe_root(self):
         shutil.rmtree(self.root, ignore_errors=True)
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
 
     def log_tail(self, n=40):
         if not self.log.exists():
@@ -147,8 +114,7 @@ class Cluster:
         self.secret.write_bytes(os.urandom(32).hex().encode())
         self.secret.chmod(0o600)
         self.hostfile = workdir / "hosts"
-        ports = free_ports(n)
-        self.hostfile.write_text("".join(f"n{i + 1} 127.0.0.1:{p}\n" for i, p in enumerate(ports)))
+        ports = write_hostfile(self.hostfile, n)
         self.durable = workdir / "durable"
         self.durable.mkdir(exist_ok=True)
         tag = uuid.uuid4().hex[:10]

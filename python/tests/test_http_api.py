@@ -24,16 +24,11 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness import free_port
 from conftest import SHM
 from s3_moto import s3_server
 from sagemaker_ref import REPO, ref_sdist, ref_site
 from tierckpt import agent as tc_agent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import pytest
 import requests
 import torch
 
+from agent_harness import free_port
 from tierckpt import _tierckpt
 from tierckpt import agent as tc_agent
 from tierckpt.torch import Checkpointer, CheckpointConfig
@@ -27,15 +28,9 @@ from tierckpt.torch import Checkpointer, CheckpointConfig
 MiB = 1 << 20
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def http(agents):
-    port = _free_port()
+    port = free_port()
     a = agents("--memory-budget", "512MiB", "--http-listen", f"127.0.0.1:{port}")
     a.base = f"http://127.0.0.1:{port}"
     a.port = port
@@ -178,7 +173,7 @@ def test_requests_a_web_page_can_make_are_refused(http):
 
 
 def test_an_agent_started_with_http_host_serves_that_name(agents):
-    port = _free_port()
+    port = free_port()
     a = agents("--memory-budget", "128MiB", "--http-listen", f"127.0.0.1:{port}", "--http-host", "ckpt.internal")
     r = requests.get(f"http://127.0.0.1:{port}/health", headers={"Host": "ckpt.internal"}, timeout=30)
     assert r.status_code == 200, r.text
@@ -245,7 +240,7 @@ def test_clients_dripping_their_headers_cannot_hold_either_http_endpoint(agents)
     --http-listen (a per-read timeout, no deadline per request), and 2 held --metrics-listen's:
     /health and /healthz went unanswered for as long as they kept sending. Now no worker waits on a
     client's headers, and a header block not whole after 10 s (5 s on the metrics port) gets 408."""
-    port, metrics_port = _free_port(), _free_port()
+    port, metrics_port = free_port(), free_port()
     a = agents("--memory-budget", "256MiB", "--http-listen", f"127.0.0.1:{port}",
                "--metrics-listen", f"127.0.0.1:{metrics_port}")
     a.base, a.port = f"http://127.0.0.1:{port}", port

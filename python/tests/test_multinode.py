@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import time
 import uuid
 
@@ -19,6 +18,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader
 
+from agent_harness import write_hostfile
 from conftest import Agent, run_ranks
 from tierckpt import agent as tc_agent
 from tierckpt.torch import TieredReader, TieredWriter
@@ -64,16 +64,6 @@ def _load_and_check(rank, world, cfgs, step):
     assert target["meta"] == {"step": 10, "note": "multinode"}
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 class Cluster:
     def __init__(self, tmp_path, n=3, extra=()):
         self.tmp_path = tmp_path
@@ -82,8 +72,7 @@ class Cluster:
         self.secret.write_bytes(b"multinode-test-cluster-secret\n")
         self.secret.chmod(0o600)
         self.hostfile = tmp_path / "hosts"
-        ports = _free_ports(n)
-        self.hostfile.write_text("".join(f"n{i + 1} 127.0.0.1:{p}\n" for i, p in enumerate(ports)))
+        write_hostfile(self.hostfile, n)
         self.extra = list(extra)
         self.nodes: dict[str, Agent] = {}
         self.all: list[Agent] = []

@@ -6,20 +6,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
 import urllib.request
 
 import pytest
+from agent_harness import free_port
 from conftest import mounted_tmpfs
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url: str) -> tuple[int, str]:

@@ -67,7 +67,7 @@ def wait_ready_or_exit(agent, timeout=20.0):
     while time.time() < deadline:
         if agent.proc.poll() is not None:
             return agent.proc.returncode
-        if agent.cli("agent", "status", check=False).returncode == 0:
+        if agent.answers():
             return None
         time.sleep(0.1)
     raise AssertionError(f"tierckptd neither answered nor exited within {timeout}s:\n{agent.log_text()}")

@@ -48,6 +48,8 @@ if [ "$QUICK" -eq 1 ]; then
   scripts/setup.sh release python || { echo "test.sh: setup failed" >&2; exit 1; }
 else
   scripts/setup.sh release asan fuzz python || { echo "test.sh: setup failed" >&2; exit 1; }
+  # The venv of the torch 2.14.1 phase (torch from this machine's disk, tierckpt from build/release).
+  scripts/torch_matrix.sh setup 2.14.1 || { echo "test.sh: setting up .venv-torch2.14 failed" >&2; exit 1; }
 fi
 # shellcheck disable=SC1091
 source .venv/bin/activate

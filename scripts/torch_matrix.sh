@@ -23,11 +23,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-# The subset: the format pins, the cross-release loads, the DCP round trips (blocking, async
-# THREAD/PROCESS, resharding), stock FileSystemReader interop, the Checkpointer, the archive layout
-# and the restricted unpickling: every path that touches a DCP or torch.save internal.
+# The subset: every test file of the DCP front that goes through a DCP or torch.save internal:
+# the format pins, the cross-release loads, the DCP round trips (blocking, async THREAD/PROCESS,
+# resharding), every kind of item, the in-flight guard (which reads DCP's frames), the writer's and
+# reader's lifecycle, stock FileSystemReader interop, the Checkpointer, the archive layout and the
+# restricted unpickling. Left to the 2.13 suite: agent-level tests (multinode, durable bases,
+# HTTP, embedded agent, native module), Ray and the SageMaker compat layer.
 SUBSET=(python/tests/test_dcp_compat.py python/tests/test_torch_cross_release.py
-  python/tests/test_dcp_roundtrip.py python/tests/test_interop.py python/tests/test_checkpointer.py
+  python/tests/test_dcp_roundtrip.py python/tests/test_dcp_items.py python/tests/test_dcp_safety.py
+  python/tests/test_dcp_lifecycle.py python/tests/test_interop.py python/tests/test_checkpointer.py
   python/tests/test_format.py python/tests/test_safe_load.py)
 
 MODE=${1:-test}

@@ -59,7 +59,7 @@ fi
 t0=$SECONDS
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV"
-  python3 -m venv "$VENV" || exit 1
+  "${PYTHON:-python3}" -m venv "$VENV" || exit 1
 fi
 have=$("$VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)
 if [ "$have" != "$VERSION" ]; then

@@ -11,7 +11,8 @@ only looks at the state dict:
   does (flatten, one WriteItem per tensor / shard / non-tensor value) and
   resolve every item (non-tensor values are pickled now, so later mutation
   cannot leak in). A state dict of plain tensors and non-tensor values only
-  (no DTensor, ShardedTensor or other tensor subclass) is decomposed here
+  (no DTensor, ShardedTensor, other tensor subclass, or a tensor that
+  declares itself a shard: torch 2.14's CheckpointableTensor) is decomposed here
   directly, as DefaultSavePlanner would (one item per value, at offset 0),
   without building its full plan (~10 us and a dozen objects per item, which
   the background save builds again from the stand-ins); anything else goes
@@ -47,6 +48,7 @@ except ImportError:  # pragma: no cover - torch without DTensor
     DTensor = ()  # type: ignore[assignment,misc]
 
 __all__ = ["pieces_of", "with_stand_ins"]
+
 
 def _stand_in(value: Any) -> Any:
     """A data-free stand-in with the same planning metadata, or value itself."""

@@ -7,8 +7,10 @@
 #      which also checks the lock annotations: -Wthread-safety -Werror),
 #   3. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 15),
 #   4. the integration tests (pytest, real tierckptd processes, SIGKILLs),
-#   5. the Python package's tests (real torch, multi-process gloo groups,
-#      real agents).
+#   5. the Python package's tests (real torch 2.13.0, multi-process gloo
+#      groups, real agents),
+#   6. a subset of them on torch 2.14.1 in .venv-torch2.14, with steps saved
+#      under each release loaded under the other (scripts/torch_matrix.sh).
 # Exits non-zero if anything fails. Needs no standard input.
 #
 #   scripts/test.sh --quick [AREA]   the working loop (minutes, not the whole
@@ -46,6 +48,8 @@ if [ "$QUICK" -eq 1 ]; then
   scripts/setup.sh release python || { echo "test.sh: setup failed" >&2; exit 1; }
 else
   scripts/setup.sh release asan fuzz python || { echo "test.sh: setup failed" >&2; exit 1; }
+  # The venv of the torch 2.14.1 phase (torch from this machine's disk, tierckpt from build/release).
+  scripts/torch_matrix.sh setup 2.14.1 || { echo "test.sh: setting up .venv-torch2.14 failed" >&2; exit 1; }
 fi
 # shellcheck disable=SC1091
 source .venv/bin/activate
@@ -139,6 +143,21 @@ TIERCKPT_BIN_DIR="$ROOT/build/release/tools" run_pytest "integration tests" /tmp
 
 step "Python package tests (torch DCP, gloo, real agents)"
 run_pytest "python tests" /tmp/tierckpt-pytest-python.log python/tests
+
+# torch 2.14.1, the newest release of the supported range 2.9 to 2.14 (decision 80): the DCP front's
+# documented subset in .venv-torch2.14, and steps saved under each of 2.13 and 2.14 loaded under the
+# other (scripts/torch_matrix.sh; the tests are bounded to 180 s).
+step "torch 2.14.1: the DCP front's subset and cross-release loads (scripts/torch_matrix.sh)"
+matrix_start=$SECONDS
+scripts/torch_matrix.sh test 2.14.1 2>&1 | tee /tmp/tierckpt-pytest-torch214.log
+matrix_rc=${PIPESTATUS[0]}
+[ "$matrix_rc" -eq 0 ] || failures+=("torch 2.14.1 subset")
+matrix_p=$(grep -Eo '[0-9]+ passed' /tmp/tierckpt-pytest-torch214.log | tail -1 | cut -d' ' -f1)
+matrix_f=$(grep -Eo '[0-9]+ (failed|error)' /tmp/tierckpt-pytest-torch214.log | tail -2 | awk '{s+=$1} END {print s+0}')
+passed=$((passed + ${matrix_p:-0}))
+failed=$((failed + ${matrix_f:-0}))
+[ "$matrix_rc" -eq 0 ] || [ "${matrix_f:-0}" -gt 0 ] || failed=$((failed + 1))
+echo "torch 2.14.1 phase: $((SECONDS - matrix_start)) s"
 
 echo
 if [ ${#failures[@]} -gt 0 ]; then

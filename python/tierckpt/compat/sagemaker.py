@@ -37,11 +37,11 @@ import re
 import time
 
 import torch
-from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner
 from torch.futures import Future
 
+from ..torch._dcp_compat import narrow_tensor_by_index
 from ..torch._ids import check_step
 from ..torch.api import latest_step
 from ..torch.reader import TieredReader

@@ -28,11 +28,11 @@ import os
 import pickle
 import sys
 
-from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION, _StorageInfo
 from torch.distributed.checkpoint.metadata import StorageMeta
 
 from .. import agent
 from ..config import CheckpointConfig
+from ..torch._dcp_compat import CURRENT_DCP_VERSION, StorageInfo
 from ..torch._ids import checkpoint_id
 from .sagemaker_legacy import LegacyStep, find_legacy_step
 
@@ -50,7 +50,7 @@ def convert(legacy: LegacyStep, ckpt_id: str = "") -> tuple[bytes, dict[str, byt
     metadata = copy.copy(legacy.metadata)
     storage = {}
     for index, info in legacy.metadata.storage_data.items():
-        storage[index] = _StorageInfo(relative_path=_object_name(info.rank), offset=info.offset, length=info.length)
+        storage[index] = StorageInfo(relative_path=_object_name(info.rank), offset=info.offset, length=info.length)
     metadata.storage_data = storage
     metadata.version = CURRENT_DCP_VERSION
     metadata.storage_meta = StorageMeta(checkpoint_id=ckpt_id or None)

@@ -15,9 +15,8 @@ See docs/python.md for every option, the embedded agent and the data layout.
 """
 from __future__ import annotations
 
-import warnings
-
-import torch as _torch
+# First: an unsupported torch raises ImportError here, naming the supported range (_dcp_compat.py).
+from . import _dcp_compat
 
 from ..config import CheckpointConfig
 from ..errors import CorruptionError, TierckptError
@@ -41,10 +40,6 @@ __all__ = [
     "wait_durable",
 ]
 
-# The writer reproduces FileSystemWriter's format through DCP and torch.save
-# internals checked against this release (pyproject pins it).
-SUPPORTED_TORCH = "2.13"
-if not _torch.__version__.startswith(SUPPORTED_TORCH + "."):
-    warnings.warn(f"tierckpt.torch was built and tested against torch {SUPPORTED_TORCH}; this is torch "
-                  f"{_torch.__version__}. Install torch=={SUPPORTED_TORCH}.0 (pip install 'tierckpt[torch]').",
-                  RuntimeWarning, stacklevel=2)
+# The writer reproduces FileSystemWriter's format through DCP and torch.save internals checked for
+# these releases (_dcp_compat.py; pyproject's torch extra states the same range).
+SUPPORTED_TORCH = _dcp_compat.SUPPORTED_RANGE

@@ -22,19 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkStorageMetadata, MetadataIndex,
                                                    TensorProperties, TensorStorageMetadata)
 
 from . import _format
+from . import _dcp_compat
+from ._dcp_compat import StorageInfo
 
 __all__ = ["FlatLayout", "layout_key", "plain_tensor"]
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
 def plain_tensor(value: Any) -> bool:
-    return type(value) in _PLAIN
+    return _dcp_compat.plain_tensor(value)
 
 
 def _align(n: int) -> int:
@@ -45,7 +43,7 @@ def layout_key(flat: dict[str, Any], where: str) -> tuple:
     """The layout-deciding description of flat; TypeError for values the Checkpointer cannot save."""
     key = []
     for fqn, v in flat.items():
-        if type(v) in _PLAIN:
+        if _dcp_compat.plain_tensor(v):
             if not _format.can_place(v):
                 raise TypeError(f"{where}: {fqn} is a {v.layout} tensor on {v.device}; the Checkpointer saves "
                                 "dense tensors only: save this state dict with dcp.save and TieredWriter")
@@ -98,7 +96,7 @@ class FlatLayout:
             zeros = torch.Size((0,) * v.dim())
             sdm[fqn] = TensorStorageMetadata(properties=TensorProperties.create_from_tensor(v), size=v.size(),
                                              chunks=[ChunkStorageMetadata(offsets=zeros, sizes=v.size())])
-            storage[MetadataIndex(fqn, zeros, 0)] = _StorageInfo(name, offset, lay.size)
+            storage[MetadataIndex(fqn, zeros, 0)] = StorageInfo(name, offset, lay.size)
             offset = _align(offset + lay.size)
         skeleton = torch.empty(sum(len(b) for _, b in pieces), dtype=torch.uint8)
         runs = array("Q")

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import _dcp_compat
+
 __all__ = ["ALIGNMENT", "TensorLayout", "can_place", "load_tensor", "stock_tensor_bytes", "tensor_layout"]
 
 # Items start at multiples of this within an object, so every tensor's data
@@ -126,8 +128,8 @@ def _build_layout(dtype: torch.dtype, shape: tuple[int, ...]) -> TensorLayout:
         return TensorLayout(bytes(image), b"", 0)
     if len(holes) != 1 or holes[0][1] != data_len:
         raise RuntimeError(f"torch.save of a {dtype}{list(shape)} tensor did not leave exactly one hole of "
-                           f"{data_len} bytes for its data (holes {holes}); this torch is not the 2.13 "
-                           "tierckpt was written for")
+                           f"{data_len} bytes for its data (holes {holes}); tierckpt.torch "
+                           "relies on that layout (_dcp_compat.py)")
     start = holes[0][0]
     return TensorLayout(bytes(image[:start]), bytes(image[start + data_len:]), data_len)
 
@@ -215,8 +217,6 @@ def _record_slice(mv: memoryview, info: zipfile.ZipInfo) -> memoryview:
 
 
 def _load_in_place(mv: memoryview) -> torch.Tensor:
-    from torch import _weights_only_unpickler
-
     zf = zipfile.ZipFile(_MemoryFile(mv))
     names = zf.namelist()
     prefix = names[0].split("/", 1)[0]
@@ -230,7 +230,7 @@ def _load_in_place(mv: memoryview) -> torch.Tensor:
             raise ValueError(f"unexpected persistent id {typename!r}")
         dtype = torch.uint8 if storage_type is torch.UntypedStorage else storage_type.dtype
         data = _record_slice(mv, zf.getinfo(f"{prefix}/data/{key}"))
-        if len(data) != numel * torch._utils._element_size(dtype):
+        if len(data) != numel * _dcp_compat.element_size(dtype):
             raise ValueError(f"storage {key} holds {len(data)} bytes for {numel} elements of {dtype}")
         if len(data) == 0:
             untyped = torch.UntypedStorage(0)
@@ -241,7 +241,7 @@ def _load_in_place(mv: memoryview) -> torch.Tensor:
                 untyped = torch.frombuffer(data, dtype=torch.uint8).untyped_storage()
         return torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype, _internal=True)
 
-    unpickler = _weights_only_unpickler.Unpickler(io.BytesIO(zf.read(f"{prefix}/data.pkl")), encoding="utf-8")
+    unpickler = _dcp_compat.weights_only_unpickler(io.BytesIO(zf.read(f"{prefix}/data.pkl")))
     unpickler.persistent_load = persistent_load
     result = unpickler.load()
     if not isinstance(result, torch.Tensor):

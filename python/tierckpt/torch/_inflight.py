@@ -23,6 +23,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from . import _dcp_compat
+
 __all__ = ["SaveInFlightError", "begin", "discard", "started"]
 
 _START_GRACE_S = 5.0
@@ -32,17 +34,6 @@ class SaveInFlightError(RuntimeError):
     """A save into the same namespace is still running in this process."""
 
 
-def _save_code_objects() -> frozenset:
-    from torch.distributed.checkpoint import _async_process_executor as process_executor
-    from torch.distributed.checkpoint import state_dict_saver
-
-    codes = {state_dict_saver._save_state_dict.__code__}
-    impl = process_executor._ProcessBasedAsyncCheckpointExecutor.__dict__.get("_execute_save_impl")
-    if impl is not None:
-        codes.add(getattr(impl, "__func__", impl).__code__)
-    return frozenset(codes)
-
-
 _SAVE_CODES: frozenset | None = None
 
 
@@ -50,7 +41,7 @@ def _save_running(token: str) -> bool:
     """Whether another thread is inside a DCP save whose storage_writer is the writer of token."""
     global _SAVE_CODES
     if _SAVE_CODES is None:
-        _SAVE_CODES = _save_code_objects()
+        _SAVE_CODES = _dcp_compat.save_code_objects()
     me = threading.get_ident()
     for ident, frame in sys._current_frames().items():
         if ident == me:

@@ -34,13 +34,15 @@ from typing import Any
 
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
+from ._dcp_compat import METADATA_FIELDS
+
 __all__ = ["MetadataPickle", "body"]
 
 _PROTOCOL = 2
 _HEADER = b"\x80\x02"
 _STOP = b"."
 _EMPTY_DICT = b"}"
-_FIELDS = ("state_dict_metadata", "planner_data", "storage_data", "storage_meta", "version")
+_FIELDS = METADATA_FIELDS
 
 
 def body(obj: Any) -> bytes:

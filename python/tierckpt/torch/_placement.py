@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import MetadataIndex
 from torch.distributed.checkpoint.planner import WriteItem, WriteItemType
 
 from . import _format
+from ._dcp_compat import StorageInfo
 
 __all__ = ["Piece", "place", "prepare"]
 
@@ -102,12 +102,12 @@ def _fill(obj, pieces: list[Piece]) -> None:
 
 
 def place(client, ns: str, step: int, pieces: list[Piece], groups: int,
-          create: Callable[[int], object]) -> tuple[dict[MetadataIndex, tuple[_StorageInfo, int]], list[str]]:
+          create: Callable[[int], object]) -> tuple[dict[MetadataIndex, tuple[StorageInfo, int]], list[str]]:
     """Creates objects for pieces (create(size) -> WritableObject), fills and seals them.
 
     Returns ({item index: (storage info, stored length)}, [object names]).
     """
-    placed: dict[MetadataIndex, tuple[_StorageInfo, int]] = {}
+    placed: dict[MetadataIndex, tuple[StorageInfo, int]] = {}
     names: list[str] = []
     if not pieces:
         return placed, names
@@ -122,5 +122,5 @@ def place(client, ns: str, step: int, pieces: list[Piece], groups: int,
         _fill(obj, group)
         client.seal(obj)
         for p in group:
-            placed[p.item.index] = (_StorageInfo(obj.name, p.offset, p.size), p.size)
+            placed[p.item.index] = (StorageInfo(obj.name, p.offset, p.size), p.size)
     return placed, names

@@ -32,10 +32,10 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint.metadata as _dcp_metadata
-from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import Metadata
 
 from ..errors import CorruptionError
+from . import _dcp_compat
 
 __all__ = ["ForbiddenGlobalError", "load_metadata", "load_value"]
 
@@ -51,10 +51,9 @@ def _fixed_globals() -> dict[str, Any]:
     for name, value in vars(_dcp_metadata).items():
         if inspect.isclass(value) and value.__module__ == _dcp_metadata.__name__:
             allowed[f"{_dcp_metadata.__name__}.{name}"] = value
-    allowed[f"{_StorageInfo.__module__}._StorageInfo"] = _StorageInfo
+    allowed.update(_dcp_compat.metadata_private_globals())  # _StorageInfo, torch.serialization._get_layout
     allowed["torch.Size"] = torch.Size
     allowed["torch.device"] = torch.device
-    allowed["torch.serialization._get_layout"] = torch.serialization._get_layout
     for name, value in vars(torch).items():
         if isinstance(value, torch.dtype):
             allowed[f"torch.{name}"] = value

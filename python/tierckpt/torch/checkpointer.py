@@ -52,9 +52,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint._nested_dict import flatten_state_dict
-from torch.distributed.checkpoint._traverse import set_element
-from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, _StorageInfo
 from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, Metadata, MetadataIndex, StorageMeta,
                                                    TensorStorageMetadata)
 
@@ -62,6 +59,7 @@ from .. import agent
 from ..config import CheckpointConfig
 from ..errors import CorruptionError
 from . import _format, _inflight
+from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, StorageInfo, flatten_state_dict, set_element
 from ._flat_layout import FlatLayout, layout_key
 from ._ids import check_step, checkpoint_id
 from ._metadata_pickle import MetadataPickle
@@ -226,7 +224,7 @@ class Checkpointer:
             if buf is not None:
                 buffers.append(buf)
                 value_runs.extend((offset, buf.data_ptr(), len(data)))
-            extra[MetadataIndex(fqn)] = _StorageInfo(layout.name, offset, len(data))
+            extra[MetadataIndex(fqn)] = StorageInfo(layout.name, offset, len(data))
             offset = (offset + len(data) + _format.ALIGNMENT - 1) // _format.ALIGNMENT * _format.ALIGNMENT
         obj.copy_in(layout.skeleton_runs + runs + value_runs, self.copy_threads)
         del buffers

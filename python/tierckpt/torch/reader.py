@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import torch
 
-from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner
 from torch.distributed.checkpoint.storage import StorageReader
@@ -43,6 +42,7 @@ from .. import agent
 from ..config import CheckpointConfig
 from ..errors import CorruptionError
 from . import _format
+from ._dcp_compat import narrow_tensor_by_index, storage_transforms
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._safe_unpickle import load_metadata
 from ._steps import METADATA_OBJECT
@@ -237,9 +237,10 @@ class TieredReader(StorageReader):
 
     def _read_item(self, data: memoryview, base, item, planner: LoadPlanner) -> None:
         info = self.storage_data[item.storage_index]
-        if getattr(info, "transform_descriptors", None):
+        transforms = storage_transforms(info)
+        if transforms:
             raise ValueError(f"{self.checkpoint_id}: item {item.storage_index.fqn} was written with stream "
-                             f"transforms {info.transform_descriptors}, which tierckpt does not apply")
+                             f"transforms {transforms}, which tierckpt does not apply")
         if info.offset + info.length > len(data):
             raise CorruptionError(f"{self.checkpoint_id}/{info.relative_path}: item {item.storage_index.fqn} "
                                   f"ends at byte {info.offset + info.length}, past the object's {len(data)} bytes")

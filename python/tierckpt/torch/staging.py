@@ -11,7 +11,8 @@ only looks at the state dict:
   does (flatten, one WriteItem per tensor / shard / non-tensor value) and
   resolve every item (non-tensor values are pickled now, so later mutation
   cannot leak in). A state dict of plain tensors and non-tensor values only
-  (no DTensor, ShardedTensor or other tensor subclass) is decomposed here
+  (no DTensor, ShardedTensor, other tensor subclass, or a tensor that
+  declares itself a shard: torch 2.14's CheckpointableTensor) is decomposed here
   directly, as DefaultSavePlanner would (one item per value, at offset 0),
   without building its full plan (~10 us and a dozen objects per item, which
   the background save builds again from the stand-ins); anything else goes
@@ -34,12 +35,12 @@ import io
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint._nested_dict import flatten_state_dict
 from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 from torch.distributed.checkpoint.metadata import MetadataIndex
 from torch.distributed.checkpoint.planner import WriteItem, WriteItemType
 
-from . import _placement
+from . import _dcp_compat, _placement
+from ._dcp_compat import flatten_state_dict
 
 try:
     from torch.distributed.tensor import DTensor
@@ -47,8 +48,6 @@ except ImportError:  # pragma: no cover - torch without DTensor
     DTensor = ()  # type: ignore[assignment,misc]
 
 __all__ = ["pieces_of", "with_stand_ins"]
-
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _stand_in(value: Any) -> Any:
@@ -60,8 +59,10 @@ def _stand_in(value: Any) -> Any:
                                   shape=value.shape, stride=value.stride())
     if type(value) in (torch.Tensor, torch.nn.Parameter):
         meta = torch.empty_like(value, device="meta")
-        return meta.requires_grad_(value.requires_grad) if value.is_floating_point() or value.is_complex() \
-            else meta
+        if value.is_floating_point() or value.is_complex():
+            meta.requires_grad_(value.requires_grad)
+        _dcp_compat.copy_checkpointable_metadata(value, meta)  # 2.14+: a shard of a global tensor
+        return meta
     return value  # other tensor types (ShardedTensor) plan from their own metadata
 
 
@@ -93,7 +94,7 @@ def _direct_pieces(flat: dict[str, Any]) -> list | None:
     pieces = []
     tensor, byte_io = WriteItemType.TENSOR, WriteItemType.BYTE_IO
     for fqn, value in flat.items():
-        if type(value) in _PLAIN:
+        if _dcp_compat.plain_tensor(value):
             index = MetadataIndex(fqn, torch.Size((0,) * value.dim()))
             pieces.append(_placement.prepare(WriteItem(index=index, type=tensor), value))
         elif isinstance(value, torch.Tensor) or hasattr(value, "__create_write_items__"):

@@ -40,16 +40,15 @@ import uuid
 from dataclasses import dataclass
 
 import torch.distributed as dist
-from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION, DEFAULT_SUFFIX
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta
 from torch.distributed.checkpoint.planner import SavePlan, SavePlanner
-from torch.distributed.checkpoint.staging import AsyncStager
 from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
 from torch.futures import Future
 
 from .. import agent
 from ..config import CheckpointConfig
 from . import _inflight, _placement, staging
+from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, plan_usable
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
 
@@ -82,7 +81,7 @@ def _reported_ranks(socket: str, plans: list[SavePlan]) -> list[_RankPlan] | Non
     for i, p in enumerate(plans):
         if isinstance(p.storage_data, _RankPlan):
             out.append(p.storage_data)
-        elif not getattr(p, "usable", True) and last is not None and len(last) == len(plans):
+        elif not plan_usable(p) and last is not None and len(last) == len(plans):
             out.append(last[i])
         else:
             return None
@@ -94,7 +93,7 @@ def _global_rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
-class TieredWriter(StorageWriter, AsyncStager):
+class TieredWriter(StorageWriter, CompleteStager):
     """Saves one step of ``config.namespace`` into the tierckpt agent.
 
     Use with ``dcp.save(sd, storage_writer=w)``, ``dcp.async_save(sd,
@@ -107,9 +106,6 @@ class TieredWriter(StorageWriter, AsyncStager):
         persist: also persist this step to the durable tier. Steps that are multiples of
             ``config.persist_every`` are persisted too.
     """
-
-    # Staging is complete when stage() returns: nothing to synchronize later.
-    _synchronize_after_execute = False
 
     def __init__(self, config: CheckpointConfig, step: int, persist: bool = False) -> None:
         super().__init__()

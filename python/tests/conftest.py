@@ -80,6 +80,19 @@ class Agent(AgentProcess):
         out = json.loads(self.cli("--json", "ls", ns).stdout)
         return {s["step"]: s for s in out["steps"] if s["namespace"] == ns}
 
+    def wait_hashed(self, ns: str, step: int, timeout: float = 60) -> None:
+        """Until the agent's hash of every object of the step is in its manifest. The Python writers
+        seal without a checksum and the agent commits before it hashes (decision 68): bytes flipped
+        before the hash lands are hashed as they are, which is what decision 68 says goes undetected,
+        so a test that damages a step on purpose waits for this first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            manifest = json.loads(self.cli("--json", "show", ns, step).stdout)["manifest"]
+            if all(o.get("checksum") for o in manifest["objects"]):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the agent did not hash step {ns}/{step} within {timeout} s:\n{self.log_text()[-3000:]}")
+
     def object_path(self, ns: str, step: int, name: str) -> Path:
         return next(self.root.rglob(f"{ns}/step_{step:010d}/{name}"))
 

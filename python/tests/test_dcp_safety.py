@@ -204,6 +204,7 @@ def test_readers_racing_to_repair_a_corrupt_copy_all_read_the_restored_step(agen
 def test_corrupt_memory_copy_without_durable_copy_is_an_error(agent):
     cfg = agent.config("corrupt-nodurable")
     dcp.save({"t": _tensor(4)}, storage_writer=TieredWriter(cfg, 4), no_dist=True)
+    agent.wait_hashed("corrupt-nodurable", 4)  # a flip before the agent's hash would be hashed in (decision 68)
     _corrupt(agent.object_path("corrupt-nodurable", 4, "__0_0.distcp"), 5000)
     with pytest.raises(CheckpointException, match="no durable copy"):
         _load_tensor(cfg)

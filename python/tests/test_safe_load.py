@@ -84,6 +84,53 @@ def test_a_payload_inside_real_metadata_is_refused_where_it_appears(tmp_path):
     assert not marker.exists()
 
 
+class _EnumByGetattr:
+    """Pickles as Python 3.11.0-3.11.4 pickle an Enum member: getattr(EnumClass, name)."""
+
+    def __init__(self, owner, name) -> None:
+        self.owner, self.name = owner, name
+
+    def __reduce__(self):
+        return (getattr, (self.owner, self.name))
+
+
+def test_metadata_written_by_python_3_11_2_loads(tmp_path):
+    """Debian 12's python3 (3.11.2) pickles the metadata's _MEM_FORMAT_ENCODING members with
+    builtins.getattr; the restricted unpickler refused every step it wrote ("it names
+    builtins.getattr"). Rebuilt here by pickling each member the way 3.11.2 does."""
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING, TensorProperties
+
+    metadata = pickle.loads(_stock_metadata(tmp_path))
+    for member in _MEM_FORMAT_ENCODING:
+        metadata.planner_data = {"fmt": _EnumByGetattr(_MEM_FORMAT_ENCODING, member.name)}
+        raw = pickle.dumps(metadata, protocol=4)
+        assert b"getattr" in raw
+        assert load_metadata(raw, "x/.metadata").planner_data == {"fmt": member}
+    props = TensorProperties(dtype=torch.float32)
+    assert load_metadata(pickle.dumps(metadata), "x/.metadata").planner_data  # by value, as before
+    assert props.memory_format == torch.contiguous_format
+
+
+@pytest.mark.parametrize("owner,name", [
+    ("torch.Size", "__class__"),                 # an allowed class, not an Enum
+    ("_MEM_FORMAT_ENCODING", "__class__"),       # an allowed Enum, not a member
+    ("_MEM_FORMAT_ENCODING", "_value2member_map_"),
+])
+def test_getattr_reaches_nothing_but_members_of_allowed_enums(tmp_path, owner, name):
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
+
+    cls = {"torch.Size": torch.Size, "_MEM_FORMAT_ENCODING": _MEM_FORMAT_ENCODING}[owner]
+    with pytest.raises(ForbiddenGlobalError, match="builtins.getattr"):
+        load_metadata(pickle.dumps(_EnumByGetattr(cls, name), protocol=4), "x/.metadata")
+
+
+def test_getattr_on_an_enum_that_is_not_allowed_is_refused(tmp_path):
+    import signal
+
+    with pytest.raises(ForbiddenGlobalError, match="names signal.Signals"):
+        load_metadata(pickle.dumps(_EnumByGetattr(signal.Signals, "SIGKILL"), protocol=4), "x/.metadata")
+
+
 def test_a_class_the_user_allows_with_add_safe_globals_is_loaded(tmp_path):
     metadata = pickle.loads(_stock_metadata(tmp_path))
     metadata.planner_data = {"w": _Opaque(3)}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import _compat_pickle
 import codecs
 import collections
+import enum
 import inspect
 import io
 import pathlib
@@ -84,6 +85,30 @@ def _user_globals() -> dict[str, Any]:
     return allowed
 
 
+class _EnumMember:
+    """What ``builtins.getattr`` means in a metadata pickle, and all it may do there.
+
+    Python 3.11.0 to 3.11.4 (Debian 12's python3 is 3.11.2) pickle an Enum member as
+    ``getattr(EnumClass, "NAME")`` instead of by value, so every DCP ``.metadata`` they write calls
+    ``builtins.getattr`` on ``_MEM_FORMAT_ENCODING``. Here it answers only a member of an Enum class
+    that the pickle could name (the class itself went through find_class first); any other use of
+    getattr, which would reach any attribute of an allowed object, is refused.
+    """
+
+    def __init__(self, where: str, allowed) -> None:
+        self._where = where
+        self._allowed = allowed
+
+    def __call__(self, owner: Any, name: Any, *default: Any) -> Any:
+        if (inspect.isclass(owner) and issubclass(owner, enum.Enum) and isinstance(name, str)
+                and name in owner.__members__ and not default and self._allowed(owner)):
+            return owner[name]
+        raise ForbiddenGlobalError(
+            f"{self._where}: refused to unpickle it: it calls builtins.getattr on {owner!r} for {name!r}, and "
+            "the restricted unpickler allows getattr only for a member of an Enum the metadata is made of "
+            f"(how Python 3.11.0-3.11.4 pickle Enums); nothing of it was run ({_SECURITY}).")
+
+
 class _MetadataUnpickler(pickle.Unpickler):
     def __init__(self, data, where: str) -> None:
         super().__init__(io.BytesIO(data))
@@ -97,6 +122,8 @@ class _MetadataUnpickler(pickle.Unpickler):
         elif module in _compat_pickle.IMPORT_MAPPING:
             module = _compat_pickle.IMPORT_MAPPING[module]
         full = f"{module}.{name}"
+        if full == "builtins.getattr":
+            return _EnumMember(self._where, self._allowed_class)
         value = _FIXED.get(full)
         if value is None:
             value = self._user.get(full)
@@ -108,6 +135,9 @@ class _MetadataUnpickler(pickle.Unpickler):
                 f"stored ({_SECURITY}). If {full} is a class of yours (a custom planner's data) and you trust "
                 f"whoever wrote the step, allow it with torch.serialization.add_safe_globals([{full}]).")
         return value
+
+    def _allowed_class(self, cls: type) -> bool:
+        return any(v is cls for v in _FIXED.values()) or any(v is cls for v in self._user.values())
 
     def persistent_load(self, pid: Any) -> Any:
         raise ForbiddenGlobalError(f"{self._where}: refused to unpickle it: it holds a persistent id, "

@@ -14,7 +14,11 @@ library fails the test.
 $TIERCKPT_WHEEL names another wheel; $TIERCKPT_WHEEL_TORCH another torch
 requirement (default torch==2.13.0, on this machine's disk);
 $TIERCKPT_WHEEL_PYTHON the interpreter that makes the venv (default: the one
-this test's venv was made from, the Python the wheel was built for).
+this test's venv was made from, the Python the wheel was built for). Known
+failure: with Debian 12's /usr/bin/python3 (3.11.2) the load is refused, because
+that Python pickles Enum members as builtins.getattr(cls, name) and
+tierckpt.torch's metadata unpickler does not allow getattr (3.11.7 pickles them
+by value); that is the unpickler's bug, not the wheel's.
 """
 from __future__ import annotations
 

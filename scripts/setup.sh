@@ -3,12 +3,14 @@
 # Debian packages, the Python venv (.venv) with pinned packages, and the
 # C++ builds. Idempotent: a second run skips what is already there.
 #
-#   scripts/setup.sh [release] [asan] [fuzz] [python]    (default: release python)
+#   scripts/setup.sh [release] [asan] [fuzz] [python] [wheel]    (default: release python)
 #
 # python = `pip install .` of the package into .venv (C++ core, tierckptd and
 # tierckpt on the venv's PATH, the extension). It builds in build/release with
 # that build's own settings, so the core is compiled once for both (a plain
 # `pip install .` builds in build/py instead).
+# wheel = `pip wheel .` with the python step's settings, into build/wheel/raw/:
+# the wheel before `auditwheel repair` (scripts/wheel.sh repairs it into dist/).
 #
 # Environment: TIERCKPT_BUILD_JOBS (default: number of cores).
 set -euo pipefail
@@ -101,6 +103,15 @@ build() {  # build <dir> [--targets "t1 t2"] <cmake args...>
 # reconfigure and recompile everything.
 RELEASE_DEFINES=(-DCMAKE_BUILD_TYPE=Release -DTIERCKPT_WERROR=ON -DTIERCKPT_FUZZ=OFF -DTIERCKPT_TESTS=ON -DTIERCKPT_PYTHON=ON)
 
+# The `python` and `wheel` steps: scikit-build-core builds in build/release with the
+# release build's settings and launcher, so it reuses that build's objects.
+PY_SETTINGS=(-C build-dir=build/release)
+for d in "${LAUNCHER[@]}"; do PY_SETTINGS+=(-C "cmake.define.${d#-D}"); done
+for d in "${RELEASE_DEFINES[@]}"; do
+  d=${d#-D}
+  [ "${d%%=*}" = CMAKE_BUILD_TYPE ] || PY_SETTINGS+=(-C "cmake.define.${d}")
+done
+
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(release python)
 for t in "${targets[@]}"; do
@@ -140,14 +151,17 @@ for t in "${targets[@]}"; do
       # extension, tierckptd, tierckpt: pyproject's build.targets), in
       # build/release configured as the release step would, so a later
       # `release` builds the rest there without configuring again.
-      py_settings=(-C build-dir=build/release)
-      for d in "${LAUNCHER[@]}"; do py_settings+=(-C "cmake.define.${d#-D}"); done
-      for d in "${RELEASE_DEFINES[@]}"; do
-        d=${d#-D}
-        [ "${d%%=*}" = CMAKE_BUILD_TYPE ] || py_settings+=(-C "cmake.define.${d}")
-      done
-      CMAKE_BUILD_PARALLEL_LEVEL=$JOBS python -m pip install -q --no-build-isolation --no-deps "${py_settings[@]}" . </dev/null >&2
+      CMAKE_BUILD_PARALLEL_LEVEL=$JOBS python -m pip install -q --no-build-isolation --no-deps "${PY_SETTINGS[@]}" . </dev/null >&2
       say "installed the Python package in $((SECONDS - t0)) s" ;;
-    *) say "unknown build '$t' (use release, asan, fuzz, python)"; exit 2 ;;
+    wheel)
+      # The same build as the python step (build/release, its settings), packed as a wheel
+      # that still links the machine's libraries: scripts/wheel.sh repairs it.
+      say "building the tierckpt wheel into build/wheel/raw (built in build/release)"
+      t0=$SECONDS
+      rm -rf build/wheel/raw
+      CMAKE_BUILD_PARALLEL_LEVEL=$JOBS python -m pip wheel -q --no-build-isolation --no-deps -w build/wheel/raw \
+        "${PY_SETTINGS[@]}" . </dev/null >&2
+      say "built $(ls build/wheel/raw) in $((SECONDS - t0)) s" ;;
+    *) say "unknown build '$t' (use release, asan, fuzz, python, wheel)"; exit 2 ;;
   esac
 done

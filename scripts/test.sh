@@ -11,7 +11,11 @@
 #   5. the Python package's tests (real torch 2.13.0, multi-process gloo
 #      groups, real agents),
 #   6. a subset of them on torch 2.14.1 in .venv-torch2.14, with steps saved
-#      under each release loaded under the other (scripts/torch_matrix.sh).
+#      under each release loaded under the other (scripts/torch_matrix.sh),
+#   7. the wheel: scripts/wheel.sh builds and repairs it, tests/wheel installs
+#      it into a new venv outside the repository (torch 2.13.0, numpy, the
+#      wheel with --no-deps) and runs two ranks through the agent it ships
+#      (~1 min).
 # Exits non-zero if anything fails. Needs no standard input.
 #
 #   scripts/test.sh --quick [AREA]   the working loop (minutes, not the whole
@@ -19,7 +23,8 @@
 #     integration and Python tests, and with AREA (a word such as http, tier,
 #     durable, checkpointer, replication) also the unit tests whose names
 #     contain it (release, and ASan when build/asan exists) and every pytest
-#     file whose name contains it. Run the whole suite once before landing.
+#     file whose name contains it (`--quick wheel`: the wheel phase, 7 above).
+#     Run the whole suite once before landing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -58,6 +63,23 @@ source .venv/bin/activate
 passed=0
 failed=0
 failures=()
+# wheel_phase <pytest files...>: builds and repairs the wheel (scripts/wheel.sh), then runs the
+# given tests/wheel files (a new venv, two ranks through the wheel's agent); prints its time.
+wheel_phase() {
+  local t0=$SECONDS rc=0
+  rm -f /tmp/tierckpt-pytest-wheel.log
+  if scripts/wheel.sh >/tmp/tierckpt-wheel-build.log 2>&1; then
+    grep '^\[wheel\]' /tmp/tierckpt-wheel-build.log
+    python -m pytest -q "$@" 2>&1 | tee /tmp/tierckpt-pytest-wheel.log
+    rc=${PIPESTATUS[0]}
+  else
+    tail -40 /tmp/tierckpt-wheel-build.log
+    echo "scripts/wheel.sh failed (whole log: /tmp/tierckpt-wheel-build.log)"
+    rc=1
+  fi
+  echo "wheel phase: $((SECONDS - t0)) s"
+  return "$rc"
+}
 count_ctest() {  # parse ctest's "N% tests passed[, F tests failed] out of T"
   local log=$1 line total fail
   line=$(grep -E "tests passed.* out of [0-9]+" "$log" | tail -1)
@@ -99,6 +121,15 @@ if [ "$QUICK" -eq 1 ]; then
     || quick_fail+=("integration tests")
   step "Python tests: ${py[*]}"
   python -m pytest -q --durations=5 $(printf '%s\n' "${py[@]}" | sort -u) || quick_fail+=("python tests")
+  if [ -n "$AREA" ]; then
+    shopt -s nullglob nocaseglob
+    wheel_tests=(tests/wheel/test_*"$AREA"*.py)
+    shopt -u nullglob nocaseglob
+    if [ ${#wheel_tests[@]} -gt 0 ]; then
+      step "wheel: scripts/wheel.sh, ${wheel_tests[*]}"
+      wheel_phase "${wheel_tests[@]}" || quick_fail+=("wheel")
+    fi
+  fi
   echo
   if [ ${#quick_fail[@]} -gt 0 ]; then
     echo "QUICK LOOP FAILED: ${quick_fail[*]} ($((SECONDS - START)) s)"
@@ -164,6 +195,15 @@ passed=$((passed + ${matrix_p:-0}))
 failed=$((failed + ${matrix_f:-0}))
 [ "$matrix_rc" -eq 0 ] || [ "${matrix_f:-0}" -gt 0 ] || failed=$((failed + 1))
 echo "torch 2.14.1 phase: $((SECONDS - matrix_start)) s"
+
+step "wheel: scripts/wheel.sh, installed into a new venv, two ranks through its agent"
+wheel_rc=0
+wheel_phase tests/wheel || { wheel_rc=1; failures+=("wheel"); }
+p=$(grep -Eo '[0-9]+ passed' /tmp/tierckpt-pytest-wheel.log 2>/dev/null | tail -1 | cut -d' ' -f1)
+f=$(grep -Eo '[0-9]+ (failed|error)' /tmp/tierckpt-pytest-wheel.log 2>/dev/null | tail -2 | awk '{s+=$1} END {print s+0}')
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-0}))
+[ "$wheel_rc" -eq 0 ] || [ "${f:-0}" -gt 0 ] || failed=$((failed + 1))
 
 echo
 if [ ${#failures[@]} -gt 0 ]; then

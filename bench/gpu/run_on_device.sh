@@ -58,8 +58,9 @@ python3 -m pip install --no-build-isolation --no-deps --no-index --no-compile -q
   -C build-dir=/tmp/tierckpt-build --target "$SITE" "$ROOT"
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 export PATH=$SITE/bin:$PATH
-export TIERCKPT_AGENT_BIN=$SITE/bin/tierckptd TIERCKPT_CLI=$SITE/bin/tierckpt
-ls -la "$SITE/bin"
+# The executables ship inside the package (tierckpt/_bin/, decision 82); $SITE/bin has the console scripts.
+export TIERCKPT_AGENT_BIN=$SITE/tierckpt/_bin/tierckptd TIERCKPT_CLI=$SITE/tierckpt/_bin/tierckpt
+ls -la "$SITE/tierckpt/_bin"
 python3 -c 'import tierckpt, tierckpt._tierckpt; print("tierckpt imports from", tierckpt.__file__)'
 
 say "CUDA round trips"

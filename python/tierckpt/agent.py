@@ -18,13 +18,11 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
-import sysconfig
 import threading
 import time
 from pathlib import Path
 
-from . import _tierckpt
+from . import _bin, _tierckpt
 from .config import CheckpointConfig
 
 __all__ = ["call", "client", "drop_client", "find_binary", "socket_path", "start_agent", "stop_agent"]
@@ -46,21 +44,21 @@ def socket_path(config: CheckpointConfig) -> str:
 def find_binary(name: str) -> str:
     """Path of an installed tierckpt executable (``tierckpt`` or ``tierckptd``).
 
-    Looks at $TIERCKPT_CLI / $TIERCKPT_AGENT_BIN, then the scripts directory of
-    this Python environment (where ``pip install`` puts them), then PATH.
+    Looks at $TIERCKPT_CLI / $TIERCKPT_AGENT_BIN, then the executables this
+    package ships (``tierckpt/_bin/``, decision 82: the agent of the same build
+    as this package, found however the package was installed), then PATH.
     """
     env = {"tierckpt": "TIERCKPT_CLI", "tierckptd": "TIERCKPT_AGENT_BIN"}[name]
     if os.environ.get(env):
         return os.environ[env]
-    candidates = [Path(sysconfig.get_path("scripts")) / name, Path(sys.executable).parent / name]
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return str(c)
+    shipped = _bin.path_of(name)
+    if shipped is not None:
+        return str(shipped)
     found = shutil.which(name)
     if found:
         return found
-    raise FileNotFoundError(f"cannot find the {name} executable (looked in {candidates[0].parent} and on "
-                            f"PATH): reinstall the tierckpt package (pip install .) or set {env}")
+    raise FileNotFoundError(f"cannot find the {name} executable (looked in {_bin.BIN_DIR} and on PATH): "
+                            f"reinstall the tierckpt package (pip install .) or set {env}")
 
 
 def _normalize_durable(url: str) -> str:

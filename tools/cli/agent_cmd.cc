@@ -25,7 +25,7 @@ int RunStop(const GlobalOptions& g) {
   Result<std::unique_ptr<Client>> c = Client::Connect(co);
   if (!c.ok()) {
     if (c.status().code() != Code::kUnavailable && c.status().code() != Code::kNotFound) {
-      return Fail(c.status().WithContext("connecting to tierckptd at " + socket));
+      return FailConnect(c.status(), socket, "connecting to tierckptd at " + socket);
     }
     if (g.json) {
       PrintJson({{"stopped", false}, {"running", false}, {"socket", socket}});

@@ -183,6 +183,13 @@ void PrintStatus(const json& j) {
     }
     t.Print();
   }
+  auto failed = j.find("not_persisted");
+  if (failed != j.end() && failed->is_array() && !failed->empty()) {
+    std::printf("\nnot persisted (kept in memory; the agent tries again every few seconds and at its next start):\n");
+    for (const json& f : *failed) {
+      std::printf("  %s step %s: %s\n", Str(f, "namespace").c_str(), Num(f, "step").c_str(), Str(f, "error").c_str());
+    }
+  }
   auto errors = j.find("last_errors");
   if (errors != j.end() && errors->is_array() && !errors->empty()) {
     std::printf("\nlast errors:\n");

@@ -192,6 +192,7 @@ class Cluster:
         if replicated and n > 1:
             secret = work / "secret"
             secret.write_bytes(os.urandom(32))
+            secret.chmod(0o600)  # a secret file others can read is refused (decision 83)
             hosts = work / f"hosts-{n}"
             write_hostfile(hosts, n)
             extra += ["--peers", hosts, "--peer-secret-file", secret, "--replicas", "2", "--replica-ack", "all"]

@@ -38,6 +38,12 @@ def test_argument_beats_environment_beats_file(monkeypatch, tmp_path):
     assert c.durable == "/from/file" and c.namespace == "file-ns"
     assert c.auto_start is True             # default
     assert c.explicit >= {"socket"} and "durable" not in c.explicit
+    # Where each value came from, in resolve()'s words (a failed embedded start names them).
+    assert c.source("socket") == "CheckpointConfig.socket"
+    assert c.source("persist_every") == "environment variable TIERCKPT_PERSIST_EVERY"
+    assert c.source("keep_last") == f"{cfg_file}: key keep_last"
+    assert c.source("auto_start") is None
+    assert pickle.loads(pickle.dumps(c)).source("keep_last") == f"{cfg_file}: key keep_last"
 
 
 def test_default_config_file_location(monkeypatch, tmp_path):

@@ -3,6 +3,7 @@ detached tierckptd through `tierckpt agent start`, reuses it afterwards, and
 `tierckpt agent stop` ends it. Ranks starting at once share one agent."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -160,3 +161,38 @@ def test_ranks_starting_at_once_share_one_agent(embedded, use_lock):
     assert len(pids) == 1, f"ranks reached different agents: {pids}"
     time.sleep(0.5)  # a losing agent would still be exiting
     assert _agent_pids(str(embedded.root)) == list(pids)
+
+
+# ---- issue 42 item 6: bad inputs an embedded start must name ---------------------------------
+
+def test_a_bad_memory_budget_in_the_environment_is_named_at_once_not_an_agent_that_never_answered(
+        embedded, monkeypatch):
+    monkeypatch.setenv("TIERCKPT_MEMORY_BUDGET", "lots")
+    cfg = dataclasses.replace(embedded, memory_budget=None, start_timeout_s=20)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as e:
+        tc_agent.client(cfg)
+    took = time.monotonic() - start
+    msg = str(e.value)
+    assert "did not answer" not in msg, msg
+    assert "memory_budget='lots' from environment variable TIERCKPT_MEMORY_BUDGET" in msg, msg
+    assert '--memory-budget "lots" does not start with a number' in msg, msg  # the agent's own words
+    assert took < 10, f"the start failure took {took:.1f} s to surface (start_timeout_s is 20)"
+    assert _agent_pids(str(embedded.root)) == []
+
+
+def test_a_regular_file_at_the_socket_path_is_named_not_taken_for_a_missing_agent(embedded):
+    sock = Path(embedded.socket)
+    sock.parent.mkdir(mode=0o700)
+    sock.write_text("not a socket")
+    cfg = dataclasses.replace(embedded, start_timeout_s=20)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as e:  # TierckptError (failed precondition), not ConnectionError
+        tc_agent.client(cfg)
+    assert not isinstance(e.value, ConnectionError)
+    msg = str(e.value)
+    assert f"cannot connect to tierckptd at {sock}: it is a regular file, not a socket" in msg, msg
+    assert "TIERCKPT_SOCKET" in msg, msg
+    assert time.monotonic() - start < 10
+    assert not Path(embedded.agent_log).exists(), "an agent start was tried"
+    assert sock.read_text() == "not a socket"

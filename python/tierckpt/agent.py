@@ -8,7 +8,10 @@ so it outlives the trainer — and reuses it from then on. Ranks of one node
 that start at once are serialised by a lock file next to the socket; the
 agent's own lock on its tmpfs root is the backstop (a second agent on the
 same root exits at once), and every caller retries connecting until the
-winner answers. ``tierckpt agent stop`` (or :func:`stop_agent`) ends it.
+winner answers. A start that fails otherwise (the agent exits at start: a bad
+setting such as an unparsable ``TIERCKPT_MEMORY_BUDGET``, an unusable root or
+socket path) raises RuntimeError at once with the agent's own error and where
+each setting came from. ``tierckpt agent stop`` (or :func:`stop_agent`) ends it.
 """
 from __future__ import annotations
 
@@ -190,6 +193,30 @@ def _connect(socket: str) -> _tierckpt.Client:
     return _tierckpt.Client.connect(socket, client_name=f"python:{os.getpid()}", writer_id=writer_id())
 
 
+# The config fields an embedded start hands to the agent (_agent_start_command).
+_START_FIELDS = ("memory_budget", "root", "durable", "keep_last", "durable_keep", "agent_log")
+
+
+def _lost_to_another_agent(report: dict) -> bool:
+    """Whether the agent we started exited because another one, started at the same moment by
+    another tool, owns the root or listens on the socket (the agent's two `already exists`
+    refusals: src/agent/agent.cc TakeLock, src/wire/unix_socket.cc ListenUnix); then that one
+    will answer, and the caller waits for it."""
+    said = report.get("stderr", "")
+    return "another tierckptd" in said or "an agent already listens" in said
+
+
+def _start_failure(config: CheckpointConfig, socket: str, report: dict) -> str:
+    """Why `tierckpt agent start` failed, in its own words (the agent's error and log tail), with
+    the settings it was given and where each came from (a bad TIERCKPT_MEMORY_BUDGET is named)."""
+    said = report.get("stderr", "").strip() or "(no output)"
+    given = [f"{name}={getattr(config, name)!r} from {config.source(name)}"
+             for name in _START_FIELDS if config.source(name) is not None]
+    settings = f"\nThe settings it was given: {'; '.join(given)}." if given else ""
+    return (f"could not start tierckptd for {socket}: `tierckpt agent start` exited "
+            f"{report.get('returncode')}:\n{said}{settings}")
+
+
 def _start_and_connect(config: CheckpointConfig, socket: str) -> _tierckpt.Client:
     os.makedirs(os.path.dirname(socket) or ".", mode=0o700, exist_ok=True)
     lock_path = socket + ".start.lock"
@@ -200,6 +227,14 @@ def _start_and_connect(config: CheckpointConfig, socket: str) -> _tierckpt.Clien
         except ConnectionError:
             pass
         report = start_agent(config)
+        if report["returncode"] != 0 and not _lost_to_another_agent(report):
+            # The agent did not come up (a bad setting, an unusable root or socket path, or it
+            # never answered): say why now instead of waiting start_timeout_s for nothing.
+            try:
+                return _connect(socket)  # an agent that another starter ran answers after all
+            except ConnectionError:
+                pass
+            raise RuntimeError(_start_failure(config, socket, report))
         deadline = time.monotonic() + config.start_timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:

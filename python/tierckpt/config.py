@@ -220,6 +220,9 @@ class CheckpointConfig:
     attest_max_age: float | None = None
     # Which fields were given as arguments (filled by resolve()); not compared.
     explicit: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    # (field, where its value came from) for every field not left at its default, in the words
+    # resolve() uses in its errors ("environment variable TIERCKPT_MEMORY_BUDGET"); not compared.
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
 
     def resolve(self) -> "CheckpointConfig":
         """A copy with every field resolved (argument > environment > config file > default).
@@ -233,23 +236,32 @@ class CheckpointConfig:
         file_values = _read_config_file(file_path) if file_path is not None else {}
         values: dict[str, Any] = {}
         explicit = set()
+        sources = []
         for name, (parse, default) in _FIELDS.items():
             given = getattr(self, name)
             env_name = "TIERCKPT_" + name.upper()
             if given is not None:
-                values[name] = parse(given, f"CheckpointConfig.{name}")
+                where = f"CheckpointConfig.{name}"
                 explicit.add(name)
             elif name not in _ARGUMENT_ONLY and os.environ.get(env_name):
-                values[name] = parse(os.environ[env_name], f"environment variable {env_name}")
+                given, where = os.environ[env_name], f"environment variable {env_name}"
             elif name not in _ARGUMENT_ONLY and name in file_values:
-                values[name] = parse(file_values[name], f"{file_path}: key {name}")
+                given, where = file_values[name], f"{file_path}: key {name}"
             else:
                 values[name] = default
+                continue
+            values[name] = parse(given, where)
+            sources.append((name, where))
         if values["namespace"] is None:
             raise ValueError("CheckpointConfig needs a namespace: pass namespace=..., or set "
                              "TIERCKPT_NAMESPACE, or a 'namespace' key in the config file")
         explicit.add("_resolved")
-        return dataclasses.replace(self, explicit=frozenset(explicit), **values)
+        return dataclasses.replace(self, explicit=frozenset(explicit), sources=tuple(sources), **values)
+
+    def source(self, name: str) -> str | None:
+        """Where the resolved field `name` came from ("environment variable TIERCKPT_ROOT",
+        "CheckpointConfig.root", "<file>: key root"); None for a default."""
+        return dict(self.sources).get(name)
 
     @property
     def resolved(self) -> bool:

@@ -14,6 +14,7 @@
 #include "os/fs_stat.h"
 #include "os/mounts.h"
 #include "peer/channel_transport.h"
+#include "peer/secret_file.h"
 #include "replication/commit.h"
 #include "replication/multi_node.h"
 #include "tier/budget.h"
@@ -365,13 +366,10 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
     return InvalidArgument("--node-id " + config_.node_id + " is not in --peers " + config_.peers_file + " (" +
                            members.Describe() + "); add this node or fix --node-id");
   }
-  TC_ASSIGN_OR_RETURN(std::string secret_text, ReadFileToString(config_.peer_secret_file, peer::kMaxSecretBytes + 2));
-  while (!secret_text.empty() && (secret_text.back() == '\n' || secret_text.back() == '\r')) secret_text.pop_back();
-  Result<peer::ClusterSecret> secret = peer::ClusterSecret::FromBytes(secret_text);
-  if (!secret.ok()) return secret.status().WithContext("--peer-secret-file " + config_.peer_secret_file);
+  TC_ASSIGN_OR_RETURN(peer::ClusterSecret secret, peer::LoadSecretFile(config_.peer_secret_file, ::geteuid()));
   peer::TransportOptions to;
   to.node_id = config_.node_id;
-  to.secret = std::move(secret).value();
+  to.secret = std::move(secret);
   TC_ASSIGN_OR_RETURN(std::unique_ptr<peer::TcpTransport> tcp, peer::TcpTransport::Create(std::move(to)));
   transport_ = std::move(tcp);
 

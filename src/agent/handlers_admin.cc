@@ -238,6 +238,7 @@ Reply Handlers::Stats(std::string_view p) {
     }
     n.memory_steps.push_back(s.step);
     n.memory_bytes += s.bytes;
+    if (s.persist == PersistState::kFailed) in.not_persisted.push_back({s.ns, s.step, s.persist_error});
     n.memory_newest = std::max(n.memory_newest.value_or(0), s.step);
   }
   if (d_.store != nullptr) {

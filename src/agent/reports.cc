@@ -105,6 +105,10 @@ std::string StatsJson(const StatsInput& in) {
   for (const auto& e : in.last_errors) {
     errors.push_back(FormatUtc(e.unix_ms) + " " + e.event + ": " + e.code + ": " + e.message);
   }
+  json not_persisted = json::array();
+  for (const auto& f : in.not_persisted) {
+    not_persisted.push_back({{"namespace", f.ns}, {"step", f.step}, {"error", f.error}});
+  }
   uint64_t now = NowUnixMs();
   json j = {
       {"version", kAgentVersion},
@@ -149,6 +153,7 @@ std::string StatsJson(const StatsInput& in) {
       {"connections", in.connections},
       {"namespaces", std::move(namespaces)},
       {"last_errors", std::move(errors)},
+      {"not_persisted", std::move(not_persisted)},
   };
   if (!in.durable_error.empty()) j["durable_error"] = in.durable_error;
   j["peers"] = nullptr;

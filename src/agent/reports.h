@@ -85,11 +85,19 @@ struct NamespaceSummary {
 };
 // PeerStatsInput (the "peers" object): replication/cluster.h.
 
+// A committed step in memory whose last persist failed (PersistState::kFailed).
+struct NotPersisted {
+  std::string ns;
+  uint64_t step = 0;
+  std::string error;  // why, as the persister reported it
+};
+
 struct StatsInput {
   AgentInfo info;
   TierStats tier;
   std::optional<MountSpace> mount;
   std::vector<NamespaceSummary> namespaces;
+  std::vector<NotPersisted> not_persisted;  // by namespace, then step
   size_t persist_queued = 0;
   size_t persist_running = 0;
   size_t connections = 0;
@@ -103,6 +111,8 @@ struct StatsInput {
 //  "namespaces":[{"namespace","memory_steps":[n],"newest_memory","newest_durable",
 //                 "memory_bytes","writing_steps"}],
 //  "persist_queue","in_flight_steps","connections","last_errors":[str],
+//  "not_persisted":[{"namespace","step","error"}] (committed steps whose last
+//  persist failed; the persister tries them again),
 //  and: "started_unix_ms","uptime_s","persist_every","durable_keep",
 //  "verify_on_seal","object_bytes","pool_segments","tmpfs_total_bytes",
 //  "committed_steps","persist_running","durable_error"?,

@@ -51,7 +51,8 @@ Persister::Persister(PersisterOptions options, MemoryTier* tier, ObjectStore* st
       store_(store),
       errors_(errors),
       queue_("persist", options.threads,
-             [priority = options.priority] { LowerThisThreadForBackgroundWork(priority, "persist"); }) {}
+             [priority = options.priority] { LowerThisThreadForBackgroundWork(priority, "persist"); }),
+      retry_queue_("persist-retry", 1) {}
 
 Persister::~Persister() { Stop(std::chrono::milliseconds(0)); }
 
@@ -77,6 +78,7 @@ void Persister::Stop(std::chrono::milliseconds grace) {
   }
   sleep_cv_.SignalAll();
   queue_.Stop();
+  retry_queue_.Stop();
 }
 
 bool Persister::Backoff(std::chrono::milliseconds d) {
@@ -143,11 +145,37 @@ void Persister::Run(const std::string& ns, uint64_t step) {
   if (st.code() != Code::kAborted) {
     st = st.WithContext("persisting " + StepLabel(ns, step) + " to " + store_->DescribeNamespace(ns) +
                         " (after " + std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")");
-    Log(LogLevel::kError, "persist").Kv("ns", ns).Kv("step", step).Kv("attempts", attempt).Err(st);
+    const bool again = IsRetriable(st) && !stopping_;
+    Log(LogLevel::kError, "persist")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("attempts", attempt)
+        .Kv("retry_in_ms", again ? static_cast<int64_t>(options_.retry_later.count()) : -1)
+        .Err(st);
     options_.metrics->persist.Failed();
     errors_->Add("persist", st);
+    tier_->FinishPersist(ns, step, st);
+    if (again) RetryLater(ns, step);
+    return;
   }
   tier_->FinishPersist(ns, step, st);
+}
+
+void Persister::RetryLater(const std::string& ns, uint64_t step) {
+  const auto due = std::chrono::steady_clock::now() + options_.retry_later;
+  retry_queue_.Submit([this, ns, step, due] {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - std::chrono::steady_clock::now());
+    if (left.count() > 0 && !Backoff(left)) return;  // shutting down: the marker brings it back at the next start
+    if (stopping_) return;
+    Result<PersistStatus> now = tier_->WaitPersist(ns, step, std::chrono::milliseconds(0));
+    if (!now.ok() || now->state != PersistState::kFailed) return;  // gone, or persisted meanwhile
+    // kFailed → kQueued and back to the persist queue; not found when the
+    // step left memory (a prune by hand), which ends the retries.
+    Status again = tier_->RequestPersist(ns, step);
+    Log log(again.ok() ? LogLevel::kInfo : LogLevel::kWarn, "persist requeued");
+    log.Kv("ns", ns).Kv("step", step).Kv("why", "its last persist failed with a retriable error");
+    if (!again.ok()) log.Err(again);
+  });
 }
 
 Status Persister::PersistOnce(const PersistLease& lease) {

@@ -29,7 +29,10 @@
 // first_backoff, x4, x16 (100 ms, 400 ms, 1.6 s by default); then, as for
 // non-retriable errors, the step is kFailed with the error (logged, kept in
 // RecentErrors, returned by WaitDurable). The marker stays, so the next
-// agent start retries.
+// agent start retries; a retriable error is also tried again every
+// retry_later while the agent runs (RetryLater), so a durable filesystem
+// that filled up gets the step once space returns. Memory retention keeps a
+// failed step (MemoryTier), so nothing waits for a retry that is gone.
 //
 // Steps spanning nodes (docs/multinode.md): each member persists its own part:
 // its objects, then its part record (PartRecordName(node): its part
@@ -84,6 +87,12 @@ struct PersisterOptions {
   uint32_t durable_keep = 0;  // 0 = keep every durable step
   int max_retries = 3;
   std::chrono::milliseconds first_backoff{100};
+  // A step that still fails with a retriable error (a full filesystem:
+  // ENOSPC, EDQUOT; EIO; an unreachable store) after max_retries is kFailed
+  // (its waiters get the error) and is requested again this long after, and
+  // so on while it fails and is in memory: it persists once the medium has
+  // room again, without a restart.
+  std::chrono::milliseconds retry_later{10000};
   // A step goes to the store in one PutObjects call (the store plans its
   // requests together) unless it holds more than batch_objects objects or
   // more than batch_copied_bytes of objects small enough to be read into
@@ -146,6 +155,9 @@ class Persister {
   void SweepOnce(const std::string& ns, uint64_t durable_step);
   // Sleeps unless cancelled; false when cancelled.
   bool Backoff(std::chrono::milliseconds d);
+  // Requests (ns, step) again retry_later from now (on retry_queue_, whose
+  // one thread takes the requests in the order they fall due).
+  void RetryLater(const std::string& ns, uint64_t step);
 
   // Const after construction.
   const PersisterOptions options_;
@@ -159,6 +171,7 @@ class Persister {
   Mutex sleep_mu_;
   CondVar sleep_cv_{&sleep_mu_};  // wakes backoffs on cancel
   WorkQueue queue_;
+  WorkQueue retry_queue_;
   Mutex gc_mu_;  // held by a sweep; jobs take it to (un)register
   std::set<std::pair<std::string, uint64_t>> running_ GUARDED_BY(gc_mu_);
   std::set<std::string> swept_ GUARDED_BY(gc_mu_);

@@ -195,6 +195,48 @@ TEST(PersisterTest, GivesUpAfterRetriesWithAClearError) {
   EXPECT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
 }
 
+// Issue 42 item 2: a durable filesystem that filled up got the failed steps
+// only at the agent's next start; now they persist once space returns.
+TEST(PersisterTest, AStepThatFailedOnAFullMediumPersistsOnceSpaceReturns) {
+  PersisterOptions o;
+  o.retry_later = std::chrono::milliseconds(50);
+  PersistHarness p(0, 3, o);
+  p.store->FailEveryCall(StoreOp::kPutObject, ResourceExhausted("write /d/x: No space left on device (errno 28)"));
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  PersistStatus s = p.Wait("job", 1);
+  ASSERT_EQ(s.state, PersistState::kFailed);
+  EXPECT_NE(s.error.message().find("No space left on device"), std::string::npos) << s.error.ToString();
+  // Still full: tried again, still failed, still in memory.
+  const uint64_t first = p.store->CallCount(StoreOp::kPutObject);
+  for (int i = 0; i < 200 && p.store->CallCount(StoreOp::kPutObject) < first + 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(p.store->CallCount(StoreOp::kPutObject), first + 4);
+  EXPECT_FALSE(p.mem->ReadManifest("job", 1).ok());
+  p.store->ClearFaults();  // space returns
+  PersistState state = PersistState::kFailed;
+  for (int i = 0; i < 500 && state != PersistState::kDurable; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    Result<PersistStatus> now = p.h.tier->WaitPersist("job", 1, std::chrono::milliseconds(0));
+    ASSERT_TRUE(now.ok());
+    state = now->state;
+  }
+  EXPECT_EQ(state, PersistState::kDurable);
+  EXPECT_TRUE(p.mem->ReadManifest("job", 1).ok());
+}
+
+TEST(PersisterTest, ANonRetriableFailureIsNotTriedAgainLater) {
+  PersisterOptions o;
+  o.retry_later = std::chrono::milliseconds(20);
+  PersistHarness p(0, 3, o);
+  p.store->FailEveryCall(StoreOp::kPutObject, PermissionDenied("the bucket refuses writes"));
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "aaaa"}}, true).ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kFailed);
+  const uint64_t calls = p.store->CallCount(StoreOp::kPutObject);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), calls);
+}
+
 TEST(PersisterTest, ADifferentDurableCopyIsNotOverwritten) {
   PersistHarness p;
   Manifest other;

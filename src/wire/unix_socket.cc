@@ -209,6 +209,14 @@ Status RecvTimeout(const FrameReader& reader, size_t expected, const RecvLimits&
                  " ms; the peer is too slow or stuck mid-frame");
 }
 
+// The one message for a socket path that holds something other than a
+// socket (a regular file, a directory, a FIFO): `doing` says what failed on
+// which path ("cannot connect to tierckptd at <path>"), `advice` what to do.
+Status NotASocket(Code code, const std::string& doing, const FileStat& st, std::string_view advice) {
+  const std::string kind(EntryTypeName(st.type));
+  return Status(code, doing + ": it is a " + kind + ", not a socket; " + std::string(advice));
+}
+
 // Who owns path, in words for messages.
 std::string Describe(const FileStat& st) {
   char mode[8];
@@ -223,8 +231,8 @@ Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
   TC_ASSIGN_OR_RETURN(FileStat st, StatFile(path, Follow::kNo, IfMissing::kOk, "checking the socket path"));
   if (st.type != EntryType::kMissing) {
     if (!st.is_socket) {
-      return AlreadyExists("socket path " + path +
-                           " exists and is not a socket; remove it or choose another socket path");
+      return NotASocket(Code::kAlreadyExists, "cannot listen on " + path, st,
+                        "remove it or choose another socket path");
     }
     int err = 0;
     TC_ASSIGN_OR_RETURN(UniqueFd probe, ConnectSocket(path, addr, Deadline::After(1000), &err));
@@ -272,6 +280,18 @@ Result<UniqueFd> ConnectUnix(const std::string& path, int timeout_ms) {
       return ErrnoStatus("making the socket connected to " + path + " blocking");
     }
     return fd;
+  }
+  if (err == ECONNREFUSED) {
+    // connect(2) says ECONNREFUSED for a path that is no socket at all (a
+    // regular file left there, a directory): that is no agent that is
+    // down, and no `tierckpt agent start` could listen there either.
+    Result<FileStat> st = StatFile(path, Follow::kYes, IfMissing::kOk, "checking the socket path");
+    if (st.ok() && st->type != EntryType::kMissing && !st->is_socket) {
+      return NotASocket(Code::kFailedPrecondition, "cannot connect to tierckptd at " + path, *st,
+                        "set TIERCKPT_SOCKET (or --socket) to the socket of a running agent, or move the " +
+                            std::string(EntryTypeName(st->type)) +
+                            " away so that `tierckpt agent start` can listen there");
+    }
   }
   if (err == ENOENT || err == ECONNREFUSED) {
     return Unavailable("cannot connect to tierckptd at " + path + ": " + std::strerror(err) +

@@ -40,7 +40,9 @@ struct Frame {
 Result<UniqueFd> ListenUnix(const std::string& path, int backlog = 128);
 // Connects within timeout_ms (< 0: no limit). kUnavailable with the path and
 // a hint ("is tierckptd running? start it with `tierckpt agent start`") when
-// nobody listens; kTimeout when the listener's accept queue stays full for
+// nobody listens; kFailedPrecondition ("... at <path>: it is a regular file,
+// not a socket") when the path holds something other than a socket, which no
+// agent start would cure; kTimeout when the listener's accept queue stays full for
 // the whole timeout (an overloaded or stuck agent), naming the path.
 Result<UniqueFd> ConnectUnix(const std::string& path, int timeout_ms = -1);
 

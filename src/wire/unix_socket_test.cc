@@ -350,9 +350,40 @@ TEST(UnixSocketTest, RegularFileAtSocketPathIsLeftAlone) {
   auto listener = ListenUnix(path);
   ASSERT_FALSE(listener.ok());
   EXPECT_EQ(listener.status().code(), Code::kAlreadyExists);
+  EXPECT_NE(listener.status().message().find(path + ": it is a regular file, not a socket"), std::string::npos)
+      << listener.status().message();
   auto content = ReadFileToString(path, 100);
   ASSERT_TRUE(content.ok());
   EXPECT_EQ(*content, "precious");
+}
+
+// Issue 42 item 6: a regular file at the socket path was reported as "no
+// tierckptd answers on ...: start one", which no start can cure.
+TEST(UnixSocketTest, ConnectToRegularFileSaysItIsNotASocket) {
+  TempDir dir;
+  std::string path = dir.File("agent.sock");
+  ASSERT_TRUE(WriteFileAtomic(path, "precious", false).ok());
+  auto c = ConnectUnix(path, 1000);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kFailedPrecondition) << c.status().ToString();
+  EXPECT_NE(c.status().message().find(path + ": it is a regular file, not a socket"), std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find("TIERCKPT_SOCKET"), std::string::npos) << c.status().message();
+  EXPECT_EQ(c.status().message().find("is tierckptd running"), std::string::npos) << c.status().message();
+  auto content = ReadFileToString(path, 100);
+  ASSERT_TRUE(content.ok());
+  EXPECT_EQ(*content, "precious");
+}
+
+TEST(UnixSocketTest, ConnectToDirectorySaysItIsNotASocket) {
+  TempDir dir;
+  std::string path = dir.File("agent.sock");
+  ASSERT_EQ(::mkdir(path.c_str(), 0700), 0);
+  auto c = ConnectUnix(path, 1000);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kFailedPrecondition) << c.status().ToString();
+  EXPECT_NE(c.status().message().find(path + ": it is a directory, not a socket"), std::string::npos)
+      << c.status().message();
 }
 
 TEST(UnixSocketTest, ConnectToMissingAgentGivesHint) {

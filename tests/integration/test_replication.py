@@ -149,6 +149,8 @@ def test_an_agent_with_the_wrong_secret_gets_no_replica(agents, tmp_path):
     good, bad = tmp_path / "good", tmp_path / "bad"
     good.write_bytes(b"the-right-cluster-secret")
     bad.write_bytes(b"a-different-cluster-secret")
+    good.chmod(0o600)  # a secret file others can read is refused (decision 83)
+    bad.chmod(0o600)
     n1 = agents("--memory-budget", "128MiB", "--node-id", "n1", "--peers", hosts, "--peer-secret-file", bad)
     n2 = agents("--memory-budget", "128MiB", "--node-id", "n2", "--peers", hosts, "--peer-secret-file", good)
     r = n1.writer("--ns", "s", "--step", 1, "--objects", 1, "--size", MiB, check=False)
@@ -175,6 +177,7 @@ def test_bad_peer_configuration_is_refused_at_start(agents, tmp_path):
     hosts.write_text("n1 127.0.0.1:1\n")
     secret = tmp_path / "secret"
     secret.write_bytes(b"0123456789abcdef")
+    secret.chmod(0o600)
     a = agents("--node-id", "zz", "--peers", hosts, "--peer-secret-file", secret, start=False)
     a.start(wait=False)
     assert a.proc.wait(timeout=30) != 0
@@ -185,6 +188,7 @@ def test_bad_peer_configuration_is_refused_at_start(agents, tmp_path):
     assert "needs --peer-secret-file" in b.log_text()
     short = tmp_path / "short"
     short.write_bytes(b"tiny")
+    short.chmod(0o600)
     d = agents("--node-id", "n1", "--peers", hosts, "--peer-secret-file", short, start=False)
     d.start(wait=False)
     assert d.proc.wait(timeout=30) != 0

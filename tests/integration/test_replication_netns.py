@@ -80,6 +80,7 @@ def hosts():
 def start_pair(agents, hosts, tmp_path):
     secret = tmp_path / "secret"
     secret.write_bytes(b"netns-cluster-secret-0123456789")
+    secret.chmod(0o600)  # a secret file others can read is refused (decision 83)
     hostfile = tmp_path / "hosts"
     hostfile.write_text(f"n1 {hosts.ip['a']}:7100\nn2 {hosts.ip['b']}:7100\n")
     made = {}

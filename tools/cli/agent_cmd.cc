@@ -25,7 +25,7 @@ int RunStop(const GlobalOptions& g) {
   Result<std::unique_ptr<Client>> c = Client::Connect(co);
   if (!c.ok()) {
     if (c.status().code() != Code::kUnavailable && c.status().code() != Code::kNotFound) {
-      return Fail(c.status().WithContext("connecting to tierckptd at " + socket));
+      return FailConnect(c.status(), socket, "connecting to tierckptd at " + socket);
     }
     if (g.json) {
       PrintJson({{"stopped", false}, {"running", false}, {"socket", socket}});
@@ -182,6 +182,13 @@ void PrintStatus(const json& j) {
                 either("durable_newest", "newest_durable"), Num(n, "writing_steps"), base});
     }
     t.Print();
+  }
+  auto failed = j.find("not_persisted");
+  if (failed != j.end() && failed->is_array() && !failed->empty()) {
+    std::printf("\nnot persisted (kept in memory; the agent tries again every few seconds and at its next start):\n");
+    for (const json& f : *failed) {
+      std::printf("  %s step %s: %s\n", Str(f, "namespace").c_str(), Num(f, "step").c_str(), Str(f, "error").c_str());
+    }
   }
   auto errors = j.find("last_errors");
   if (errors != j.end() && errors->is_array() && !errors->empty()) {

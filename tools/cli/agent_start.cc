@@ -143,7 +143,7 @@ int RunStart(const GlobalOptions& g, const StartOptions& o) {
       return kExitOk;
     }
     if (existing.status().code() != Code::kUnavailable && existing.status().code() != Code::kNotFound) {
-      return Fail(existing.status().WithContext("checking for a running agent on " + socket));
+      return FailConnect(existing.status(), socket, "checking for a running agent on " + socket);
     }
   }
   Result<std::string> bin = FindAgentBinary(o.agent_bin);

@@ -28,14 +28,18 @@ std::unique_ptr<Client> ConnectOrReport(const GlobalOptions& g, int* exit_code) 
                  "TIERCKPT_SOCKET (or --socket) to the socket of a running agent\n  (%s)\n",
                  options.socket_path.c_str(), reason.c_str());
     *exit_code = kExitNoAgent;
-  } else if (c.status().message().find(options.socket_path) != std::string::npos) {
-    // A refusal, a timeout or an untrusted agent: the message names the
-    // socket and the cause (the agent's own words for a refusal).
-    *exit_code = Fail(c.status());
   } else {
-    *exit_code = Fail(c.status().WithContext("connecting to tierckptd at " + options.socket_path));
+    *exit_code = FailConnect(c.status(), options.socket_path, "connecting to tierckptd at " + options.socket_path);
   }
   return nullptr;
+}
+
+int FailConnect(const Status& status, const std::string& socket, const std::string& context) {
+  // A refusal, a timeout, an untrusted agent or a path that is no socket:
+  // the message names the socket and the cause (the agent's own words for a
+  // refusal).
+  if (status.message().find(socket) != std::string::npos) return Fail(status);
+  return Fail(status.WithContext(context));
 }
 
 int Fail(const Status& status) {

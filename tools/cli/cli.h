@@ -42,6 +42,12 @@ std::string ClientName();
 // to kExitNoAgent for an unreachable agent or kExitFailure otherwise.
 std::unique_ptr<Client> ConnectOrReport(const GlobalOptions& g, int* exit_code);
 
+// Fails with a connect error to the agent at socket: as it is when its
+// message already names the socket (a refusal, an untrusted agent, a path
+// that is no socket), otherwise with `context` in front; returns
+// kExitFailure.
+int FailConnect(const Status& status, const std::string& socket, const std::string& context);
+
 // Prints "tierckpt: <message>" (the Status' message, with its code name for
 // codes whose meaning is not obvious from the text) to stderr; returns
 // kExitFailure.

@@ -20,6 +20,7 @@ from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 import states
 from tierckpt import _tierckpt, agent as tc_agent
 from conftest import run_ranks
+from tierckpt.torch._dcp_compat import load_keeps_read_metadata_errors
 from tierckpt.torch import CorruptionError, SaveInFlightError, TieredReader, TieredWriter, TierckptError, latest_step
 
 
@@ -212,13 +213,18 @@ def test_corrupt_memory_copy_without_durable_copy_is_an_error(agent):
         TieredReader(cfg, 4)._object("__0_0.distcp")
 
 
-def test_namespace_without_checkpoint(agent):
+def test_namespace_without_checkpoint(agent, caplog):
     cfg = agent.config("nothing-here")
     assert latest_step(cfg) is None
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         TieredReader(cfg).read_metadata()
-    with pytest.raises(CheckpointException, match="no committed step of namespace nothing-here"):
-        _load_tensor(cfg)
+    why = "no committed step of namespace nothing-here"
+    with caplog.at_level(logging.ERROR, logger="tierckpt"):
+        # torch 2.9's dcp.load drops the reader's error for a bare AssertionError; the reader logs it there.
+        with pytest.raises(CheckpointException, match=why if load_keeps_read_metadata_errors() else "AssertionError"):
+            _load_tensor(cfg)
+    if not load_keeps_read_metadata_errors():
+        assert any(why in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
 def test_writer_and_reader_pickle_without_native_handles(agent):

@@ -25,6 +25,13 @@ Per-release differences handled here:
   on 2.14 (so staging sends it through the planner and the Checkpointer
   refuses it like a DTensor), and :func:`copy_checkpointable_metadata` keeps
   those fields on its staging stand-in. Before 2.14 both are no-ops.
+* ``dcp.load`` of 2.9 catches whatever ``StorageReader.read_metadata``
+  raises, logs "Global metadata is not found" at INFO and fails on a bare
+  ``assert metadata is not None``: the reader's message (no such step, a
+  refused pickle) is lost. 2.13 keeps the exception and raises it.
+  :func:`load_keeps_read_metadata_errors` tells which the running release
+  does (from the source of ``_load_state_dict``, since the release that
+  changed it was not pinned), and the reader logs its error where DCP drops it.
 * A process-based async save runs in
   ``_ProcessBasedAsyncCheckpointExecutor._execute_save_impl`` where the
   release has that method; where it is absent, ``_save_state_dict`` alone
@@ -39,7 +46,7 @@ import torch
 __all__ = [
     "CURRENT_DCP_VERSION", "DEFAULT_SUFFIX", "METADATA_FILE", "METADATA_FIELDS", "SUPPORTED_RANGE",
     "CompleteStager", "StorageInfo", "check_release", "copy_checkpointable_metadata", "element_size",
-    "flatten_state_dict", "is_checkpointable_tensor", "metadata_private_globals", "narrow_tensor_by_index",
+    "flatten_state_dict", "is_checkpointable_tensor", "load_keeps_read_metadata_errors", "metadata_private_globals", "narrow_tensor_by_index",
     "plain_tensor", "plan_usable", "release", "save_code_objects", "set_element", "storage_transforms",
     "weights_only_unpickler",
 ]
@@ -140,6 +147,19 @@ def storage_transforms(info) -> list:
 def plan_usable(plan) -> bool:
     """False for the stand-in DCP sends for a rank's unchanged plan (DefaultSavePlanner plan caching)."""
     return getattr(plan, "usable", True)
+
+
+def load_keeps_read_metadata_errors() -> bool:
+    """Whether ``dcp.load`` raises what ``StorageReader.read_metadata`` raised (2.13, 2.14) rather than
+    swallowing it and failing on ``assert metadata is not None`` (2.9)."""
+    import inspect
+
+    from torch.distributed.checkpoint import state_dict_loader
+
+    try:
+        return "global_metadata_exc" in inspect.getsource(state_dict_loader._load_state_dict)
+    except (OSError, TypeError):  # no source (a frozen install): assume the newer behaviour
+        return True
 
 
 def save_code_objects() -> frozenset:

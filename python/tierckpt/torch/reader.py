@@ -42,7 +42,7 @@ from .. import agent
 from ..config import CheckpointConfig
 from ..errors import CorruptionError
 from . import _format
-from ._dcp_compat import narrow_tensor_by_index, storage_transforms
+from ._dcp_compat import load_keeps_read_metadata_errors, narrow_tensor_by_index, storage_transforms
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._safe_unpickle import load_metadata
 from ._steps import METADATA_OBJECT
@@ -50,6 +50,7 @@ from ._steps import METADATA_OBJECT
 __all__ = ["TieredReader"]
 
 log = logging.getLogger("tierckpt")
+_KEEPS_READ_METADATA_ERRORS = load_keeps_read_metadata_errors()
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,10 @@ class TieredReader(StorageReader):
             metadata = load_metadata(data, f"{self.checkpoint_id}/{METADATA_OBJECT}")
             del data
             self._views[METADATA_OBJECT].unchanged()  # not recycled under the unpickling
+        except Exception as e:
+            if not _KEEPS_READ_METADATA_ERRORS:  # torch 2.9's dcp.load drops it for a bare AssertionError
+                log.error("tierckpt: %s: %s", type(e).__name__, e)
+            raise
         finally:
             self._views.pop(METADATA_OBJECT, None)
         if getattr(metadata, "storage_meta", None) is None:

@@ -1,8 +1,6 @@
 // http_connection.cc — see http_connection.h.
 #include "ops/http_connection.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -10,23 +8,17 @@
 #include <cerrno>
 #include <cstring>
 
+#include "peer/tcp_socket.h"
+
 namespace tierckpt::agent {
 namespace {
 
 constexpr size_t kReadAhead = 16 * 1024;  // small reads fill `in` by this much
 
 void AddressOf(const sockaddr_storage& ss, std::string* ip, int* port) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
-    *port = ntohs(a->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
-    *port = ntohs(a->sin6_port);
-  }
-  *ip = text;
+  peer::HostPort hp = peer::HostPortOf(ss);
+  *ip = std::move(hp.host);
+  *port = hp.port;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "os/files.h"
+#include "testing/temp_dir.h"
 
 namespace tierckpt::peer {
 namespace {
@@ -17,13 +18,6 @@ constexpr uid_t kOther = 1001;
 
 class SecretFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tc_secret_file_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { RemoveTree(dir_).IgnoreError(); }
-
   // A file holding text with exactly `mode`, whatever the umask.
   std::string Write(const std::string& name, const std::string& text, mode_t mode) {
     const std::string path = dir_ + "/" + name;
@@ -32,7 +26,8 @@ class SecretFileTest : public ::testing::Test {
     return path;
   }
 
-  std::string dir_;
+  testing_util::TempDir tmp_{"tc_secret_file_test"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST(SecretFileAccessTest, OwnerOnlyIsAccepted) {

@@ -66,18 +66,8 @@ Status ApplyOptions(int fd, const SocketOptions& o, bool is_tcp, const std::stri
 }
 
 std::string FormatSockaddr(const sockaddr_storage& ss) {
-  char host[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    return FormatHostPort(host, ntohs(a->sin_port));
-  }
-  if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    return FormatHostPort(host, ntohs(a->sin6_port));
-  }
-  return "unknown-address";
+  const HostPort hp = HostPortOf(ss);
+  return hp.host.empty() ? "unknown-address" : FormatHostPort(hp.host, hp.port);
 }
 
 struct AddrInfoDeleter {
@@ -233,6 +223,21 @@ class TcpAcceptor final : public ChannelAcceptor {
 };
 
 }  // namespace
+
+HostPort HostPortOf(const sockaddr_storage& ss) {
+  char host[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    return {host, ntohs(a->sin_port)};
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    return {host, ntohs(a->sin6_port)};
+  }
+  return {};
+}
 
 Result<HostPort> ParseHostPort(std::string_view address) {
   auto bad = [&](std::string_view why) {

@@ -23,6 +23,8 @@
 #include <string>
 #include <string_view>
 
+#include <sys/socket.h>
+
 #include "peer/byte_channel.h"
 
 namespace tierckpt::peer {
@@ -42,6 +44,8 @@ struct HostPort {
 Result<HostPort> ParseHostPort(std::string_view address);
 // "1.2.3.4:5", "[::1]:5" (brackets when host contains ':').
 std::string FormatHostPort(std::string_view host, uint16_t port);
+// The numeric host and port of an AF_INET/AF_INET6 address; host "" for any other family.
+HostPort HostPortOf(const sockaddr_storage& address);
 
 // The source a connection counts against in per-source limits (the
 // listener's pending handshakes, peer/handshaking_listener.h), from a peer

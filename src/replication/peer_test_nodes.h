@@ -33,10 +33,11 @@ inline std::string Address(const std::string& node) { return node + ".test:7100"
 // One node: its tier, the replicas it holds, its transport and peer service.
 struct Node {
   // store: the durable tier every node shares (nullptr: none);
-  // replicate_rate: the peer service's cap (--replicate-rate; nullptr: none).
+  // replicate_rate: the peer service's cap (--replicate-rate; nullptr: none);
+  // takeover_after: the persister's PartsOptions::takeover_after.
   Node(const std::string& node_id, std::shared_ptr<peer::InMemoryNetwork> net,
        const cluster::Membership& members, uint32_t replicas = 2, ObjectStore* store = nullptr,
-       RateLimiter* replicate_rate = nullptr)
+       RateLimiter* replicate_rate = nullptr, std::chrono::milliseconds takeover_after = std::chrono::milliseconds(200))
       : id(node_id) {
     h.options.node_id = id;
     h.options.has_durable = store != nullptr;
@@ -80,7 +81,7 @@ struct Node {
       parts.ask_elsewhere = [rep](const std::string& origin, const std::string& ns, uint64_t step) {
         return rep->PersistPartElsewhere(origin, ns, step);
       };
-      parts.takeover_after = std::chrono::milliseconds(200);
+      parts.takeover_after = takeover_after;
       parts.wait_limit = std::chrono::seconds(20);
       persister->SetParts(std::move(parts));
       Persister* p = persister.get();

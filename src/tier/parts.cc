@@ -67,4 +67,14 @@ bool ContainsPart(const Manifest& whole, const Manifest& part) {
   return true;
 }
 
+size_t MergeTurn(const Manifest& part, std::string_view node) {
+  const size_t n = part.members.size();
+  if (n == 0) return kMaxMergeTurn;
+  const size_t merger = static_cast<size_t>(part.step % n);
+  for (size_t k = 0; k < n; ++k) {
+    if (part.members[(merger + k) % n] == node) return std::min(k, kMaxMergeTurn);
+  }
+  return kMaxMergeTurn;
+}
+
 }  // namespace tierckpt::agent

@@ -294,11 +294,32 @@ Status Persister::AwaitParts(const Manifest& part) {
   auto last_ask = start;
   auto delay = std::chrono::milliseconds(50);
   std::map<std::string, Manifest> found;  // member → its part record
+  // Decision 88: the merger reads the others' records; every other member
+  // reads only the manifest until its turn to take over comes.
+  const size_t turn = MergeTurn(part, part.node);
+  bool merging = turn == 0;
   for (;;) {
     if (cancel_) return Aborted("persist cancelled by shutdown");
     Result<Manifest> existing = store_->ReadManifest(part.ns, part.step);
     if (existing.ok()) return ContainsPart(*existing, part) ? Status::Ok() : DifferentDurable(*store_, part);
     if (existing.status().code() != Code::kNotFound) return existing.status();
+    if (!merging) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited >= parts_.takeover_after * static_cast<int64_t>(turn)) {
+        merging = true;
+        last_ask = start;  // the merger's part may be missing too: ask for it at once
+        Log(LogLevel::kWarn, "merge_takeover")
+            .Kv("ns", part.ns)
+            .Kv("step", part.step)
+            .Kv("merger", part.members[part.step % part.members.size()])
+            .Kv("turn", static_cast<uint64_t>(turn))
+            .Kv("waited_ms", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+        continue;
+      }
+      if (!Backoff(delay)) return Aborted("persist cancelled by shutdown");
+      delay = std::min(delay * 2, std::chrono::milliseconds(1000));
+      continue;
+    }
     // Part records found stay found: only the missing ones are read again.
     std::vector<std::string> missing;
     for (const std::string& member : part.members) {

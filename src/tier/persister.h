@@ -37,10 +37,15 @@
 // Steps spanning nodes (docs/multinode.md): each member persists its own part:
 // its objects, then its part record (PartRecordName(node): its part
 // manifest) into the shared step directory, which is never cleared first
-// (other nodes' objects are there). Then it waits for the other members' part
-// records; whoever sees them all writes the merged manifest (MergeParts) with
-// the store's exclusive commit — the loser of that race finds the same
-// objects committed, which is success. A member whose part record is still
+// (other nodes' objects are there). One member, the merger (MergeTurn,
+// tier/parts.h; decision 88), then waits for the other members' part records,
+// reading each once it exists, and writes the merged manifest (MergeParts)
+// with the store's exclusive commit; every other member only reads the
+// manifest (backoff 50 ms doubling to 1 s) until it appears, or until its turn
+// to take over comes (turn × takeover_after: a merger that died), when it
+// merges as the merger does. Two mergers race safely: the loser of the
+// exclusive commit finds the same objects committed, which is success. So a
+// step of N nodes costs O(N) store requests. A member whose part record is still
 // missing after takeover_after is asked, through ask_elsewhere, to upload
 // it, and when it cannot answer one of its holders uploads it from its
 // replica; after wait_limit the step fails (marker kept: the next start

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "cluster/hostfile.h"
+#include "cluster/peer_source.h"
 #include "common/log.h"
 #include "os/files.h"
 #include "os/fs_stat.h"
@@ -360,7 +360,7 @@ void Agent::Run() {
 }
 
 Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
-  TC_ASSIGN_OR_RETURN(cluster::Membership members, cluster::ReadHostfile(config_.peers_file));
+  TC_ASSIGN_OR_RETURN(cluster::Membership members, cluster::LoadPeers(config_.peers_file));
   const cluster::Member* self = members.Find(config_.node_id);
   if (self == nullptr) {
     return InvalidArgument("--node-id " + config_.node_id + " is not in --peers " + config_.peers_file + " (" +

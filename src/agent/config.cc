@@ -63,7 +63,8 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--shutdown-grace", c.shutdown_grace_s,
                  "seconds running persists may take at shutdown (default 30)");
   app.add_option("--peers", c.peers_file,
-                 "hostfile of every agent of the job: `node_id host:port [domain=D]` per line (default: single node)");
+                 "every agent of the job: a hostfile (`node_id host:port [domain=D]` per line), or slurm:PORT for "
+                 "the nodes of the Slurm job (SLURM_JOB_NODELIST) at that port (default: single node)");
   app.add_option("--peer-listen", c.peer_listen, "address to accept peers on (default: this node's hostfile address)");
   app.add_option("--peer-secret-file", c.peer_secret_file,
                  "file holding the cluster secret shared by every agent (required with --peers)");

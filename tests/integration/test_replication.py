@@ -219,3 +219,39 @@ def test_a_delete_on_the_origin_reaches_its_holder_and_an_unreachable_holder_fai
     assert c.replica_dir("n2", "n1", "del", 2).exists()
     c["n1"].cli("rm", "del", 2)
     assert not c.replica_dir("n2", "n1", "del", 2).exists()
+
+
+def test_agents_in_a_slurm_job_find_their_peers_in_its_node_list(agents, tmp_path, monkeypatch):
+    """`--peers slurm:PORT` (issue 21 item 3): no hostfile; each agent expands SLURM_JOB_NODELIST as
+    `scontrol show hostnames` would. The job's two "nodes" are 127.0.0.1 and 127.0.0.2, both this
+    machine's loopback, so both agents listen on the same port as on two machines."""
+    from agent_harness import free_port
+    port = free_port()
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "127.0.0.[1-2]")
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"0123456789abcdef-cluster-secret\n")
+    secret.chmod(0o600)
+    nodes = {node: agents("--memory-budget", "256MiB", "--node-id", node, "--peers", f"slurm:{port}",
+                          "--peer-secret-file", secret) for node in ("127.0.0.1", "127.0.0.2")}
+    ref = tmp_path / "ref"
+    nodes["127.0.0.1"].writer("--ns", "j", "--step", 3, "--objects", 2, "--size", MiB, "--ref-dir", ref)
+    held = nodes["127.0.0.2"].root / "replicas" / "127.0.0.1" / "ns" / "j" / "step_0000000003"
+    assert (held / "_tierckpt_manifest.json").exists()
+    assert_dirs_equal(ref, held)
+    peers = json.loads(nodes["127.0.0.1"].cli("agent", "status", "--json").stdout)["peers"]
+    assert peers["holders"] == ["127.0.0.2"], peers
+
+
+def test_slurm_peers_outside_a_slurm_job_stop_the_agent_with_the_reason(agents, tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_NODELIST", raising=False)
+    monkeypatch.delenv("SLURM_NODELIST", raising=False)
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"0123456789abcdef-cluster-secret\n")
+    secret.chmod(0o600)
+    a = agents("--memory-budget", "64MiB", "--node-id", "n1", "--peers", "slurm:7100", "--peer-secret-file", secret,
+               start=False)
+    a.start(wait=False)
+    assert a.proc.wait(timeout=30) != 0
+    log = a.log_text()
+    assert "--peers slurm:7100: neither SLURM_JOB_NODELIST nor SLURM_NODELIST is set" in log, log
+    assert "srun" in log, log

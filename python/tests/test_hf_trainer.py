@@ -1,0 +1,110 @@
+"""The Hugging Face Transformers Trainer (from pip, requirements-dev.txt) with tierckpt.hf, end to
+end: a real Trainer on a tiny GPT-2 built from a config, a real agent, real SIGKILLs.
+
+Each run is a subprocess running hf_worker.py. No skip when transformers is missing: the import
+fails the module.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import accelerate  # noqa: F401  (requirements-dev.txt; a missing package must fail, not skip)
+import pytest
+import transformers  # noqa: F401
+
+from tierckpt.hf import MARKER, restore_directory, save_directory
+
+WORKER = Path(__file__).resolve().parent / "hf_worker.py"
+
+
+def _run(agent, *args: str, expect: int = 0, timeout: float = 240) -> str:
+    env = dict(os.environ, TIERCKPT_SOCKET=agent.socket, TIERCKPT_AUTO_START="0", TIERCKPT_DURABLE=str(agent.durable),
+               OMP_NUM_THREADS="1", TRANSFORMERS_VERBOSITY="warning", HF_HUB_OFFLINE="1")
+    r = subprocess.run([sys.executable, str(WORKER), *args], capture_output=True, text=True, timeout=timeout, env=env,
+                       stdin=subprocess.DEVNULL)
+    out = r.stdout + r.stderr
+    assert r.returncode == expect, (f"hf_worker.py {' '.join(args)} exited {r.returncode}, not {expect}:\n{out[-5000:]}"
+                                    f"\nagent log:\n{agent.log_text()[-2000:]}")
+    return out
+
+
+def _events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _state(e: dict) -> tuple:
+    return e["step"], e["model"], e["optim"], e["sched"]
+
+
+def test_trainer_killed_mid_save_resumes_from_newest_committed_then_from_durable(agent, tmp_path):
+    """save_steps=2, persist_every=4. Killed in the save of step 8 (its checkpoint-8 lacks
+    trainer_state.json, step 8 never committed): resume_checkpoint gives checkpoint-6, from memory,
+    with the model, optimizer and scheduler saved there, and the rerun saves at step 8 exactly what
+    the killed run had (data order and RNG restored). Then the agent and output_dir are lost:
+    the next resume restores step 8 from the durable tier."""
+    out, events = tmp_path / "out", tmp_path / "events.jsonl"
+    common = ["--output-dir", str(out), "--events", str(events), "--persist-every", "4"]
+    _run(agent, *common, "--kill-at", "8", expect=-signal.SIGKILL)
+    first = _events(events)
+    saved = {e["step"]: e for e in first if e["event"] == "save"}
+    assert sorted(saved) == [2, 4, 6, 8], first
+    steps = agent.steps("hf")
+    assert sorted(steps) == [2, 4, 6] and steps[4]["durable"] == "committed", steps
+    assert (out / "checkpoint-8").is_dir() and not (out / "checkpoint-8" / "trainer_state.json").exists()
+
+    events.unlink()
+    log = _run(agent, *common)
+    second = _events(events)
+    starts = [e for e in second if e["event"] == "start"]
+    assert [s["resume"] for s in starts] == [str(out / "checkpoint-6")], second
+    assert "checkpoint-8 in" in log and "never committed" in log, log[-3000:]
+    (resumed,) = [e for e in second if e["event"] == "resume"]
+    assert _state(resumed) == _state(saved[6])
+    again = {e["step"]: e for e in second if e["event"] == "save"}
+    assert _state(again[8]) == _state(saved[8])  # bit-identical training after the resume
+    assert "event=restore" not in agent.log_text()  # served from memory
+    steps = agent.steps("hf")
+    assert {s for s, v in steps.items() if v["durable"] == "committed"} == {4, 8}, steps
+    assert (out / "checkpoint-6" / MARKER).exists()
+
+    # A new node: no agent memory, no output_dir. Step 8 (10 is newer but memory-only) comes back
+    # from the durable tier, whose copy is a directory laid out like checkpoint-8.
+    assert sorted(p.name for p in (agent.durable / "hf" / "step_0000000008").iterdir() if not p.name.startswith("_")) \
+        == sorted(p.name for p in (out / "checkpoint-8").iterdir())
+    agent.kill()
+    shutil.rmtree(agent.root, ignore_errors=True)
+    shutil.rmtree(out)
+    agent.start()
+    events.unlink()
+    _run(agent, *common, "--max-steps", "12")
+    third = _events(events)
+    assert [s["resume"] for s in third if s["event"] == "start"] == [str(out / "checkpoint-8")]
+    (resumed,) = [e for e in third if e["event"] == "resume"]
+    assert _state(resumed) == _state(again[8])
+    assert "event=restore" in agent.log_text()
+
+
+def test_directory_steps_replace_an_earlier_run_and_name_bad_files(agent, tmp_path):
+    cfg = agent.config("dirs")
+    d = tmp_path / "checkpoint-3"
+    (d / "sub").mkdir(parents=True)
+    (d / "model.safetensors").write_bytes(b"x" * 5000)
+    (d / "sub" / "empty.json").write_bytes(b"")
+    save_directory(cfg, 3, d)
+    (d / "model.safetensors").write_bytes(b"y" * 10)  # the same step saved again by a rerun replaces it
+    save_directory(cfg, 3, d)
+    back = restore_directory(cfg, 3, tmp_path / "r" / "checkpoint-3")
+    assert Path(back, "model.safetensors").read_bytes() == b"y" * 10
+    assert Path(back, "sub", "empty.json").read_bytes() == b""
+    (d / "bad name.bin").write_bytes(b"z")
+    with pytest.raises(ValueError, match=r"bad name.bin as object 'bad name.bin' of tierckpt://dirs/4 failed"):
+        save_directory(cfg, 4, d)
+    assert 4 not in agent.steps("dirs")
+    with pytest.raises(FileNotFoundError, match="holds no files"):
+        save_directory(cfg, 5, tmp_path / "r" / "nothing")

@@ -4,6 +4,7 @@ download), save_steps=2, TieredCheckpointCallback, resumed with resume_checkpoin
 Appends JSON events to --events: "save" (each checkpoint, with digests of the model, optimizer and
 scheduler as saved), "resume" (the live state after the Trainer restored a checkpoint), "start"
 (the path resume_checkpoint returned), "kill".
+With --kill-step N it dies at the end of training step N, between saves.
 With --kill-at N the run dies in on_save of step N before the callback commits it, after removing
 trainer_state.json from checkpoint-N: a save cut short, as a SIGKILL while the Trainer writes leaves it.
 With --plain the callback is left out and resume is the Trainer's own resume_from_checkpoint=True
@@ -67,8 +68,8 @@ class Tokens(torch.utils.data.Dataset):
 
 
 class Recorder(TrainerCallback):
-    def __init__(self, events: str, kill_at: int) -> None:
-        self.events, self.kill_at = events, kill_at
+    def __init__(self, events: str, kill_at: int, kill_step: int) -> None:
+        self.events, self.kill_at, self.kill_step = events, kill_at, kill_step
 
     def emit(self, **event) -> None:
         with open(self.events, "a") as f:
@@ -81,6 +82,11 @@ class Recorder(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if state.global_step:
             self.emit(event="resume", step=state.global_step, **self._state(kwargs))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.kill_step:
+            self.emit(event="kill", step=state.global_step)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def on_save(self, args, state, control, **kwargs):
         self.emit(event="save", step=state.global_step, **self._state(kwargs))
@@ -97,6 +103,7 @@ def main() -> None:
     p.add_argument("--events", required=True)
     p.add_argument("--max-steps", type=int, default=10)
     p.add_argument("--kill-at", type=int, default=-1)
+    p.add_argument("--kill-step", type=int, default=-1)
     p.add_argument("--persist-every", type=int, default=0)
     p.add_argument("--plain", action="store_true")
     args = p.parse_args()
@@ -108,7 +115,7 @@ def main() -> None:
                               per_device_train_batch_size=4, learning_rate=1e-3, lr_scheduler_type="linear",
                               warmup_steps=2, logging_strategy="no", report_to="none", use_cpu=True, seed=0,
                               dataloader_num_workers=0, disable_tqdm=True, save_total_limit=3)
-    recorder = Recorder(args.events, args.kill_at)
+    recorder = Recorder(args.events, args.kill_at, args.kill_step)
     callbacks = [recorder] if args.plain else [recorder, TieredCheckpointCallback(
         CheckpointConfig(args.namespace, persist_every=args.persist_every))]
     trainer = Trainer(model=model, args=targs, train_dataset=Tokens(), callbacks=callbacks)

@@ -18,19 +18,22 @@ import accelerate  # noqa: F401  (requirements-dev.txt; a missing package must f
 import pytest
 import transformers  # noqa: F401
 
+from tierckpt import agent as tc_agent
 from tierckpt.hf import MARKER, restore_directory, save_directory
 
 WORKER = Path(__file__).resolve().parent / "hf_worker.py"
 
 
-def _run(agent, *args: str, expect: int = 0, timeout: float = 240) -> str:
-    env = dict(os.environ, TIERCKPT_SOCKET=agent.socket, TIERCKPT_AUTO_START="0", TIERCKPT_DURABLE=str(agent.durable),
-               OMP_NUM_THREADS="1", TRANSFORMERS_VERBOSITY="warning", HF_HUB_OFFLINE="1")
-    r = subprocess.run([sys.executable, str(WORKER), *args], capture_output=True, text=True, timeout=timeout, env=env,
-                       stdin=subprocess.DEVNULL)
+def _run(agent, *args: str, expect: int = 0, timeout: float = 240, wrap: list[str] | None = None) -> str:
+    """hf_worker.py args (under the command wrap, e.g. tierckpt sync ... --); its output."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", TRANSFORMERS_VERBOSITY="warning", HF_HUB_OFFLINE="1")
+    if agent is not None:
+        env.update(TIERCKPT_SOCKET=agent.socket, TIERCKPT_AUTO_START="0", TIERCKPT_DURABLE=str(agent.durable))
+    r = subprocess.run([*(wrap or []), sys.executable, str(WORKER), *args], capture_output=True, text=True,
+                       timeout=timeout, env=env, stdin=subprocess.DEVNULL)
     out = r.stdout + r.stderr
     assert r.returncode == expect, (f"hf_worker.py {' '.join(args)} exited {r.returncode}, not {expect}:\n{out[-5000:]}"
-                                    f"\nagent log:\n{agent.log_text()[-2000:]}")
+                                    + (f"\nagent log:\n{agent.log_text()[-2000:]}" if agent is not None else ""))
     return out
 
 
@@ -108,3 +111,30 @@ def test_directory_steps_replace_an_earlier_run_and_name_bad_files(agent, tmp_pa
     assert 4 not in agent.steps("dirs")
     with pytest.raises(FileNotFoundError, match="holds no files"):
         save_directory(cfg, 5, tmp_path / "r" / "nothing")
+
+
+def test_an_unchanged_trainer_under_tierckpt_sync_resumes_on_a_new_machine(tmp_path):
+    """No callback, no agent: `tierckpt sync -- python train.py` mirrors the Trainer's output_dir to a
+    remote directory while it trains. Killed between saves, on a machine whose output_dir is gone,
+    the next run under sync pulls the checkpoint-N directories back at start and the Trainer's own
+    resume_from_checkpoint=True resumes from checkpoint-6 with the state saved there."""
+    out, remote, events = tmp_path / "out", tmp_path / "remote", tmp_path / "events.jsonl"
+    sync = [tc_agent.find_binary("tierckpt"), "sync", "--local", str(out), "--remote", str(remote),
+            "--settle-ms", "200", "--"]
+    common = ["--output-dir", str(out), "--events", str(events), "--plain"]
+    _run(None, *common, "--kill-step", "7", wrap=sync, expect=128 + signal.SIGKILL)
+    saved = {e["step"]: e for e in _events(events) if e["event"] == "save"}
+    assert sorted(saved) == [2, 4, 6]
+    assert sorted(p.name for p in remote.iterdir()) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+
+    shutil.rmtree(out)  # a new machine
+    events.unlink()
+    log = _run(None, *common, wrap=sync)
+    second = _events(events)
+    assert [s["resume"] for s in second if s["event"] == "start"] == [str(out / "checkpoint-6")]
+    (resumed,) = [e for e in second if e["event"] == "resume"]
+    assert _state(resumed) == _state(saved[6])
+    # save_total_limit=3 rotated the local directories; sync mirrored the deletions of their files
+    # (a filesystem remote keeps the emptied directories: sync mirrors files).
+    assert sorted(p.name for p in remote.iterdir() if any(p.iterdir())) == \
+        ["checkpoint-10", "checkpoint-6", "checkpoint-8"], log[-3000:]

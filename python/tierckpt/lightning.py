@@ -56,7 +56,7 @@ try:
     from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
     from lightning.fabric.utilities.cloud_io import get_filesystem
 except ImportError as e:  # pragma: no cover - exercised only where lightning is missing
-    raise ImportError("tierckpt.lightning needs PyTorch Lightning (the `lightning` package, 2.5 or newer; tested with "
+    raise ImportError("tierckpt.lightning needs PyTorch Lightning (the `lightning` package; tested with "
                       f"2.6.6): pip install 'lightning==2.6.6' ({e})") from e
 
 import torch

@@ -138,3 +138,10 @@ def test_an_unchanged_trainer_under_tierckpt_sync_resumes_on_a_new_machine(tmp_p
     # (a filesystem remote keeps the emptied directories: sync mirrors files).
     assert sorted(p.name for p in remote.iterdir() if any(p.iterdir())) == \
         ["checkpoint-10", "checkpoint-6", "checkpoint-8"], log[-3000:]
+
+
+def test_without_transformers_the_import_names_the_pip_command():
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['transformers'] = None; import tierckpt.hf"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and "ImportError: tierckpt.hf needs Hugging Face Transformers" in r.stderr, r.stderr
+    assert "pip install 'transformers==5.25.0' 'accelerate==1.16.0'" in r.stderr

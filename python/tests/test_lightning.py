@@ -21,6 +21,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from tierckpt.lightning import LATEST, TieredCheckpointIO, read_pointer
+from tierckpt.torch import Checkpointer
 
 WORKER = Path(__file__).resolve().parent / "lightning_worker.py"
 
@@ -184,3 +185,13 @@ def test_checkpoint_structure_round_trips_and_errors_name_the_fix(agent, tmp_pat
         TieredCheckpointIO(agent.config("empty")).load_checkpoint(LATEST)
     with pytest.raises(TypeError, match="persist_every"):
         io.save_checkpoint(ckpt, tmp_path / "c.ckpt", storage_options={"x": 1})
+    Checkpointer(agent.config("dcp")).save(2, {"w": w})
+    with pytest.raises(ValueError, match="not a Lightning checkpoint saved by TieredCheckpointIO"):
+        TieredCheckpointIO(agent.config("dcp")).load_checkpoint(LATEST)
+
+
+def test_without_lightning_the_import_names_the_pip_command():
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['lightning'] = None; import tierckpt.lightning"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and "ImportError: tierckpt.lightning needs PyTorch Lightning" in r.stderr, r.stderr
+    assert "pip install 'lightning==2.6.6'" in r.stderr

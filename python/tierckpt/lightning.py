@@ -38,7 +38,11 @@ ends) writes its pointer to that step, as ``save_last="link"`` does. A step
 number committed by an earlier run (one resumed from an older checkpoint saves
 those steps again) is replaced, as ``torch.save`` over an existing file does.
 ``remove_checkpoint`` removes the pointer only: the steps themselves follow the
-tiers' retention (``keep_last``, ``durable_keep``). docs/frameworks.md.
+tiers' retention (``keep_last``, ``durable_keep``).
+
+Strategies that shard the checkpoint (FSDP, ModelParallel, DeepSpeed) save or load it
+without ``CheckpointIO``, so they are not supported: use ``dcp.save`` with
+``tierckpt.torch.TieredWriter`` there. docs/frameworks.md.
 """
 from __future__ import annotations
 
@@ -282,10 +286,13 @@ class TieredCheckpointIO(CheckpointIO):
     def _load_step(self, step: int, map_location, weights_only: bool | None) -> dict:
         ck = self._checkpointer()
         box: dict[str, Any] = {_REST: None}
-        ck.load(box, step=step)
+        try:
+            ck.load(box, step=step)
+        except KeyError:
+            box[_REST] = None
         if not isinstance(box[_REST], bytes):
             raise ValueError(f"{checkpoint_id(self.config.namespace, step)} is not a Lightning checkpoint saved by "
-                             "TieredCheckpointIO (no checkpoint object); load it with tierckpt.torch")
+                             f"TieredCheckpointIO (it has no {_REST!r} item); load it with tierckpt.torch")
         with torch.serialization.safe_globals([_TensorRef]):
             rest = torch.load(io.BytesIO(box[_REST]), weights_only=weights_only is not False)
         refs = _refs(rest, {})

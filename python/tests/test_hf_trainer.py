@@ -20,6 +20,7 @@ import transformers  # noqa: F401
 
 from tierckpt import agent as tc_agent
 from tierckpt.hf import MARKER, restore_directory, save_directory
+from tierckpt.torch import wait_durable
 
 WORKER = Path(__file__).resolve().parent / "hf_worker.py"
 
@@ -57,6 +58,7 @@ def test_trainer_killed_mid_save_resumes_from_newest_committed_then_from_durable
     first = _events(events)
     saved = {e["step"]: e for e in first if e["event"] == "save"}
     assert sorted(saved) == [2, 4, 6, 8], first
+    wait_durable(agent.config("hf"), 4, 60)  # persisted in the background
     steps = agent.steps("hf")
     assert sorted(steps) == [2, 4, 6] and steps[4]["durable"] == "committed", steps
     assert (out / "checkpoint-8").is_dir() and not (out / "checkpoint-8" / "trainer_state.json").exists()
@@ -72,6 +74,7 @@ def test_trainer_killed_mid_save_resumes_from_newest_committed_then_from_durable
     again = {e["step"]: e for e in second if e["event"] == "save"}
     assert _state(again[8]) == _state(saved[8])  # bit-identical training after the resume
     assert "event=restore" not in agent.log_text()  # served from memory
+    wait_durable(agent.config("hf"), 8, 60)
     steps = agent.steps("hf")
     assert {s for s, v in steps.items() if v["durable"] == "committed"} == {4, 8}, steps
     assert (out / "checkpoint-6" / MARKER).exists()
@@ -134,10 +137,12 @@ def test_an_unchanged_trainer_under_tierckpt_sync_resumes_on_a_new_machine(tmp_p
     assert [s["resume"] for s in second if s["event"] == "start"] == [str(out / "checkpoint-6")]
     (resumed,) = [e for e in second if e["event"] == "resume"]
     assert _state(resumed) == _state(saved[6])
-    # save_total_limit=3 rotated the local directories; sync mirrored the deletions of their files
-    # (a filesystem remote keeps the emptied directories: sync mirrors files).
-    assert sorted(p.name for p in remote.iterdir() if any(p.iterdir())) == \
-        ["checkpoint-10", "checkpoint-6", "checkpoint-8"], log[-3000:]
+    # save_total_limit=3 rotated the local directories and sync mirrored the deletions of their files
+    # (a filesystem remote keeps the emptied directories: sync mirrors files). Which of the pulled
+    # checkpoint-2/4/6 survived is chance: the Trainer rotates by directory mtime, and the pull gives
+    # the directories the times of the download, in no set order (docs/frameworks.md).
+    kept = sorted(p.name for p in remote.iterdir() if any(p.iterdir()))
+    assert len(kept) == 3 and {"checkpoint-8", "checkpoint-10"} <= set(kept), (kept, log[-3000:])
 
 
 def test_without_transformers_the_import_names_the_pip_command():

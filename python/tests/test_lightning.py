@@ -21,7 +21,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from tierckpt.lightning import LATEST, TieredCheckpointIO, read_pointer
-from tierckpt.torch import Checkpointer
+from tierckpt.torch import Checkpointer, wait_durable
 
 WORKER = Path(__file__).resolve().parent / "lightning_worker.py"
 
@@ -121,6 +121,8 @@ def test_memory_lost_resumes_latest_from_durable(agents, tmp_path):
     assert codes == [0], _logs(agent)
     saved = {e["step"]: e for e in _events(events) if e["event"] == "save"}
     assert sorted(saved) == [2, 4, 6, 8, 10]
+    for step in (4, 8):  # persisted in the background
+        wait_durable(agent.config("lit1"), step, 60)
     durable = {s for s, v in agent.steps("lit1").items() if v["durable"] == "committed"}
     assert durable == {4, 8}, agent.steps("lit1")
 

@@ -111,7 +111,7 @@ def save_directory(config: CheckpointConfig, step: int, directory: str | os.Path
                     del view
                     c.seal(obj)
             except Exception as e:
-                raise type(e)(f"storing {path} as object {name!r} of {where} failed: {e}") from e
+                raise _with_context(e, f"storing {path} as object {name!r} of {where} failed: {e}") from e
         every = config.persist_every
         c.commit(ns, step, world_size=1, persist=bool(persist) if persist is not None else (every > 0 and step % every
                                                                                               == 0),
@@ -120,6 +120,17 @@ def save_directory(config: CheckpointConfig, step: int, directory: str | os.Path
         abort_quietly(c, ns, step, f"saving {directory}")
         raise
     apply_retention(c, config)
+
+
+def _with_context(e: Exception, message: str) -> Exception:
+    """An exception of e's type (so callers catch what they would have) saying message."""
+    try:
+        out = type(e)(message)
+    except Exception:  # noqa: BLE001 - a type whose constructor takes other arguments
+        return RuntimeError(message)
+    if hasattr(e, "code"):
+        out.code = e.code
+    return out
 
 
 @contextmanager

@@ -113,9 +113,9 @@ def save_directory(config: CheckpointConfig, step: int, directory: str | os.Path
             except Exception as e:
                 raise _with_context(e, f"storing {path} as object {name!r} of {where} failed: {e}") from e
         every = config.persist_every
-        c.commit(ns, step, world_size=1, persist=bool(persist) if persist is not None else (every > 0 and step % every
-                                                                                              == 0),
-                 expected_objects=[name for name, _ in files])
+        if persist is None:
+            persist = every > 0 and step % every == 0
+        c.commit(ns, step, world_size=1, persist=bool(persist), expected_objects=[name for name, _ in files])
     except BaseException:
         abort_quietly(c, ns, step, f"saving {directory}")
         raise

@@ -4,7 +4,8 @@ download), save_steps=2, TieredCheckpointCallback, resumed with resume_checkpoin
 Appends JSON events to --events: "save" (each checkpoint, with digests of the model, optimizer and
 scheduler as saved), "resume" (the live state after the Trainer restored a checkpoint), "start"
 (the path resume_checkpoint returned), "kill".
-With --kill-step N it dies at the end of training step N, between saves.
+With --kill-step N process 0 dies at the end of training step N, between saves. Started with
+torchrun's environment (RANK, WORLD_SIZE, ...) it is one process of a DDP run over gloo.
 With --kill-at N the run dies in on_save of step N before the callback commits it, after removing
 trainer_state.json from checkpoint-N: a save cut short, as a SIGKILL while the Trainer writes leaves it.
 With --plain the callback is left out and resume is the Trainer's own resume_from_checkpoint=True
@@ -73,7 +74,7 @@ class Recorder(TrainerCallback):
 
     def emit(self, **event) -> None:
         with open(self.events, "a") as f:
-            f.write(json.dumps(event) + "\n")
+            f.write(json.dumps({"rank": int(os.environ.get("RANK", "0")), **event}) + "\n")
 
     def _state(self, kwargs) -> dict:
         return {"model": digest(kwargs["model"].state_dict()), "optim": digest(kwargs["optimizer"].state_dict()),
@@ -84,7 +85,7 @@ class Recorder(TrainerCallback):
             self.emit(event="resume", step=state.global_step, **self._state(kwargs))
 
     def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.kill_step:
+        if state.global_step == self.kill_step and state.is_world_process_zero:
             self.emit(event="kill", step=state.global_step)
             os.kill(os.getpid(), signal.SIGKILL)
 

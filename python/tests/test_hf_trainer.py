@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,63 @@ def test_trainer_killed_mid_save_resumes_from_newest_committed_then_from_durable
     (resumed,) = [e for e in third if e["event"] == "resume"]
     assert _state(resumed) == _state(again[8])
     assert "event=restore" in agent.log_text()
+
+
+def test_two_processes_killed_resume_from_the_step_process_0_committed(agent, tmp_path):
+    """DDP over gloo, 2 processes launched as torchrun would: the callback's barrier lets process 0
+    save checkpoint-N with both processes' rng_state_<rank>.pth. Process 0 is SIGKILLed at step 7,
+    process 1 after it; in the rerun both call resume_checkpoint (one restores, the other finds it
+    restored) and resume from checkpoint-6 with the state saved there."""
+    out, events = tmp_path / "out", tmp_path / "events.jsonl"
+    common = [sys.executable, str(WORKER), "--output-dir", str(out), "--events", str(events), "--max-steps", "8"]
+
+    def launch(*args: str) -> list[subprocess.Popen]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = []
+        for rank in range(2):
+            env = dict(os.environ, OMP_NUM_THREADS="1", TRANSFORMERS_VERBOSITY="warning", HF_HUB_OFFLINE="1",
+                       TIERCKPT_SOCKET=agent.socket, TIERCKPT_AUTO_START="0", TIERCKPT_DURABLE=str(agent.durable),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank),
+                       LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2")
+            log = open(tmp_path / f"rank{rank}-{len(list(tmp_path.glob('rank*')))}.log", "w")
+            procs.append(subprocess.Popen([*common, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL))
+        return procs
+
+    def logs() -> str:
+        return "\n".join(f"--- {f.name}\n{f.read_text()[-3000:]}" for f in sorted(tmp_path.glob("rank*.log")))
+
+    procs = launch("--kill-step", "7")
+    try:
+        assert procs[0].wait(timeout=240) == -signal.SIGKILL, logs()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    saved = {e["step"]: e for e in _events(events) if e["event"] == "save" and e["rank"] == 0}
+    assert sorted(saved) == [2, 4, 6] and sorted(agent.steps("hf")) == [2, 4, 6]
+    shown = json.loads(agent.cli("--json", "show", "hf", 6).stdout)["manifest"]["objects"]
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= {o["name"] for o in shown}, shown
+
+    events.unlink()
+    procs = launch()
+    try:
+        codes = [p.wait(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert codes == [0, 0], logs()
+    second = _events(events)
+    assert sorted((e["rank"], e["resume"]) for e in second if e["event"] == "start") == \
+        [(0, str(out / "checkpoint-6")), (1, str(out / "checkpoint-6"))]
+    resumed = [e for e in second if e["event"] == "resume"]
+    assert sorted(e["rank"] for e in resumed) == [0, 1]
+    for e in resumed:
+        assert _state(e) == _state(saved[6]), (e, saved[6])
 
 
 def test_directory_steps_replace_an_earlier_run_and_name_bad_files(agent, tmp_path):

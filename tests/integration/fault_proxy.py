@@ -41,6 +41,9 @@ Actions:
               connection: a connection dropped mid-body
   "drop_request"   read keep_bytes of the request body (default half), then
               close without answering; the upstream never sees the request
+  "reset_request"  as drop_request, but the connection is reset (TCP RST,
+              SO_LINGER 0): the client's send or read fails with ECONNRESET
+  "reset_response" as drop_response, but reset (RST) after the kept bytes
 Each applied fault is recorded in the request's log entry (`fault`).
 
 Listings: FaultProxy(upstream, max_keys=N) lowers the max-keys parameter of
@@ -57,6 +60,7 @@ from __future__ import annotations
 import http.client
 import re
 import socket
+import struct
 import threading
 import time
 import urllib.parse
@@ -68,7 +72,8 @@ from typing import Callable
 CHUNK = 1 << 20
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
                "te", "trailer", "trailers", "transfer-encoding", "upgrade", "expect"}
-ACTIONS = ("slowdown", "internal", "error200", "delay", "drop_response", "drop_request")
+ACTIONS = ("slowdown", "internal", "error200", "delay", "drop_response", "drop_request", "reset_request",
+           "reset_response")
 
 
 def s3_error_xml(code: str, message: str, resource: str = "") -> bytes:
@@ -240,14 +245,15 @@ class _Handler(BaseHTTPRequestHandler):
         fault = proxy._pick(self.command, split.path, query)
         entry.fault = fault.action if fault else None
         proxy._record(entry)
+        self._reset = fault is not None and fault.action.startswith("reset_")
         try:
             if fault is None or fault.action == "delay":
                 if fault is not None:
                     time.sleep(fault.delay_s)
                 self._forward(entry, drop_after=None)
-            elif fault.action == "drop_response":
+            elif fault.action in ("drop_response", "reset_response"):
                 self._forward(entry, drop_after=fault.keep_bytes if fault.keep_bytes is not None else -1)
-            elif fault.action == "drop_request":
+            elif fault.action in ("drop_request", "reset_request"):
                 total = int(self.headers.get("Content-Length") or 0)
                 keep = fault.keep_bytes if fault.keep_bytes is not None else total // 2
                 for piece in self._body_chunks(limit=keep):
@@ -283,10 +289,16 @@ class _Handler(BaseHTTPRequestHandler):
         entry.status = status
 
     def _hang_up(self) -> None:
+        """Closes the client's connection: a FIN after what was sent, or for the reset_ actions an RST
+        (SO_LINGER 0 then close), which discards what the client sent and was not read."""
         self.close_connection = True
         try:
             self.wfile.flush()
-            self.connection.shutdown(socket.SHUT_RDWR)
+            if getattr(self, "_reset", False):
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+            else:
+                self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
 

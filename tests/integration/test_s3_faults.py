@@ -50,6 +50,11 @@ PERSIST_FAULTS = {
     "dropped_mid_request_body": lambda: [Fault("drop_request", method="PUT", query="partNumber", first=2)],
     "dropped_mid_response_body": lambda: [Fault("drop_response", method="POST", query="uploadId", first=1,
                                                 keep_bytes=20)],
+    # Connection resets (TCP RST, issue 42 item 2): the client's send or read fails with ECONNRESET.
+    "reset_mid_request_body": lambda: [Fault("reset_request", method="PUT", query="partNumber", first=2)],
+    "reset_mid_response_body": lambda: [Fault("reset_response", method="POST", query="uploadId", first=1,
+                                              keep_bytes=20)],
+    "reset_on_manifest_put": lambda: [Fault("reset_request", method="PUT", path=MANIFEST_RE, first=1)],
 }
 
 
@@ -77,6 +82,7 @@ RESTORE_FAULTS = {
     "internal_on_gets": lambda: [Fault("internal", method="GET", path=r"obj_\d\.bin$", first=3)],
     "slowdown_on_manifest_get": lambda: [Fault("slowdown", method="GET", path=MANIFEST_RE, first=2)],
     "slow_downloads": lambda: [Fault("delay", method="GET", delay_s=1.0, first=2)],
+    "reset_mid_download": lambda: [Fault("reset_response", method="GET", path=r"obj_0\.bin$", first=2)],
 }
 
 

@@ -88,6 +88,21 @@ def test_dropped_response_and_request(moto, proxy, bucket):
     assert [e.fault for e in proxy.log] == ["drop_response", "drop_request"]
 
 
+def test_reset_request_and_response_are_rsts(moto, proxy, bucket):
+    s3 = moto.boto3_client()
+    s3.put_object(Bucket=bucket, Key="r.bin", Body=b"r" * 200000)
+    url = moto.boto3_client(endpoint=proxy.endpoint).generate_presigned_url(
+        "get_object", Params={"Bucket": bucket, "Key": "r.bin"})
+    proxy.add(Fault("reset_response", method="GET", first=1))
+    with pytest.raises(ConnectionResetError):
+        raw(proxy, "GET", url[len(proxy.endpoint):])
+    proxy.add(Fault("reset_request", method="PUT", first=1))
+    with pytest.raises(ConnectionResetError):
+        raw(proxy, "PUT", f"/{bucket}/never.bin", body=b"n" * 3000000)
+    assert "never.bin" not in [k.split("/")[-1] for k in list_keys(s3, bucket)]
+    assert [e.fault for e in proxy.log] == ["reset_response", "reset_request"]
+
+
 def test_large_bodies_stream_both_ways(moto, proxy, bucket):
     data = bytes(range(256)) * (40 * MiB // 256) + b"tail"
     s3 = moto.boto3_client(endpoint=proxy.endpoint, max_attempts=1)

@@ -13,10 +13,11 @@ from fault_proxy import Fault, FaultProxy  # noqa: E402
 from s3_server import MotoServer, isolated_aws_env  # noqa: E402
 
 PREFIX = "ckpt"
-ACTIONS = ["slowdown", "internal", "delay", "drop_response"]
+ACTIONS = ["slowdown", "internal", "delay", "drop_response", "reset_request", "reset_response"]
 
 
 class S3Tier:
+    actions = ACTIONS  # what an s3_faults round picks from
     def __init__(self, log_dir: Path):
         self.moto = MotoServer(log_dir=log_dir).start()
         self.bucket = self.moto.create_bucket(f"stress-{uuid.uuid4().hex[:12]}")
@@ -45,7 +46,7 @@ class S3Tier:
 
     def burst(self, action, count, delay_s=0.5):
         """The next `count` requests through the proxy get `action` (503 SlowDown, 500, a delay, a
-        response cut in the middle)."""
+        response cut in the middle, a connection reset in the request or the response)."""
         self.proxy.add(Fault(action, first=count, delay_s=delay_s))
 
     def calm(self):

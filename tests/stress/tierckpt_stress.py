@@ -239,7 +239,7 @@ class Campaign:
                 os.close(fd)
             self.note(f"a second tenant fills {self.c.shm} ({free} bytes free before)")
         elif kind == "s3_faults":
-            action = ["slowdown", "internal", "delay", "drop_response"][plan["pick"] % 4]
+            action = self.s3.actions[plan["pick"] % len(self.s3.actions)]
             count = 1 + plan["hostile"] // 2
             self.s3.burst(action, count, delay_s=min(plan["hold"], 1.0))
             self.note(f"S3: the next {count} requests get {action}")

@@ -52,6 +52,16 @@ if command -v clang >/dev/null 2>&1; then
   fi
 fi
 
+# libfuse2 for the test of a durable filesystem failing with EIO (tests/integration/faulty_fs.py,
+# fusepy): Debian 13 renamed it libfuse2t64.
+if ! dpkg-query -W -f='${Status}' libfuse2 2>/dev/null | grep -q "install ok installed" &&
+   ! dpkg-query -W -f='${Status}' libfuse2t64 2>/dev/null | grep -q "install ok installed"; then
+  fuse_pkg=libfuse2
+  if apt-cache show libfuse2t64 >/dev/null 2>&1; then fuse_pkg=libfuse2t64; fi
+  say "installing $fuse_pkg (the FUSE library the EIO test's filesystem runs on)"
+  apt_install "$fuse_pkg" || { apt_install libfuse2t64 || apt_install libfuse2; }
+fi
+
 # ---- Python venv ---------------------------------------------------------------
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

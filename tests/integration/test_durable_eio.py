@@ -1,0 +1,54 @@
+"""Issue 42 item 2 (second part): the durable filesystem returns EIO during persistence, as a dying
+disk or a lost NFS server does. A FUSE passthrough of the test's own (faulty_fs.py: fusepy over
+Debian's libfuse2; mount(2): root only) is the durable tier. Nothing acknowledged as durable may
+be missing afterwards, the agent says in its log and in `tierckpt agent status` what it could not
+persist and why (EIO), and once the filesystem answers again it persists those steps without a
+restart."""
+import os
+
+import pytest
+
+from faulty_fs import FaultyFs
+from test_durable_full import durable_steps, wait_for
+
+MiB = 1 << 20
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a FUSE filesystem (root only)")
+
+
+def test_a_durable_filesystem_failing_with_eio_loses_no_acknowledged_step_says_why_and_persists_after(
+        agents, tmp_path):
+    with FaultyFs(tmp_path / "fs") as fs:
+        a = agents("--memory-budget", "256MiB", "--keep-last", "20", start=False)
+        a.durable = fs.mount
+        a.start()
+        for step in (1, 2):
+            a.writer("--ns", "eio", "--step", step, "--objects", 3, "--size", MiB, "--persist", "--wait-durable")
+        fs.fail("eio")
+        refused = []
+        for step in (3, 4):
+            r = a.writer("--ns", "eio", "--step", step, "--objects", 3, "--size", MiB, "--persist",
+                         "--wait-durable", check=False)
+            assert r.returncode != 0, f"step {step} was acknowledged as durable on a filesystem failing with EIO"
+            refused.append(step)
+        # What was durable before stays durable and readable.
+        assert {1, 2} <= durable_steps(fs.mount, "eio")
+        a.cli("verify", "eio", 1)
+        status = a.cli_json("agent", "status")
+        text = a.cli("agent", "status").stdout
+        assert "Input/output error" in a.log_text(), a.log_text()[-3000:]
+        failed = {f["step"]: f["error"] for f in status["not_persisted"] if f["namespace"] == "eio"}
+        assert sorted(failed) == refused, (failed, refused)
+        for step in refused:
+            assert "Input/output error" in failed[step], failed[step]
+            line = next((ln for ln in text.splitlines() if ln.startswith(f"  eio step {step}: ")), None)
+            assert line and "Input/output error" in line, text
+        # The filesystem answers again: the agent persists what it could not, without a restart.
+        fs.fail("")
+        wait_for(lambda: {1, 2, 3, 4} <= durable_steps(fs.mount, "eio"), timeout=60,
+                 what=f"steps {refused} persisted once the filesystem answered again")
+        wait_for(lambda: not a.cli_json("agent", "status")["not_persisted"], timeout=30,
+                 what="status to list nothing unpersisted")
+        for step in (1, 2, 3, 4):
+            a.cli("verify", "eio", step)
+        a.kill()

@@ -6,8 +6,9 @@ backing directory whose writes return EIO while the control file says so (issue 
 CONTROL is a plain file read before every operation that changes the filesystem (create, write,
 truncate, mkdir, rename, link, unlink, rmdir, fsync, chmod, utimens): empty or absent = pass
 through; "eio" = those operations fail with EIO, as a dying disk or a lost NFS server makes them;
-reads and listings keep working, so what is already durable stays readable. The mount is private
-to the test (root only: mount(2)).
+reads and listings keep working, so what is already durable stays readable; "slow" = every read
+of a file's bytes first sleeps 250 ms (a slow medium: a restore long enough to be killed in the
+middle). The mount is private to the test (root only: mount(2)).
 
 FaultyFs (below) starts and stops it from a test: `with FaultyFs(tmp_path) as fs: fs.fail("eio")`.
 """
@@ -34,13 +35,15 @@ def serve(backing: str, mount: str, control: str) -> None:
         def _p(self, path):
             return os.path.join(self.root, path.lstrip("/"))
 
-        def _check(self):
+        def _mode(self):
             try:
                 with open(control) as f:
-                    mode = f.read().strip()
+                    return f.read().strip()
             except FileNotFoundError:
-                mode = ""
-            if mode == "eio":
+                return ""
+
+        def _check(self):
+            if self._mode() == "eio":
                 raise FuseOSError(errno.EIO)
 
         def __call__(self, op, *args):
@@ -109,6 +112,8 @@ def serve(backing: str, mount: str, control: str) -> None:
             return os.open(self._p(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
 
         def read(self, path, length, offset, fh):
+            if self._mode() == "slow":
+                time.sleep(0.25)
             return os.pread(fh, length, offset)
 
         def write(self, path, data, offset, fh):
@@ -135,7 +140,8 @@ def serve(backing: str, mount: str, control: str) -> None:
 
 
 class FaultyFs:
-    """Mounts faulty_fs.py at tmp/mnt over tmp/backing for a test; fail("eio") / fail("") switch it."""
+    """Mounts faulty_fs.py at tmp/mnt over tmp/backing for a test; fail("eio"), fail("slow") and
+    fail("") switch it."""
 
     def __init__(self, tmp: Path):
         self.backing = tmp / "backing"

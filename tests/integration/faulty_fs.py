@@ -8,7 +8,7 @@ truncate, mkdir, rename, link, unlink, rmdir, fsync, chmod, utimens): empty or a
 through; "eio" = those operations fail with EIO, as a dying disk or a lost NFS server makes them;
 reads and listings keep working, so what is already durable stays readable; "slow" = every read
 of a file's bytes first sleeps 250 ms (a slow medium: a restore long enough to be killed in the
-middle). The mount is private to the test (root only: mount(2)).
+middle); "slow_writes" = every write of a file's bytes does (a persist long enough to be killed). The mount is private to the test (root only: mount(2)).
 
 FaultyFs (below) starts and stops it from a test: `with FaultyFs(tmp_path) as fs: fs.fail("eio")`.
 """
@@ -117,6 +117,8 @@ def serve(backing: str, mount: str, control: str) -> None:
             return os.pread(fh, length, offset)
 
         def write(self, path, data, offset, fh):
+            if self._mode() == "slow_writes":
+                time.sleep(0.25)
             return os.pwrite(fh, data, offset)
 
         def truncate(self, path, length, fh=None):

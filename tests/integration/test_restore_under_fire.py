@@ -1,5 +1,5 @@
 """Issue 42 item 3: restores of old durable steps while the memory budget is nearly full, and an
-agent killed in the middle of a restore. Real agents, real SIGKILLs; the slow durable tier is a
+agent killed in the middle of a restore or of a persist. Real agents, real SIGKILLs; the slow durable tier is a
 FUSE filesystem of the test's own (faulty_fs.py, root only) whose reads sleep."""
 import os
 import shutil
@@ -94,4 +94,31 @@ def test_an_agent_killed_in_the_middle_of_a_restore_restarts_clean_and_restores_
         a.cli("restore", "k", 3, "--to", out)
         assert_dirs_equal(ref, out)
         a.cli("verify", "k", 3)
+        a.kill()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a FUSE filesystem (root only)")
+def test_an_agent_killed_in_the_middle_of_a_persist_finishes_it_after_restart(agents, tmp_path):
+    with FaultyFs(tmp_path / "fs") as fs:
+        a = agents("--memory-budget", "256MiB", start=False)
+        a.durable = fs.mount
+        a.start()
+        ref = tmp_path / "ref"
+        fs.fail("slow_writes")  # 250 ms per write of the FUSE daemon: the persist takes seconds
+        a.writer("--ns", "p", "--step", 4, "--objects", 8, "--size", 2 * MiB, "--ref-dir", ref, "--persist")
+        time.sleep(1.5)  # inside the persist
+        assert a.steps("p")[4]["durable"] != "committed", "the persist finished before the kill"
+        assert not (fs.mount / "p" / "step_0000000004" / "_tierckpt_manifest.json").exists()
+        a.kill(signal.SIGKILL)
+        fs.fail("")
+        a.start()  # the step is still in memory with its persist marker: the agent persists it again
+        a.cli("persist", "p", 4, "--wait", "--timeout", "60")
+        assert a.steps("p")[4]["durable"] == "committed"
+        # Whole in the durable tier: restored from it alone.
+        a.kill(signal.SIGKILL)
+        shutil.rmtree(a.root)
+        a.start()
+        out = tmp_path / "out"
+        a.cli("restore", "p", 4, "--to", out)
+        assert_dirs_equal(ref, out)
         a.kill()

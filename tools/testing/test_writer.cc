@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
   std::string socket, ns, ref_dir;
   uint64_t step = 0, size = 1 << 20, seed = 1;
   int objects = 4, hang_in = -1;
-  bool persist = false, wait_durable = false, no_commit = false, direct = false;
+  bool persist = false, wait_durable = false, no_commit = false, direct = false, hold = false;
+  std::string prefix = "obj_";
+  std::vector<std::string> members;
   app.add_option("--socket", socket, "agent socket (default: TIERCKPT_SOCKET or the default path)");
   app.add_option("--ns", ns, "namespace")->required();
   app.add_option("--step", step, "step")->required();
@@ -69,6 +71,11 @@ int main(int argc, char** argv) {
   app.add_option("--hang-in-object", hang_in, "stop forever halfway through object I");
   app.add_flag("--no-commit", no_commit, "write and seal, but do not commit");
   app.add_flag("--direct", direct, "generate into shared memory; the agent computes checksums");
+  app.add_option("--prefix", prefix, "object names: PREFIX<i>.bin (default obj_)");
+  app.add_option("--members", members, "commit a step spanning these nodes' agents (their parts written, "
+                 "sealed and held by --no-commit --hold writers)")->delimiter(',');
+  app.add_flag("--hold", hold, "with --no-commit: stay connected (the step stays written) until standard "
+               "input closes");
   CLI11_PARSE(app, argc, argv);
 
   tierckpt::ClientOptions opts;
@@ -85,7 +92,7 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> buf;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> refs;  // name, bytes: for --ref-dir
   for (int i = 0; i < objects; ++i) {
-    std::string name = "obj_" + std::to_string(i) + ".bin";
+    std::string name = prefix + std::to_string(i) + ".bin";
     uint64_t object_seed = seed * 1000003ULL + step * 7919ULL + static_cast<uint64_t>(i);
     if (direct || i == hang_in) {
       auto obj = c.CreateObject(ns, step, name, size);
@@ -121,11 +128,17 @@ int main(int argc, char** argv) {
     if (auto s = write_refs(); !s.ok()) return Fail(s);
     std::printf("SEALED %d\n", objects);
     std::fflush(stdout);
+    if (hold) {  // a disconnected writer's uncommitted step is dropped: hold it for a spanning commit
+      char line[256];
+      while (std::fgets(line, sizeof line, stdin) != nullptr) {
+      }
+    }
     return 0;
   }
   tierckpt::CommitOptions co;
   co.persist = persist;
-  co.world_size = 1;
+  co.world_size = members.empty() ? 1 : static_cast<uint32_t>(members.size());
+  co.members = members;
   auto m = c.Commit(ns, step, co);
   if (!m.ok()) return Fail(m.status());
   if (auto s = write_refs(); !s.ok()) return Fail(s);

@@ -53,7 +53,8 @@ MIB, GIB = 1 << 20, 1 << 30
 WORKLOADS = {"a": ("1 GiB, 16 fp32 tensors per rank", GIB),
              "b": ("4 GiB, 16 fp32 tensors per rank", 4 * GIB),
              "c": ("small transformer + AdamW state, ~1 GiB, >1,500 tensors per rank", GIB)}
-NO_INSTALL_METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_direct", "dcp_thread", "dcp_process"]
+NO_INSTALL_METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_uncached", "tierckpt_direct",
+                      "dcp_thread", "dcp_process"]
 
 
 def log(msg: str) -> None:

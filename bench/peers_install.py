@@ -69,7 +69,7 @@ def link_tierckpt(venv: Path) -> str:
     import tierckpt
 
     pkg = Path(tierckpt.__file__).resolve().parent
-    holder = venv / "tierckpt-link"
+    holder = venv.resolve() / "tierckpt-link"  # absolute: a .pth line is read relative to site-packages
     holder.mkdir(exist_ok=True)
     link = holder / "tierckpt"
     if link.is_symlink() or link.exists():

@@ -15,6 +15,7 @@ from torch.distributed.checkpoint.planner import SavePlanner
 
 from conftest import run_ranks
 from tierckpt.torch import TieredReader, TieredWriter, _plan_cache
+from tierckpt.torch import writer as writer_module
 
 
 def _state(rank: int, step: int, extra: bool = False) -> dict:
@@ -64,6 +65,10 @@ def _unchanged_then_changed(rank, world, cfg):
     assert cached[2] != 0, rounds
     assert cached[3] == 0 and cached[4] == 0, rounds  # a change on any rank: every rank plans in full
     assert cached[5] != 0 and cached[6] == cached[5] and cached[5] != cached[2], rounds
+    # Staged with the flat layout (one copy_in per save), reused while the layout holds.
+    layout = writer_module._flat_layouts[(TieredWriter(cfg, 0).socket, cfg.namespace, rank)]
+    assert f"model.r{rank}.w39" in layout.tensor_fqns and "shared" in layout.tensor_fqns, layout.tensor_fqns[-3:]
+    assert layout.bytes_fqns == ["meta.step", "meta.lr"], layout.bytes_fqns
     full = {step: n for step, _, n in rounds}
     assert full[2] == full[1] and full[5] == full[1] and full[3] == full[1] + 1, rounds
     # A cached round's .metadata is a full round's: a stock planner loads a subset by key from it.

@@ -47,8 +47,9 @@ from torch.futures import Future
 
 from .. import agent
 from ..config import CheckpointConfig
-from . import _dcp_compat, _inflight, _placement, _plan_cache, staging
-from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, plan_usable
+from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, staging
+from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, flatten_state_dict, plan_usable
+from ._flat_layout import FlatLayout, layout_key, planned_size
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
 
@@ -89,6 +90,10 @@ def _reported_ranks(socket: str, plans: list[SavePlan]) -> list[_RankPlan] | Non
             return None
     _last_reported[socket] = out
     return out
+
+
+# (agent socket, namespace, rank) -> the FlatLayout of that rank's last flat staging in this process.
+_flat_layouts: dict[tuple, FlatLayout] = {}
 
 
 def _global_rank() -> int:
@@ -372,8 +377,10 @@ class TieredWriter(StorageWriter, CompleteStager):
             self._stage_registered = False
             raise
         try:
-            pieces, self._layout_key = staging.pieces_and_layout(state_dict)
-            placed, _ = self._place(client, pieces)
+            placed = self._stage_flat(state_dict)
+            if placed is None:
+                pieces, self._layout_key = staging.pieces_and_layout(state_dict)
+                placed, _ = self._place(client, pieces)
         except BaseException:
             _inflight.discard(self.socket, self.namespace, self.save_id)
             self._stage_registered = False
@@ -413,6 +420,39 @@ class TieredWriter(StorageWriter, CompleteStager):
             return c
 
         self._begun_on = (agent.call(self.config, begin), self.step)
+
+    def _stage_flat(self, state_dict) -> dict | None:
+        """Stages a state dict of plain dense tensors and Python values into one object with a FlatLayout.
+
+        The Checkpointer's copy plan (_flat_layout.py): the layout of an unchanged state dict is reused
+        from the last save of this rank (no per-item objects), one ``copy_in`` call copies every
+        archive's head, data and tail and the pickled values. Returns the staged locations, or None
+        for a state dict that needs the planner's items (sharded or other tensors), or more than one
+        object per rank (files_per_rank): staging.pieces_of then places them.
+        """
+        if self.config.files_per_rank != 1:
+            return None
+        flat, mapping = flatten_state_dict(state_dict)  # as DefaultSavePlanner(flatten_state_dict=True)
+        try:
+            key = layout_key(flat, self.checkpoint_id)
+        except TypeError:
+            return None
+        values = FlatLayout.pickled_values(flat, [e[0] for e in key if len(e) == 1])
+        cache = (self.socket, self.namespace, self.rank)
+        layout = _flat_layouts.get(cache)
+        size = (layout.tensors_end + sum(len(v) + _format.ALIGNMENT for v in values)
+                if layout is not None and layout.key == key else planned_size(key, values))
+        obj = self._create(max(size, 1))
+        if layout is None or layout.key != key or layout.name != obj.name:
+            layout = FlatLayout.build(key, obj.name, flat)
+            layout.placed = {index: (info, info.length) for index, info in layout.storage.items()}
+            _flat_layouts[cache] = layout
+        extra = layout.fill(obj, flat, values)
+        self._client().seal(obj)
+        placed = dict(layout.placed)
+        placed.update((index, (info, info.length)) for index, info in extra.items())
+        self._layout_key = (key, tuple(mapping.get(e[0]) for e in key))
+        return placed
 
     def _cache_key(self) -> tuple:
         return (self.socket, self.namespace)

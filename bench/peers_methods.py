@@ -216,6 +216,14 @@ class DLRover:
 
     def __init__(self, ctx):
         ddp = _import("dlrover.trainer.torch.flash_checkpoint.ddp", "dlrover")
+        # Without dlrover-run, local rank 0 starts DLRover's saver with multiprocessing.Process: a fork of
+        # the rank (gloo's threads, a GiB of state). Twice in six full-size runs here the forked saver never
+        # created its sockets (TimeoutError: "Timed out waiting for socket server: ckpt_lock_rank_0",
+        # engine.py:149, DLRover skipped). Spawned, it starts clean.
+        import multiprocessing
+
+        engine = _import("dlrover.trainer.torch.flash_checkpoint.engine", "dlrover")
+        engine.Process = multiprocessing.get_context("spawn").Process
         self.StorageType = ddp.StorageType
         self.dir = ctx.shm / "dlrover"
         self.ckpt = ddp.DdpCheckpointer(str(self.dir), local_shard_num=ctx.world, global_shard_num=ctx.world)

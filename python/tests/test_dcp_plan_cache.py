@@ -12,6 +12,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 from torch.distributed.checkpoint.planner import SavePlanner
+from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
 from conftest import run_ranks
 from tierckpt.torch import TieredReader, TieredWriter, _plan_cache
@@ -41,12 +42,16 @@ class _CountingSavePlanner(DefaultSavePlanner):
     """A planner of the user's own: the storage layer must not cache its plans."""
 
 
-def _saves(rank, world, cfg, steps, extra_on, planner_cls, durable_dir):
-    """Saves and loads back each step; returns [(step, cached round, entries of the returned Metadata)]."""
+def _saves(rank, world, cfg, steps, extra_on, planner_cls, durable_dir, mode=AsyncCheckpointerType.THREAD):
+    """Saves and loads back each step; returns [(step, cached round, entries of the returned Metadata)].
+
+    In PROCESS mode the cached round is the checkpoint process's and reads 0 here.
+    """
     rounds = []
     for step in steps:
         w = TieredWriter(cfg, step, persist=durable_dir is not None)
         kw = {"planner": planner_cls()} if planner_cls is not None else {}
+        kw["async_checkpointer_type"] = mode
         metadata = dcp.async_save(_state(rank, step, step in extra_on.get(rank, ())), storage_writer=w,
                                   **kw).result(timeout=120)
         rounds.append((step, w._cached_round, len(metadata.state_dict_metadata)))
@@ -79,6 +84,17 @@ def _unchanged_then_changed(rank, world, cfg):
 
 def test_unchanged_layout_reuses_the_last_full_round_and_a_change_on_one_rank_plans_in_full(agent, tmp_path):
     run_ranks(tmp_path, 2, _unchanged_then_changed, agent.config("plancache", world_size=2), timeout=240)
+
+
+def _process_mode(rank, world, cfg):
+    # The checkpoint process keeps the caches: rank 1's layout changes at step 3 and back at step 4.
+    rounds = _saves(rank, world, cfg, [1, 2, 3, 4, 5], {1: (3,)}, None, None, AsyncCheckpointerType.PROCESS)
+    entries = {step: n for step, _, n in rounds}
+    assert entries[2] == entries[1] == entries[5] and entries[3] == entries[1] + 1, rounds
+
+
+def test_process_mode_saves_with_a_layout_change_on_one_rank_load_bit_for_bit(agent, tmp_path):
+    run_ranks(tmp_path, 2, _process_mode, agent.config("plancache-process", world_size=2), timeout=300)
 
 
 def _own_planner(rank, world, cfg):

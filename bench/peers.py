@@ -53,7 +53,8 @@ MIB, GIB = 1 << 20, 1 << 30
 WORKLOADS = {"a": ("1 GiB, 16 fp32 tensors per rank", GIB),
              "b": ("4 GiB, 16 fp32 tensors per rank", 4 * GIB),
              "c": ("small transformer + AdamW state, ~1 GiB, >1,500 tensors per rank", GIB)}
-NO_INSTALL_METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_direct", "dcp_thread", "dcp_process"]
+NO_INSTALL_METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_uncached", "tierckpt_direct",
+                      "dcp_thread", "dcp_process"]
 
 
 def log(msg: str) -> None:
@@ -235,8 +236,12 @@ def run_workload(wl: str, args, py: str, env: dict, methods: list[str], skipped:
             "run_id": f"{os.getpid()}-{wl}-{uuid.uuid4().hex[:6]}", **extra}
     (wdir / "opts.json").write_text(json.dumps(opts))
     shm_before = set(os.listdir("/dev/shm"))
+    # --rdzv-id: DLRover names its saver's UNIX sockets /tmp/ckpt_sock/<TORCHELASTIC_RUN_ID>/...; under
+    # torchrun's default id ("none") every run shares that directory, and a socket file left by an earlier
+    # run's killed saver refused the next run's rank (ConnectionRefusedError: DLRover skipped).
     argv = [py, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-            "--master-port", str(free_port()), str(HERE / "peers_rank.py"), str(wdir / "opts.json")]
+            "--master-port", str(free_port()), "--rdzv-id", opts["run_id"], str(HERE / "peers_rank.py"),
+            str(wdir / "opts.json")]
     log(f"workload ({wl}): {' '.join(argv[1:])}")
     t0 = time.monotonic()
     try:
@@ -249,6 +254,7 @@ def run_workload(wl: str, args, py: str, env: dict, methods: list[str], skipped:
     finally:
         kill_leftovers(str(wdir / "opts.json"))
         shutil.rmtree(shm, ignore_errors=True)
+        shutil.rmtree(Path("/tmp/ckpt_sock", opts["run_id"]), ignore_errors=True)  # DLRover's sockets (--rdzv-id)
         for name in set(os.listdir("/dev/shm")) - shm_before:  # DLRover's <uuid>_ckpt_shm_<rank> and the like
             p = Path("/dev/shm", name)
             if "_ckpt_shm_" in name or name.startswith(("peers-bench-", "torch_")):
@@ -260,7 +266,9 @@ def run_workload(wl: str, args, py: str, env: dict, methods: list[str], skipped:
         raise RuntimeError(f"workload ({wl}): torchrun ended with {rc}; {why}")
     all_skipped = dict(skipped)
     for rec in recs:
-        all_skipped.update(rec["skipped"])
+        for name, why in rec["skipped"].items():  # the rank that could not start it says why, not its peers
+            if name not in all_skipped or all_skipped[name].endswith("skipped on another rank"):
+                all_skipped[name] = why
     return {"description": desc, "rounds": args.rounds, "wall_s": time.monotonic() - t0,
             "state_bytes": sum(x["state_bytes"] for x in recs), "tensors_per_rank": recs[0]["tensors"],
             "tensor_bytes": recs[0]["sizes"], "methods": summarize(recs), "skipped": all_skipped}

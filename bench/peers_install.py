@@ -27,6 +27,15 @@ PEERS = {
     "torch_checkpointing": (["torch-checkpointing==0.1.1"], ["safetensors", "typing_extensions"]),
 }
 PEERS["sagemaker_tierckpt"] = PEERS["sagemaker"]  # the same library, against tierckptd's HTTP API
+# peer method -> the module its adapter imports (bench/peers_methods.py): imported in the venv after the
+# install, so that a requirement the list above lacks is named at install time, not as a skip mid-run.
+IMPORTS = {
+    "dlrover": "dlrover.trainer.torch.flash_checkpoint.ddp",
+    "nvrx": "nvidia_resiliency_ext.checkpointing.local.ckpt_managers.local_manager",
+    "sagemaker": "amzn_sagemaker_checkpointing.checkpointing.filesystem",
+    "sagemaker_tierckpt": "amzn_sagemaker_checkpointing.checkpointing.filesystem",
+    "gemini": "lm_resiliency",
+}
 BASE = ["numpy", "matplotlib"]
 SAGEMAKER_SDIST = "amzn-sagemaker-checkpointing==1.1.3"
 
@@ -60,7 +69,7 @@ def link_tierckpt(venv: Path) -> str:
     import tierckpt
 
     pkg = Path(tierckpt.__file__).resolve().parent
-    holder = venv / "tierckpt-link"
+    holder = venv.resolve() / "tierckpt-link"  # absolute: a .pth line is read relative to site-packages
     holder.mkdir(exist_ok=True)
     link = holder / "tierckpt"
     if link.is_symlink() or link.exists():
@@ -108,7 +117,23 @@ def ensure(venv: Path, peers: list[str], log) -> tuple[str, dict]:
             why = _pip(py, missing)
             if why:
                 skipped[peer] = why
+                continue
+        why = import_error(py, IMPORTS.get(peer))
+        if why:
+            skipped[peer] = why
     return py, skipped
+
+
+def import_error(py: str, module: str | None) -> str | None:
+    """None when module imports in the venv, else the error (a fresh venv once lacked DLRover's requests)."""
+    if module is None:
+        return None
+    r = subprocess.run([py, "-c", f"import {module}"], capture_output=True, text=True, timeout=300)
+    if r.returncode == 0:
+        return None
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    return (f"import {module} failed in the peers venv ({lines[-1] if lines else f'exit {r.returncode}'}); "
+            "add the missing requirement to bench/peers_install.py's PEERS")
 
 
 def sagemaker_sdist(py: str, where: Path) -> Path:

@@ -13,6 +13,8 @@ ctx is the rank's context: rank, world, opts (the driver's options), shm (this r
 """
 from __future__ import annotations
 
+import functools
+
 import os
 import shutil
 from pathlib import Path
@@ -73,11 +75,35 @@ def _drop_tierckpt_client(cfg) -> None:
         pass
 
 
+@functools.lru_cache(maxsize=None)
+def _own_planner_classes():
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
+
+    class OwnSavePlanner(DefaultSavePlanner):
+        """DefaultSavePlanner under another name: the storage layer does not cache its plans."""
+
+    class OwnLoadPlanner(DefaultLoadPlanner):
+        """DefaultLoadPlanner with a global step of its own (the default's): every item travels."""
+
+        def create_global_plan(self, global_plan):
+            return super().create_global_plan(global_plan)
+
+    return OwnSavePlanner, OwnLoadPlanner
+
+
+def _OwnSavePlanner():  # noqa: N802 - built lazily: torch is imported by the rank, not at module import
+    return _own_planner_classes()[0]()
+
+
+def _OwnLoadPlanner():  # noqa: N802
+    return _own_planner_classes()[1]()
+
+
 class Tierckpt:
     """tierckpt: dcp.async_save with TieredWriter into the node agent's memory tier; dcp.load with
     TieredReader. The agent was started by the driver for this run (socket in opts)."""
 
-    def __init__(self, ctx, mode: str, tuned: bool = False):
+    def __init__(self, ctx, mode: str, tuned: bool = False, uncached: bool = False):
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
@@ -87,9 +113,14 @@ class Tierckpt:
         # tuned: the two choices that are the caller's (docs/python.md): DCP's plan caching for an
         # unchanged state dict layout, and reads that trust the agent's recent verification.
         self.tuned = tuned
-        self.label = f"tierckpt ({mode}{', plan caching + attested reads' if tuned else ''})"
+        # uncached: planners of the caller's own (DefaultSavePlanner / DefaultLoadPlanner subclasses that
+        # change nothing), for which TieredWriter/TieredReader do not cache plans (decision 84): the
+        # default path as it was before that, measured in the same run.
+        self.uncached = uncached
+        self.label = (f"tierckpt ({mode}{', plan caching + attested reads' if tuned else ''}"
+                      f"{', storage-layer plan caching off' if uncached else ''})")
         o = ctx.opts
-        name = f"peers-{o['run_id']}-{mode.lower()}{'-tuned' if tuned else ''}"
+        name = f"peers-{o['run_id']}-{mode.lower()}{'-tuned' if tuned else ''}{'-uncached' if uncached else ''}"
         self.cfg = tc.CheckpointConfig(name, socket=o["socket"], auto_start=False, persist_every=0,
                                        verify_reads="attested" if tuned else True)
 
@@ -99,12 +130,15 @@ class Tierckpt:
             from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
             kw["planner"] = DefaultSavePlanner(enable_plan_caching=True)
+        elif self.uncached:
+            kw["planner"] = _OwnSavePlanner()
         fut = self.dcp.async_save(state, storage_writer=self.tc.TieredWriter(self.cfg, step),
                                   async_checkpointer_type=self.mode, **kw)
         return lambda: fut.result()
 
     def load(self, step, dest):
-        self.dcp.load(dest, storage_reader=self.tc.TieredReader(self.cfg, step=step))
+        kw = {"planner": _OwnLoadPlanner()} if self.uncached else {}
+        self.dcp.load(dest, storage_reader=self.tc.TieredReader(self.cfg, step=step), **kw)
         return None
 
     def close(self):
@@ -182,6 +216,14 @@ class DLRover:
 
     def __init__(self, ctx):
         ddp = _import("dlrover.trainer.torch.flash_checkpoint.ddp", "dlrover")
+        # Without dlrover-run, local rank 0 starts DLRover's saver with multiprocessing.Process: a fork of
+        # the rank (gloo's threads, a GiB of state). Twice in six full-size runs here the forked saver never
+        # created its sockets (TimeoutError: "Timed out waiting for socket server: ckpt_lock_rank_0",
+        # engine.py:149, DLRover skipped). Spawned, it starts clean.
+        import multiprocessing
+
+        engine = _import("dlrover.trainer.torch.flash_checkpoint.engine", "dlrover")
+        engine.Process = multiprocessing.get_context("spawn").Process
         self.StorageType = ddp.StorageType
         self.dir = ctx.shm / "dlrover"
         self.ckpt = ddp.DdpCheckpointer(str(self.dir), local_shard_num=ctx.world, global_shard_num=ctx.world)
@@ -376,6 +418,7 @@ def make(name: str, ctx):
         "tierckpt_thread": lambda: Tierckpt(ctx, "THREAD"),
         "tierckpt_process": lambda: Tierckpt(ctx, "PROCESS"),
         "tierckpt_tuned": lambda: Tierckpt(ctx, "THREAD", tuned=True),
+        "tierckpt_uncached": lambda: Tierckpt(ctx, "THREAD", uncached=True),
         "tierckpt_direct": lambda: TierckptDirect(ctx),
         "dlrover": lambda: DLRover(ctx),
         "nvrx": lambda: NVRx(ctx),
@@ -390,7 +433,7 @@ def make(name: str, ctx):
 
 
 # Method names, the groups --methods accepts, and the order of the table.
-METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_direct", "dlrover", "mlflashpoint", "nvrx", "sagemaker",
+METHODS = ["memcpy", "tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_uncached", "tierckpt_direct", "dlrover", "mlflashpoint", "nvrx", "sagemaker",
            "sagemaker_tierckpt", "gemini", "torch_checkpointing", "dcp_thread", "dcp_process"]
 GROUPS = {"tierckpt": ["tierckpt_thread", "tierckpt_process", "tierckpt_tuned", "tierckpt_direct"], "dcp": ["dcp_thread", "dcp_process"],
           "sagemaker": ["tierckpt_thread", "sagemaker", "sagemaker_tierckpt"],

@@ -163,7 +163,9 @@ def run(rank: int, world: int, opts: dict) -> dict:
         except peers_methods.Skip as e:
             rec["skipped"][name] = str(e)
         except Exception as e:  # noqa: BLE001 - a peer that cannot start is a skip, with its reason
-            rec["skipped"][name] = f"{name}: setup failed: {type(e).__name__}: {e}"
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            rec["skipped"][name] = (f"{name}: setup failed: {type(e).__name__}: {e} "
+                                    f"(at {Path(where.filename).name}:{where.lineno})")
     # Every rank must run the same methods (they are collective): drop any skipped on some rank.
     names = [n for n in opts["methods"] if n in methods]
     agreed = [None] * world

@@ -32,6 +32,13 @@ Per-release differences handled here:
   :func:`load_keeps_read_metadata_errors` tells which the running release
   does (from the source of ``_load_state_dict``, since the release that
   changed it was not pinned), and the reader logs its error where DCP drops it.
+* ``dcp.save`` and ``dcp.load`` run the storage hooks ``prepare_local_plan``
+  and ``prepare_global_plan`` from closures named ``local_step`` and
+  ``global_step`` in ``state_dict_saver._save_state_dict`` /
+  ``state_dict_loader._load_state_dict``, which hold the save's ``planner`` and
+  its ``distW`` (the process group). :func:`dcp_step_locals` finds them; the
+  writer's and reader's plan caching (_plan_cache.py) is used only when it
+  does, so a release that renamed them plans as before.
 * A process-based async save runs in
   ``_ProcessBasedAsyncCheckpointExecutor._execute_save_impl`` where the
   release has that method; where it is absent, ``_save_state_dict`` alone
@@ -40,12 +47,13 @@ Per-release differences handled here:
 from __future__ import annotations
 
 import re
+import sys
 
 import torch
 
 __all__ = [
     "CURRENT_DCP_VERSION", "DEFAULT_SUFFIX", "METADATA_FILE", "METADATA_FIELDS", "SUPPORTED_RANGE",
-    "CompleteStager", "StorageInfo", "check_release", "copy_checkpointable_metadata", "element_size",
+    "CompleteStager", "StorageInfo", "check_release", "copy_checkpointable_metadata", "dcp_step_locals", "element_size",
     "flatten_state_dict", "is_checkpointable_tensor", "load_keeps_read_metadata_errors", "metadata_private_globals", "narrow_tensor_by_index",
     "plain_tensor", "plan_usable", "release", "save_code_objects", "set_element", "storage_transforms",
     "weights_only_unpickler",
@@ -172,6 +180,29 @@ def save_code_objects() -> frozenset:
     if impl is not None:
         codes.add(getattr(impl, "__func__", impl).__code__)
     return frozenset(codes)
+
+
+_STEP_MODULES = ("torch.distributed.checkpoint.state_dict_saver", "torch.distributed.checkpoint.state_dict_loader")
+_STEP_NAMES = ("local_step", "global_step")
+
+
+def dcp_step_locals(max_depth: int = 8) -> dict | None:
+    """The locals of the DCP save/load step closure calling the current storage hook, or None.
+
+    ``local_step``/``global_step`` of ``_save_state_dict``/``_load_state_dict`` hold ``planner``
+    (and ``distW``, the process group wrapper) as free variables; None when no such frame is within
+    max_depth callers (another release, or the hook was called outside DCP).
+    """
+    f = sys._getframe(2)
+    for _ in range(max_depth):
+        if f is None:
+            return None
+        code = f.f_code
+        if (code.co_name in _STEP_NAMES and "planner" in code.co_freevars
+                and f.f_globals.get("__name__") in _STEP_MODULES):
+            return f.f_locals
+        f = f.f_back
+    return None
 
 
 class CompleteStager(AsyncStager):

@@ -29,7 +29,7 @@ from . import _format
 from . import _dcp_compat
 from ._dcp_compat import StorageInfo
 
-__all__ = ["FlatLayout", "layout_key", "plain_tensor"]
+__all__ = ["FlatLayout", "layout_key", "plain_tensor", "planned_size"]
 
 def plain_tensor(value: Any) -> bool:
     return _dcp_compat.plain_tensor(value)
@@ -37,6 +37,15 @@ def plain_tensor(value: Any) -> bool:
 
 def _align(n: int) -> int:
     return (n + _format.ALIGNMENT - 1) // _format.ALIGNMENT * _format.ALIGNMENT
+
+
+def planned_size(key: tuple, values: list[bytes]) -> int:
+    """The size of an object of key's layout (FlatLayout.tensors_end, then the values), without building it."""
+    offset = 0
+    for entry in key:
+        if len(entry) > 1:
+            offset = _align(offset + _format.tensor_layout(entry[1], entry[2]).size)
+    return offset + sum(len(v) + _format.ALIGNMENT for v in values)
 
 
 def layout_key(flat: dict[str, Any], where: str) -> tuple:
@@ -73,6 +82,7 @@ class FlatLayout:
     # This rank's part of the step's Metadata: state_dict_metadata and the tensors' storage entries.
     state_dict_metadata: dict = field(default_factory=dict)
     storage: dict = field(default_factory=dict)
+    placed: dict = field(default_factory=dict)  # TieredWriter: storage as {index: (info, stored length)}
 
     @classmethod
     def build(cls, key: tuple, name: str, flat: dict[str, Any]) -> "FlatLayout":
@@ -127,6 +137,34 @@ class FlatLayout:
             i += 3
         del runs[i:]
         return runs, others
+
+    def fill(self, obj, flat: dict[str, Any], values: list[bytes], copy_threads: int = 1) -> dict:
+        """Copies flat into the writable object obj as this layout says; the storage entries of the values.
+
+        One ``copy_in`` call copies the archives' heads and tails, every contiguous CPU tensor's data and
+        the pickled values (values: pickled_values() of bytes_fqns); other tensors are copied through torch.
+        """
+        runs, others = self.data_runs(flat)
+        extra, buffers = {}, []
+        offset = self.tensors_end
+        value_runs = array("Q")
+        for fqn, data in zip(self.bytes_fqns, values):
+            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else None
+            if buf is not None:
+                buffers.append(buf)
+                value_runs.extend((offset, buf.data_ptr(), len(data)))
+            extra[MetadataIndex(fqn)] = StorageInfo(self.name, offset, len(data))
+            offset = _align(offset + len(data))
+        obj.copy_in(self.skeleton_runs + runs + value_runs, copy_threads)
+        del buffers
+        if others:
+            base = torch.frombuffer(obj, dtype=torch.uint8)
+            try:
+                for data_offset, t in others:
+                    base[data_offset:data_offset + t.nbytes].view(t.dtype).view(t.shape).copy_(t)
+            finally:
+                del base
+        return extra
 
     @staticmethod
     def pickled_values(flat: dict[str, Any], fqns: list[str]) -> list[bytes]:

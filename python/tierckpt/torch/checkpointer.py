@@ -59,8 +59,8 @@ from .. import agent
 from ..config import CheckpointConfig
 from ..errors import CorruptionError
 from . import _format, _inflight
-from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, StorageInfo, flatten_state_dict, set_element
-from ._flat_layout import FlatLayout, layout_key
+from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, flatten_state_dict, set_element
+from ._flat_layout import FlatLayout, layout_key, planned_size
 from ._ids import check_step, checkpoint_id
 from ._metadata_pickle import MetadataPickle
 from ._safe_unpickle import load_metadata, load_value
@@ -194,8 +194,8 @@ class Checkpointer:
             key = layout_key(flat, where)
             values = FlatLayout.pickled_values(flat, [e[0] for e in key if len(e) == 1])
             layout = self._layout
-            size = (layout.tensors_end if layout is not None and layout.key == key
-                    else _planned_size(key, flat)) + sum(len(v) + _format.ALIGNMENT for v in values)
+            size = (layout.tensors_end + sum(len(v) + _format.ALIGNMENT for v in values)
+                    if layout is not None and layout.key == key else planned_size(key, values))
             c.begin_save(self.namespace, step)
             obj = c.create_next_object(self.namespace, step, f"__{rank}_", 0, DEFAULT_SUFFIX, max(size, 1))
             if layout is None or layout.key != key or layout.name != obj.name:
@@ -215,27 +215,7 @@ class Checkpointer:
 
     def _fill(self, obj, layout: FlatLayout, flat, values: list[bytes]) -> dict:
         """Copies flat into obj as layout says; the storage entries of the pickled values."""
-        runs, others = layout.data_runs(flat)
-        extra, buffers = {}, []
-        offset = layout.tensors_end
-        value_runs = array("Q")
-        for fqn, data in zip(layout.bytes_fqns, values):
-            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else None
-            if buf is not None:
-                buffers.append(buf)
-                value_runs.extend((offset, buf.data_ptr(), len(data)))
-            extra[MetadataIndex(fqn)] = StorageInfo(layout.name, offset, len(data))
-            offset = (offset + len(data) + _format.ALIGNMENT - 1) // _format.ALIGNMENT * _format.ALIGNMENT
-        obj.copy_in(layout.skeleton_runs + runs + value_runs, self.copy_threads)
-        del buffers
-        if others:
-            base = torch.frombuffer(obj, dtype=torch.uint8)
-            try:
-                for data_offset, t in others:
-                    base[data_offset:data_offset + t.nbytes].view(t.dtype).view(t.shape).copy_(t)
-            finally:
-                del base
-        return extra
+        return layout.fill(obj, flat, values, self.copy_threads)
 
     def _commit(self, step: int, reports: list[_Report], world: int, persist: bool, token: str) -> _Outcome:
         """The coordinator: .metadata and the commit, or the abort, for every rank's report."""
@@ -422,16 +402,6 @@ def _laid_out(data: memoryview, archive: int, t: torch.Tensor) -> bool:
     end = archive + lay.data_offset + lay.data_len
     return (archive + lay.size <= len(data) and bytes(data[archive:archive + lay.data_offset]) == lay.head
             and bytes(data[end:end + len(lay.tail)]) == lay.tail)
-
-
-def _planned_size(key: tuple, flat: dict[str, Any]) -> int:
-    """The end of the tensors' part of a layout of key (FlatLayout.tensors_end), without building it."""
-    offset = 0
-    for entry in key:
-        if len(entry) > 1:
-            lay = _format.tensor_layout(entry[1], entry[2])
-            offset = (offset + lay.size + _format.ALIGNMENT - 1) // _format.ALIGNMENT * _format.ALIGNMENT
-    return offset
 
 
 def _same_item(a, b) -> bool:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta, TensorStorageMetadata
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
@@ -41,7 +42,7 @@ from torch.futures import Future
 from .. import agent
 from ..config import CheckpointConfig
 from ..errors import CorruptionError
-from . import _format
+from . import _dcp_compat, _format
 from ._dcp_compat import load_keeps_read_metadata_errors, narrow_tensor_by_index, storage_transforms
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._safe_unpickle import load_metadata
@@ -59,6 +60,7 @@ class _ReadPlan:
 
     rank: int | None
     step: int
+    kept: bool = False  # the items stayed with the rank: read_data reads its own local plan
 
 
 class TieredReader(StorageReader):
@@ -83,6 +85,7 @@ class TieredReader(StorageReader):
         self.rank: int | None = None
         self._views: dict[str, object] = {}
         self._tensor_md: dict = {}  # fqn -> TensorStorageMetadata of the metadata being loaded
+        self._local_plan: LoadPlan | None = None  # the items this rank kept (prepare_local_plan)
 
     @property
     def checkpoint_id(self) -> str:
@@ -133,6 +136,7 @@ class TieredReader(StorageReader):
     def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
         self.storage_data = {}
         self._tensor_md = {}
+        self._local_plan = None
         self._views.clear()
         self.load_id = str(uuid.uuid4())
         if checkpoint_id is None:
@@ -179,9 +183,24 @@ class TieredReader(StorageReader):
         self.rank = kwargs.get("rank")
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
-        return dataclasses.replace(plan, storage_data=_ReadPlan(self.rank, self._resolve_step()))
+        # The default load planner's global step returns every rank's plan unchanged, and finish_plan
+        # the plan it is sent: the items need not travel to the coordinator and back (1,500 ReadItems
+        # pickled, unpickled and pickled again per rank). The rank keeps them and sends an empty plan.
+        self._local_plan = None
+        mine = _ReadPlan(self.rank, self._resolve_step())
+        step = _dcp_compat.dcp_step_locals()
+        if step is not None and _keeps_local_plans(step.get("planner")):
+            self._local_plan = plan
+            return dataclasses.replace(plan, items=[], storage_data=dataclasses.replace(mine, kept=True))
+        return dataclasses.replace(plan, storage_data=mine)
 
     def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        if any(isinstance(p.storage_data, _ReadPlan) and p.storage_data.kept for p in plans):
+            step = _dcp_compat.dcp_step_locals()
+            if step is None or not _keeps_local_plans(step.get("planner")):
+                raise ValueError(f"loading {self.checkpoint_id}: the coordinator's load planner has a global step "
+                                 "of its own but other ranks use DefaultLoadPlanner's; give every rank the same "
+                                 "planner")
         steps = {p.storage_data.step for p in plans if isinstance(p.storage_data, _ReadPlan)}
         if len(steps) > 1:
             raise RuntimeError(f"the ranks of this load resolved different steps of {self.namespace!r} "
@@ -191,6 +210,11 @@ class TieredReader(StorageReader):
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        if isinstance(plan.storage_data, _ReadPlan) and plan.storage_data.kept:
+            if self._local_plan is None:
+                raise RuntimeError(f"loading {self.checkpoint_id}: rank {self.rank} was sent an empty plan for "
+                                   "items it did not keep; this is a tierckpt bug, please report it")
+            plan, self._local_plan = self._local_plan, None
         per_object: dict[str, list] = {}
         for item in plan.items:
             per_object.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)
@@ -263,3 +287,11 @@ class TieredReader(StorageReader):
                              "state dict being loaded")
         target.copy_(tensor)
         planner.commit_tensor(item, target)
+
+
+def _keeps_local_plans(planner) -> bool:
+    """Whether planner's global step and finish_plan leave every rank's plan as it is (DefaultLoadPlanner's)."""
+    cls = type(planner)
+    return (isinstance(planner, DefaultLoadPlanner)
+            and cls.create_global_plan is DefaultLoadPlanner.create_global_plan
+            and cls.finish_plan is DefaultLoadPlanner.finish_plan)

@@ -47,8 +47,9 @@ from torch.futures import Future
 
 from .. import agent
 from ..config import CheckpointConfig
-from . import _inflight, _placement, staging
-from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, plan_usable
+from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, staging
+from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, flatten_state_dict, plan_usable
+from ._flat_layout import FlatLayout, layout_key, planned_size
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
 
@@ -64,6 +65,8 @@ class _RankPlan:
     rank: int
     node: str
     socket: str
+    cached: int = 0  # the plan is empty: this rank's plan of that round is unchanged (_plan_cache.py)
+    generation: int = 0  # set by the coordinator on a full round's plans: the round whose plans it cached
 
 
 # The coordinator's agent socket -> the _RankPlan of every rank at its last global plan in this
@@ -80,13 +83,17 @@ def _reported_ranks(socket: str, plans: list[SavePlan]) -> list[_RankPlan] | Non
     out: list[_RankPlan] = []
     for i, p in enumerate(plans):
         if isinstance(p.storage_data, _RankPlan):
-            out.append(p.storage_data)
+            out.append(dataclasses.replace(p.storage_data, cached=0, generation=0))
         elif not plan_usable(p) and last is not None and len(last) == len(plans):
             out.append(last[i])
         else:
             return None
     _last_reported[socket] = out
     return out
+
+
+# (agent socket, namespace, rank) -> the FlatLayout of that rank's last flat staging in this process.
+_flat_layouts: dict[tuple, FlatLayout] = {}
 
 
 def _global_rank() -> int:
@@ -123,6 +130,9 @@ class TieredWriter(StorageWriter, CompleteStager):
         self._stage_registered = False
         self._started_pid: int | None = None
         self._begun_on = None  # (client, step) of the BeginSave this process sent last
+        self._cached_round: int = 0  # this save reuses that round's plans (_plan_cache.py)
+        self._layout_key: tuple | None = None  # of the state dict stage() placed, when plan caching may apply
+        self._cached_metadata = None  # coordinator: the CoordinatorEntry a cached round's finish() uses
 
     # ---- identity ----
 
@@ -184,7 +194,34 @@ class TieredWriter(StorageWriter, CompleteStager):
 
     def storage_meta(self) -> StorageMeta | None:
         self._mark_started()
+        step = _dcp_compat.dcp_step_locals()
+        if step is not None:  # the first hook of DCP's local step, reached by every rank: the vote
+            self._vote_cached_round(step)
         return StorageMeta(checkpoint_id=self.checkpoint_id, save_id=self.save_id)
+
+    def _vote_cached_round(self, step: dict) -> None:
+        """Sets _cached_round when every rank may reuse the plans of the last fully planned round (a collective)."""
+        try:
+            generation = self._claim_cached_round(step.get("planner"), step.get("distW"))
+        except Exception as e:  # noqa: BLE001 - never skip the vote: the other ranks are in it
+            log.warning("tierckpt: %s: plan caching skipped: %s: %s", self.checkpoint_id, type(e).__name__, e)
+            generation = 0
+        self._cached_round = generation if _plan_cache.vote(step.get("distW"), generation != 0, generation) else 0
+
+    def _claim_cached_round(self, planner, dist_w) -> int:
+        """The round whose plans this rank can reuse (its layout, planner and that round unchanged), or 0."""
+        if self._layout_key is None or not _plan_cache.eligible(planner):
+            return 0
+        key = self._cache_key()
+        entry = _plan_cache.rank_entry(key)
+        if (entry is None or not entry.generation or entry.final_items is None
+                or entry.layout_key != self._layout_key or entry.settings != _plan_cache.settings(planner)):
+            return 0
+        if getattr(dist_w, "is_coordinator", True):
+            held = _plan_cache.coordinator_entry(key)
+            if held is None or held.generation != entry.generation:
+                return 0
+        return entry.generation
 
     def set_up_storage_writer(self, is_coordinator: bool, *args, **kwargs) -> None:
         self._mark_started()
@@ -196,7 +233,25 @@ class TieredWriter(StorageWriter, CompleteStager):
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
         c = self._client()
-        return dataclasses.replace(plan, storage_data=_RankPlan(self.rank, c.node_id, c.socket_path))
+        mine = _RankPlan(self.rank, c.node_id, c.socket_path)
+        key = self._cache_key()
+        if self._cached_round:  # every rank voted for the cached round (storage_meta)
+            entry = _plan_cache.rank_entry(key)
+            if (entry is None or entry.generation != self._cached_round or entry.planner_data != plan.planner_data
+                    or entry.local_items != plan.items):
+                _plan_cache.set_rank_entry(key, None)
+                raise RuntimeError(f"step {self.checkpoint_id}: rank {self.rank}'s plan changed although its state "
+                                   "dict's layout did not; this is a tierckpt bug, please report it (the next "
+                                   "save plans in full)")
+            return SavePlan([], storage_data=dataclasses.replace(mine, cached=self._cached_round), planner_data={})
+        step = _dcp_compat.dcp_step_locals()
+        planner = step.get("planner") if step is not None else None
+        if self._layout_key is not None and _plan_cache.eligible(planner) and plan_usable(plan):
+            _plan_cache.set_rank_entry(key, _plan_cache.RankEntry(self._layout_key, plan.items, plan.planner_data,
+                                                                  _plan_cache.settings(planner)))
+        else:
+            _plan_cache.set_rank_entry(key, None)
+        return dataclasses.replace(plan, storage_data=mine)
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
         if self.config.world_size is not None and len(plans) != self.config.world_size:
@@ -210,7 +265,33 @@ class TieredWriter(StorageWriter, CompleteStager):
                              "must save with a TieredWriter")
         self._plan_nodes = [r.node for r in reported]
         nodes_of(self.checkpoint_id, [(r.node, r.socket) for r in reported])
-        return plans
+        return self._cache_global_plans(plans, reported)
+
+    def _cache_global_plans(self, plans: list[SavePlan], reported: list[_RankPlan]) -> list[SavePlan]:
+        """A cached round's plans as they are; a full round's, tagged with the generation they are kept as."""
+        key = self._cache_key()
+        rounds = {p.storage_data.cached for p in plans if isinstance(p.storage_data, _RankPlan)}
+        if rounds - {0}:
+            held = _plan_cache.coordinator_entry(key)
+            if len(rounds) != 1 or 0 in rounds or held is None or held.generation not in rounds \
+                    or held.world_size != len(plans):
+                _plan_cache.set_coordinator_entry(key, None)
+                raise RuntimeError(f"step {self.checkpoint_id}: the ranks sent cached plans of rounds "
+                                   f"{sorted(rounds)} the coordinator does not hold; this is a tierckpt bug, "
+                                   "please report it (the next save plans in full)")
+            self._cached_metadata = held
+            return plans
+        step = _dcp_compat.dcp_step_locals()
+        planner = step.get("planner") if step is not None else None
+        metadata = getattr(planner, "metadata", None)
+        if not _plan_cache.eligible(planner) or metadata is None:
+            _plan_cache.set_coordinator_entry(key, None)
+            return plans
+        generation = _plan_cache.new_generation()
+        _plan_cache.set_coordinator_entry(key, _plan_cache.CoordinatorEntry(
+            generation, len(plans), metadata.state_dict_metadata, metadata.planner_data))
+        return [dataclasses.replace(p, storage_data=dataclasses.replace(r, generation=generation))
+                for p, r in zip(plans, reported)]
 
     def _members(self, results: list[list[WriteResult]]) -> list[str]:
         """The nodes the step spans: those whose ranks wrote objects, and this (the coordinator's) node."""
@@ -224,9 +305,10 @@ class TieredWriter(StorageWriter, CompleteStager):
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         c = self._client()
         try:
+            items = self._final_items(plan)
             results: list[WriteResult] = []
             fresh = []
-            for item in plan.items:
+            for item in items:
                 hit = self._staged.get(item.index)
                 if hit is None:
                     fresh.append(item)
@@ -249,6 +331,9 @@ class TieredWriter(StorageWriter, CompleteStager):
         try:
             storage = {wr.index: wr.storage_data for rank_results in results for wr in rank_results}
             world_size = len(results)
+            if self._cached_metadata is not None:  # the planner saw empty plans: the round's own metadata
+                metadata.state_dict_metadata = self._cached_metadata.state_dict_metadata
+                metadata.planner_data = self._cached_metadata.planner_data
             metadata.version = CURRENT_DCP_VERSION
             metadata.storage_data = storage
             metadata.storage_meta = self.storage_meta()
@@ -292,7 +377,10 @@ class TieredWriter(StorageWriter, CompleteStager):
             self._stage_registered = False
             raise
         try:
-            placed, _ = self._place(client, staging.pieces_of(state_dict))
+            placed = self._stage_flat(state_dict)
+            if placed is None:
+                pieces, self._layout_key = staging.pieces_and_layout(state_dict)
+                placed, _ = self._place(client, pieces)
         except BaseException:
             _inflight.discard(self.socket, self.namespace, self.save_id)
             self._stage_registered = False
@@ -332,6 +420,59 @@ class TieredWriter(StorageWriter, CompleteStager):
             return c
 
         self._begun_on = (agent.call(self.config, begin), self.step)
+
+    def _stage_flat(self, state_dict) -> dict | None:
+        """Stages a state dict of plain dense tensors and Python values into one object with a FlatLayout.
+
+        The Checkpointer's copy plan (_flat_layout.py): the layout of an unchanged state dict is reused
+        from the last save of this rank (no per-item objects), one ``copy_in`` call copies every
+        archive's head, data and tail and the pickled values. Returns the staged locations, or None
+        for a state dict that needs the planner's items (sharded or other tensors), or more than one
+        object per rank (files_per_rank): staging.pieces_of then places them.
+        """
+        if self.config.files_per_rank != 1:
+            return None
+        flat, mapping = flatten_state_dict(state_dict)  # as DefaultSavePlanner(flatten_state_dict=True)
+        try:
+            key = layout_key(flat, self.checkpoint_id)
+        except TypeError:
+            return None
+        values = FlatLayout.pickled_values(flat, [e[0] for e in key if len(e) == 1])
+        cache = (self.socket, self.namespace, self.rank)
+        layout = _flat_layouts.get(cache)
+        size = (layout.tensors_end + sum(len(v) + _format.ALIGNMENT for v in values)
+                if layout is not None and layout.key == key else planned_size(key, values))
+        obj = self._create(max(size, 1))
+        if layout is None or layout.key != key or layout.name != obj.name:
+            layout = FlatLayout.build(key, obj.name, flat)
+            layout.placed = {index: (info, info.length) for index, info in layout.storage.items()}
+            _flat_layouts[cache] = layout
+        extra = layout.fill(obj, flat, values)
+        self._client().seal(obj)
+        placed = dict(layout.placed)
+        placed.update((index, (info, info.length)) for index, info in extra.items())
+        self._layout_key = (key, tuple(mapping.get(e[0]) for e in key))
+        return placed
+
+    def _cache_key(self) -> tuple:
+        return (self.socket, self.namespace)
+
+    def _final_items(self, plan: SavePlan) -> list:
+        """The items this rank writes: the plan's, or for a cached round the round's cached final plan."""
+        mine = plan.storage_data
+        if not isinstance(mine, _RankPlan):
+            return plan.items
+        entry = _plan_cache.rank_entry(self._cache_key())
+        if mine.cached:
+            if entry is None or entry.generation != mine.cached or entry.final_items is None:
+                _plan_cache.set_rank_entry(self._cache_key(), None)
+                raise RuntimeError(f"step {self.checkpoint_id}: rank {self.rank} was sent its cached plan of "
+                                   f"round {mine.cached}, which it does not hold; this is a tierckpt bug, "
+                                   "please report it (the next save plans in full)")
+            return entry.final_items
+        if mine.generation and entry is not None:
+            entry.final_items, entry.generation = plan.items, mine.generation
+        return plan.items
 
     def _create(self, size: int):
         """A new object of this rank: the agent takes the first of its names not sealed yet."""

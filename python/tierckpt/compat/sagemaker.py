@@ -257,6 +257,7 @@ class SageMakerTieredStorageReader(TieredReader):
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         if self.legacy is None:
             return super().read_data(plan, planner)
+        plan = self._plan_to_read(plan)
         per_rank: dict[int, list] = {}
         for item in plan.items:
             per_rank.setdefault(self.storage_data[item.storage_index].rank, []).append(item)

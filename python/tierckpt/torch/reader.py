@@ -209,12 +209,18 @@ class TieredReader(StorageReader):
                                "newest step every rank can load")
         return plans
 
-    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+    def _plan_to_read(self, plan: LoadPlan) -> LoadPlan:
+        """The plan whose items read_data must read: the one DCP sent, or the items this rank kept when
+        it sent an empty plan (prepare_local_plan). Every read_data, a subclass's too, goes through it."""
         if isinstance(plan.storage_data, _ReadPlan) and plan.storage_data.kept:
             if self._local_plan is None:
                 raise RuntimeError(f"loading {self.checkpoint_id}: rank {self.rank} was sent an empty plan for "
                                    "items it did not keep; this is a tierckpt bug, please report it")
             plan, self._local_plan = self._local_plan, None
+        return plan
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        plan = self._plan_to_read(plan)
         per_object: dict[str, list] = {}
         for item in plan.items:
             per_object.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)

@@ -186,7 +186,9 @@ def test_an_unchanged_trainer_under_tierckpt_sync_resumes_on_a_new_machine(tmp_p
     _run(None, *common, "--kill-step", "7", wrap=sync, expect=128 + signal.SIGKILL)
     saved = {e["step"]: e for e in _events(events) if e["event"] == "save"}
     assert sorted(saved) == [2, 4, 6]
-    assert sorted(p.name for p in remote.iterdir()) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+    # .tierckpt-sync/ on the remote: sync's index of the modification times pushed (docs/sync.md)
+    assert sorted(p.name for p in remote.iterdir()) == [".tierckpt-sync", "checkpoint-2", "checkpoint-4",
+                                                        "checkpoint-6"]
 
     shutil.rmtree(out)  # a new machine
     events.unlink()

@@ -163,7 +163,8 @@ Result<std::vector<BlobInfo>> ListTree(const std::string& dir, std::vector<std::
 Status RestoreDirTimes(const std::string& root, const std::vector<std::string>& rel_files) {
   std::set<std::string> dirs;
   for (const std::string& f : rel_files) {
-    for (size_t slash = f.rfind('/'); slash != std::string::npos && slash != 0; slash = f.rfind('/', slash - 1)) {
+    for (size_t slash = f.rfind('/'); slash != std::string::npos && slash != 0;
+         slash = f.rfind('/', slash - 1)) {
       if (!dirs.insert(f.substr(0, slash)).second) break;  // it and those above it are in already
     }
   }

@@ -47,8 +47,8 @@ RemoteIndex ParseIndex(std::string_view text, const std::string& where, std::str
     index[std::string(q + 1)] = FileVersion{static_cast<uint64_t>(size), mtime};
   }
   if (skipped != 0 && warning != nullptr) {
-    *warning = where + ": " + std::to_string(skipped) + " damaged line(s) skipped; those files get the time of "
-               "the pull";
+    *warning = where + ": " + std::to_string(skipped) +
+               " damaged line(s) skipped; those files get the time of the pull";
   }
   return index;
 }

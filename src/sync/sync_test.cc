@@ -47,8 +47,8 @@ int64_t Mtime(const std::string& path) {
 bool Exists(const std::string& path) { return Mtime(path) != -1; }
 
 int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(since_epoch).count();
 }
 
 TEST(ValidateRelativePathTest, AcceptsCheckpointNamesAndRejectsEscapes) {
@@ -225,8 +225,10 @@ TEST(SyncOnceTest, MirrorsThroughTheS3BottomUnderTheInstancePrefix) {
   auto pushed = SyncOnce(remote, o);
   ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
   EXPECT_EQ(pushed->pushed, 2u);
-  EXPECT_EQ(fake->Keys(), (std::vector<std::string>{"pre/.tierckpt-sync/index-host-a", "pre/host-a/ckpt/meta.json",
-                                                     "pre/host-a/ckpt/model.bin"}));  // the index: the times pushed
+  // The index (the times pushed) beside the instance's files.
+  const std::vector<std::string> keys = {"pre/.tierckpt-sync/index-host-a", "pre/host-a/ckpt/meta.json",
+                                         "pre/host-a/ckpt/model.bin"};
+  EXPECT_EQ(fake->Keys(), keys);
   o.local = d.Sub("b");
   auto pulled = SyncOnce(remote, o);
   ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
@@ -306,7 +308,8 @@ TEST(SyncMtimeTest, APullGivesFilesAndDirectoriesTheModificationTimesTheyWerePus
   auto damaged = SyncOnce(**remote, o);
   ASSERT_TRUE(damaged.ok()) << damaged.status().ToString();
   ASSERT_EQ(damaged->warnings.size(), 1u);
-  EXPECT_NE(damaged->warnings[0].find("1 damaged line(s) skipped"), std::string::npos) << damaged->warnings[0];
+  EXPECT_NE(damaged->warnings[0].find("1 damaged line(s) skipped"), std::string::npos)
+      << damaged->warnings[0];
   EXPECT_EQ(Mtime(d.Sub("damaged/checkpoint-1/model.bin")), kT0);
   EXPECT_GE(Mtime(d.Sub("damaged/checkpoint-1/state.json")), before_pull);
   Write(d.Sub("remote/.tierckpt-sync/index"), "tierckpt-sync-index 2\n");
@@ -314,14 +317,15 @@ TEST(SyncMtimeTest, APullGivesFilesAndDirectoriesTheModificationTimesTheyWerePus
   auto newer = SyncOnce(**remote, o);
   ASSERT_TRUE(newer.ok()) << newer.status().ToString();
   ASSERT_EQ(newer->warnings.size(), 1u);
-  EXPECT_NE(newer->warnings[0].find("not a sync index of version 1"), std::string::npos) << newer->warnings[0];
+  EXPECT_NE(newer->warnings[0].find("not a sync index of version 1"), std::string::npos)
+      << newer->warnings[0];
 }
 
 TEST(SyncMtimeTest, APullThroughS3GivesTheTimesPushedUnderTheInstancePrefix) {
   TempDir d;
   auto fake = std::make_shared<s3::FakeS3>("bkt");
-  S3BlobStore remote(s3::testing_util::TestConfig(), fake, std::make_shared<s3::testing_util::MarkingSigner>(),
-                     s3::testing_util::InstantRetries());
+  S3BlobStore remote(s3::testing_util::TestConfig(), fake,
+                     std::make_shared<s3::testing_util::MarkingSigner>(), s3::testing_util::InstantRetries());
   Write(d.Sub("a/checkpoint-3/model.bin"), "three");
   SetMtime(d.Sub("a/checkpoint-3/model.bin"), kT0 + 3 * kSecond);
   SyncOptions o;
@@ -329,7 +333,8 @@ TEST(SyncMtimeTest, APullThroughS3GivesTheTimesPushedUnderTheInstancePrefix) {
   o.instance = "host-a";
   ASSERT_EQ(SyncOnce(remote, o)->pushed, 1u);
   EXPECT_EQ(fake->Keys(),
-            (std::vector<std::string>{"pre/.tierckpt-sync/index-host-a", "pre/host-a/checkpoint-3/model.bin"}));
+            (std::vector<std::string>{"pre/.tierckpt-sync/index-host-a",
+                                      "pre/host-a/checkpoint-3/model.bin"}));
   o.local = d.Sub("b");
   auto pulled = SyncOnce(remote, o);
   ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
@@ -390,7 +395,9 @@ TEST(SyncLoopTest, WatchingRecordsTimesAndARotatedCheckpointLeavesNoEmptyRemoteD
 
   ASSERT_TRUE(RemoveTree(d.Sub("local/checkpoint-1")).ok());  // save_total_limit
   ASSERT_TRUE(RemoveTree(d.Sub("local/checkpoint-2")).ok());
-  step_until([&] { return !Exists(d.Sub("remote/checkpoint-1")) && !Exists(d.Sub("remote/checkpoint-2/model.bin")); });
+  step_until([&] {
+    return !Exists(d.Sub("remote/checkpoint-1")) && !Exists(d.Sub("remote/checkpoint-2/model.bin"));
+  });
   EXPECT_EQ(Read(d.Sub("remote/checkpoint-2/foreign.txt")), "not sync's");  // never ours to delete
   EXPECT_TRUE(Exists(d.Sub("remote")));
   ASSERT_TRUE(loop.Flush(std::chrono::steady_clock::now() + std::chrono::seconds(10)).ok());

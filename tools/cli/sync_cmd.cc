@@ -65,7 +65,9 @@ int RunWatch(const GlobalOptions& g, const SyncCommandOptions& o, sync::BlobStor
   sync::SyncLoop loop(&remote, wo);
   Result<sync::SyncReport> first = loop.Start();
   if (!first.ok()) return Fail(first.status().WithContext("sync of " + o.local + " with " + remote.Describe()));
-  for (const std::string& w : first->warnings) std::fprintf(stderr, "tierckpt sync: warning: %s\n", w.c_str());
+  for (const std::string& w : first->warnings) {
+    std::fprintf(stderr, "tierckpt sync: warning: %s\n", w.c_str());
+  }
   std::fprintf(stderr, "sync: watching %s -> %s%s (pulled %zu file(s), pushed %zu)\n", o.local.c_str(),
                remote.Describe().c_str(), o.instance.empty() ? "" : (o.instance + "/").c_str(), first->pulled,
                first->pushed);

@@ -186,7 +186,9 @@ def test_an_unchanged_trainer_under_tierckpt_sync_resumes_on_a_new_machine(tmp_p
     _run(None, *common, "--kill-step", "7", wrap=sync, expect=128 + signal.SIGKILL)
     saved = {e["step"]: e for e in _events(events) if e["event"] == "save"}
     assert sorted(saved) == [2, 4, 6]
-    assert sorted(p.name for p in remote.iterdir()) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+    # .tierckpt-sync/ on the remote: sync's index of the modification times pushed (docs/sync.md)
+    assert sorted(p.name for p in remote.iterdir()) == [".tierckpt-sync", "checkpoint-2", "checkpoint-4",
+                                                        "checkpoint-6"]
 
     shutil.rmtree(out)  # a new machine
     events.unlink()
@@ -195,12 +197,12 @@ def test_an_unchanged_trainer_under_tierckpt_sync_resumes_on_a_new_machine(tmp_p
     assert [s["resume"] for s in second if s["event"] == "start"] == [str(out / "checkpoint-6")]
     (resumed,) = [e for e in second if e["event"] == "resume"]
     assert _state(resumed) == _state(saved[6])
-    # save_total_limit=3 rotated the local directories and sync mirrored the deletions of their files
-    # (a filesystem remote keeps the emptied directories: sync mirrors files). Which of the pulled
-    # checkpoint-2/4/6 survived is chance: the Trainer rotates by directory mtime, and the pull gives
-    # the directories the times of the download, in no set order (docs/frameworks.md).
-    kept = sorted(p.name for p in remote.iterdir() if any(p.iterdir()))
-    assert len(kept) == 3 and {"checkpoint-8", "checkpoint-10"} <= set(kept), (kept, log[-3000:])
+    # save_total_limit=3 rotated the local directories by modification time and sync mirrored the
+    # deletions. The pull gave the checkpoint-2/4/6 files and directories the times they had when they
+    # were pushed (decision 90), so the rotation deleted the oldest two, and the directory remote keeps
+    # no emptied directory.
+    kept = sorted(p.name for p in remote.iterdir())
+    assert kept == [".tierckpt-sync", "checkpoint-10", "checkpoint-6", "checkpoint-8"], (kept, log[-3000:])
 
 
 def test_without_transformers_the_import_names_the_pip_command():

@@ -1,6 +1,7 @@
 // fs_stat.cc — see fs_stat.h.
 #include "os/fs_stat.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -78,6 +79,33 @@ Status ChmodPath(const std::string& path, mode_t mode, std::string_view what) {
 
 Status ChmodFd(int fd, mode_t mode, std::string_view what) {
   if (::fchmod(fd, mode) != 0) return ErrnoStatus(what);
+  return Status::Ok();
+}
+
+namespace {
+
+void MtimeOnly(int64_t mtime_ns, struct timespec times[2]) {
+  times[0] = {0, UTIME_OMIT};
+  times[1] = {static_cast<time_t>(mtime_ns / 1000000000), static_cast<long>(mtime_ns % 1000000000)};
+  if (times[1].tv_nsec < 0) {  // before 1970: the nanoseconds stay in [0, 1e9)
+    times[1].tv_nsec += 1000000000;
+    times[1].tv_sec -= 1;
+  }
+}
+
+}  // namespace
+
+Status SetMtimeFd(int fd, int64_t mtime_ns, std::string_view what) {
+  struct timespec times[2];
+  MtimeOnly(mtime_ns, times);
+  if (::futimens(fd, times) != 0) return ErrnoStatus(what);
+  return Status::Ok();
+}
+
+Status SetMtimePath(const std::string& path, int64_t mtime_ns, std::string_view what) {
+  struct timespec times[2];
+  MtimeOnly(mtime_ns, times);
+  if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) return ErrnoStatus(what);
   return Status::Ok();
 }
 

@@ -69,6 +69,13 @@ Status ChmodPath(const std::string& path, mode_t mode, std::string_view what = "
 // fchmod(2); ErrnoStatus(what), `what` naming the file.
 Status ChmodFd(int fd, mode_t mode, std::string_view what);
 
+// Sets the modification time (nanoseconds since the epoch) of an open file
+// (futimens(2)) or of path without following a final symbolic link
+// (utimensat(2), AT_SYMLINK_NOFOLLOW); the access time is left as it is.
+// A failure is ErrnoStatus("<what>"), `what` naming the file.
+Status SetMtimeFd(int fd, int64_t mtime_ns, std::string_view what);
+Status SetMtimePath(const std::string& path, int64_t mtime_ns, std::string_view what);
+
 // The target of the symbolic link at path (readlink(2)); a failure is
 // ErrnoStatus("readlink <path>") (EINVAL: not a link).
 Result<std::string> ReadLink(const std::string& path);

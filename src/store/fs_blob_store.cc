@@ -15,6 +15,7 @@
 #include "os/fd.h"
 #include "os/file_copy.h"
 #include "os/files.h"
+#include "os/tier_io.h"
 
 namespace tierckpt {
 namespace {
@@ -319,9 +320,31 @@ Status FsBlobStore::Delete(const std::vector<std::string>& paths) {
     TC_RETURN_IF_ERROR(UnlinkAt(parent->dir.get(), parent->leaf, "deleting", parent->full));
     if (seen.insert(DirName(parent->full)).second) dirs.push_back(std::move(*parent));
   }
-  if (!options_.fsync) return Status::Ok();
-  for (const Parent& d : dirs) TC_RETURN_IF_ERROR(FsyncDir(d.dir.get(), DirName(d.full)));
+  if (options_.fsync) {
+    for (const Parent& d : dirs) TC_RETURN_IF_ERROR(FsyncDir(d.dir.get(), DirName(d.full)));
+  }
+  if (!options_.remove_empty_dirs) return Status::Ok();
+  for (const std::string& p : paths) TC_RETURN_IF_ERROR(RemoveEmptyParents(p));
   return Status::Ok();
+}
+
+Status FsBlobStore::RemoveEmptyParents(std::string_view path) {
+  std::string dir(DirOf(path));
+  for (;;) {
+    const size_t slash = dir.rfind('/');
+    if (slash == std::string::npos) return Status::Ok();  // the base: never removed
+    dir.resize(slash);
+    auto parent = OpenParent(dir, /*make=*/false);
+    if (!parent.ok() && parent.status().code() == Code::kNotFound) continue;  // gone already
+    TC_RETURN_IF_ERROR(parent.status());
+    TC_ASSIGN_OR_RETURN(DirEntry entry, StatAt(parent->dir.get(), parent->leaf, parent->full));
+    if (entry.type != EntryType::kDirectory) return Status::Ok();  // a link or a foreign entry: left alone
+    TC_RETURN_IF_ERROR(RemoveDirIfEmptyAt(parent->dir.get(), parent->leaf, parent->full)
+                           .WithContext("removing the emptied directory " + parent->full));
+    TC_ASSIGN_OR_RETURN(DirEntry after, StatAt(parent->dir.get(), parent->leaf, parent->full));
+    if (after.type != EntryType::kMissing) return Status::Ok();  // not empty: nor are its parents
+    if (options_.fsync) TC_RETURN_IF_ERROR(FsyncDir(parent->dir.get(), DirName(parent->full)));
+  }
 }
 
 Status FsBlobStore::DeleteBelow(std::string_view prefix) {

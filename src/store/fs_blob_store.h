@@ -43,6 +43,13 @@ struct FsBlobOptions {
   // (".tierckpt-partial") so that it recognises and never mirrors them.
   std::string temp_suffix = ".tmp";
   mode_t file_mode = 0600;  // of new files, before the umask
+  // Delete also removes the directories it leaves empty, deepest first, up
+  // to but never the base (rmdir(2): a directory that holds anything, a
+  // concurrent writer's temporary included, stays). For sync's directory
+  // remote, which mirrors files: a checkpoint directory deleted locally
+  // leaves no empty directory behind (decision 90). Off by default: the
+  // durable tier deletes whole step directories with DeleteBelow.
+  bool remove_empty_dirs = false;
 };
 
 class FsBlobStore final : public BlobStore {
@@ -100,6 +107,9 @@ class FsBlobStore final : public BlobStore {
   std::string TempFor(const std::string& name) const;
   // Writes p's file via a temporary and a rename, fill(fd) writing the bytes.
   Status WriteVia(const Parent& p, const std::function<Status(int)>& fill);
+  // Removes the empty directories above path (remove_empty_dirs), deepest
+  // first, stopping at the first that holds something and at the base.
+  Status RemoveEmptyParents(std::string_view path);
   // The blob's file, opened, once checked to hold [offset, offset + size).
   Result<UniqueFd> OpenRange(std::string_view path, uint64_t offset, uint64_t size);
 

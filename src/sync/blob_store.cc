@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "common/names.h"
 #include "os/fd.h"
 #include "os/files.h"
+#include "os/fs_stat.h"
 #include "s3/s3_config.h"
 #include "store/fs_blob_store.h"
 #include "store/s3_blob_store.h"
@@ -123,15 +125,17 @@ Status PutFile(BlobStore& remote, std::string_view path, const std::string& loca
   return remote.PutFile(path, in.get(), info.size, BlobPutOptions{.check_tree = false}).WithContext(what);
 }
 
-Status GetFile(BlobStore& remote, std::string_view path, uint64_t size, const std::string& local) {
+Status GetFile(BlobStore& remote, std::string_view path, uint64_t size, const std::string& local,
+               std::optional<int64_t> mtime_ns) {
   TC_RETURN_IF_ERROR(ValidateRelativePath(path));
   TC_RETURN_IF_ERROR(MakeDirs(DirName(local), 0755));
   const std::string tmp = local + std::string(kPartialSuffix) + "." + std::to_string(::getpid());
   return WriteFileVia(tmp, local, 0644, /*sync_data=*/true,
                       [&](int out) -> Status {
                         TC_RETURN_IF_ERROR(TruncateFd(out, size, "sizing " + tmp));
-                        if (size == 0) return Status::Ok();
-                        return remote.ReadToFile(path, out, size);
+                        if (size != 0) TC_RETURN_IF_ERROR(remote.ReadToFile(path, out, size));
+                        if (!mtime_ns) return Status::Ok();
+                        return SetMtimeFd(out, *mtime_ns, "setting the modification time of " + tmp);
                       })
       .WithContext("downloading " + remote.Describe() + std::string(path));
 }
@@ -156,6 +160,38 @@ Result<std::vector<BlobInfo>> ListTree(const std::string& dir, std::vector<std::
   return out;
 }
 
+Status RestoreDirTimes(const std::string& root, const std::vector<std::string>& rel_files) {
+  std::set<std::string> dirs;
+  for (const std::string& f : rel_files) {
+    for (size_t slash = f.rfind('/'); slash != std::string::npos && slash != 0;
+         slash = f.rfind('/', slash - 1)) {
+      if (!dirs.insert(f.substr(0, slash)).second) break;  // it and those above it are in already
+    }
+  }
+  std::vector<std::string> order(dirs.begin(), dirs.end());
+  auto depth = [](const std::string& d) { return std::count(d.begin(), d.end(), '/'); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const std::string& a, const std::string& b) { return depth(a) > depth(b); });
+  for (const std::string& rel : order) {
+    const std::string dir = JoinPath(root, rel);
+    Result<std::vector<std::string>> entries = ListDir(dir);
+    if (!entries.ok() && entries.status().code() == Code::kNotFound) continue;
+    if (!entries.ok()) return entries.status().WithContext("restoring the modification time of " + dir);
+    int64_t newest = 0;
+    bool any = false;
+    for (const std::string& name : *entries) {
+      if (name.find(kPartialSuffix) != std::string::npos) continue;
+      TC_ASSIGN_OR_RETURN(FileStat st, StatFile(JoinPath(dir, name), Follow::kNo, IfMissing::kOk));
+      if (st.type == EntryType::kMissing) continue;
+      newest = any ? std::max(newest, st.mtime_ns) : st.mtime_ns;
+      any = true;
+    }
+    if (!any) continue;
+    TC_RETURN_IF_ERROR(SetMtimePath(dir, newest, "setting the modification time of the directory " + dir));
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<BlobStore>> OpenBlobStore(std::string_view url) {
   if (url.empty()) return InvalidArgument("the remote is empty; give s3://bucket/prefix or a directory");
   if (url.substr(0, 5) == "s3://") {
@@ -175,6 +211,7 @@ Result<std::unique_ptr<BlobStore>> OpenBlobStore(std::string_view url) {
   FsBlobOptions options;
   options.temp_suffix = std::string(kPartialSuffix);  // recognised (IsSyncOwn), never mirrored
   options.file_mode = 0644;
+  options.remove_empty_dirs = true;  // sync mirrors files: a deleted checkpoint-N leaves no empty directory
   auto fs = FsBlobStore::Open(abs.string(), options);
   if (!fs.ok()) return fs.status().WithContext("opening the remote directory " + abs.string());
   return std::unique_ptr<BlobStore>(std::make_unique<DirectoryRemote>(std::move(fs).value()));

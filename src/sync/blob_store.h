@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,7 +49,17 @@ Result<std::vector<BlobInfo>> ListRemote(BlobStore& remote, std::vector<std::str
 Status PutFile(BlobStore& remote, std::string_view path, const std::string& local);
 // Writes `path` (size bytes, as listed) into the local file `local`, via a
 // temporary name beside it (fsynced) and a rename; kCorruption if shorter.
-Status GetFile(BlobStore& remote, std::string_view path, uint64_t size, const std::string& local);
+// With mtime_ns, the file has that modification time when it appears
+// (set on the temporary before the rename); without, the time of the pull.
+Status GetFile(BlobStore& remote, std::string_view path, uint64_t size, const std::string& local,
+               std::optional<int64_t> mtime_ns = std::nullopt);
+// After a pull wrote rel_files below root: gives each directory holding one
+// of them, and each directory above it (root itself excluded), the newest
+// modification time among the entries it holds (sync's temporaries
+// skipped), deepest first, as if its files had been written there in their
+// own time. An empty or vanished directory is left alone. Errors name the
+// directory.
+Status RestoreDirTimes(const std::string& root, const std::vector<std::string>& rel_files);
 
 // A directory's regular files (relative paths, sizes), sorted by path, not
 // following symbolic links; sync's temporaries (kPartialSuffix) and state

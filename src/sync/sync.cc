@@ -10,6 +10,7 @@
 #include "os/files.h"
 #include "os/parallel.h"
 #include "sync/journal.h"
+#include "sync/remote_index.h"
 
 namespace tierckpt::sync {
 namespace {
@@ -39,6 +40,15 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
   for (auto& b : bad_local) report.bad_names.push_back(JoinPath(o.local, b));
   std::map<std::string, uint64_t> ours;
   for (const BlobInfo& b : local_files) ours[b.path] = b.size;
+  // The modification times pushed before (remote_index.h); none on an older remote.
+  std::string index_warning;
+  TC_ASSIGN_OR_RETURN(RemoteIndex old_index, LoadIndex(remote, o.instance, &index_warning));
+  if (!index_warning.empty()) report.warnings.push_back(index_warning);
+  RemoteIndex index;  // what the remote holds now: entries still true of it, and what this pass pushes
+  for (const auto& [path, v] : old_index) {
+    auto there = theirs.find(path);
+    if (there != theirs.end() && there->second == v.size) index[path] = v;
+  }
 
   struct Move {
     std::string path;
@@ -69,6 +79,9 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
         // again even when its size did not change.
         if (*put == *now) {
           ++report.unchanged;
+          // A file put (or pulled) before whose time the index lacks (an index write that
+          // failed, an older remote): the time it has here is recorded.
+          if (now->size == there->second && index.count(path) == 0) index[path] = *now;
         } else {
           pushes.push_back({path, size});
         }
@@ -80,7 +93,8 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
       }
     }
   }
-  std::mutex mu;  // guards report, the journal and progress calls
+  std::vector<std::string> pulled;  // written locally, for their directories' times
+  std::mutex mu;  // guards report, the journal, index, pulled and progress calls
   // After the first failure no new move starts (ParallelFor).
   auto run = [&](const std::vector<Move>& moves, bool pull) {
     return ParallelFor(moves.size(), o.concurrency, [&](size_t i) -> Status {
@@ -89,7 +103,10 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
       Result<FileVersion> before = pull ? Result<FileVersion>(FileVersion{}) : VersionOf(local);
       Status st = Status::Ok();
       if (pull) {
-        st = GetFile(remote, scope + m.path, m.size, local)
+        auto recorded = index.find(m.path);  // read only while pulls run
+        std::optional<int64_t> mtime;
+        if (recorded != index.end()) mtime = recorded->second.mtime_ns;
+        st = GetFile(remote, scope + m.path, m.size, local, mtime)
                  .WithContext("pulling " + m.path + " into " + o.local);
       } else {
         // A file that changes while it is uploaded may have gone up half
@@ -113,9 +130,11 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
       Result<FileVersion> version = pull ? VersionOf(local) : before;
       if (version.ok()) TC_RETURN_IF_ERROR(journal.Record(m.path, *version));
       if (pull) {
+        pulled.push_back(m.path);
         ++report.pulled;
         report.pulled_bytes += m.size;
       } else {
+        if (before.ok()) index[m.path] = *before;  // the version that went up, with its time
         ++report.pushed;
         report.pushed_bytes += m.size;
       }
@@ -123,8 +142,18 @@ Result<SyncReport> SyncOnce(BlobStore& remote, const SyncOptions& o, const SyncP
       return Status::Ok();
     });
   };
-  TC_RETURN_IF_ERROR(run(pulls, true));
-  TC_RETURN_IF_ERROR(run(pushes, false));
+  Status pulled_all = run(pulls, true);
+  // Directories after their files: writing a file set its directory's time to now.
+  Status dir_times = RestoreDirTimes(o.local, pulled).WithContext("after pulling into " + o.local);
+  TC_RETURN_IF_ERROR(pulled_all);
+  TC_RETURN_IF_ERROR(dir_times);
+  Status pushed_all = run(pushes, false);
+  // The index follows the files it describes; written for what did go up even when a push failed.
+  if (o.push && index != old_index) {
+    Status stored = StoreIndex(remote, o.instance, index);
+    if (pushed_all.ok()) pushed_all = stored;
+  }
+  TC_RETURN_IF_ERROR(pushed_all);
   TC_RETURN_IF_ERROR(journal.Sync());
   return report;
 }

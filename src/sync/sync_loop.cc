@@ -17,6 +17,9 @@ bool Under(const std::string& path, const std::string& dir) {
   return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
 }
 
+// How often a changing index is rewritten while watching (a whole-object PUT).
+constexpr std::chrono::seconds kIndexEvery{5};
+
 std::chrono::milliseconds Backoff(int failures) {
   return std::chrono::milliseconds(std::min<int64_t>(60000, 1000LL << std::min(failures - 1, 6)));
 }
@@ -37,6 +40,8 @@ Result<SyncReport> SyncLoop::Start() {
   for (const BlobInfo& b : listed) {
     if (b.path.compare(0, scope_.size(), scope_) == 0) remote_files_[b.path.substr(scope_.size())] = b.size;
   }
+  std::string warning;  // the first pass reported it already
+  TC_ASSIGN_OR_RETURN(index_, LoadIndex(*remote_, o_.sync.instance, &warning));
   return first;
 }
 
@@ -99,8 +104,25 @@ void SyncLoop::Handle(const WatchEvent& e) {
   }
 }
 
+void SyncLoop::MarkIndexChanged() {
+  if (!index_dirty_) index_due_ = Clock::now() + kIndexEvery;  // changes gather for one PUT
+  index_dirty_ = true;
+}
+
+void SyncLoop::StoreIndexIfDue(bool force) {
+  if (!index_dirty_ || (!force && Clock::now() < index_due_)) return;
+  Status s = StoreIndex(*remote_, o_.sync.instance, index_);
+  if (s.ok()) {
+    index_dirty_ = false;
+    return;
+  }
+  index_due_ = Clock::now() + kIndexEvery;
+  stats_.last_error = s.ToString();
+  Log(LogLevel::kWarn, "sync_index_failed").Err(s);
+}
+
 SyncLoop::Clock::time_point SyncLoop::NextDue() const {
-  Clock::time_point next = Clock::time_point::max();
+  Clock::time_point next = index_dirty_ ? index_due_ : Clock::time_point::max();
   for (const auto& [p, w] : uploads_) next = std::min(next, w.due);
   for (const auto& [p, w] : deletes_) next = std::min(next, w.due);
   return next;
@@ -117,6 +139,7 @@ void SyncLoop::Work(bool force) {
     if (s.ok()) {
       deletes_.erase(p);
       remote_files_.erase(p);
+      if (index_.erase(p) != 0) MarkIndexChanged();
       journal_->Forget(p);
       journal_dirty_ = true;
       ++stats_.deleted;
@@ -152,6 +175,10 @@ void SyncLoop::Work(bool force) {
     if (s.ok()) {
       uploads_.erase(p);
       remote_files_[p] = info->size;
+      if (version.ok()) {
+        index_[p] = *version;
+        MarkIndexChanged();
+      }
       ++stats_.uploaded;
       stats_.uploaded_bytes += info->size;
       Log(LogLevel::kInfo, "sync_uploaded").Kv("path", p).Kv("bytes", info->size);
@@ -163,6 +190,7 @@ void SyncLoop::Work(bool force) {
     }
   }
   if (uploads_.empty() && deletes_.empty()) stats_.last_error.clear();
+  StoreIndexIfDue(force);
   if (journal_dirty_) {
     if (Status synced = journal_->Sync(); !synced.ok()) stats_.last_error = synced.ToString();
     journal_dirty_ = false;
@@ -189,12 +217,13 @@ Status SyncLoop::Flush(Clock::time_point deadline) {
     for (const WatchEvent& e : *events) Handle(e);
   }
   Rescan();
-  while (!uploads_.empty() || !deletes_.empty()) {
+  while (!uploads_.empty() || !deletes_.empty() || index_dirty_) {
     Work(/*force=*/true);
-    if (uploads_.empty() && deletes_.empty()) break;
+    if (uploads_.empty() && deletes_.empty() && !index_dirty_) break;
     if (Clock::now() >= deadline) {
       return Unavailable(std::to_string(uploads_.size()) + " file(s) not uploaded and " +
                          std::to_string(deletes_.size()) + " deletion(s) not mirrored to " + remote_->Describe() +
+                         (index_dirty_ ? " (and the index of modification times not written)" : "") +
                          " within the grace period (last error: " + stats_.last_error +
                          "); run `tierckpt sync --once` again to finish");
     }

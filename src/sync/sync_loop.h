@@ -10,12 +10,18 @@
 //     are mirrored only as they are seen: nothing is deleted at start, after
 //     a restart or because the directory is empty;
 //   - retries failed uploads and deletions with capped exponential backoff
-//     (1 s doubling to 60 s), keeping the last error for status output.
+//     (1 s doubling to 60 s), keeping the last error for status output;
+//   - keeps the remote's index of modification times (remote_index.h) in
+//     step: each upload adds its file's time, each deletion drops it; the
+//     index is rewritten at most every kIndexEvery, and by Flush.
+// On a directory remote a deletion also removes the directories it leaves
+// empty (never the remote's root; fs_blob_store.h remove_empty_dirs).
 // A restart resumes pending uploads by the first pass's comparison of local
 // files with the journal (journal.h) and the remote.
 //
 // Flush uploads everything pending at once (no settle) plus anything a rescan
-// finds, until a deadline: Ok when everything local is remote.
+// finds, and writes the index, until a deadline: Ok when everything local is
+// remote with its time.
 //
 // One thread drives a SyncLoop (Start, then Step repeatedly, then Flush).
 #pragma once
@@ -28,6 +34,7 @@
 
 #include "sync/blob_store.h"
 #include "sync/journal.h"
+#include "sync/remote_index.h"
 #include "sync/sync.h"
 #include "sync/watcher.h"
 
@@ -75,6 +82,9 @@ class SyncLoop {
   // Does due work (all of it with force); returns nothing, errors recorded.
   void Work(bool force);
   Clock::time_point NextDue() const;
+  // Writes the index if it changed and is due (or force); errors recorded.
+  void StoreIndexIfDue(bool force);
+  void MarkIndexChanged();  // the index is written within kIndexEvery
 
   BlobStore* const remote_;
   const WatchOptions o_;
@@ -85,6 +95,9 @@ class SyncLoop {
   std::map<std::string, uint64_t> remote_files_;  // what the remote holds (scoped away), as far as we know
   std::unique_ptr<Journal> journal_;              // what we put there, by local version
   bool journal_dirty_ = false;                    // records not yet fdatasync'ed
+  RemoteIndex index_;                             // the remote's modification times (remote_index.h)
+  bool index_dirty_ = false;                      // changed since it was last written
+  Clock::time_point index_due_{};                 // when a changed index is written
   SyncStatus stats_;
 };
 

@@ -53,9 +53,9 @@ def test_once_pushes_checkpoint_dirs_multipart_included_and_a_fresh_instance_pul
     r = run_sync(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--once")
     assert "pulled 0 file(s) (0 B), pushed 6 (41.5 MiB)" in r.stdout, r.stdout
     client = moto.boto3_client()
-    keys = list_keys(client, bucket, prefix + "/")
-    assert sorted(k[len(prefix) + 1:] for k in keys) == sorted(
+    assert remote_files(client, bucket, prefix) == sorted(
         f"checkpoint-{s}/{n}" for s in (100, 200) for n in ("trainer_state.json", "optimizer.pt", "model.safetensors"))
+    assert f"{prefix}/.tierckpt-sync/index" in list_keys(client, bucket, prefix + "/")  # the times pushed
     big = client.head_object(Bucket=bucket, Key=f"{prefix}/checkpoint-200/model.safetensors")
     assert big["ContentLength"] == 40 * MiB and big["ETag"].strip('"').endswith("-3"), big["ETag"]
 
@@ -74,7 +74,7 @@ def test_once_pushes_checkpoint_dirs_multipart_included_and_a_fresh_instance_pul
     assert json.loads(r.stdout)["unchanged"] == 6
     empty = tmp_path / "empty"
     run_sync(moto, "--local", empty, "--remote", url(moto, bucket, prefix), "--once", "--no-pull")
-    assert len(list_keys(client, bucket, prefix + "/")) == 6
+    assert len(remote_files(client, bucket, prefix)) == 6
 
 
 def test_instance_prefixes_keep_two_instances_apart_and_the_prefix_is_slash_safe(moto, bucket, tmp_path):
@@ -119,8 +119,10 @@ def test_filesystem_remote_and_clear_errors(tmp_path):
     r = subprocess.run([str(CLI_BIN), "sync", "--local", str(local), "--remote", str(tmp_path / "remote"), "--once"],
                        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
-    assert not (tmp_path / "remote" / ".tierckpt-sync").exists()
+    # The remote's state is the index of modification times (docs/sync.md); the journal stays local.
+    assert os.listdir(tmp_path / "remote" / ".tierckpt-sync") == ["index"]
     shutil.rmtree(local / ".tierckpt-sync")
+    shutil.rmtree(tmp_path / "remote" / ".tierckpt-sync")
     assert_dirs_equal(local, tmp_path / "remote")
     r = subprocess.run([str(CLI_BIN), "sync", "--local", str(local), "--remote", "gs://x/y", "--once"],
                        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
@@ -160,7 +162,9 @@ def sync_popen(server, *args, endpoint=None):
 
 
 def remote_files(client, bucket, prefix):
-    return sorted(k[len(prefix) + 1:] for k in list_keys(client, bucket, prefix + "/"))
+    """The mirrored files below prefix (sync's own state, .tierckpt-sync/, left out)."""
+    keys = (k[len(prefix) + 1:] for k in list_keys(client, bucket, prefix + "/"))
+    return sorted(k for k in keys if not k.startswith(".tierckpt-sync/"))
 
 
 def test_wrapping_a_trainer_uploads_renamed_checkpoints_once_mirrors_deletions_and_keeps_its_status(
@@ -258,3 +262,64 @@ def test_files_pulled_at_start_are_not_uploaded_back(moto, bucket, tmp_path):
     assert p.returncode == 0, err
     assert (local / "checkpoint-9" / "model.pt").read_bytes() == b"m" * 10000
     assert "event=sync_uploaded" not in err, err
+
+
+# ---- what a pull restores: modification times; what a deletion leaves: no empty directory ----------------
+
+def test_a_pull_gives_files_and_directories_the_times_they_were_pushed_with(moto, bucket, tmp_path):
+    """The HF Trainer rotates checkpoints by modification time (save_total_limit): after a pull on a new
+    machine, checkpoint-N directories must keep their order."""
+    local = tmp_path / "ckpt"
+    hf_checkpoint(local, 2)
+    hf_checkpoint(local, 1)  # written last, but the older checkpoint by its times
+    t0 = 1_600_000_000_000_000_000
+    times = {}
+    for step, base in ((1, t0), (2, t0 + 500 * 10**9)):
+        for i, name in enumerate(("model.safetensors", "optimizer.pt", "trainer_state.json")):
+            f = local / f"checkpoint-{step}" / name
+            times[f"checkpoint-{step}/{name}"] = base + i * 10**9 + 123
+            os.utime(f, ns=(base, base + i * 10**9 + 123))
+    prefix = f"mtime-{uuid.uuid4().hex[:8]}"
+    run_sync(moto, "--local", local, "--remote", url(moto, bucket, prefix), "--once")
+
+    fresh = tmp_path / "fresh"
+    before = time.time_ns()
+    r = run_sync(moto, "--local", fresh, "--remote", url(moto, bucket, prefix), "--once", "--json")
+    assert json.loads(r.stdout)["pulled"] == 6
+    for rel, ns in times.items():
+        assert (fresh / rel).stat().st_mtime_ns == ns, rel
+    for step in (1, 2):  # a directory: the newest of its files
+        d = fresh / f"checkpoint-{step}"
+        assert d.stat().st_mtime_ns == max(f.stat().st_mtime_ns for f in d.iterdir())
+    by_time = sorted((p for p in fresh.iterdir() if p.name.startswith("checkpoint-")),
+                     key=lambda p: p.stat().st_mtime_ns)
+    assert [p.name for p in by_time] == ["checkpoint-1", "checkpoint-2"]  # what the Trainer's rotation reads
+
+    # A remote written before times were recorded (no index) still pulls: the time of the pull.
+    moto.boto3_client().delete_object(Bucket=bucket, Key=f"{prefix}/.tierckpt-sync/index")
+    old = tmp_path / "old"
+    r = run_sync(moto, "--local", old, "--remote", url(moto, bucket, prefix), "--once", "--json")
+    assert json.loads(r.stdout)["pulled"] == 6, r.stderr
+    assert (old / "checkpoint-1" / "model.safetensors").stat().st_mtime_ns >= before
+
+
+def test_a_directory_remote_keeps_no_emptied_checkpoint_directory(tmp_path):
+    """The trainer deletes checkpoint-1 (save_total_limit=1): the directory remote drops the directory too."""
+    local = tmp_path / "ckpt"
+    remote = tmp_path / "remote"
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER)
+    r = subprocess.run([str(CLI_BIN), "sync", "--local", str(local), "--remote", str(remote), "--settle-ms", "300",
+                        "--", sys.executable, str(script), str(local)], capture_output=True, text=True,
+                       timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 3, r.stderr
+    assert "event=sync_deleted path=checkpoint-1/model.safetensors" in r.stderr, r.stderr
+    assert sorted(p.name for p in remote.iterdir()) == [".tierckpt-sync", "checkpoint-2"], r.stderr
+    assert sorted(p.name for p in (remote / "checkpoint-2").iterdir()) == ["model.safetensors",
+                                                                         "trainer_state.json"]
+    # The index holds checkpoint-2's files only, with their local times.
+    lines = (remote / ".tierckpt-sync" / "index").read_text().splitlines()
+    assert lines[0] == "tierckpt-sync-index 1"
+    recorded = {line.split(" ", 2)[2]: int(line.split(" ", 2)[1]) for line in lines[1:]}
+    assert recorded == {f"checkpoint-2/{n}": (local / "checkpoint-2" / n).stat().st_mtime_ns
+                        for n in ("model.safetensors", "trainer_state.json")}

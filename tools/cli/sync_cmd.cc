@@ -65,6 +65,9 @@ int RunWatch(const GlobalOptions& g, const SyncCommandOptions& o, sync::BlobStor
   sync::SyncLoop loop(&remote, wo);
   Result<sync::SyncReport> first = loop.Start();
   if (!first.ok()) return Fail(first.status().WithContext("sync of " + o.local + " with " + remote.Describe()));
+  for (const std::string& w : first->warnings) {
+    std::fprintf(stderr, "tierckpt sync: warning: %s\n", w.c_str());
+  }
   std::fprintf(stderr, "sync: watching %s -> %s%s (pulled %zu file(s), pushed %zu)\n", o.local.c_str(),
                remote.Describe().c_str(), o.instance.empty() ? "" : (o.instance + "/").c_str(), first->pulled,
                first->pushed);
@@ -154,6 +157,7 @@ int RunSync(const GlobalOptions& g, SyncCommandOptions o) {
     std::fprintf(stderr, "tierckpt sync: %s differs in size from the remote copy; the local file was uploaded\n",
                  c.c_str());
   }
+  for (const std::string& w : r->warnings) std::fprintf(stderr, "tierckpt sync: warning: %s\n", w.c_str());
   for (const std::string& b : r->bad_names) {
     std::fprintf(stderr, "tierckpt sync: skipped %s: its name breaks the path rule (docs/sync.md)\n", b.c_str());
   }
@@ -167,7 +171,8 @@ int RunSync(const GlobalOptions& g, SyncCommandOptions o) {
                {"pushed_bytes", r->pushed_bytes},
                {"unchanged", r->unchanged},
                {"conflicts", r->conflicts},
-               {"skipped", r->bad_names}});
+               {"skipped", r->bad_names},
+               {"warnings", r->warnings}});
   } else {
     std::printf("synced %s with %s%s: pulled %zu file(s) (%s), pushed %zu (%s), %zu unchanged\n", o.local.c_str(),
                 (*remote)->Describe().c_str(), o.instance.empty() ? "" : (o.instance + "/").c_str(), r->pulled,

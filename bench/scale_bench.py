@@ -14,7 +14,7 @@ before its commit returns) with --persist. Reported per N:
   commit_s        n1's writer, from the commit request to its answer (the spanning commit,
                   replicas included: --replica-ack all)
   durable_s       from that answer until the merged manifest is in the durable directory
-                  (every member uploads its part and part record; one merges: decision 88)
+                  (every member uploads its part and part record; one merges: decision 87)
   busiest_mib     the largest replicate + persist bytes one agent moved (its /metrics)
   per_node_s      commit_s / N and durable_s / N, to read the growth
 

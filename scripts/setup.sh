@@ -89,7 +89,7 @@ LAUNCHER=()
 if command -v ccache >/dev/null 2>&1; then
   LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
-  # The unit tests share a precompiled header (decision 87): without these, ccache refuses to
+  # The unit tests share a precompiled header (decision 86): without these, ccache refuses to
   # cache every file that uses one, and each fresh clone compiles the tests again.
   export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
   # One compiler name for every tree and for pip's build of the package (CMake alone picks c++,

@@ -199,7 +199,7 @@ def test_an_unchanged_trainer_under_tierckpt_sync_resumes_on_a_new_machine(tmp_p
     assert _state(resumed) == _state(saved[6])
     # save_total_limit=3 rotated the local directories by modification time and sync mirrored the
     # deletions. The pull gave the checkpoint-2/4/6 files and directories the times they had when they
-    # were pushed (decision 90), so the rotation deleted the oldest two, and the directory remote keeps
+    # were pushed (decision 89), so the rotation deleted the oldest two, and the directory remote keeps
     # no emptied directory.
     kept = sorted(p.name for p in remote.iterdir())
     assert kept == [".tierckpt-sync", "checkpoint-10", "checkpoint-6", "checkpoint-8"], (kept, log[-3000:])

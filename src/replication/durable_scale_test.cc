@@ -1,7 +1,7 @@
 // How many durable-tier requests one step spanning N nodes costs (issue 21,
-// decision 88): N in-process nodes share one durable store, counted by a
+// decision 87): N in-process nodes share one durable store, counted by a
 // FaultInjectingStore; one step with an object on every node is committed
-// across all of them and persisted. Before decision 88 every member read
+// across all of them and persisted. Before decision 87 every member read
 // every other member's part record, N·(N−1) reads (992 at N = 32); now one
 // merger reads them, and the others read only the manifest while they wait.
 #include <gtest/gtest.h>

@@ -47,7 +47,7 @@ struct FsBlobOptions {
   // to but never the base (rmdir(2): a directory that holds anything, a
   // concurrent writer's temporary included, stays). For sync's directory
   // remote, which mirrors files: a checkpoint directory deleted locally
-  // leaves no empty directory behind (decision 90). Off by default: the
+  // leaves no empty directory behind (decision 89). Off by default: the
   // durable tier deletes whole step directories with DeleteBelow.
   bool remove_empty_dirs = false;
 };

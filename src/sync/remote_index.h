@@ -1,7 +1,7 @@
 // remote_index.h — the modification times `tierckpt sync` records on the
 // remote, so that a pull gives each file the time it had where it was
 // written (the Hugging Face Trainer orders checkpoints by modification time;
-// decision 90, docs/sync.md "Modification times").
+// decision 89, docs/sync.md "Modification times").
 //
 // One object per instance in the remote's state directory, which is never
 // mirrored (IsSyncOwn): "<remote>/.tierckpt-sync/index" without an instance,

@@ -8,7 +8,7 @@
 // is kCorruption (two nodes wrote it).
 //
 // MergeTurn: who writes the durable manifest of a step spanning nodes
-// (decision 88). One member merges (turn 0: members[step % N]), reading the
+// (decision 87). One member merges (turn 0: members[step % N]), reading the
 // others' part records once; the others only wait for the manifest, and the
 // k-th member after the merger in the members' order (turn k) merges too
 // once min(k, kMaxMergeTurn) takeover periods passed without a manifest (a

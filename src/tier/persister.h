@@ -38,7 +38,7 @@
 // its objects, then its part record (PartRecordName(node): its part
 // manifest) into the shared step directory, which is never cleared first
 // (other nodes' objects are there). One member, the merger (MergeTurn,
-// tier/parts.h; decision 88), then waits for the other members' part records,
+// tier/parts.h; decision 87), then waits for the other members' part records,
 // reading each once it exists, and writes the merged manifest (MergeParts)
 // with the store's exclusive commit; every other member only reads the
 // manifest (backoff 50 ms doubling to 1 s) until it appears, or until its turn

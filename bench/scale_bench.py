@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "harness"))
 from agent_harness import REPO, AgentProcess, Binaries, free_ports, git_info, write_hostfile  # noqa: E402
 from machine import machine_info  # noqa: E402
+from replication_bench import parse_size  # noqa: E402  (sizes as the other benchmarks take them)
 
 SHM = Path("/dev/shm")
 MiB = 1 << 20
@@ -57,13 +58,6 @@ STEP = 1
 
 class BenchError(Exception):
     pass
-
-
-def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+)\s*(b|kib|mib|gib)?\s*", text, re.I)
-    if not m:
-        raise argparse.ArgumentTypeError(f"bad size {text!r}; use bytes or e.g. 4MiB")
-    return int(m.group(1)) * {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}[(m.group(2) or "b").lower()]
 
 
 def metric(port: int, name: str) -> float:

@@ -14,7 +14,6 @@ With --plain the callback is left out and resume is the Trainer's own resume_fro
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import signal
@@ -29,32 +28,8 @@ from transformers.trainer_utils import get_last_checkpoint  # noqa: E402
 
 from tierckpt.hf import TieredCheckpointCallback, resume_checkpoint  # noqa: E402
 from tierckpt.torch import CheckpointConfig  # noqa: E402
+from states import digest  # noqa: E402  (python/tests, the script's directory)
 
-
-def digest(obj) -> str:
-    h = hashlib.sha256()
-
-    def walk(o):
-        if isinstance(o, torch.Tensor):
-            t = o.detach().cpu().contiguous()
-            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
-            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-        elif isinstance(o, dict):
-            h.update(f"D{len(o)}".encode())
-            for k in sorted(o, key=repr):
-                h.update(repr(k).encode())
-                walk(o[k])
-        elif isinstance(o, (list, tuple)):
-            h.update(f"L{len(o)}".encode())
-            for v in o:
-                walk(v)
-        elif callable(o):
-            h.update(b"F")
-        else:
-            h.update(repr(o).encode())
-
-    walk(obj)
-    return h.hexdigest()[:16]
 
 
 class Tokens(torch.utils.data.Dataset):

@@ -10,7 +10,6 @@ optimizer, schedulers and loops), "loaded" (the checkpoint a resume loaded, each
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import signal
@@ -29,30 +28,8 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from tierckpt.lightning import LATEST, TieredCheckpointIO, read_pointer  # noqa: E402
 from tierckpt.torch import CheckpointConfig  # noqa: E402
+from states import digest  # noqa: E402  (python/tests, the script's directory)
 
-
-def digest(obj) -> str:
-    h = hashlib.sha256()
-
-    def walk(o):
-        if isinstance(o, torch.Tensor):
-            t = o.detach().cpu().contiguous()
-            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
-            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-        elif isinstance(o, dict):
-            h.update(f"D{len(o)}".encode())
-            for k in sorted(o, key=repr):
-                h.update(repr(k).encode())
-                walk(o[k])
-        elif isinstance(o, (list, tuple)):
-            h.update(f"L{type(o).__name__}{len(o)}".encode())
-            for v in o:
-                walk(v)
-        else:
-            h.update(repr(o).encode())
-
-    walk(obj)
-    return h.hexdigest()[:16]
 
 
 class Model(L.LightningModule):

@@ -3,6 +3,8 @@ cover the awkward cases (bf16, int64, non-contiguous views, scalars, nested
 Python objects)."""
 from __future__ import annotations
 
+import hashlib
+
 import torch
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
@@ -109,3 +111,31 @@ def assert_same(expected, actual, path: str = "") -> None:
             assert_same(e, a, f"{path}[{i}]")
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+def digest(obj) -> str:
+    """A short sha256 over a checkpoint's nested structure: every tensor's dtype, shape and bytes, every
+    dict's keys in order, sequences with their type, callables as a marker, other values by repr."""
+    h = hashlib.sha256()
+
+    def walk(o):
+        if isinstance(o, torch.Tensor):
+            t = o.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif isinstance(o, dict):
+            h.update(f"D{len(o)}".encode())
+            for k in sorted(o, key=repr):
+                h.update(repr(k).encode())
+                walk(o[k])
+        elif isinstance(o, (list, tuple)):
+            h.update(f"L{type(o).__name__}{len(o)}".encode())
+            for v in o:
+                walk(v)
+        elif callable(o):
+            h.update(b"F")
+        else:
+            h.update(repr(o).encode())
+
+    walk(obj)
+    return h.hexdigest()[:16]

@@ -14,11 +14,24 @@ namespace {
 
 constexpr size_t kMaxJournalBytes = 256u << 20;
 
-std::string Line(const std::string& path, int64_t size, int64_t mtime_ns) {
-  return std::to_string(size) + " " + std::to_string(mtime_ns) + " " + path + "\n";
+}  // namespace
+
+std::string VersionLine(std::string_view path, int64_t size, int64_t mtime_ns) {
+  return std::to_string(size) + " " + std::to_string(mtime_ns) + " " + std::string(path) + "\n";
 }
 
-}  // namespace
+bool ParseVersionLine(const std::string& line, int64_t* size, int64_t* mtime_ns, std::string* path) {
+  char* p = nullptr;
+  const long long n = std::strtoll(line.c_str(), &p, 10);
+  if (p == line.c_str() || *p != ' ') return false;
+  char* q = nullptr;
+  const long long t = std::strtoll(p + 1, &q, 10);
+  if (q == p + 1 || *q != ' ' || q[1] == '\0') return false;
+  *size = n;
+  *mtime_ns = t;
+  path->assign(q + 1);
+  return true;
+}
 
 Result<FileVersion> VersionOf(const std::string& path) {
   TC_ASSIGN_OR_RETURN(FileStat st, StatFile(path, Follow::kYes, IfMissing::kOk));
@@ -38,13 +51,10 @@ Result<Journal> Journal::Open(const std::string& dir, const std::string& instanc
       if (end == std::string::npos) break;  // a torn last line: ignored
       const std::string line = text->substr(start, end - start);
       start = end + 1;
-      char* p = nullptr;
-      const long long size = std::strtoll(line.c_str(), &p, 10);
-      if (p == nullptr || *p != ' ') continue;
-      char* q = nullptr;
-      const long long mtime = std::strtoll(p + 1, &q, 10);
-      if (q == nullptr || *q != ' ' || q[1] == '\0') continue;
-      const std::string path(q + 1);
+      int64_t size = 0;
+      int64_t mtime = 0;
+      std::string path;
+      if (!ParseVersionLine(line, &size, &mtime, &path)) continue;
       if (size < 0) {
         entries.erase(path);
       } else {
@@ -54,7 +64,7 @@ Result<Journal> Journal::Open(const std::string& dir, const std::string& instanc
   }
   // Compact: the live entries only, written aside and renamed over.
   std::string compact;
-  for (const auto& [path, v] : entries) compact += Line(path, static_cast<int64_t>(v.size), v.mtime_ns);
+  for (const auto& [path, v] : entries) compact += VersionLine(path, static_cast<int64_t>(v.size), v.mtime_ns);
   TC_RETURN_IF_ERROR(WriteFileAtomic(file, compact, true).WithContext("rewriting the sync journal " + file));
   TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(file, O_WRONLY | O_APPEND | O_CLOEXEC));
   return Journal(file, std::move(fd), std::move(entries));
@@ -73,11 +83,11 @@ Status Journal::Append(const std::string& line) {
 
 Status Journal::Record(const std::string& path, const FileVersion& v) {
   entries_[path] = v;
-  return Append(Line(path, static_cast<int64_t>(v.size), v.mtime_ns));
+  return Append(VersionLine(path, static_cast<int64_t>(v.size), v.mtime_ns));
 }
 
 void Journal::Forget(const std::string& path) {
-  if (entries_.erase(path) != 0) Append(Line(path, -1, 0)).IgnoreError();
+  if (entries_.erase(path) != 0) Append(VersionLine(path, -1, 0)).IgnoreError();
 }
 
 Status Journal::Sync() {

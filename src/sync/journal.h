@@ -33,6 +33,13 @@ struct FileVersion {
 // The version of a local file now; kNotFound if absent.
 Result<FileVersion> VersionOf(const std::string& path);
 
+// The line format the journal and the remote index (remote_index.h) share:
+// "<size> <mtime ns> <path>\n" (the journal writes size -1 for a deletion).
+std::string VersionLine(std::string_view path, int64_t size, int64_t mtime_ns);
+// Parses one such line, without its '\n': false unless it holds two
+// decimal numbers and a non-empty path, each after one space.
+bool ParseVersionLine(const std::string& line, int64_t* size, int64_t* mtime_ns, std::string* path);
+
 class Journal {
  public:
   // Loads (and compacts) the journal of `instance` in dir.

@@ -1,7 +1,6 @@
 // remote_index.cc — see remote_index.h.
 #include "sync/remote_index.h"
 
-#include <cstdlib>
 
 namespace tierckpt::sync {
 namespace {
@@ -35,16 +34,14 @@ RemoteIndex ParseIndex(std::string_view text, const std::string& where, std::str
     }
     const std::string line(text.substr(start, end - start));
     start = end + 1;
-    char* p = nullptr;
-    const long long size = std::strtoll(line.c_str(), &p, 10);
-    char* q = nullptr;
-    const long long mtime = (p != nullptr && *p == ' ') ? std::strtoll(p + 1, &q, 10) : 0;
-    if (p == line.c_str() || *p != ' ' || q == nullptr || q == p + 1 || *q != ' ' || size < 0 ||
-        !ValidateRelativePath(q + 1).ok()) {
+    int64_t size = 0;
+    int64_t mtime = 0;
+    std::string path;
+    if (!ParseVersionLine(line, &size, &mtime, &path) || size < 0 || !ValidateRelativePath(path).ok()) {
       ++skipped;
       continue;
     }
-    index[std::string(q + 1)] = FileVersion{static_cast<uint64_t>(size), mtime};
+    index[std::move(path)] = FileVersion{static_cast<uint64_t>(size), mtime};
   }
   if (skipped != 0 && warning != nullptr) {
     *warning = where + ": " + std::to_string(skipped) +
@@ -56,9 +53,7 @@ RemoteIndex ParseIndex(std::string_view text, const std::string& where, std::str
 std::string EncodeIndex(const RemoteIndex& index) {
   std::string out(kMagic);
   out += '\n';
-  for (const auto& [path, v] : index) {
-    out += std::to_string(v.size) + " " + std::to_string(v.mtime_ns) + " " + path + "\n";
-  }
+  for (const auto& [path, v] : index) out += VersionLine(path, static_cast<int64_t>(v.size), v.mtime_ns);
   return out;
 }
 

@@ -67,10 +67,12 @@ bool ContainsPart(const Manifest& whole, const Manifest& part) {
   return true;
 }
 
+const std::string& MergerOf(const Manifest& part) { return part.members[part.step % part.members.size()]; }
+
 size_t MergeTurn(const Manifest& part, std::string_view node) {
   const size_t n = part.members.size();
   if (n == 0) return kMaxMergeTurn;
-  const size_t merger = static_cast<size_t>(part.step % n);
+  const size_t merger = static_cast<size_t>(part.step % n);  // MergerOf's index
   for (size_t k = 0; k < n; ++k) {
     if (part.members[(merger + k) % n] == node) return std::min(k, kMaxMergeTurn);
   }

@@ -18,6 +18,7 @@
 // Pure functions over their arguments; thread-safe.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -37,6 +38,10 @@ bool ContainsPart(const Manifest& whole, const Manifest& part);
 // takeover periods), so a step whose first members are all gone is merged
 // within bounded time.
 inline constexpr size_t kMaxMergeTurn = 4;
+
+// The member that merges the durable manifest of part's step: members[step % N].
+// Precondition: part.members is not empty.
+const std::string& MergerOf(const Manifest& part);
 
 // node's turn to merge the durable manifest of part's step: 0 for the
 // merger, k for the k-th member after it (capped at kMaxMergeTurn); the

@@ -311,7 +311,7 @@ Status Persister::AwaitParts(const Manifest& part) {
         Log(LogLevel::kWarn, "merge_takeover")
             .Kv("ns", part.ns)
             .Kv("step", part.step)
-            .Kv("merger", part.members[part.step % part.members.size()])
+            .Kv("merger", MergerOf(part))
             .Kv("turn", static_cast<uint64_t>(turn))
             .Kv("waited_ms", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
         continue;

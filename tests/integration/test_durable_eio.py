@@ -9,7 +9,7 @@ import os
 import pytest
 
 from faulty_fs import FaultyFs
-from test_durable_full import durable_steps, wait_for
+from test_durable_full import assert_named_not_persisted, durable_steps, start_agent_on, wait_for
 
 MiB = 1 << 20
 
@@ -19,9 +19,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a FUSE filesys
 def test_a_durable_filesystem_failing_with_eio_loses_no_acknowledged_step_says_why_and_persists_after(
         agents, tmp_path):
     with FaultyFs(tmp_path / "fs") as fs:
-        a = agents("--memory-budget", "256MiB", "--keep-last", "20", start=False)
-        a.durable = fs.mount
-        a.start()
+        a = start_agent_on(agents, fs.mount, "--memory-budget", "256MiB", "--keep-last", "20")
         for step in (1, 2):
             a.writer("--ns", "eio", "--step", step, "--objects", 3, "--size", MiB, "--persist", "--wait-durable")
         fs.fail("eio")
@@ -34,15 +32,7 @@ def test_a_durable_filesystem_failing_with_eio_loses_no_acknowledged_step_says_w
         # What was durable before stays durable and readable.
         assert {1, 2} <= durable_steps(fs.mount, "eio")
         a.cli("verify", "eio", 1)
-        status = a.cli_json("agent", "status")
-        text = a.cli("agent", "status").stdout
-        assert "Input/output error" in a.log_text(), a.log_text()[-3000:]
-        failed = {f["step"]: f["error"] for f in status["not_persisted"] if f["namespace"] == "eio"}
-        assert sorted(failed) == refused, (failed, refused)
-        for step in refused:
-            assert "Input/output error" in failed[step], failed[step]
-            line = next((ln for ln in text.splitlines() if ln.startswith(f"  eio step {step}: ")), None)
-            assert line and "Input/output error" in line, text
+        assert_named_not_persisted(a, "eio", refused, "Input/output error")
         # The filesystem answers again: the agent persists what it could not, without a restart.
         fs.fail("")
         wait_for(lambda: {1, 2, 3, 4} <= durable_steps(fs.mount, "eio"), timeout=60,

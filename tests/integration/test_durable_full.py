@@ -36,6 +36,28 @@ def durable_steps(base, ns):
     return {int(p.name[5:]) for p in d.iterdir() if (p / "_tierckpt_manifest.json").exists()}
 
 
+def assert_named_not_persisted(a, ns, refused, reason):
+    """The agent's log, `agent status --json` and `agent status` name every step of ns in `refused` as not
+    persisted, each with `reason` (the medium's error), and no other step."""
+    assert reason in a.log_text(), a.log_text()[-3000:]
+    failed = {f["step"]: f["error"] for f in a.cli_json("agent", "status")["not_persisted"] if f["namespace"] == ns}
+    assert sorted(failed) == sorted(refused), (failed, refused)
+    text = a.cli("agent", "status").stdout
+    for step in refused:
+        assert reason in failed[step], failed[step]
+        line = next((ln for ln in text.splitlines() if ln.startswith(f"  {ns} step {step}: ")), None)
+        assert line and reason in line, text
+
+
+def start_agent_on(agents, durable, *args):
+    """A started agent (conftest's factory) whose durable tier is the directory `durable` (a mount of the
+    test's own)."""
+    a = agents(*args, start=False)
+    a.durable = durable
+    a.start()
+    return a
+
+
 def test_a_full_durable_filesystem_loses_no_acknowledged_step_says_why_and_persists_after(agents, tmp_path):
     a = agents("--memory-budget", "256MiB", "--keep-last", "20", start=False)
     base = a.durable
@@ -51,16 +73,7 @@ def test_a_full_durable_filesystem_loses_no_acknowledged_step_says_why_and_persi
         # Every step acknowledged as durable is there, whole.
         assert set(acked) <= durable_steps(base, "full"), (acked, durable_steps(base, "full"))
         # The agent says what it could not persist and why.
-        status = a.cli_json("agent", "status")
-        text = a.cli("agent", "status").stdout
-        log = a.log_text()
-        assert "No space left on device" in log, log[-3000:]
-        failed = {f["step"]: f["error"] for f in status["not_persisted"] if f["namespace"] == "full"}
-        assert sorted(failed) == refused, (failed, refused)
-        for step in refused:
-            assert "No space left on device" in failed[step], failed[step]
-            line = next((ln for ln in text.splitlines() if ln.startswith(f"  full step {step}: ")), None)
-            assert line and "No space left on device" in line, text
+        assert_named_not_persisted(a, "full", refused, "No space left on device")
         # Space returns: the agent persists what it could not, without a restart.
         subprocess.run(["mount", "-o", "remount,size=64m", str(base)], check=True)
         wait_for(lambda: set(range(1, 9)) <= durable_steps(base, "full"), timeout=60,

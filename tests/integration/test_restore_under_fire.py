@@ -12,6 +12,7 @@ import pytest
 
 from conftest import CLI_BIN, assert_dirs_equal
 from faulty_fs import FaultyFs
+from test_durable_full import start_agent_on
 
 MiB = 1 << 20
 
@@ -67,9 +68,7 @@ def test_a_durable_step_larger_than_the_budget_is_a_clear_error_and_stays_durabl
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a FUSE filesystem (root only)")
 def test_an_agent_killed_in_the_middle_of_a_restore_restarts_clean_and_restores_whole(agents, tmp_path):
     with FaultyFs(tmp_path / "fs") as fs:
-        a = agents("--memory-budget", "256MiB", start=False)
-        a.durable = fs.mount
-        a.start()
+        a = start_agent_on(agents, fs.mount, "--memory-budget", "256MiB")
         ref = tmp_path / "ref"
         a.writer("--ns", "k", "--step", 3, "--objects", 8, "--size", 2 * MiB, "--ref-dir", ref, "--persist",
                  "--wait-durable")
@@ -100,9 +99,7 @@ def test_an_agent_killed_in_the_middle_of_a_restore_restarts_clean_and_restores_
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a FUSE filesystem (root only)")
 def test_an_agent_killed_in_the_middle_of_a_persist_finishes_it_after_restart(agents, tmp_path):
     with FaultyFs(tmp_path / "fs") as fs:
-        a = agents("--memory-budget", "256MiB", start=False)
-        a.durable = fs.mount
-        a.start()
+        a = start_agent_on(agents, fs.mount, "--memory-budget", "256MiB")
         ref = tmp_path / "ref"
         fs.fail("slow_writes")  # 250 ms per write of the FUSE daemon: the persist takes seconds
         a.writer("--ns", "p", "--step", 4, "--objects", 8, "--size", 2 * MiB, "--ref-dir", ref, "--persist")

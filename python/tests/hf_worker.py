@@ -3,7 +3,7 @@ download), save_steps=2, TieredCheckpointCallback, resumed with resume_checkpoin
 
 Appends JSON events to --events: "save" (each checkpoint, with digests of the model, optimizer and
 scheduler as saved), "resume" (the live state after the Trainer restored a checkpoint), "start"
-(the path resume_checkpoint returned), "kill".
+(the path resume_checkpoint returned), "kill", "end" (train() returned).
 With --kill-step N process 0 dies at the end of training step N, between saves. Started with
 torchrun's environment (RANK, WORLD_SIZE, ...) it is one process of a DDP run over gloo.
 With --kill-at N the run dies in on_save of step N before the callback commits it, after removing
@@ -101,6 +101,7 @@ def main() -> None:
         resume = resume_checkpoint(CheckpointConfig(args.namespace), args.output_dir)
     recorder.emit(event="start", resume=resume)
     trainer.train(resume_from_checkpoint=resume)
+    recorder.emit(event="end", step=trainer.state.global_step)
 
 
 if __name__ == "__main__":

@@ -112,6 +112,7 @@ def test_two_processes_killed_resume_from_the_step_process_0_committed(agent, tm
         procs = []
         for rank in range(2):
             env = dict(os.environ, OMP_NUM_THREADS="1", TRANSFORMERS_VERBOSITY="warning", HF_HUB_OFFLINE="1",
+                       PYTHONFAULTHANDLER="1",  # a rank dying on a signal prints its stacks into its log
                        TIERCKPT_SOCKET=agent.socket, TIERCKPT_AUTO_START="0", TIERCKPT_DURABLE=str(agent.durable),
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank),
                        LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2")
@@ -120,8 +121,13 @@ def test_two_processes_killed_resume_from_the_step_process_0_committed(agent, tm
                                           stdin=subprocess.DEVNULL))
         return procs
 
-    def logs() -> str:
-        return "\n".join(f"--- {f.name}\n{f.read_text()[-3000:]}" for f in sorted(tmp_path.glob("rank*.log")))
+    def logs(codes: list | None = None) -> str:
+        """The exit codes, then each run's logs, the newest run first (its failure is what matters)."""
+        files = sorted(tmp_path.glob("rank*.log"), key=lambda f: -int(f.stem.split("-")[1]))
+        ends = [e for e in _events(events) if e["event"] == "end"] if events.exists() else []
+        return (f"exit codes {codes}; 'end' (train() returned) from ranks {[e['rank'] for e in ends]}\n"
+                + "\n".join(f"--- {f.name}\n{f.read_text()[-4000:]}" for f in files)
+                + f"\n--- agent log\n{agent.log_text()[-2000:]}")
 
     procs = launch("--kill-step", "7")
     try:
@@ -144,7 +150,7 @@ def test_two_processes_killed_resume_from_the_step_process_0_committed(agent, tm
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    assert codes == [0, 0], logs()
+    assert codes == [0, 0], logs(codes)
     second = _events(events)
     assert sorted((e["rank"], e["resume"]) for e in second if e["event"] == "start") == \
         [(0, str(out / "checkpoint-6")), (1, str(out / "checkpoint-6"))]

@@ -102,6 +102,12 @@ def main() -> None:
     recorder.emit(event="start", resume=resume)
     trainer.train(resume_from_checkpoint=resume)
     recorder.emit(event="end", step=trainer.state.global_step)
+    if torch.distributed.is_initialized():
+        # As PyTorch asks: without it gloo's threads can abort the process at interpreter exit
+        # ("terminate called without an active exception", pytorch/pytorch#190489). The barrier first:
+        # no process shuts its group down while the other still has work in flight.
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -63,21 +63,30 @@ if ! dpkg-query -W -f='${Status}' libfuse2 2>/dev/null | grep -q "install ok ins
 fi
 
 # ---- Python venv ---------------------------------------------------------------
+# The pinned packages are installed once per machine into a cached venv and hard-linked into
+# each clone's .venv (scripts/venv_cache.sh, decision 94); TIERCKPT_VENV_CACHE=off installs here.
+# shellcheck source=scripts/venv_cache.sh
+source scripts/venv_cache.sh
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  say "creating .venv with $($PY --version 2>&1)"
-  $PY -m venv .venv
-fi
-# shellcheck disable=SC1091
-source .venv/bin/activate
 REQ=requirements-dev.txt
 stamp=.venv/.tierckpt-req.sha
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
+if [ -f .venv/.tierckpt-from-cache ] && [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "$REQ changed: making .venv again from the venv cache"
+  rm -rf .venv
+fi
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $($PY --version 2>&1) and the packages of $REQ"
+  venv_from_cache "$ROOT/.venv" main "$(cat "$REQ")" "$PY" -- -r "$REQ" || exit 1
+  write_stamp "$stamp" "$want"
+fi
+# shellcheck disable=SC1091
+source .venv/bin/activate
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing Python packages from $REQ"
   python -m pip install -q --upgrade pip </dev/null >&2
   python -m pip install -q -r "$REQ" </dev/null >&2
-  echo "$want" > "$stamp"
+  write_stamp "$stamp" "$want"
 fi
 
 # ---- C++ builds ---------------------------------------------------------------------

@@ -57,13 +57,17 @@ if [ -z "$main_site" ] || ! ls -d "$main_site"/tierckpt-*.dist-info >/dev/null 2
 fi
 
 t0=$SECONDS
+# shellcheck source=scripts/venv_cache.sh
+source scripts/venv_cache.sh
+pins=$(grep -E '^(numpy|pytest)==' requirements-dev.txt | tr '\n' ' ')
 if [ ! -x "$VENV/bin/python" ]; then
-  say "creating $VENV"
-  "${PYTHON:-python3}" -m venv "$VENV" || exit 1
+  say "creating $VENV with torch==$VERSION $pins (scripts/venv_cache.sh)"
+  # shellcheck disable=SC2086
+  venv_from_cache "$VENV" "torch$VERSION" "torch==$VERSION $pins" "${PYTHON:-python3}" -- "torch==$VERSION" $pins \
+    || { say "installing torch $VERSION failed"; exit 1; }
 fi
 have=$("$VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)
 if [ "$have" != "$VERSION" ]; then
-  pins=$(grep -E '^(numpy|pytest)==' requirements-dev.txt | tr '\n' ' ')
   say "installing torch==$VERSION $pins into $VENV"
   # shellcheck disable=SC2086
   "$VENV/bin/python" -m pip install -q "torch==$VERSION" $pins </dev/null >&2 || { say "installing torch $VERSION failed"; exit 1; }
@@ -77,7 +81,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # setup.sh's own pip command and build settings; pip installs under this prefix instead of .venv,
   # and ignores (never uninstalls) .venv's own install.
   PIP_PREFIX="$VENV" PIP_IGNORE_INSTALLED=1 scripts/setup.sh python || { say "installing tierckpt failed"; exit 1; }
-  echo "$want" > "$stamp"
+  write_stamp "$stamp" "$want"
 fi
 say "$VENV ready (torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')) in $((SECONDS - t0)) s"
 [ "$MODE" = setup ] && exit 0

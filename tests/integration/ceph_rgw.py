@@ -236,6 +236,10 @@ rgw frontends = beast endpoint=127.0.0.1:{self.port} tcp_nodelay=1
 rgw thread pool size = 64
 rgw dns name = 127.0.0.1
 rgw enable usage log = false
+# Deleted objects' data goes to RGW's garbage collector, by default after 2 hours: within seconds
+# here, so that a benchmark deleting each step keeps the memstore OSD from filling up.
+rgw gc obj min wait = 1
+rgw gc processor period = 2
 """)
 
     def _run(self, argv: list[str], what: str, timeout: float = 60.0, input_text: str | None = None) -> str:

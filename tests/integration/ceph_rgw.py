@@ -22,7 +22,10 @@ the daemons need no privilege), all below one directory on tmpfs
      delete through boto3, which makes RGW's bucket index and data pools, so
      the first test does not pay for them.
 Every daemon runs in the foreground (-f) in a session of its own and is
-SIGKILLed at stop (nothing of it needs to survive). Paxos and the OSD's
+SIGKILLed at stop (nothing of it needs to survive); each also gets SIGKILL from
+the kernel when the thread that started it dies (PR_SET_PDEATHSIG), so a
+pytest process killed mid-run leaves no daemon behind, and start() removes the
+directories such a process left (their owner pid is gone). Paxos and the OSD's
 heartbeats are tuned down so that the whole start takes seconds, not tens
 (start_seconds holds how long it took).
 
@@ -90,6 +93,28 @@ def ceph_version() -> str:
     return words[2] if len(words) > 2 and words[0] == "ceph" else out.strip()
 
 
+def _die_with_parent() -> None:
+    """preexec_fn: SIGKILL this child when the thread that forked it dies (prctl(2))."""
+    import ctypes  # noqa: PLC0415
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def remove_stale_dirs() -> None:
+    """Removes the cluster directories of processes that are gone (killed before their stop())."""
+    for d in _TMPFS.glob("tierckpt-ceph-*"):
+        try:
+            owner = int((d / "owner").read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
 def _free_ports(n: int) -> list[int]:
     import socket  # noqa: PLC0415
     socks = [socket.socket() for _ in range(n)]
@@ -133,6 +158,7 @@ class RgwCluster:
     def start(self, timeout: float = 90.0) -> "RgwCluster":
         progs = ceph_programs()
         import_boto3()
+        remove_stale_dirs()
         t0 = time.monotonic()
         deadline = t0 + timeout
         try:
@@ -182,6 +208,7 @@ class RgwCluster:
     # ---- the daemons ------------------------------------------------------------
     def _write_conf(self) -> None:
         self.dir.mkdir(mode=0o700)
+        (self.dir / "owner").write_text(str(os.getpid()))
         for sub in ("run", "rgw"):
             (self.dir / sub).mkdir()
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -256,7 +283,7 @@ rgw gc processor period = 2
     def _daemon(self, name: str, argv: list[str]) -> subprocess.Popen:
         with open(self.log_dir / f"{name}.out", "ab") as out:
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+                                 start_new_session=True, preexec_fn=_die_with_parent)
         self.procs[name] = p
         return p
 

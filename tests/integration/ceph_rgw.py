@@ -176,7 +176,7 @@ class RgwCluster:
         return self
 
     def stop(self) -> None:
-        for name, p in reversed(list(self.procs.items())):
+        for p in reversed(list(self.procs.values())):
             if p.poll() is None:
                 try:
                     os.killpg(p.pid, signal.SIGKILL)
@@ -187,7 +187,7 @@ class RgwCluster:
             except subprocess.TimeoutExpired:
                 pass
         self.procs.clear()
-        # Keep the logs when they were asked to go elsewhere; the rest is RAM.
+        # The logs stay when log_dir is elsewhere (a pytest tmp dir); the rest is RAM.
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def log_text(self, name: str, tail: int = 3000) -> str:
@@ -269,9 +269,8 @@ rgw gc obj min wait = 1
 rgw gc processor period = 2
 """)
 
-    def _run(self, argv: list[str], what: str, timeout: float = 60.0, input_text: str | None = None) -> str:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input_text,
-                           stdin=None if input_text is not None else subprocess.DEVNULL)
+    def _run(self, argv: list[str], what: str, timeout: float = 60.0) -> str:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         if r.returncode != 0:
             raise CephStartError(f"{what}: `{' '.join(argv)}` exited with {r.returncode}:\n{r.stdout}\n{r.stderr}")
         return r.stdout

@@ -41,13 +41,20 @@ def rgw(tmp_path_factory):
     """A started ceph_rgw.RgwCluster; a missing Ceph or a failed start fails the test (never skips)."""
     from ceph_rgw import CephMissing, CephStartError, RgwCluster  # noqa: PLC0415
 
-    cluster = RgwCluster(log_dir=tmp_path_factory.mktemp("ceph-log"))
-    try:
-        cluster.start()
-    except CephMissing as e:
-        pytest.fail(str(e), pytrace=False)
-    except CephStartError as e:
-        pytest.fail(f"cannot start the test Ceph cluster: {e}", pytrace=False)
+    error = None
+    for _ in range(2):  # a second try: another process may take a port between its pick and the bind
+        cluster = RgwCluster(log_dir=tmp_path_factory.mktemp("ceph-log"))
+        try:
+            cluster.start()
+            error = None
+            break
+        except CephMissing as e:
+            error = str(e)
+            break
+        except CephStartError as e:
+            error = f"cannot start the test Ceph cluster: {e}"
+    if error:
+        pytest.fail(error, pytrace=False)
     _CEPH_STARTS.append({"version": cluster.version, "seconds": round(cluster.start_seconds, 2),
                          "steps": {k: round(v, 2) for k, v in cluster.steps.items()},
                          "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")})

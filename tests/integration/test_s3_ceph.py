@@ -4,7 +4,8 @@ Ceph's radosgw (Debian's, 16.2 on Debian 12), the session's one-node cluster
 
 Persist through a real agent (whole PUTs and multipart, both checksum types,
 unsigned and signed payloads), wipe the tmpfs, restore byte-identical; boto3
-reads what we wrote; the conditional-write probe finds that RGW enforces
+reads what we wrote; a persist whose completions fail aborts its uploads on
+RGW; the conditional-write probe finds that RGW enforces
 If-None-Match: * on PutObject (no fallback); `tierckpt sync` pushes
 checkpoint directories and a fresh instance pulls them. And what RGW 16.2
 itself does with the headers moto never checked (docs/s3.md, "Tested
@@ -20,7 +21,9 @@ import uuid
 import pytest
 
 from conftest import assert_dirs_equal
-from conftest_s3 import MiB, assert_s3_step_equals, s3_agent, step_prefix, wipe_tmpfs_and_restart, write_tree
+from conftest_s3 import (MANIFEST, MiB, assert_s3_step_equals, has_key, open_multipart_uploads, s3_agent,
+                         step_prefix, wipe_tmpfs_and_restart, write_tree)
+from fault_proxy import Fault, FaultProxy
 from test_sync import hf_checkpoint, remote_files, run_sync
 
 pytestmark = pytest.mark.ceph
@@ -88,6 +91,28 @@ def test_a_second_agent_cannot_commit_the_same_step_again(rgw, rgw_bucket, agent
     wipe_tmpfs_and_restart(first)
     first.cli("restore", "dup", 1, "--to", out)
     assert_dirs_equal(src, out)
+
+
+def test_a_persist_whose_completes_always_fail_aborts_its_uploads_and_commits_nothing(
+        rgw, rgw_bucket, agents, tmp_path):
+    """RGW's AbortMultipartUpload and ListMultipartUploads behind our cleanup: every
+    CompleteMultipartUpload answered 200-with-Error by the fault proxy (never forwarded), so the
+    persist fails, and neither a manifest nor an open upload stays on RGW."""
+    prefix = f"faults/{uuid.uuid4().hex[:10]}"
+    with FaultProxy(rgw.endpoint) as proxy:
+        a = s3_agent(agents, rgw.s3_url(rgw_bucket, prefix, endpoint=proxy.endpoint, part_size=PART,
+                                        max_attempts=2), rgw.keys)
+        fault = Fault("error200", method="POST", query="uploadId")
+        proxy.add(fault)
+        a.writer("--ns", "x", "--step", 1, "--objects", 3, "--size", 12 * MiB + 7, "--ref-dir", tmp_path / "ref",
+                 "--seed", 1)
+        r = a.cli("persist", "x", 1, "--wait", "--timeout", "300", check=False)
+        assert fault.applied >= 2, fault
+    assert r.returncode == 1 and "CompleteMultipartUpload" in r.stderr, r.stderr
+    s3 = rgw.boto3_client()
+    step = step_prefix(prefix, "x", 1)
+    assert not has_key(s3, rgw_bucket, step + MANIFEST)
+    assert open_multipart_uploads(s3, rgw_bucket, step) == [], "a failed persist left multipart uploads open"
 
 
 def test_sync_pushes_checkpoint_dirs_and_a_fresh_instance_pulls_them(rgw, rgw_bucket, tmp_path):

@@ -5,6 +5,7 @@
                              [--build-dir build/release] [--threads 1] [--s3torch-threads 1] [--s3torch-gbps 1]
                              [--part-size 16MiB] [--max-part-size 1GiB] [--concurrency 8] [--limit-streams 1]
                              [--methods limit,ours,boto3,s3torch] [--timeout 1800] [--warmup 1]
+                             [--server moto|ceph]
 
 Install the bench-only Python packages first (pinned; not needed by the tests):
 
@@ -15,9 +16,13 @@ otherwise touch the venv's pinned torch 2.13.0.) boto3 and moto[server] come
 from requirements-dev.txt (scripts/setup.sh); build/release/bench/tc_s3_bench
 from `scripts/setup.sh release`.
 
-One local S3 server (moto_server, started here on 127.0.0.1, its files on
-tmpfs) serves every method in turn, on the same step: --size bytes in
---objects objects (default 2 GiB = 8 x 256 MiB) of pseudo-random bytes:
+One local S3 server serves every method in turn, on the same step: --size
+bytes in --objects objects (default 2 GiB = 8 x 256 MiB) of pseudo-random
+bytes. --server moto (default): moto_server, started here on 127.0.0.1, its
+files on tmpfs. --server ceph: Ceph's radosgw from Debian in a throwaway
+one-node cluster started here (tests/integration/ceph_rgw.py: monitor, one
+memstore OSD, RGW on loopback; scripts/setup.sh installs it); its server CPU
+is the three daemons'. The methods:
 
   limit    the same bytes sent once over one loopback TCP connection per
            stream (--limit-streams) to a receiving process: the ceiling of any
@@ -161,11 +166,13 @@ class Phase:
 
 
 class CpuSampler:
-    """Samples a process's CPU seconds against CLOCK_MONOTONIC (every 20 ms) to
-    tell how much of it falls inside a phase."""
+    """Samples the CPU seconds of a process (or the sum of several: Ceph's
+    daemons) against CLOCK_MONOTONIC (every 20 ms) to tell how much of it falls
+    inside a phase."""
 
-    def __init__(self, pid: int, period: float = 0.02):
-        self.pid, self.period = pid, period
+    def __init__(self, pids, period: float = 0.02):
+        self.pids = [pids] if isinstance(pids, int) else list(pids)
+        self.period = period
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
@@ -181,7 +188,7 @@ class CpuSampler:
     def _run(self):
         while not self._stop.is_set():
             try:
-                self.samples.append((time.monotonic(), process_cpu_seconds(self.pid)))
+                self.samples.append((time.monotonic(), sum(process_cpu_seconds(p) for p in self.pids)))
             except (OSError, ValueError, IndexError):
                 return
             self._stop.wait(self.period)
@@ -376,12 +383,20 @@ def die(msg: str, code: int = 1):
     sys.exit(code)
 
 
-def check_prerequisites(methods, bench_bin: Path) -> None:
+def check_prerequisites(methods, bench_bin: Path, server: str) -> None:
     missing = []
     if "ours" in methods and not os.access(bench_bin, os.X_OK):
         missing.append(f"{bench_bin} (build it: scripts/setup.sh release, or pass --build-dir)")
-    for mod, pkg in (("boto3", "boto3 (scripts/setup.sh, requirements-dev.txt)"),
-                     ("moto", "moto[server] (scripts/setup.sh, requirements-dev.txt)")):
+    if server == "ceph":
+        from ceph_rgw import CephMissing, ceph_programs  # noqa: PLC0415  (tests/integration)
+        try:
+            ceph_programs()
+        except CephMissing as e:
+            missing.append(str(e))
+    mods = [("boto3", "boto3 (scripts/setup.sh, requirements-dev.txt)")]
+    if server == "moto":
+        mods.append(("moto", "moto[server] (scripts/setup.sh, requirements-dev.txt)"))
+    for mod, pkg in mods:
         try:
             __import__(mod)
         except ImportError:
@@ -493,8 +508,10 @@ def print_table(report: dict) -> None:
     m, c = report["machine"], report["config"]
     print(f"machine: {m['cpu_model']}, {m['nproc']} CPUs, {m['ram_bytes'] / GIB:.1f} GiB RAM, "
           f"load avg {m['loadavg_at_start'][0]:.2f}")
+    srv = report["server"]
+    name = f"moto {srv['moto_version']}" if "moto_version" in srv else f"Ceph RGW {srv['ceph_version']}"
     print(f"step: {c['total_bytes']:,} bytes in {c['objects']} objects of {c['object_size']:,} bytes; "
-          f"server: moto {report['server']['moto_version']} on {report['server']['endpoint']}")
+          f"server: {name} on {srv['endpoint']}")
     print(f"command: {report['command']}\n")
     print(f"  {'method':<9}{'up GB/s':>9}{'cpu s/GiB':>11}{'srv s/GiB':>11}"
           f"{'down GB/s':>11}{'cpu s/GiB':>11}{'srv s/GiB':>11}{'others %':>10}")
@@ -535,6 +552,8 @@ def main() -> None:
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {','.join(METHODS)}")
     p.add_argument("--seed", type=int, default=42, help="content seed")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per method (default 1800)")
+    p.add_argument("--server", choices=("moto", "ceph"), default="moto",
+                   help="moto (default) or ceph: Debian's radosgw in a one-node cluster started here")
     p.add_argument("--warmup", type=int, choices=(0, 1), default=1,
                    help="1 (default): one untimed upload+download of the step before the methods")
     # Worker mode (internal): one method in this process.
@@ -560,30 +579,45 @@ def main() -> None:
     if not build.is_absolute():
         build = REPO / build
     bench_bin = build / "bench" / "tc_s3_bench"
-    check_prerequisites(methods, bench_bin)
+    check_prerequisites(methods, bench_bin, args.server)
     need = 3 * args.object_size * args.objects + (1 << 30)
     free = shutil.disk_usage(TMPFS).free
     if need > free:
         die(f"{TMPFS} has {free} bytes free; this run needs about {need} (the server's copy, the "
             "source and the download of one step): lower --size", code=2)
 
-    import moto  # noqa: PLC0415
     from s3_server import DUMMY_KEYS, MotoServer, isolated_aws_env  # noqa: PLC0415  (tests/integration)
 
     report = {"machine": machine_info(), "command": shlex.join([sys.executable, *sys.argv]), "git": git_info(),
-              "config": {"total_bytes": args.object_size * args.objects, "objects": args.objects,
+              "config": {"server": args.server, "total_bytes": args.object_size * args.objects,
+                         "objects": args.objects,
                          "object_size": args.object_size, "reps": args.reps, "methods": methods,
                          "ours": {"threads": args.threads, "part_size": args.part_size,
                                   "concurrency": args.concurrency}},
               "results": {}}
     env = isolated_aws_env()
-    env.update(DUMMY_KEYS.env())
-    server = MotoServer(buckets=(BUCKET,))
+    if args.server == "ceph":
+        from ceph_rgw import RgwCluster  # noqa: PLC0415  (tests/integration)
+        # The OSD holds a step per method at most (each is deleted before the next; RGW's garbage
+        # collection frees the space within seconds, ceph_rgw.py), and refuses writes when nearly full.
+        server = RgwCluster(memstore_bytes=max(4 * GIB, 3 * args.object_size * args.objects + GIB))
+        env.update(server.keys.env())
+    else:
+        server = MotoServer(buckets=(BUCKET,))
+        env.update(DUMMY_KEYS.env())
     failed = []
     try:
         server.start()
-        sampler = CpuSampler(server.proc.pid).start()
-        report["server"] = {"endpoint": server.endpoint, "moto_version": moto.__version__, "pid": server.proc.pid}
+        if args.server == "ceph":
+            server.create_bucket(BUCKET)
+            pids = [p.pid for p in server.procs.values()]
+            report["server"] = {"endpoint": server.endpoint, "ceph_version": server.version, "pids": pids,
+                                "start_seconds": server.start_seconds}
+        else:
+            import moto  # noqa: PLC0415
+            pids = [server.proc.pid]
+            report["server"] = {"endpoint": server.endpoint, "moto_version": moto.__version__, "pid": pids[0]}
+        sampler = CpuSampler(pids).start()
         if args.warmup and any(m != "limit" for m in methods):
             # The first method against a fresh moto paid ~30-80 % more server CPU per GiB than
             # the same method later (measured both orders): an untimed step first, so the
@@ -604,7 +638,8 @@ def main() -> None:
         report["server"]["cpu_s_total"] = sampler.samples[-1][1] if sampler.samples else 0.0
     finally:
         server.stop()
-        server.cleanup_logs()
+        if args.server == "moto":
+            server.cleanup_logs()
     report["ratios"], report["targets"] = compute_ratios(report["results"])
     if args.json:
         print(json.dumps(report, indent=2))

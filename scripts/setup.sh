@@ -62,6 +62,20 @@ if ! dpkg-query -W -f='${Status}' libfuse2 2>/dev/null | grep -q "install ok ins
   apt_install "$fuse_pkg" || { apt_install libfuse2t64 || apt_install libfuse2; }
 fi
 
+# Ceph's radosgw, the real S3 implementation the integration tests run beside moto
+# (tests/integration/ceph_rgw.py starts a throwaway one-node cluster: monitor, memstore OSD, RGW on
+# loopback). The same package names on Debian 12 (Ceph 16.2) and 13 (Ceph 18.2); monmaptool comes
+# with ceph-base, a dependency of ceph-mon. docs/dependencies.md says why Debian's Ceph.
+CEPH_PACKAGES=(ceph-mon ceph-osd radosgw ceph-common)
+ceph_missing=()
+for p in "${CEPH_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || ceph_missing+=("$p")
+done
+if [ ${#ceph_missing[@]} -gt 0 ]; then
+  say "installing Ceph for the S3 tests: ${ceph_missing[*]}"
+  apt_install "${ceph_missing[@]}"
+fi
+
 # ---- Python venv ---------------------------------------------------------------
 # The pinned packages are installed once per machine into a cached venv and hard-linked into
 # each clone's .venv (scripts/venv_cache.sh, decision 94); TIERCKPT_VENV_CACHE=off installs here.

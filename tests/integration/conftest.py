@@ -26,6 +26,57 @@ AGENT_BIN, CLI_BIN, WRITER_BIN = BINARIES
 def pytest_configure(config):
     for b in BINARIES.missing():
         raise pytest.UsageError(f"{b} is missing: build first with scripts/setup.sh release")
+    config.addinivalue_line("markers", "ceph: runs against the session's Ceph RGW (the `rgw` fixture)")
+
+
+# ---- Ceph RGW: one throwaway cluster per pytest process ----------------------------------------
+# Started on first use, kept for the session (with -n 2, once in each worker that runs a Ceph test:
+# ~1-4 s each, in parallel), stopped at its end. Each start is reported in the terminal summary
+# (workers send theirs to the controller through workeroutput).
+_CEPH_STARTS: list[dict] = []
+
+
+@pytest.fixture(scope="session")
+def rgw(tmp_path_factory):
+    """A started ceph_rgw.RgwCluster; a missing Ceph or a failed start fails the test (never skips)."""
+    from ceph_rgw import CephMissing, CephStartError, RgwCluster  # noqa: PLC0415
+
+    error = None
+    for _ in range(2):  # a second try: another process may take a port between its pick and the bind
+        cluster = RgwCluster(log_dir=tmp_path_factory.mktemp("ceph-log"))
+        try:
+            cluster.start()
+            error = None
+            break
+        except CephMissing as e:
+            error = str(e)
+            break
+        except CephStartError as e:
+            error = f"cannot start the test Ceph cluster: {e}"
+    if error:
+        pytest.fail(error, pytrace=False)
+    _CEPH_STARTS.append({"version": cluster.version, "seconds": round(cluster.start_seconds, 2),
+                         "steps": {k: round(v, 2) for k, v in cluster.steps.items()},
+                         "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")})
+    yield cluster
+    cluster.stop()
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: hand the starts to the controller
+        session.config.workeroutput["ceph_starts"] = json.dumps(_CEPH_STARTS)
+
+
+def pytest_testnodedown(node, error):
+    out = getattr(node, "workeroutput", None) or {}
+    _CEPH_STARTS.extend(json.loads(out.get("ceph_starts", "[]")))
+
+
+def pytest_terminal_summary(terminalreporter):
+    for s in _CEPH_STARTS:
+        steps = ", ".join(f"{k} {v:.2f}" for k, v in s["steps"].items())
+        terminalreporter.write_line(f"Ceph RGW {s['version']} started in {s['seconds']:.2f} s "
+                                    f"on {s['worker']} ({steps} s)")
 
 
 class Agent(AgentProcess):

@@ -1,8 +1,12 @@
 """The C++ ObjectStore conformance suite's real-server S3 instantiation, against
-moto with signature checking on: tc_store_test with TIERCKPT_TEST_S3_URL
-pointing at a fresh prefix, filtered to the instantiation named "S3" (not
-"S3Fake", the in-process fake bucket that ctest already runs). Once directly, once through
-the fault proxy with a 503 or a 500 on every 14th request (each retried)."""
+each S3 implementation the tests run (docs/s3.md, "Tested implementations"):
+moto with signature checking on, and Ceph's radosgw (the session's one-node
+cluster, the `rgw` fixture of conftest.py): tc_store_test with
+TIERCKPT_TEST_S3_URL pointing at a fresh prefix, filtered to the instantiation
+named "S3" (not "S3Fake", the in-process fake bucket that ctest already runs).
+Once directly against each, and against moto once more through the fault
+proxy with a 503 or a 500 on every 14th request (each retried: the client's
+logic, whatever the server)."""
 import re
 import subprocess
 import uuid
@@ -26,11 +30,22 @@ def signed_moto(tmp_path_factory):
     server.stop()
 
 
-def run_s3_conformance(moto, endpoint):
+@pytest.fixture(params=["moto", "ceph_rgw"])
+def server(request):
+    """The S3 server of this run: signing moto, or the session's Ceph RGW (its bucket made here;
+    RGW answers 200 when its owner creates it again)."""
+    if request.param == "moto":
+        return request.getfixturevalue("signed_moto")
+    rgw = request.getfixturevalue("rgw")
+    rgw.create_bucket(BUCKET)
+    return rgw
+
+
+def run_s3_conformance(server, endpoint):
     if not STORE_TEST.is_file():
         pytest.fail(f"{STORE_TEST} is missing: build first with scripts/setup.sh release", pytrace=False)
     env = isolated_aws_env()
-    env.update(moto.keys.env())
+    env.update(server.keys.env())
     env["TIERCKPT_TEST_S3_URL"] = f"s3://{BUCKET}/conformance-{uuid.uuid4().hex[:10]}?endpoint={endpoint}"
     r = subprocess.run([str(STORE_TEST), f"--gtest_filter={FILTER}"], env=env, capture_output=True,
                        text=True, timeout=240, stdin=subprocess.DEVNULL)
@@ -46,8 +61,8 @@ def run_s3_conformance(moto, endpoint):
     return int(passed.group(1))
 
 
-def test_conformance_suite_against_signing_moto(signed_moto):
-    run_s3_conformance(signed_moto, signed_moto.endpoint)
+def test_conformance_suite(server):
+    run_s3_conformance(server, server.endpoint)
 
 
 def test_conformance_suite_through_periodic_faults(signed_moto):

@@ -33,6 +33,7 @@ from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta
 
 from tierckpt.torch import Checkpointer, TieredReader, TieredWriter, _dcp_compat, _format, staging, wait_durable
+from strict import NOT_APPLICABLE  # noqa: E402  (tests/harness, on the path from conftest)
 
 PACKAGE = Path(_dcp_compat.__file__).resolve().parent.parent  # python/tierckpt (or site-packages/tierckpt)
 
@@ -106,7 +107,7 @@ def _observed(tmp_path: Path) -> dict:
 @pytest.mark.parametrize("release", sorted(EXPECTED), ids=lambda r: f"{r[0]}.{r[1]}")
 def test_format_bits(release, tmp_path):
     if _dcp_compat.release != release:
-        pytest.skip(f"pins torch {release[0]}.{release[1]}; this is torch {torch.__version__}")
+        pytest.skip(f"{NOT_APPLICABLE}pins torch {release[0]}.{release[1]}; this is torch {torch.__version__}")
     observed = _observed(tmp_path)
     expected = EXPECTED[release]
     diff = {k: (expected[k], observed[k]) for k in expected if observed[k] != expected[k]}
@@ -254,7 +255,7 @@ def _shard(values, global_shape, global_offset):
     return t
 
 
-@pytest.mark.skipif(_dcp_compat._is_checkpointable_tensor is None, reason="torch before 2.14: no CheckpointableTensor")
+@pytest.mark.skipif(_dcp_compat._is_checkpointable_tensor is None, reason=f"{NOT_APPLICABLE}torch before 2.14: no CheckpointableTensor")
 def test_checkpointable_tensor_is_saved_as_the_shard_it_declares(agent, tmp_path):
     cfg = agent.config("ckpt-tensor")
     state = lambda: {"w": _shard([1.0, 2.0, 3.0], (8,), (4,)), "plain": torch.arange(3.0)}  # noqa: E731

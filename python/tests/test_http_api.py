@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness import free_port
+from strict import NOT_APPLICABLE  # noqa: E402  (tests/harness, on the path from conftest)
 from conftest import SHM
 from s3_moto import s3_server
 from sagemaker_ref import REPO, ref_sdist, ref_site
@@ -282,7 +283,7 @@ def test_the_references_reader_finds_no_step_without_raising_file_not_found(ref_
 
 
 @pytest.mark.skipif(not os.environ.get("TIERCKPT_REF_RAY"),
-                    reason="set TIERCKPT_REF_RAY=1: the reference's Ray suite races its own load against its async "
+                    reason=f"{NOT_APPLICABLE}set TIERCKPT_REF_RAY=1: the reference's Ray suite races its own load against its async "
                            "save and can hang (seen once in two runs here), so it is not part of CI")
 def test_the_references_ray_train_suite_passes_against_tierckptd(agents, tmp_path):
     """tests/local_tests/test_ray_train_checkpoint.py of the 1.1.3 sdist, unchanged, on a Ray head.

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from strict import NOT_APPLICABLE  # noqa: E402  (tests/harness, on the path from conftest)
 
 WORKER = Path(__file__).with_name("cross_release_worker.py")
 
@@ -40,7 +41,7 @@ def other_releases() -> list[tuple[str, str]]:
     """(python, torch version) of each interpreter of TIERCKPT_TORCH_PYTHONS whose release differs from ours."""
     listed = [p for p in os.environ.get("TIERCKPT_TORCH_PYTHONS", "").split(os.pathsep) if p]
     if not listed:
-        pytest.skip("no other torch release to load with: set TIERCKPT_TORCH_PYTHONS (scripts/torch_matrix.sh does)")
+        pytest.skip(f"{NOT_APPLICABLE}no other torch release to load with: set TIERCKPT_TORCH_PYTHONS (scripts/torch_matrix.sh does)")
     found = []
     for python in listed:
         r = subprocess.run([python, "-c", "import torch, tierckpt.torch; print(torch.__version__)"],
@@ -50,7 +51,7 @@ def other_releases() -> list[tuple[str, str]]:
         if _release(version) != _release(torch.__version__):
             found.append((python, version))
     if not found:
-        pytest.skip(f"TIERCKPT_TORCH_PYTHONS has no release other than {torch.__version__}")
+        pytest.skip(f"{NOT_APPLICABLE}TIERCKPT_TORCH_PYTHONS has no release other than {torch.__version__}")
     return found
 
 

@@ -186,6 +186,14 @@ void HttpApi::Latest(const httplib::Request& req, httplib::Response& res) {
   for (const StepInfo& s : d_.tier->ListSteps(ns)) {
     if (s.committed) steps.push_back(s.step);
   }
+  if (!d_.cluster->holders().empty()) {
+    // A node replaced after a loss starts with empty memory, but its replica holders keep its
+    // steps and a GET restores one from them (ReadPath): list those too, as `tierckpt ls` does
+    // (memory "peer"), so the job resumes from memory rather than from the durable tier.
+    for (const auto& [step, holder] : d_.cluster->StepsOnHolders(ns)) steps.push_back(step);
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  }
   if (steps.empty() && !namespaces_->Get(ns)) {
     return SetError(res, NotFound("namespace '" + ns + "' not found and holds no step in memory"));
   }

@@ -384,7 +384,9 @@ Result<cluster::Membership> Agent::DiscoverDnsPeers(const cluster::DnsPeersSpec&
       spec, config_.node_id, *resolver, HandshakeProbe(transport_.get(), probe_timeout), o);
   if (members.ok()) {
     std::string found;
-    for (const cluster::Member& m : members->members()) found += (found.empty() ? "" : ",") + m.node_id + "@" + m.address;
+    for (const cluster::Member& m : members->members()) {
+      found += (found.empty() ? "" : ",") + m.node_id + "@" + m.address;
+    }
     Log(LogLevel::kInfo, "peers_found").Kv("name", spec.name).Kv("members", found);
   }
   return members;

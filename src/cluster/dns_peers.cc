@@ -48,7 +48,9 @@ class SystemResolver final : public HostResolver {
     if (rc == EAI_NONAME || rc == EAI_NODATA || rc == EAI_FAIL) {
       return NotFound("resolving " + name + ": " + ::gai_strerror(rc));
     }
-    if (rc != 0) return Unavailable("resolving " + name + ": " + ::gai_strerror(rc) + "; the resolver will be asked again");
+    if (rc != 0) {
+      return Unavailable("resolving " + name + ": " + ::gai_strerror(rc) + "; the resolver will be asked again");
+    }
     std::set<std::string> hosts;
     for (const addrinfo* ai = res.get(); ai != nullptr; ai = ai->ai_next) {
       char buf[INET6_ADDRSTRLEN] = {};

@@ -22,7 +22,8 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 # ---- Debian packages --------------------------------------------------------
 APT_PACKAGES=(g++ make cmake ninja-build pkg-config git python3-venv
   libxxhash-dev nlohmann-json3-dev libgtest-dev libgmock-dev libcli11-dev
-  libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev libcpp-httplib-dev clang iproute2 prometheus systemd ccache)
+  libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev libcpp-httplib-dev clang iproute2 prometheus systemd ccache
+  dnsmasq-base)  # dnsmasq-base: the DNS server of tests/integration/test_peers_dns.py (--peers dns:)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <optional>
 
+#include "agent/peer_discovery.h"
+#include "cluster/dns_peers.h"
 #include "cluster/peer_source.h"
 #include "common/log.h"
 #include "os/files.h"
@@ -359,25 +361,64 @@ void Agent::Run() {
   Log(LogLevel::kInfo, "stopped").Kv("pid", static_cast<int64_t>(::getpid()));
 }
 
-Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
-  TC_ASSIGN_OR_RETURN(cluster::Membership members, cluster::LoadPeers(config_.peers_file));
-  const cluster::Member* self = members.Find(config_.node_id);
-  if (self == nullptr) {
-    return InvalidArgument("--node-id " + config_.node_id + " is not in --peers " + config_.peers_file + " (" +
-                           members.Describe() + "); add this node or fix --node-id");
+Result<cluster::Membership> Agent::DiscoverDnsPeers(const cluster::DnsPeersSpec& spec, peer::Millis timeout) {
+  // The listener comes first: the other agents learn this one's node id from
+  // its handshake while each of them discovers, as this one learns theirs.
+  // What they open meanwhile waits in the listener's queue for the peer
+  // service (PeerService::Start(listener)).
+  Result<std::unique_ptr<peer::Listener>> l = transport_->Listen(config_.peer_listen);
+  if (!l.ok()) return l.status().WithContext("listening for peers at " + config_.peer_listen + " (--peer-listen)");
+  early_listener_ = std::move(l).value();
+  cluster::DnsDiscoveryOptions o;
+  o.expect = config_.peers_count;
+  o.wait = std::chrono::seconds(config_.peers_wait_s);
+  Log(LogLevel::kInfo, "peers_discovering")
+      .Kv("name", spec.name)
+      .Kv("port", static_cast<uint64_t>(spec.port))
+      .Kv("expect", static_cast<uint64_t>(config_.peers_count))
+      .Kv("wait_s", config_.peers_wait_s);
+  std::unique_ptr<cluster::HostResolver> resolver = cluster::NewSystemResolver();
+  // A probe needs no more than a handshake, which an agent answers in milliseconds.
+  const peer::Millis probe_timeout = std::min(timeout, peer::Millis(2000));
+  Result<cluster::Membership> members = cluster::DiscoverDnsPeers(
+      spec, config_.node_id, *resolver, HandshakeProbe(transport_.get(), probe_timeout), o);
+  if (members.ok()) {
+    std::string found;
+    for (const cluster::Member& m : members->members()) {
+      found += (found.empty() ? "" : ",") + m.node_id + "@" + m.address;
+    }
+    Log(LogLevel::kInfo, "peers_found").Kv("name", spec.name).Kv("members", found);
   }
+  return members;
+}
+
+Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   TC_ASSIGN_OR_RETURN(peer::ClusterSecret secret, peer::LoadSecretFile(config_.peer_secret_file, ::geteuid()));
   peer::TransportOptions to;
   to.node_id = config_.node_id;
   to.secret = std::move(secret);
   TC_ASSIGN_OR_RETURN(std::unique_ptr<peer::TcpTransport> tcp, peer::TcpTransport::Create(std::move(to)));
   transport_ = std::move(tcp);
+  const peer::Millis timeout(config_.peer_timeout_ms);
+
+  std::optional<cluster::DnsPeersSpec> dns;
+  cluster::Membership members;
+  if (cluster::IsDnsPeers(config_.peers_file)) {
+    TC_ASSIGN_OR_RETURN(dns, cluster::ParseDnsPeers(config_.peers_file));
+    TC_ASSIGN_OR_RETURN(members, DiscoverDnsPeers(*dns, timeout));
+  } else {
+    TC_ASSIGN_OR_RETURN(members, cluster::LoadPeers(config_.peers_file));
+  }
+  const cluster::Member* self = members.Find(config_.node_id);
+  if (self == nullptr) {
+    return InvalidArgument("--node-id " + config_.node_id + " is not in --peers " + config_.peers_file + " (" +
+                           members.Describe() + "); add this node or fix --node-id");
+  }
 
   cluster::PlacementPolicy policy;
   policy.replicas = config_.replicas;
   policy.spacing = config_.replica_spacing;
   const std::string listen = config_.peer_listen.empty() ? self->address : config_.peer_listen;
-  const peer::Millis timeout(config_.peer_timeout_ms);
   TC_ASSIGN_OR_RETURN(replicator_, Replicator::Create(transport_.get(), std::move(members), policy, config_.node_id,
                                                       timeout));
   replicas_ = std::make_unique<ReplicaTiers>(tier_options, verifier_.get());
@@ -422,6 +463,16 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
     p->SetParts(std::move(parts));
   }
   peer_service_ = std::make_unique<PeerService>(std::move(pd));
+  if (dns.has_value() && config_.peers_refresh_s > 0) {
+    address_refresher_ = std::make_unique<PeerAddressRefresher>(
+        *dns, cluster::NewSystemResolver(), HandshakeProbe(transport_.get(), std::min(timeout, peer::Millis(2000))),
+        replicator_.get(), std::chrono::seconds(config_.peers_refresh_s));
+    address_refresher_->Start();
+  }
+  if (early_listener_ != nullptr) {
+    peer_service_->Start(std::move(early_listener_));
+    return Status::Ok();
+  }
   return peer_service_->Start(listen);
 }
 
@@ -457,6 +508,7 @@ void Agent::StopPreallocating() {
 }
 
 void Agent::StopPeers() {
+  if (address_refresher_ != nullptr) address_refresher_->Stop();
   if (peer_service_ != nullptr) peer_service_->Stop();
   cluster_->Stop();
 }

@@ -24,6 +24,7 @@
 #include "agent/durable_bases.h"
 #include "agent/handlers.h"
 #include "agent/http_api.h"
+#include "agent/peer_discovery.h"
 #include "agent/routed_store.h"
 #include "agent/scrubber.h"
 #include "agent/service.h"
@@ -72,6 +73,9 @@ class Agent {
   // The gauges of a scrape (metrics_server.h): tier, queues, replicas, peers.
   std::vector<Gauge> Gauges() const;
   Status StartPeers(const MemoryTierOptions& tier_options);
+  // --peers dns: listens (early_listener_), then resolves and probes until
+  // the members are known (cluster/dns_peers.h).
+  Result<cluster::Membership> DiscoverDnsPeers(const cluster::DnsPeersSpec& spec, peer::Millis timeout);
   void StopPeers();
   void StopPreallocating();  // shuts the tier down first: only at shutdown
 
@@ -102,6 +106,8 @@ class Agent {
   // with --peers the MultiNode over the parts above.
   std::unique_ptr<Cluster> cluster_ = std::make_unique<SingleNode>();
   std::unique_ptr<PeerService> peer_service_;
+  std::unique_ptr<peer::Listener> early_listener_;            // --peers dns: until peer_service_ takes it
+  std::unique_ptr<PeerAddressRefresher> address_refresher_;  // --peers dns:, --peers-refresh > 0
   std::unique_ptr<Handlers> handlers_;
   std::unique_ptr<Scrubber> scrubber_;  // --scrub-interval; repairs through handlers_' read path
   std::unique_ptr<Service> service_;

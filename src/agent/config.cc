@@ -10,6 +10,7 @@
 
 #include "agent/durable_bases.h"
 #include "cluster/address.h"
+#include "cluster/dns_peers.h"
 #include "ops/http_server.h"
 #include "os/process.h"
 #include "os/files.h"
@@ -64,8 +65,19 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
                  "seconds running persists may take at shutdown (default 30)");
   app.add_option("--peers", c.peers_file,
                  "every agent of the job: a hostfile (`node_id host:port [domain=D]` per line), or slurm:PORT for "
-                 "the nodes of the Slurm job (SLURM_JOB_NODELIST) at that port (default: single node)");
-  app.add_option("--peer-listen", c.peer_listen, "address to accept peers on (default: this node's hostfile address)");
+                 "the nodes of the Slurm job (SLURM_JOB_NODELIST) at that port, or dns:NAME:PORT for the "
+                 "addresses a DNS name has (a Kubernetes headless Service), each agent's node id learned from "
+                 "its handshake (default: single node)");
+  app.add_option("--peer-listen", c.peer_listen,
+                 "address to accept peers on (default: this node's hostfile address; with dns: 0.0.0.0:PORT)");
+  app.add_option("--peers-count", c.peers_count,
+                 "with --peers dns: the agents to wait for at start, this one included (default 0: every "
+                 "address the name has, once all of them answer)");
+  app.add_option("--peers-wait", c.peers_wait_s,
+                 "with --peers dns: seconds the start waits for the agents before failing (default 300)");
+  app.add_option("--peers-refresh", c.peers_refresh_s,
+                 "with --peers dns: seconds between re-resolutions that find a replaced node at its new "
+                 "address (default 10; 0 = off)");
   app.add_option("--peer-secret-file", c.peer_secret_file,
                  "file holding the cluster secret shared by every agent (required with --peers)");
   app.add_option("--replicas", c.replicas, "copies of each step, this node's included (default 2; 1 = none)");
@@ -313,6 +325,14 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
     return RangeError("--takeover-after", c->takeover_after_s, 1, 86400);
   }
   if (c->parts_wait_s < 1 || c->parts_wait_s > 604800) return RangeError("--parts-wait", c->parts_wait_s, 1, 604800);
+  if (c->peers_count > 65536) return RangeError("--peers-count", c->peers_count, 0, 65536);
+  if (c->peers_wait_s < 1 || c->peers_wait_s > 86400) return RangeError("--peers-wait", c->peers_wait_s, 1, 86400);
+  if (c->peers_refresh_s > 3600) return RangeError("--peers-refresh", c->peers_refresh_s, 0, 3600);
+  if (cluster::IsDnsPeers(c->peers_file)) {
+    Result<cluster::DnsPeersSpec> dns = cluster::ParseDnsPeers(c->peers_file);
+    if (!dns.ok()) return dns.status();
+    if (c->peer_listen.empty()) c->peer_listen = "0.0.0.0:" + std::to_string(dns->port);
+  }
   if (c->replica_ack != "all" && c->replica_ack != "none") {
     return InvalidArgument("--replica-ack " + c->replica_ack +
                            ": use \"all\" (a commit waits for every replica) or \"none\"");

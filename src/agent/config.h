@@ -26,8 +26,15 @@
 //   log_file         --log-file         "" (stderr)
 //   pid_file         --pid-file         "" (none)
 //   shutdown_grace_s --shutdown-grace   30 seconds for running persists at shutdown
-//   peers_file       --peers            "" (single node); a hostfile of every agent (docs/replication.md)
-//   peer_listen      --peer-listen      this node's hostfile address ("host:port" to bind instead)
+//   peers_file       --peers            "" (single node); a hostfile of every agent (docs/replication.md),
+//                                      slurm:PORT or dns:NAME:PORT (docs/placement.md)
+//   peer_listen      --peer-listen      this node's hostfile address ("host:port" to bind instead);
+//                                      with dns: 0.0.0.0:PORT
+//   peers_count      --peers-count      0; with dns: the agents to wait for at start, this one included
+//                                      (0 = every address NAME has, once all answer)
+//   peers_wait_s     --peers-wait       300 seconds the start waits for them (dns:; 1..86400)
+//   peers_refresh_s  --peers-refresh    10 seconds between re-resolutions of NAME that find a replaced
+//                                      node at its new address (dns:; 0 = off, ..3600)
 //   peer_secret_file --peer-secret-file "" ; required with --peers: the cluster secret (16..4096 bytes)
 //   replicas         --replicas         2 (copies of each step, this node's included; 1 = none)
 //   replica_spacing  --replica-spacing  1 (ring distance between replicas)
@@ -107,6 +114,9 @@ struct AgentConfig {
   uint32_t replica_spacing = 1;
   std::string replica_ack = "all";
   uint32_t peer_timeout_ms = 30000;
+  uint32_t peers_count = 0;
+  uint32_t peers_wait_s = 300;
+  uint32_t peers_refresh_s = 10;
   uint32_t takeover_after_s = 60;
   uint32_t parts_wait_s = 3600;
   std::string metrics_listen;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cluster/address.h"
+#include "cluster/dns_peers.h"
 #include "cluster/hostfile.h"
 #include "cluster/hostlist.h"
 #include "common/names.h"
@@ -50,6 +51,12 @@ Result<Membership> FromSlurm(std::string_view spec, const std::function<const ch
 
 Result<Membership> LoadPeers(std::string_view spec, const std::function<const char*(const char*)>& getenv) {
   if (spec.substr(0, kSlurmPeersPrefix.size()) == kSlurmPeersPrefix) return FromSlurm(spec, getenv);
+  if (IsDnsPeers(spec)) {
+    TC_RETURN_IF_ERROR(ParseDnsPeers(spec).status());
+    return FailedPrecondition("--peers " + std::string(spec) +
+                              ": a dns: source is resolved by the agent, which learns each address's node id from "
+                              "the agent answering there (cluster/dns_peers.h); give this tool a hostfile");
+  }
   return ReadHostfile(std::string(spec));
 }
 

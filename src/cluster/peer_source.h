@@ -10,8 +10,13 @@
 //                 name and its address NAME:PORT, resolved when a peer
 //                 connects. A requeued job that lands on other nodes gets
 //                 their names from Slurm, with no file to edit.
+//   dns:NAME:PORT the addresses NAME resolves to (a Kubernetes headless
+//                 Service), each agent's node id learned from the agent
+//                 itself (cluster/dns_peers.h). Only the agent can use it:
+//                 LoadPeers checks the value and fails with
+//                 kFailedPrecondition.
 //
-// A value that starts with "slurm:" is always the Slurm source (a hostfile
+// A value that starts with "slurm:" (or "dns:") is always that source (a hostfile
 // of that name can be given as ./slurm:...). Errors are kInvalidArgument (a
 // bad value, a variable that is not set, a list that does not expand, a
 // name that is not a valid node id) or the hostfile's, each naming the

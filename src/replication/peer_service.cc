@@ -21,9 +21,13 @@ PeerService::~PeerService() { Stop(); }
 Status PeerService::Start(const std::string& address) {
   Result<std::unique_ptr<peer::Listener>> l = deps_.transport->Listen(address);
   if (!l.ok()) return l.status().WithContext("listening for peers at " + address + " (--peer-listen)");
-  listener_ = std::move(l).value();
-  acceptor_ = std::thread([this] { AcceptLoop(); });
+  Start(std::move(l).value());
   return Status::Ok();
+}
+
+void PeerService::Start(std::unique_ptr<peer::Listener> listener) {
+  listener_ = std::move(listener);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
 std::string PeerService::address() const { return listener_ != nullptr ? listener_->address() : ""; }

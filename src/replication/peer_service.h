@@ -77,6 +77,10 @@ class PeerService {
 
   // Listens at address and starts accepting. Errors name the address.
   Status Start(const std::string& address);
+  // Starts accepting on a listener made earlier (--peers dns: listens before
+  // it knows its peers, so that they can learn its node id; agent.cc).
+  // Connections it queued meanwhile are served.
+  void Start(std::unique_ptr<peer::Listener> listener);
   // The bound address (port 0 resolved).
   std::string address() const;
   void Stop();

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "cluster/address.h"
 #include "common/log.h"
 #include "os/parallel.h"
 #include "replication/peer_messages.h"
@@ -57,7 +58,30 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(peer::Transport* transpor
 std::optional<std::string> Replicator::AddressOf(std::string_view node_id) const {
   const cluster::Member* m = membership_.Find(node_id);
   if (m == nullptr) return std::nullopt;
+  {
+    MutexLock lock(&moved_mu_);
+    if (auto it = moved_.find(node_id); it != moved_.end()) return it->second;
+  }
   return m->address;
+}
+
+Status Replicator::MoveNode(std::string_view node_id, std::string_view address) {
+  if (!membership_.Contains(node_id)) {
+    return NotFound("node " + std::string(node_id) + " is not in this agent's ring (" + membership_.Describe() +
+                    "); a new node joins when the agents restart");
+  }
+  TC_ASSIGN_OR_RETURN(cluster::PeerAddress parsed, cluster::ParseAddress(address));
+  MutexLock lock(&moved_mu_);
+  moved_[std::string(node_id)] = parsed.ToString();
+  return Status::Ok();
+}
+
+std::map<std::string, std::string> Replicator::Addresses() const {
+  std::map<std::string, std::string> out;
+  for (const cluster::Member& m : membership_.members()) out[m.node_id] = m.address;
+  MutexLock lock(&moved_mu_);
+  for (const auto& [id, address] : moved_) out[id] = address;
+  return out;
 }
 
 std::unique_ptr<PeerObjectStore> Replicator::HolderStore(const std::string& holder) const {

@@ -56,8 +56,16 @@ class Replicator {
   const std::vector<std::string>& holders() const { return holders_; }
   const cluster::Membership& membership() const { return membership_; }
   const cluster::Placement& placement() const { return placement_; }
-  // The peer address of node_id; nullopt if not a member.
+  // The peer address of node_id; nullopt if not a member. The membership's
+  // address until MoveNode gives another.
   std::optional<std::string> AddressOf(std::string_view node_id) const;
+  // node_id is now found at address (--peers dns: a replaced node that came
+  // back on another machine, decision 95). The ring does not change: node
+  // ids are the ring. kNotFound when node_id is not a member;
+  // kInvalidArgument for an address that does not parse.
+  Status MoveNode(std::string_view node_id, std::string_view address);
+  // Every member's current address (node id → address).
+  std::map<std::string, std::string> Addresses() const;
 
   // Every holder holds a verified replica of (ns, step) when this returns
   // Ok; otherwise the error names each holder that failed and why.
@@ -126,6 +134,8 @@ class Replicator {
   const peer::Millis timeout_;
   mutable Mutex health_mu_;
   std::map<std::string, bool> health_ GUARDED_BY(health_mu_);
+  mutable Mutex moved_mu_;
+  std::map<std::string, std::string, std::less<>> moved_ GUARDED_BY(moved_mu_);  // node id → address
 };
 
 }  // namespace tierckpt::agent

@@ -17,6 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
 from agent_harness import SHM, AgentProcess, Binaries, bin_dir_from_env  # noqa: E402  (tests/harness)
+from strict import pytest_runtest_makereport  # noqa: E402,F401  (a skip fails in strict runs)
 
 BIN_DIR = bin_dir_from_env()
 BINARIES = Binaries.under(BIN_DIR)

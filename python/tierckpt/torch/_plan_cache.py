@@ -126,14 +126,18 @@ def set_coordinator_entry(key: tuple, entry: CoordinatorEntry | None) -> None:
             _coordinators[key] = entry
 
 
-def vote(dist_w, yes: bool, generation: int) -> bool:
-    """True when every rank of DCP's group votes yes for the same generation (one all_reduce)."""
+def vote(dist_w, yes: bool, generation: int, token: int = 0) -> tuple[bool, int]:
+    """(whether every rank of DCP's group votes yes for the same generation, the token every rank offers or 0).
+
+    One all_reduce. ``token`` is _round_cache's: the last completed save every rank (and the coordinator's
+    record) holds; 0 offers none.
+    """
     if dist_w is None or not getattr(dist_w, "use_dist", False):
-        return yes and generation != 0
+        return yes and generation != 0, 0
     if "gloo" not in str(dist.get_backend(dist_w.group)):
-        return False  # the same answer on every rank: no collective on a group without a CPU backend
+        return False, 0  # the same answer on every rank: no collective on a group without a CPU backend
     g = generation if yes else 0
-    t = torch.tensor([1 if yes else 0, g, -g], dtype=torch.int64)
+    t = torch.tensor([1 if yes else 0, g, -g, token, -token], dtype=torch.int64)
     dist.all_reduce(t, op=dist.ReduceOp.MIN, group=dist_w.group)
-    ok, low, neg_high = (int(x) for x in t)
-    return ok == 1 and low != 0 and low == -neg_high
+    ok, low, neg_high, t_low, neg_t_high = (int(x) for x in t)
+    return ok == 1 and low != 0 and low == -neg_high, (t_low if t_low != 0 and t_low == -neg_t_high else 0)

@@ -47,7 +47,7 @@ from torch.futures import Future
 
 from .. import agent
 from ..config import CheckpointConfig
-from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, staging
+from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, _round_cache, staging
 from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, flatten_state_dict, plan_usable
 from ._flat_layout import FlatLayout, layout_key, planned_size
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
@@ -133,6 +133,8 @@ class TieredWriter(StorageWriter, CompleteStager):
         self._cached_round: int = 0  # this save reuses that round's plans (_plan_cache.py)
         self._layout_key: tuple | None = None  # of the state dict stage() placed, when plan caching may apply
         self._cached_metadata = None  # coordinator: the CoordinatorEntry a cached round's finish() uses
+        self._token = 0  # every rank holds the results and Metadata of that save (_round_cache.py)
+        self._group: tuple | None = None  # (group rank, world size) of DCP's process group, when it has one
 
     # ---- identity ----
 
@@ -200,13 +202,21 @@ class TieredWriter(StorageWriter, CompleteStager):
         return StorageMeta(checkpoint_id=self.checkpoint_id, save_id=self.save_id)
 
     def _vote_cached_round(self, step: dict) -> None:
-        """Sets _cached_round when every rank may reuse the plans of the last fully planned round (a collective)."""
+        """Sets _cached_round when every rank may reuse the plans of the last fully planned round, and _token
+        when every rank holds the results and Metadata of one last save (a collective)."""
+        dist_w = step.get("distW")
+        token = 0
         try:
-            generation = self._claim_cached_round(step.get("planner"), step.get("distW"))
+            generation = self._claim_cached_round(step.get("planner"), dist_w)
+            if dist_w is not None and getattr(dist_w, "use_dist", False):
+                self._group = (dist_w.rank, dist_w.get_world_size())
+                token = _round_cache.rank_token(self.namespace, self.socket, dist_w.rank, self._group[1],
+                                                dist_w.is_coordinator)
         except Exception as e:  # noqa: BLE001 - never skip the vote: the other ranks are in it
             log.warning("tierckpt: %s: plan caching skipped: %s: %s", self.checkpoint_id, type(e).__name__, e)
-            generation = 0
-        self._cached_round = generation if _plan_cache.vote(step.get("distW"), generation != 0, generation) else 0
+            generation, token = 0, 0
+        agreed, self._token = _plan_cache.vote(dist_w, generation != 0, generation, token)
+        self._cached_round = generation if agreed else 0
 
     def _claim_cached_round(self, planner, dist_w) -> int:
         """The round whose plans this rank can reuse (its layout, planner and that round unchanged), or 0."""
@@ -320,15 +330,47 @@ class TieredWriter(StorageWriter, CompleteStager):
                 results += [WriteResult(index=i, size_in_bytes=n, storage_data=info)
                             for i, (info, n) in placed.items()]
         except BaseException:
+            _round_cache.record_sent(self.namespace, None)
             self._abort_quietly("writing this rank's objects failed")
             raise
         future: Future[list[WriteResult]] = Future()
-        future.set_result(results)
+        future.set_result(self._results_to_send(results))
         return future
+
+    def _results_to_send(self, results: list[WriteResult]) -> list[WriteResult]:
+        """results, or a SameResults marker when they equal those of the save every rank holds (_round_cache.py)."""
+        if self._group is None:
+            return results
+        group_rank, world = self._group
+        if self._cached_round and self._token:
+            held = _round_cache.confirmed(self.namespace)
+            if held is not None and held.token == self._token and _round_cache.same_results(results, held.results):
+                _round_cache.record_sent(self.namespace, _round_cache.RankRound(self.socket, group_rank, world,
+                                                                                held.results))
+                return _round_cache.SameResults(self._token)
+        _round_cache.record_sent(self.namespace, _round_cache.RankRound(self.socket, group_rank, world, results))
+        return results
+
+    def _resolve_results(self, results: list) -> list[list[WriteResult]]:
+        """Every rank's WriteResults, each SameResults marker replaced by that rank's results of its save."""
+        if not any(isinstance(r, _round_cache.SameResults) for r in results):
+            return results
+        held = _round_cache.coordinator_round(self.namespace)
+        out = []
+        for i, r in enumerate(results):
+            if isinstance(r, _round_cache.SameResults):
+                if held is None or held.token != r.token or held.world != len(results) or held.socket != self.socket:
+                    raise RuntimeError(f"step {self.checkpoint_id}: rank {i} sent the write results of save "
+                                       f"{r.token:#x}, which the coordinator does not hold; this is a tierckpt "
+                                       "bug, please report it (the next save sends everything in full)")
+                r = held.results[i]
+            out.append(r)
+        return out
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         c = self._client()
         try:
+            results = self._resolve_results(results)
             storage = {wr.index: wr.storage_data for rank_results in results for wr in rank_results}
             world_size = len(results)
             if self._cached_metadata is not None:  # the planner saw empty plans: the round's own metadata
@@ -351,10 +393,25 @@ class TieredWriter(StorageWriter, CompleteStager):
             if missing:
                 raise RuntimeError(f"step {self.checkpoint_id} committed without objects its metadata "
                                    f"references ({sorted(missing)}); this is a tierckpt bug, please report it")
+            self._record_round(metadata, results)
         except BaseException:
+            _round_cache.confirm_coordinator(self.namespace, None)
             self._abort_quietly("committing the step failed")
             raise
         apply_retention(c, self.config)
+
+    def _record_round(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        """Keeps this save's results and Metadata under a new token, and makes DCP's broadcast of the
+        Metadata carry only its changes when every rank holds the last save's (_round_cache.py)."""
+        if self._group is None:
+            return
+        token = _round_cache.new_token()
+        held = _round_cache.coordinator_round(self.namespace)
+        base = held if (self._cached_round and self._token and held is not None and held.token == self._token
+                        and held.world == len(results)) else None
+        _round_cache.broadcast_form(metadata, self.namespace, token, base)
+        _round_cache.confirm_coordinator(self.namespace, _round_cache.CoordinatorRound(
+            token, self.socket, len(results), results, metadata))
 
     # ---- AsyncStager ----
 

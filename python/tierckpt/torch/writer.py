@@ -50,6 +50,7 @@ from ..config import CheckpointConfig
 from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, _round_cache, staging
 from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, flatten_state_dict, plan_usable
 from ._flat_layout import FlatLayout, layout_key, planned_size
+from ._metadata_pickle import MetadataPickle
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
 
@@ -379,7 +380,8 @@ class TieredWriter(StorageWriter, CompleteStager):
             metadata.version = CURRENT_DCP_VERSION
             metadata.storage_data = storage
             metadata.storage_meta = self.storage_meta()
-            c.write_object(self.namespace, self.step, METADATA_OBJECT, pickle.dumps(metadata))
+            data, pickled = self._metadata_bytes(metadata)
+            c.write_object(self.namespace, self.step, METADATA_OBJECT, data)
             # Every rank sealed its objects before reporting its results, so committing "every sealed
             # object" commits exactly them — plus any sealed leftovers of an earlier failed attempt at
             # this step number, which nothing references.
@@ -393,14 +395,35 @@ class TieredWriter(StorageWriter, CompleteStager):
             if missing:
                 raise RuntimeError(f"step {self.checkpoint_id} committed without objects its metadata "
                                    f"references ({sorted(missing)}); this is a tierckpt bug, please report it")
-            self._record_round(metadata, results)
+            self._record_round(metadata, results, pickled)
         except BaseException:
             _round_cache.confirm_coordinator(self.namespace, None)
             self._abort_quietly("committing the step failed")
             raise
         apply_retention(c, self.config)
 
-    def _record_round(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+    def _metadata_bytes(self, metadata: Metadata) -> tuple[bytes, tuple | None]:
+        """The step's .metadata: pickle.dumps(metadata), or in a round whose last save every rank holds, the
+        pieces that did not change since then pickled once (_metadata_pickle.py); and that pickle cache.
+
+        The cache is (state_dict_metadata, planner_data, the storage entries pickled in it, MetadataPickle);
+        it holds while those are the very objects of this save's Metadata (a marker's results are the
+        coordinator's own objects of the last save), else it is built anew from the entries that are.
+        """
+        held = _round_cache.coordinator_round(self.namespace) if self._cached_round and self._token else None
+        if held is None or held.token != self._token:
+            return pickle.dumps(metadata), None
+        sdm, planner_data, storage = metadata.state_dict_metadata, metadata.planner_data, metadata.storage_data
+        cache = held.extra.get("pickle")
+        if (cache is None or cache[0] is not sdm or cache[1] is not planner_data
+                or any(storage.get(k) is not v for k, v in cache[2].items())):
+            before = held.metadata.storage_data
+            stable = {k: v for k, v in storage.items() if before.get(k) is v}
+            cache = (sdm, planner_data, stable, MetadataPickle(sdm, planner_data, stable))
+        extra = {k: v for k, v in storage.items() if k not in cache[2]}
+        return cache[3].dumps(extra, metadata.storage_meta, metadata.version), cache
+
+    def _record_round(self, metadata: Metadata, results: list[list[WriteResult]], pickled: tuple | None) -> None:
         """Keeps this save's results and Metadata under a new token, and makes DCP's broadcast of the
         Metadata carry only its changes when every rank holds the last save's (_round_cache.py)."""
         if self._group is None:
@@ -411,7 +434,7 @@ class TieredWriter(StorageWriter, CompleteStager):
                         and held.world == len(results)) else None
         _round_cache.broadcast_form(metadata, self.namespace, token, base)
         _round_cache.confirm_coordinator(self.namespace, _round_cache.CoordinatorRound(
-            token, self.socket, len(results), results, metadata))
+            token, self.socket, len(results), results, metadata, {"pickle": pickled} if pickled else {}))
 
     # ---- AsyncStager ----
 

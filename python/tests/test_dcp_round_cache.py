@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
 from conftest import run_ranks
 from tierckpt.torch import TieredReader, TieredWriter, _round_cache
@@ -143,3 +144,46 @@ def _missed_broadcast(rank, world, cfg):
 
 def test_ranks_holding_different_saves_send_everything_in_full(agent, tmp_path):
     run_ranks(tmp_path, 2, _missed_broadcast, agent.config("roundcache-vote", world_size=2), timeout=300)
+
+
+def _reused_planner(rank, world, cfg):
+    # One DefaultSavePlanner instance for every save, as a caller may pass it: a cached round skips its
+    # set-up and local plan, a save that fails between the two leaves nothing the next save would use.
+    planner = DefaultSavePlanner()
+    skipped = {}
+
+    def save(step, **kw):
+        w = TieredWriter(cfg, step)
+        state = _state(rank, step, **kw)
+        dcp.async_save(state, storage_writer=w, planner=planner).result(timeout=120)
+        skipped[step] = bool(w._deferred_setup)  # the skipped set-up, never needed (every item was staged)
+        got = _blank(state)
+        dcp.load(got, storage_reader=TieredReader(cfg, step))
+        for k, v in state["model"].items():
+            assert torch.equal(got["model"][k], v), (step, k)
+
+    save(1)
+    save(2)
+    assert skipped == {1: False, 2: True}, skipped
+    if rank == 1:
+        real = TieredWriter.set_up_storage_writer
+
+        def once(writer, *args, **kwargs):
+            TieredWriter.set_up_storage_writer = real
+            raise RuntimeError("injected failure")
+
+        TieredWriter.set_up_storage_writer = once
+    try:
+        dcp.async_save(_state(rank, 3), storage_writer=TieredWriter(cfg, 3), planner=planner).result(timeout=120)
+        raise AssertionError("step 3 was to fail")
+    except BaseException as e:  # noqa: BLE001 - DCP's CheckpointException is one
+        if "injected failure" not in str(e):
+            raise
+    save(4, grow=True)  # a shape change on every rank, with the planner whose step 3 failed midway
+    save(5)
+    save(6)
+    assert (skipped[4], skipped[5], skipped[6]) == (False, False, True), skipped
+
+
+def test_a_planner_reused_across_saves_plans_in_full_after_a_failed_cached_round(agent, tmp_path):
+    run_ranks(tmp_path, 2, _reused_planner, agent.config("roundcache-planner", world_size=2), timeout=300)

@@ -134,6 +134,8 @@ class TieredWriter(StorageWriter, CompleteStager):
         self._cached_round: int = 0  # this save reuses that round's plans (_plan_cache.py)
         self._layout_key: tuple | None = None  # of the state dict stage() placed, when plan caching may apply
         self._cached_metadata = None  # coordinator: the CoordinatorEntry a cached round's finish() uses
+        self._deferred_setup: list | None = None  # a cached round's skipped planner set-up (_plan_cache.py)
+        self._skip_marker = None
         self._token = 0  # every rank holds the results and Metadata of that save (_round_cache.py)
         self._group: tuple | None = None  # (group rank, world size) of DCP's process group, when it has one
 
@@ -218,6 +220,24 @@ class TieredWriter(StorageWriter, CompleteStager):
             generation, token = 0, 0
         agreed, self._token = _plan_cache.vote(dist_w, generation != 0, generation, token)
         self._cached_round = generation if agreed else 0
+        self._deferred_setup = None
+        if self._cached_round:
+            self._skip_local_planning(step.get("planner"))
+
+    def _skip_local_planning(self, planner) -> None:
+        """This cached round's planner gives the cached local plan without building it (_plan_cache.py)."""
+        entry = _plan_cache.rank_entry(self._cache_key())
+        if entry is None or entry.generation != self._cached_round:
+            return  # prepare_local_plan then fails the save, naming the bug
+        marker = object()
+        self._skip_marker = marker
+
+        def this_save() -> bool:
+            step = _dcp_compat.dcp_step_locals()
+            return (step is not None and step.get("storage_writer") is self and self._skip_marker is marker
+                    and step.get("planner") is planner)
+
+        self._deferred_setup = _plan_cache.skip_local_planning(planner, entry, this_save)
 
     def _claim_cached_round(self, planner, dist_w) -> int:
         """The round whose plans this rank can reuse (its layout, planner and that round unchanged), or 0."""
@@ -326,6 +346,8 @@ class TieredWriter(StorageWriter, CompleteStager):
                 else:
                     results.append(WriteResult(index=item.index, size_in_bytes=hit[1], storage_data=hit[0]))
             if fresh:
+                if self._deferred_setup:  # the planner's set-up was skipped (a cached round): do it now
+                    self._deferred_setup.pop()()
                 pieces = [_placement.prepare(item, planner.resolve_data(item)) for item in fresh]
                 placed, _ = self._place(c, pieces)
                 results += [WriteResult(index=i, size_in_bytes=n, storage_data=info)

@@ -211,7 +211,10 @@ class TieredWriter(StorageWriter, CompleteStager):
         token = 0
         try:
             generation = self._claim_cached_round(step.get("planner"), dist_w)
-            if dist_w is not None and getattr(dist_w, "use_dist", False):
+            # Only a save that plan caching may serve keeps its results and Metadata (a rank's copy of a
+            # 1,500-tensor Metadata is ~40 k objects the garbage collector then walks).
+            if (dist_w is not None and getattr(dist_w, "use_dist", False) and self._layout_key is not None
+                    and _plan_cache.eligible(step.get("planner"))):
                 self._group = (dist_w.rank, dist_w.get_world_size())
                 token = _round_cache.rank_token(self.namespace, self.socket, dist_w.rank, self._group[1],
                                                 dist_w.is_coordinator)

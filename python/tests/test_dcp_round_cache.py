@@ -187,3 +187,45 @@ def _reused_planner(rank, world, cfg):
 
 def test_a_planner_reused_across_saves_plans_in_full_after_a_failed_cached_round(agent, tmp_path):
     run_ranks(tmp_path, 2, _reused_planner, agent.config("roundcache-planner", world_size=2), timeout=300)
+
+
+def _gc_over_loads(rank, world, cfg):
+    import gc
+
+    state = _state(rank, 1)
+    dcp.async_save(state, storage_writer=TieredWriter(cfg, 1)).result(timeout=120)
+    during = []
+    real = TieredReader.read_data
+
+    def spy(self, plan, planner):
+        during.append(gc.isenabled())
+        return real(self, plan, planner)
+
+    TieredReader.read_data = spy
+    try:
+        got = _blank(state)
+        dcp.load(got, storage_reader=TieredReader(cfg, 1))
+        assert during == [False] and gc.isenabled(), during  # paused over the load, enabled after
+        assert torch.equal(got["model"][f"r{rank}.w3"], state["model"][f"r{rank}.w3"])
+        # A load that fails after read_metadata (a key the step lacks): enabled again once it is over.
+        try:
+            dcp.load({"missing": torch.zeros(3)}, storage_reader=TieredReader(cfg, 1))
+            raise AssertionError("the load of a missing key succeeded")
+        except BaseException as e:  # noqa: BLE001 - DCP's CheckpointException is one
+            if "missing" not in str(e):
+                raise
+        gc.collect()
+        assert gc.isenabled()
+        # A caller's own gc.disable() stays.
+        gc.disable()
+        try:
+            dcp.load(_blank(state), storage_reader=TieredReader(cfg, 1))
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        TieredReader.read_data = real
+
+
+def test_the_collector_is_paused_over_a_load_and_enabled_after_it_even_when_it_fails(agent, tmp_path):
+    run_ranks(tmp_path, 2, _gc_over_loads, agent.config("roundcache-gc", world_size=2), timeout=300)

@@ -39,9 +39,15 @@ found through the step closure, _dcp_compat.dcp_step_locals), so that a user's
   ``dcp.save`` returns are those of a full round.
 * **write_data** of a cached round takes the rank's cached final plan.
 
-What stays of DCP's protocol per save: the local plan on every rank (from the
-stand-ins), the gather and scatter of the (empty) plans, the gather of the
-write results, and the broadcast of the final Metadata to every rank.
+* **The planner** of a cached round gives the cached local plan at once
+  (:func:`skip_local_planning`): neither the stand-ins' flattening nor the
+  per-tensor WriteItems are built again (decision 91).
+
+The write results and the Metadata of a steady save are reused too
+(_round_cache.py, decision 90). What stays of DCP's protocol per save: the
+vote, the gather and scatter of the (empty) plans, the gather of the write
+results (a marker per unchanged rank) and the broadcast of the Metadata's
+changes.
 """
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ from torch.futures import Future
 from .. import agent
 from ..config import CheckpointConfig
 from ..errors import CorruptionError
-from . import _dcp_compat, _format
+from . import _dcp_compat, _format, _gc_pause
 from ._dcp_compat import load_keeps_read_metadata_errors, narrow_tensor_by_index, storage_transforms
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._safe_unpickle import load_metadata
@@ -98,6 +98,7 @@ class TieredReader(StorageReader):
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_views"] = {}  # mappings of this process; reopened on demand
+        state["_gc_pause"] = None  # this process's hold on its collector (_gc_pause.py)
         return state
 
     # ---- agent access ----
@@ -158,18 +159,23 @@ class TieredReader(StorageReader):
     def read_metadata(self, *args, **kwargs) -> Metadata:
         if kwargs.get("rank") is not None:
             raise FileNotFoundError(f"{self.checkpoint_id} has one global .metadata, no rank-local ones")
+        self._resume_gc()
+        pause = _gc_pause.pause()  # until read_data ends (_gc_pause.py)
         try:
             data = self._object(METADATA_OBJECT)  # resolves the step: checkpoint_id names it below
             # Only DCP's own classes: a step another party wrote must not run code here (_safe_unpickle.py).
             metadata = load_metadata(data, f"{self.checkpoint_id}/{METADATA_OBJECT}")
             del data
             self._views[METADATA_OBJECT].unchanged()  # not recycled under the unpickling
-        except Exception as e:
-            if not _KEEPS_READ_METADATA_ERRORS:  # torch 2.9's dcp.load drops it for a bare AssertionError
+        except BaseException as e:
+            pause.resume()
+            if not _KEEPS_READ_METADATA_ERRORS and isinstance(e, Exception):  # torch 2.9's dcp.load drops it
                 log.error("tierckpt: %s: %s", type(e).__name__, e)
             raise
         finally:
             self._views.pop(METADATA_OBJECT, None)
+        _gc_pause.resume_when_freed(pause, metadata)  # a load that fails before read_data
+        self._gc_pause = pause
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id
@@ -238,9 +244,15 @@ class TieredReader(StorageReader):
                     self._read_object(name, items, planner)
         finally:
             self._views.clear()
+            self._resume_gc()
         future: Future[None] = Future()
         future.set_result(None)
         return future
+
+    def _resume_gc(self) -> None:
+        pause, self._gc_pause = getattr(self, "_gc_pause", None), None
+        if pause is not None:
+            pause.resume()
 
     def _read_object(self, name: str, items: list, planner: LoadPlanner) -> None:
         """Reads items from object name, then checks that its file was not recycled meanwhile."""

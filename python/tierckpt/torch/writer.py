@@ -47,9 +47,10 @@ from torch.futures import Future
 
 from .. import agent
 from ..config import CheckpointConfig
-from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, staging
+from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, _round_cache, staging
 from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, flatten_state_dict, plan_usable
 from ._flat_layout import FlatLayout, layout_key, planned_size
+from ._metadata_pickle import MetadataPickle
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
 
@@ -133,6 +134,10 @@ class TieredWriter(StorageWriter, CompleteStager):
         self._cached_round: int = 0  # this save reuses that round's plans (_plan_cache.py)
         self._layout_key: tuple | None = None  # of the state dict stage() placed, when plan caching may apply
         self._cached_metadata = None  # coordinator: the CoordinatorEntry a cached round's finish() uses
+        self._deferred_setup: list | None = None  # a cached round's skipped planner set-up (_plan_cache.py)
+        self._skip_marker = None
+        self._token = 0  # every rank holds the results and Metadata of that save (_round_cache.py)
+        self._group: tuple | None = None  # (group rank, world size) of DCP's process group, when it has one
 
     # ---- identity ----
 
@@ -200,13 +205,42 @@ class TieredWriter(StorageWriter, CompleteStager):
         return StorageMeta(checkpoint_id=self.checkpoint_id, save_id=self.save_id)
 
     def _vote_cached_round(self, step: dict) -> None:
-        """Sets _cached_round when every rank may reuse the plans of the last fully planned round (a collective)."""
+        """Sets _cached_round when every rank may reuse the plans of the last fully planned round, and _token
+        when every rank holds the results and Metadata of one last save (a collective)."""
+        dist_w = step.get("distW")
+        token = 0
         try:
-            generation = self._claim_cached_round(step.get("planner"), step.get("distW"))
+            generation = self._claim_cached_round(step.get("planner"), dist_w)
+            # Only a save that plan caching may serve keeps its results and Metadata (a rank's copy of a
+            # 1,500-tensor Metadata is ~40 k objects the garbage collector then walks).
+            if (dist_w is not None and getattr(dist_w, "use_dist", False) and self._layout_key is not None
+                    and _plan_cache.eligible(step.get("planner"))):
+                self._group = (dist_w.rank, dist_w.get_world_size())
+                token = _round_cache.rank_token(self.namespace, self.socket, dist_w.rank, self._group[1],
+                                                dist_w.is_coordinator)
         except Exception as e:  # noqa: BLE001 - never skip the vote: the other ranks are in it
             log.warning("tierckpt: %s: plan caching skipped: %s: %s", self.checkpoint_id, type(e).__name__, e)
-            generation = 0
-        self._cached_round = generation if _plan_cache.vote(step.get("distW"), generation != 0, generation) else 0
+            generation, token = 0, 0
+        agreed, self._token = _plan_cache.vote(dist_w, generation != 0, generation, token)
+        self._cached_round = generation if agreed else 0
+        self._deferred_setup = None
+        if self._cached_round:
+            self._skip_local_planning(step.get("planner"))
+
+    def _skip_local_planning(self, planner) -> None:
+        """This cached round's planner gives the cached local plan without building it (_plan_cache.py)."""
+        entry = _plan_cache.rank_entry(self._cache_key())
+        if entry is None or entry.generation != self._cached_round:
+            return  # prepare_local_plan then fails the save, naming the bug
+        marker = object()
+        self._skip_marker = marker
+
+        def this_save() -> bool:
+            step = _dcp_compat.dcp_step_locals()
+            return (step is not None and step.get("storage_writer") is self and self._skip_marker is marker
+                    and step.get("planner") is planner)
+
+        self._deferred_setup = _plan_cache.skip_local_planning(planner, entry, this_save)
 
     def _claim_cached_round(self, planner, dist_w) -> int:
         """The round whose plans this rank can reuse (its layout, planner and that round unchanged), or 0."""
@@ -315,20 +349,54 @@ class TieredWriter(StorageWriter, CompleteStager):
                 else:
                     results.append(WriteResult(index=item.index, size_in_bytes=hit[1], storage_data=hit[0]))
             if fresh:
+                if self._deferred_setup:  # the planner's set-up was skipped (a cached round): do it now
+                    self._deferred_setup.pop()()
                 pieces = [_placement.prepare(item, planner.resolve_data(item)) for item in fresh]
                 placed, _ = self._place(c, pieces)
                 results += [WriteResult(index=i, size_in_bytes=n, storage_data=info)
                             for i, (info, n) in placed.items()]
         except BaseException:
+            _round_cache.record_sent(self.namespace, None)
             self._abort_quietly("writing this rank's objects failed")
             raise
         future: Future[list[WriteResult]] = Future()
-        future.set_result(results)
+        future.set_result(self._results_to_send(results))
         return future
+
+    def _results_to_send(self, results: list[WriteResult]) -> list[WriteResult]:
+        """results, or a SameResults marker when they equal those of the save every rank holds (_round_cache.py)."""
+        if self._group is None:
+            return results
+        group_rank, world = self._group
+        if self._cached_round and self._token:
+            held = _round_cache.confirmed(self.namespace)
+            if held is not None and held.token == self._token and _round_cache.same_results(results, held.results):
+                _round_cache.record_sent(self.namespace, _round_cache.RankRound(self.socket, group_rank, world,
+                                                                                held.results))
+                return _round_cache.SameResults(self._token)
+        _round_cache.record_sent(self.namespace, _round_cache.RankRound(self.socket, group_rank, world, results))
+        return results
+
+    def _resolve_results(self, results: list) -> list[list[WriteResult]]:
+        """Every rank's WriteResults, each SameResults marker replaced by that rank's results of its save."""
+        if not any(isinstance(r, _round_cache.SameResults) for r in results):
+            return results
+        held = _round_cache.coordinator_round(self.namespace)
+        out = []
+        for i, r in enumerate(results):
+            if isinstance(r, _round_cache.SameResults):
+                if held is None or held.token != r.token or held.world != len(results) or held.socket != self.socket:
+                    raise RuntimeError(f"step {self.checkpoint_id}: rank {i} sent the write results of save "
+                                       f"{r.token:#x}, which the coordinator does not hold; this is a tierckpt "
+                                       "bug, please report it (the next save sends everything in full)")
+                r = held.results[i]
+            out.append(r)
+        return out
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         c = self._client()
         try:
+            results = self._resolve_results(results)
             storage = {wr.index: wr.storage_data for rank_results in results for wr in rank_results}
             world_size = len(results)
             if self._cached_metadata is not None:  # the planner saw empty plans: the round's own metadata
@@ -337,7 +405,8 @@ class TieredWriter(StorageWriter, CompleteStager):
             metadata.version = CURRENT_DCP_VERSION
             metadata.storage_data = storage
             metadata.storage_meta = self.storage_meta()
-            c.write_object(self.namespace, self.step, METADATA_OBJECT, pickle.dumps(metadata))
+            data, pickled = self._metadata_bytes(metadata)
+            c.write_object(self.namespace, self.step, METADATA_OBJECT, data)
             # Every rank sealed its objects before reporting its results, so committing "every sealed
             # object" commits exactly them — plus any sealed leftovers of an earlier failed attempt at
             # this step number, which nothing references.
@@ -351,10 +420,46 @@ class TieredWriter(StorageWriter, CompleteStager):
             if missing:
                 raise RuntimeError(f"step {self.checkpoint_id} committed without objects its metadata "
                                    f"references ({sorted(missing)}); this is a tierckpt bug, please report it")
+            self._record_round(metadata, results, pickled)
         except BaseException:
+            _round_cache.confirm_coordinator(self.namespace, None)
             self._abort_quietly("committing the step failed")
             raise
         apply_retention(c, self.config)
+
+    def _metadata_bytes(self, metadata: Metadata) -> tuple[bytes, tuple | None]:
+        """The step's .metadata: pickle.dumps(metadata), or in a round whose last save every rank holds, the
+        pieces that did not change since then pickled once (_metadata_pickle.py); and that pickle cache.
+
+        The cache is (state_dict_metadata, planner_data, the storage entries pickled in it, MetadataPickle);
+        it holds while those are the very objects of this save's Metadata (a marker's results are the
+        coordinator's own objects of the last save), else it is built anew from the entries that are.
+        """
+        held = _round_cache.coordinator_round(self.namespace) if self._cached_round and self._token else None
+        if held is None or held.token != self._token:
+            return pickle.dumps(metadata), None
+        sdm, planner_data, storage = metadata.state_dict_metadata, metadata.planner_data, metadata.storage_data
+        cache = held.extra.get("pickle")
+        if (cache is None or cache[0] is not sdm or cache[1] is not planner_data
+                or any(storage.get(k) is not v for k, v in cache[2].items())):
+            before = held.metadata.storage_data
+            stable = {k: v for k, v in storage.items() if before.get(k) is v}
+            cache = (sdm, planner_data, stable, MetadataPickle(sdm, planner_data, stable))
+        extra = {k: v for k, v in storage.items() if k not in cache[2]}
+        return cache[3].dumps(extra, metadata.storage_meta, metadata.version), cache
+
+    def _record_round(self, metadata: Metadata, results: list[list[WriteResult]], pickled: tuple | None) -> None:
+        """Keeps this save's results and Metadata under a new token, and makes DCP's broadcast of the
+        Metadata carry only its changes when every rank holds the last save's (_round_cache.py)."""
+        if self._group is None:
+            return
+        token = _round_cache.new_token()
+        held = _round_cache.coordinator_round(self.namespace)
+        base = held if (self._cached_round and self._token and held is not None and held.token == self._token
+                        and held.world == len(results)) else None
+        _round_cache.broadcast_form(metadata, self.namespace, token, base)
+        _round_cache.confirm_coordinator(self.namespace, _round_cache.CoordinatorRound(
+            token, self.socket, len(results), results, metadata, {"pickle": pickled} if pickled else {}))
 
     # ---- AsyncStager ----
 

@@ -202,14 +202,18 @@ def table(wl: str, res: dict) -> str:
 # One workload: one torchrun
 # ---------------------------------------------------------------------------
 
-def kill_leftovers(marker: str) -> None:
-    """Kills processes of this run that outlived torchrun (DLRover's saver, forked by local rank 0 into
-    a process group of its own, stays behind): those whose command line names this workload's opts file."""
+def kill_leftovers(marker: str, run_id: str) -> None:
+    """Kills processes of this run that outlived torchrun: those whose command line names this
+    workload's opts file, and those whose environment carries torchrun's TORCHELASTIC_RUN_ID of this
+    run (DLRover's saver, spawned by local rank 0 into a session of its own through multiprocessing's
+    spawn: its command line names nothing of the run, but it inherits the ranks' environment)."""
+    run_env = f"TORCHELASTIC_RUN_ID={run_id}".encode()
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == os.getpid():
             continue
         try:
-            if marker.encode() in (d / "cmdline").read_bytes():
+            environ = (d / "environ").read_bytes().split(b"\0")
+            if marker.encode() in (d / "cmdline").read_bytes() or run_env in environ:
                 os.kill(int(d.name), signal.SIGKILL)
                 log(f"killed leftover process {d.name} of the run")
         except OSError:
@@ -246,13 +250,15 @@ def run_workload(wl: str, args, py: str, env: dict, methods: list[str], skipped:
     t0 = time.monotonic()
     try:
         with open(wdir / "torchrun.log", "wb") as f:
-            r = subprocess.run(argv, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=args.timeout_s,
-                               start_new_session=True)
-        rc = r.returncode
-    except subprocess.TimeoutExpired:
-        rc = "timeout"
+            proc = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                rc = proc.wait(timeout=args.timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = "timeout"
     finally:
-        kill_leftovers(str(wdir / "opts.json"))
+        kill_leftovers(str(wdir / "opts.json"), opts["run_id"])
         shutil.rmtree(shm, ignore_errors=True)
         shutil.rmtree(Path("/tmp/ckpt_sock", opts["run_id"]), ignore_errors=True)  # DLRover's sockets (--rdzv-id)
         for name in set(os.listdir("/dev/shm")) - shm_before:  # DLRover's <uuid>_ckpt_shm_<rank> and the like

@@ -77,3 +77,23 @@ def test_the_oracle_can_fail(tmp_path):
     with pytest.raises(Violation) as e:
         o.check_step(("n1-a", 1))
     assert e.value.invariant == "wrong_bytes"
+
+
+def test_a_replay_repeats_the_recorded_schedule(tmp_path):
+    """--replay of a summary runs the same seed, rounds, kinds, nodes and budget: the same faults aimed
+    at the same nodes, round for round (the schedule is a function of (seed, round) only)."""
+    env = dict(os.environ, TIERCKPT_BIN_DIR=str(BIN_DIR))
+
+    def run(*args, out):
+        r = subprocess.run([sys.executable, str(STRESS), *args, "--json", str(out), "--workdir", str(tmp_path)],
+                           capture_output=True, text=True, timeout=240, env=env)
+        assert r.returncode == 0, f"tierckpt-stress {' '.join(args)} failed:\n{r.stdout[-8000:]}\n{r.stderr[-3000:]}"
+        return json.loads(out.read_text())
+
+    first = run("--seed", "31", "--faults", "6", "--nodes", "3", "--budget", "48MiB", out=tmp_path / "first.json")
+    again = run("--replay", str(tmp_path / "first.json"), out=tmp_path / "again.json")
+    assert len(first["schedule"]) == first["rounds"] == 6, first
+    assert again["schedule"] == first["schedule"], (first["schedule"], again["schedule"])
+    assert (again["seed"], again["kinds"], again["nodes"], again["budget"]) == \
+        (first["seed"], first["kinds"], first["nodes"], first["budget"])
+    assert again["status"] == "ok" and not again["violations"], again

@@ -71,6 +71,7 @@ class Campaign:
         self.o = Oracle(self.c, self.workdir / "restores", s3=self.s3)
         self.injected = defaultdict(int)
         self.no_target = defaultdict(int)
+        self.schedule = []  # each round's kind, target node and pick, as planned: what a replay must repeat
         self.recovery = defaultdict(list)
         self.writer_outcomes = defaultdict(int)
         self.violations = []
@@ -264,6 +265,7 @@ class Campaign:
     # --- the loop --------------------------------------------------------------------------
     def run_round(self, i):
         plan = plan_round(self.seed, i, self.kinds, self.namespaces, self.c.nodes())
+        self.schedule.append({k: plan[k] for k in ("round", "kind", "node", "pick")})
         self.hostile = []
         self.filler = None
         self.round_marks = []
@@ -386,6 +388,7 @@ class Campaign:
                            for v in self.violations],
             "findings": self.o.findings,
             "recovery": {k: stats(v) for k, v in sorted(self.recovery.items())},
+            "schedule": self.schedule,
             "workdir": str(self.workdir) if self.args.keep else None,
         }
 

@@ -7,7 +7,8 @@ torchtitan is not in requirements-dev.txt yet (issue 41 item 3): run this file w
 
     python -m venv --system-site-packages /tmp/titan
     echo $PWD/.venv/lib/python3.11/site-packages > /tmp/titan/lib/python3.11/site-packages/dotvenv.pth
-    X
+    /tmp/titan/bin/pip install --no-deps torchtitan==0.3.0 spmd_types==0.2.3
+    /tmp/titan/bin/pip install tyro     # brings docstring-parser and typeguard
     /tmp/titan/bin/python -m pytest -q python/tests/test_fsspec_torchtitan.py
 """
 from __future__ import annotations

@@ -44,7 +44,10 @@ import threading
 from dataclasses import dataclass
 from functools import partial
 
-from fsspec.spec import AbstractFileSystem
+try:
+    from fsspec.spec import AbstractFileSystem
+except ImportError as e:  # pragma: no cover - exercised only where fsspec is missing
+    raise ImportError(f"tierckpt.fsspec needs fsspec (tested with fsspec 2026.9.0): pip install fsspec ({e})") from e
 
 from . import _tierckpt, agent
 from ._fsspec_files import ObjectReader, PendingFile

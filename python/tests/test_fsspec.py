@@ -191,3 +191,32 @@ def test_bad_paths_and_unsupported_operations_say_what_the_rule_is(agent, monkey
     target = {"t": torch.zeros(2)}
     dcp.load(target, checkpoint_id="tierckpt://bad/step-2", no_dist=True)
     assert torch.equal(target["t"], torch.ones(2))
+
+
+def _io_state() -> dict:
+    return {"a": torch.randn(100, 7, generator=torch.Generator().manual_seed(3)), "b": {"x": 3, "t": torch.arange(10)}}
+
+
+def _io_target() -> dict:
+    return {"a": torch.zeros(100, 7), "b": {"x": 0, "t": torch.zeros(10, dtype=torch.int64)}}
+
+
+def test_steps_of_tiered_writer_and_of_the_url_are_one_format_and_async_save_works(agent, monkeypatch):
+    from tierckpt.torch import TieredReader, TieredWriter
+
+    monkeypatch.setenv("TIERCKPT_SOCKET", agent.socket)
+    monkeypatch.setenv("TIERCKPT_AUTO_START", "0")
+    cfg = agent.config("io")
+    dcp.save(_io_state(), storage_writer=TieredWriter(cfg, 3), no_dist=True)
+    target = _io_target()
+    dcp.load(target, checkpoint_id="tierckpt://io/step-3", no_dist=True)  # TieredWriter's step, by URL
+    states.assert_same(_io_state(), target)
+    dcp.save(_io_state(), checkpoint_id="tierckpt://io/step-4", no_dist=True)
+    target = _io_target()
+    dcp.load(target, storage_reader=TieredReader(cfg, 4), no_dist=True)  # the URL's step, by TieredReader
+    states.assert_same(_io_state(), target)
+    dcp.async_save(_io_state(), checkpoint_id="tierckpt://io/step-5", no_dist=True).result(timeout=60)
+    target = _io_target()
+    dcp.load(target, checkpoint_id="tierckpt://io/step-5", no_dist=True)
+    states.assert_same(_io_state(), target)
+    assert sorted(agent.steps("io")) == [3, 4, 5]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 from dataclasses import dataclass
 from functools import partial
@@ -54,7 +55,7 @@ from ._fsspec_files import ObjectReader, PendingFile
 from .config import CheckpointConfig
 from .errors import Code, code_of
 
-__all__ = ["TieredFileSystem", "parse_path"]
+__all__ = ["TieredFileSystem", "TieredPath", "parse_path"]
 
 log = logging.getLogger("tierckpt")
 
@@ -121,8 +122,7 @@ def _with_context(e: Exception, message: str) -> Exception:
 
 
 def _world_size() -> int:
-    import sys
-
+    """The process group's size if torch.distributed is in use (recorded in the manifest), else 1."""
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_world_size()

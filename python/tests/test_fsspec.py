@@ -158,6 +158,9 @@ def test_listing_exists_and_rm_as_torchtitan_uses_them(agent, monkeypatch):
     target = {"t": torch.zeros(4)}
     dcp.load(target, checkpoint_id="tierckpt://run/step-10", no_dist=True)
     assert torch.equal(target["t"], torch.full((4,), 10.0))
+    # A socket given to the filesystem wins over the environment's.
+    monkeypatch.setenv("TIERCKPT_SOCKET", str(agent.workdir / "no-agent-here.sock"))
+    assert fsspec.filesystem("tierckpt", socket=agent.socket).ls("tierckpt://run", detail=False) == ["run/step-10"]
 
 
 @pytest.mark.filterwarnings("ignore:Detected an existing checkpoint")  # DCP's, before our refusal

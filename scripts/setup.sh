@@ -103,6 +103,16 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   python -m pip install -q -r "$REQ" </dev/null >&2
   write_stamp "$stamp" "$want"
 fi
+# Packages whose declared dependencies the tests do not need (requirements-nodeps.txt says which and
+# why), into this clone's venv only: new files, never the cached entry's.
+NODEPS=requirements-nodeps.txt
+nodeps_stamp=.venv/.tierckpt-nodeps.sha
+nodeps_want=$(sha256sum "$NODEPS" | cut -d' ' -f1)
+if [ "$(cat "$nodeps_stamp" 2>/dev/null)" != "$nodeps_want" ]; then
+  say "installing $NODEPS (--no-deps)"
+  python -m pip install -q --no-deps -r "$NODEPS" </dev/null >&2
+  write_stamp "$nodeps_stamp" "$nodeps_want"
+fi
 
 # ---- C++ builds ---------------------------------------------------------------------
 JOBS=${TIERCKPT_BUILD_JOBS:-$(nproc)}

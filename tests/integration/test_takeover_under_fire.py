@@ -231,8 +231,10 @@ def test_a_merger_killed_while_it_uploads_is_taken_over_by_its_first_follower(tm
         # The merger's part came from its holder's replica tier, asked by the first follower.
         assert any(f"origin={merger}" in ln and f"by={holder}" in ln for ln in c.events(first, "part_takeover", step)), \
             c.log_tails()
-        wait_for("the survivors' persists", lambda: all(c.durable_state(n, step) == "committed"
-                                                        for n in (first, second, c.order(step)[3])), timeout=30)
+        for n in c.order(step)[1:]:  # every survivor's persist ends, and ends well
+            done = c.wait_event(n, "persist", step, timeout=30)
+            assert "level=info" in done[0], done
+            assert c.durable_state(n, step) == "committed"
         assert c.merged_by(step) == [first]
         c.assert_whole(step)
         c.restore_from_durable_alone(step)

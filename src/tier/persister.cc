@@ -185,7 +185,16 @@ Status Persister::PersistOnce(const PersistLease& lease) {
     if (existing.ok()) return ContainsPart(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);
     if (existing.status().code() != Code::kNotFound) return existing.status();
     // The step directory is shared with the other members: never cleared.
-    TC_RETURN_IF_ERROR(UploadPartOf(tier_, lease));
+    Status uploaded = UploadPartOf(tier_, lease);
+    if (!uploaded.ok() && !cancel_) {
+      // A follower may have merged the step without this node while it
+      // uploaded (this node stopped or slow past its takeover, its part
+      // uploaded by a replica holder): the store then refuses the rest of
+      // the upload into the committed step, which is durable all the same.
+      Result<Manifest> merged = store_->ReadManifest(m.ns, m.step);
+      if (merged.ok()) return ContainsPart(*merged, m) ? Status::Ok() : DifferentDurable(*store_, m);
+    }
+    TC_RETURN_IF_ERROR(uploaded);
     return AwaitParts(m);
   }
   if (existing.ok()) return SameObjects(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);

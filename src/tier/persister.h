@@ -44,7 +44,9 @@
 // manifest (backoff 50 ms doubling to 1 s) until it appears, or until its turn
 // to take over comes (turn × takeover_after: a merger that died), when it
 // merges as the merger does. Two mergers race safely: the loser of the
-// exclusive commit finds the same objects committed, which is success. So a
+// exclusive commit finds the same objects committed, which is success; so
+// does a member whose upload the store refused because a follower committed
+// the step while it was stopped or slow (the manifest lists its part). So a
 // step of N nodes costs O(N) store requests. A member whose part record is still
 // missing after takeover_after is asked, through ask_elsewhere, to upload
 // it, and when it cannot answer one of its holders uploads it from its

@@ -268,6 +268,37 @@ TEST(PersisterTest, AnIdenticalDurableCopyCountsAsSuccess) {
   EXPECT_EQ(p.store->CallCount(StoreOp::kPutObject), puts);
 }
 
+// Regression (issue 42 item 3, tests/integration/test_takeover_under_fire.py):
+// a merger SIGSTOPped in the middle of its part's upload, past its takeover,
+// while a follower merged the step with the part a replica holder uploaded.
+// Once continued, the store refused the rest of its upload into the committed
+// step, and the merger failed its persist (an error logged, kFailed, `persist
+// --wait` failing) although the step was durable with its part.
+TEST(PersisterTest, AMemberWhoseStepWasMergedWithoutItDuringItsUploadFindsItDurable) {
+  PersistHarness p;
+  ASSERT_TRUE(testing::WriteObject(*p.h.tier, "job", 5, "a", "aaaa").ok());
+  Manifest whole;  // what the follower committed, this node's part from its holder
+  whole.ns = "job";
+  whole.step = 5;
+  whole.node = "other";
+  whole.members = {"node-t", "other"};
+  ASSERT_TRUE(p.mem->PutObject("job", 5, "a", "aaaa", 4).ok());
+  ASSERT_TRUE(p.mem->PutObject("job", 5, "b", "bb", 2).ok());
+  whole.objects.push_back({"a", 4, testing::ChecksumOf("aaaa"), "node-t"});
+  whole.objects.push_back({"b", 2, testing::ChecksumOf("bb"), "other"});
+  ASSERT_TRUE(p.mem->CommitStep(whole).ok());
+  // The member's first look misses the manifest: the follower commits it during the upload.
+  p.store->FailNthCall(StoreOp::kReadManifest, 1, NotFound("not committed yet"));
+  ASSERT_TRUE(p.h.tier->CommitStep("job", 5, 2, /*persist=*/true, {}, StepSpan{{"node-t", "other"}, ""}).ok());
+  PersistStatus s = p.Wait("job", 5);
+  EXPECT_EQ(s.state, PersistState::kDurable) << s.error.ToString();
+  EXPECT_TRUE(p.errors.Snapshot().empty());
+  Result<Manifest> durable = p.mem->ReadManifest("job", 5);
+  ASSERT_TRUE(durable.ok());
+  EXPECT_EQ(durable->node, "other");  // not rewritten
+  EXPECT_EQ(durable->objects.size(), 2u);
+}
+
 TEST(PersisterTest, DamagedMemoryCopyIsNotPersisted) {
   PersistHarness p;
   p.h.tier->SetPersistHook([](const std::string&, uint64_t) {});  // hold the job back

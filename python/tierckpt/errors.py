@@ -27,7 +27,7 @@ import re
 
 from . import _tierckpt
 
-__all__ = ["Code", "CorruptionError", "TierckptError", "code_of"]
+__all__ = ["Code", "CorruptionError", "TierckptError", "code_of", "with_context"]
 
 
 def _python_name(cpp_name: str) -> str:
@@ -61,3 +61,15 @@ def code_of(exc: BaseException) -> Code | None:
         except ValueError:
             return None
     return None
+
+
+def with_context(e: Exception, message: str) -> Exception:
+    """An exception of e's type (so callers catch what they would have) saying message, with e's
+    ``code`` when it has one; a RuntimeError when e's type cannot be built from a message alone."""
+    try:
+        out = type(e)(message)
+    except Exception:  # noqa: BLE001 - a type whose constructor takes other arguments
+        return RuntimeError(message)
+    if hasattr(e, "code"):
+        out.code = e.code
+    return out

@@ -53,6 +53,7 @@ except ImportError as e:  # pragma: no cover - exercised only where fsspec is mi
 from . import _tierckpt, agent
 from ._fsspec_files import ObjectReader, PendingFile
 from .config import CheckpointConfig
+from .errors import with_context
 from .errors import Code, code_of
 
 __all__ = ["TieredFileSystem", "TieredPath", "parse_path"]
@@ -108,17 +109,6 @@ def parse_path(path: str) -> TieredPath:
     except ValueError as e:
         raise ValueError(f"{url}: {parts[1]!r} does not name a valid step: {e}") from None
     return TieredPath(url, ns, step, parts[1], "/".join(parts[2:]))
-
-
-def _with_context(e: Exception, message: str) -> Exception:
-    """An exception of e's type (so callers catch what they would have) saying message."""
-    try:
-        out = type(e)(message)
-    except Exception:  # noqa: BLE001 - a type whose constructor takes other arguments
-        return RuntimeError(message)
-    if hasattr(e, "code"):
-        out.code = e.code
-    return out
 
 
 def _world_size() -> int:
@@ -249,7 +239,7 @@ class TieredFileSystem(AbstractFileSystem):
                 view = agent.call(config, lambda c: c.open_verified(p.ns, p.step, p.name, config.read_verify,
                                                                     config.attest_max_age))
             except Exception as e:
-                raise _with_context(e, f"{p.url}: reading {p.name!r} of step {p.step} of namespace {p.ns!r} "
+                raise with_context(e, f"{p.url}: reading {p.name!r} of step {p.step} of namespace {p.ns!r} "
                                        f"failed: {e}") from e
             if view.repaired:
                 log.warning("tierckpt: %s", view.repaired)
@@ -292,7 +282,7 @@ class TieredFileSystem(AbstractFileSystem):
                 hint = (". A step is written once: a committed step is never overwritten (rm its directory "
                         "first), and the files of an attempt that did not commit stay until that attempt's "
                         "processes exit; save under a new step number")
-            raise _with_context(e, f"{p.url}: storing {p.name!r} ({size} bytes) in step {p.step} of namespace "
+            raise with_context(e, f"{p.url}: storing {p.name!r} ({size} bytes) in step {p.step} of namespace "
                                    f"{p.ns!r} failed: {e}{hint}") from e
 
     def _commit(self, p: TieredPath, data: bytes) -> None:
@@ -317,7 +307,7 @@ class TieredFileSystem(AbstractFileSystem):
                 hint = (". The step is committed on the agent of the rank that writes .metadata, with every file "
                         "its metadata references: every rank must save through that node's agent (a job across "
                         "nodes saves with tierckpt.torch.TieredWriter)")
-            raise _with_context(e, f"{p.url}: committing step {p.step} of namespace {p.ns!r} "
+            raise with_context(e, f"{p.url}: committing step {p.step} of namespace {p.ns!r} "
                                    f"({len(expected)} files) failed: {e}{hint}") from e
         log.info("tierckpt: committed %s (%d files)", p.url, len(expected))
         apply_retention(c, config)
@@ -380,7 +370,7 @@ class TieredFileSystem(AbstractFileSystem):
             c.delete_step(p.ns, p.step, durable_too=durable)
         except Exception as e:  # noqa: BLE001 - only a persist in flight is waited for
             if code_of(e) != Code.FAILED_PRECONDITION or not durable:
-                raise _with_context(e, f"{p.url}: deleting step {p.step} of namespace {p.ns!r} failed: {e}") from e
+                raise with_context(e, f"{p.url}: deleting step {p.step} of namespace {p.ns!r} failed: {e}") from e
             try:
                 c.wait_durable(p.ns, p.step, 0.0)
             except Exception:  # noqa: BLE001 - a failed persist leaves nothing durable to wait for

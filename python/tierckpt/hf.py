@@ -50,6 +50,7 @@ except ImportError as e:  # pragma: no cover - exercised only where transformers
 from . import agent
 from ._replace import delete_if_committed
 from .config import CheckpointConfig
+from .errors import with_context
 from .torch import latest_step
 from .torch._ids import check_step, checkpoint_id
 from .torch._steps import abort_quietly, apply_retention
@@ -111,7 +112,7 @@ def save_directory(config: CheckpointConfig, step: int, directory: str | os.Path
                     del view
                     c.seal(obj)
             except Exception as e:
-                raise _with_context(e, f"storing {path} as object {name!r} of {where} failed: {e}") from e
+                raise with_context(e, f"storing {path} as object {name!r} of {where} failed: {e}") from e
         every = config.persist_every
         if persist is None:
             persist = every > 0 and step % every == 0
@@ -120,17 +121,6 @@ def save_directory(config: CheckpointConfig, step: int, directory: str | os.Path
         abort_quietly(c, ns, step, f"saving {directory}")
         raise
     apply_retention(c, config)
-
-
-def _with_context(e: Exception, message: str) -> Exception:
-    """An exception of e's type (so callers catch what they would have) saying message."""
-    try:
-        out = type(e)(message)
-    except Exception:  # noqa: BLE001 - a type whose constructor takes other arguments
-        return RuntimeError(message)
-    if hasattr(e, "code"):
-        out.code = e.code
-    return out
 
 
 @contextmanager

@@ -50,6 +50,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from agent_harness import free_ports  # tests/harness: on the path from the conftest and from s3_bench
 from s3_server import REGION, Credentials, import_boto3, isolated_aws_env
 
 _TMPFS = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
@@ -113,18 +114,6 @@ def remove_stale_dirs() -> None:
             shutil.rmtree(d, ignore_errors=True)
         except PermissionError:
             pass
-
-
-def _free_ports(n: int) -> list[int]:
-    import socket  # noqa: PLC0415
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 class RgwCluster:
@@ -212,7 +201,7 @@ class RgwCluster:
         for sub in ("run", "rgw"):
             (self.dir / sub).mkdir()
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.mon_port, self.port = _free_ports(2)
+        self.mon_port, self.port = free_ports(2)
         self.fsid = str(uuid.uuid4())
         d, logs = self.dir, self.log_dir
         self.conf.write_text(f"""[global]

@@ -51,7 +51,7 @@ import uuid
 from pathlib import Path
 
 from agent_harness import free_ports  # tests/harness: on the path from the conftest and from s3_bench
-from s3_server import REGION, Credentials, import_boto3, isolated_aws_env
+from s3_server import Credentials, S3Endpoint, import_boto3, isolated_aws_env
 
 _TMPFS = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
 # Which Debian package gives each program (scripts/setup.sh installs them).
@@ -116,9 +116,12 @@ def remove_stale_dirs() -> None:
             pass
 
 
-class RgwCluster:
+class RgwCluster(S3Endpoint):
     """One monitor, one memstore OSD and one radosgw. Not thread-safe to
-    start/stop; boto3_client, create_bucket and s3_url are."""
+    start/stop; boto3_client, create_bucket and s3_url (S3Endpoint) are."""
+
+    # RGW 16.2 ignores the checksums botocore would add by default (docs/s3.md): clients send none.
+    BOTO_CONFIG = {"request_checksum_calculation": "when_required", "response_checksum_validation": "when_required"}
 
     def __init__(self, *, memstore_bytes: int = 4 << 30, log_dir: Path | None = None):
         self.memstore_bytes = memstore_bytes
@@ -346,29 +349,6 @@ rgw gc processor period = 2
         s3.delete_bucket(Bucket=name)
 
     # ---- clients ----------------------------------------------------------------
-    def boto3_client(self, service: str = "s3", keys: Credentials | None = None, endpoint: str | None = None,
-                     max_attempts: int = 3):
-        boto3 = import_boto3()
-        from botocore.config import Config  # noqa: PLC0415
-
-        k = keys or self.keys
-        cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": max_attempts, "mode": "standard"},
-                     signature_version="s3v4", request_checksum_calculation="when_required",
-                     response_checksum_validation="when_required")
-        return boto3.session.Session().client(
-            service, endpoint_url=endpoint or self.endpoint, region_name=REGION,
-            aws_access_key_id=k.access_key, aws_secret_access_key=k.secret_key, config=cfg)
-
-    def create_bucket(self, name: str) -> str:
-        self.boto3_client().create_bucket(Bucket=name)
-        return name
-
-    def s3_url(self, bucket: str, prefix: str = "", endpoint: str | None = None, **options) -> str:
-        """s3://bucket/prefix?endpoint=...&k=v (endpoint default: this gateway)."""
-        query = {"endpoint": endpoint or self.endpoint, **{k: str(v) for k, v in options.items()}}
-        path = f"{bucket}/{prefix}" if prefix else bucket
-        return f"s3://{path}?" + "&".join(f"{k}={v}" for k, v in query.items())
-
     def env(self) -> dict:
         """An environment for a client process of this gateway: isolated AWS settings plus its keys."""
         env = isolated_aws_env()

@@ -115,7 +115,36 @@ def isolated_aws_env(base: dict | None = None) -> dict:
     return env
 
 
-class MotoServer:
+class S3Endpoint:
+    """Clients of an S3 server a test started (moto here, Ceph RGW in ceph_rgw.py): subclasses set
+    ``endpoint`` and ``keys``; BOTO_CONFIG adds to the botocore Config every client gets."""
+
+    BOTO_CONFIG: dict = {}
+
+    def boto3_client(self, service: str = "s3", keys: Credentials | None = None, endpoint: str | None = None,
+                     max_attempts: int = 3):
+        boto3 = import_boto3()
+        from botocore.config import Config  # noqa: PLC0415
+
+        k = keys or self.keys
+        cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": max_attempts, "mode": "standard"},
+                     signature_version="s3v4", **self.BOTO_CONFIG)
+        return boto3.session.Session().client(
+            service, endpoint_url=endpoint or self.endpoint, region_name=REGION,
+            aws_access_key_id=k.access_key, aws_secret_access_key=k.secret_key, config=cfg)
+
+    def create_bucket(self, name: str) -> str:
+        self.boto3_client().create_bucket(Bucket=name)
+        return name
+
+    def s3_url(self, bucket: str, prefix: str = "", endpoint: str | None = None, **options) -> str:
+        """s3://bucket/prefix?endpoint=...&k=v (endpoint default: this server)."""
+        query = {"endpoint": endpoint or self.endpoint, **{k: str(v) for k, v in options.items()}}
+        path = f"{bucket}/{prefix}" if prefix else bucket
+        return f"s3://{path}?" + "&".join(f"{k}={v}" for k, v in query.items())
+
+
+class MotoServer(S3Endpoint):
     """One moto_server process. Not thread-safe to start/stop; its methods that
     only talk to the server (boto3_client, create_bucket) are."""
 
@@ -230,28 +259,6 @@ class MotoServer:
                              f"({last}); its log {self.log_path}:\n{self.log_text()}")
 
     # ---- clients ----------------------------------------------------------------
-    def boto3_client(self, service: str = "s3", keys: Credentials | None = None, endpoint: str | None = None,
-                     max_attempts: int = 3):
-        boto3 = import_boto3()
-        from botocore.config import Config  # noqa: PLC0415
-
-        k = keys or self.keys
-        cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": max_attempts, "mode": "standard"},
-                     signature_version="s3v4")
-        return boto3.session.Session().client(
-            service, endpoint_url=endpoint or self.endpoint, region_name=REGION,
-            aws_access_key_id=k.access_key, aws_secret_access_key=k.secret_key, config=cfg)
-
-    def create_bucket(self, name: str) -> str:
-        self.boto3_client().create_bucket(Bucket=name)
-        return name
-
-    def s3_url(self, bucket: str, prefix: str = "", endpoint: str | None = None, **options) -> str:
-        """s3://bucket/prefix?endpoint=...&k=v (endpoint default: this server)."""
-        query = {"endpoint": endpoint or self.endpoint, **{k: str(v) for k, v in options.items()}}
-        path = f"{bucket}/{prefix}" if prefix else bucket
-        return f"s3://{path}?" + "&".join(f"{k}={v}" for k, v in query.items())
-
     # ---- signature checking -----------------------------------------------------
     def _set_up_auth(self) -> None:
         iam = self.boto3_client("iam", keys=DUMMY_KEYS, max_attempts=1)

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-scripts/setup.sh python   # the package alone: the extension, tierckptd, tierckpt
+scripts/setup.sh --minimal python   # the package alone (the extension, tierckptd, tierckpt) and what it needs
 # shellcheck disable=SC1091
 source .venv/bin/activate
 

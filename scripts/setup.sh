@@ -3,7 +3,12 @@
 # Debian packages, the Python venv (.venv) with pinned packages, and the
 # C++ builds. Idempotent: a second run skips what is already there.
 #
-#   scripts/setup.sh [release] [asan] [fuzz] [python] [wheel]    (default: release python)
+#   scripts/setup.sh [--minimal] [release] [asan] [fuzz] [python] [wheel]    (default: release python)
+#
+# --minimal (scripts/demo.sh): only what building and running the package needs — the compiler
+# and the -dev packages, and a venv of requirements-base.txt (torch, numpy, the extension's build
+# tools). Without it, also what the tests need: clang (ASan, fuzzing), Ceph, Prometheus, FUSE,
+# dnsmasq, and the packages of requirements-dev.txt (decision 104).
 #
 # python = `pip install .` of the package into .venv (C++ core, tierckptd and
 # tierckpt on the venv's PATH, the extension). It builds in build/release with
@@ -16,14 +21,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+MINIMAL=0
+if [ "${1:-}" = "--minimal" ]; then MINIMAL=1; shift; fi
 
 say() { printf '[setup] %s\n' "$*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
-APT_PACKAGES=(g++ make cmake ninja-build pkg-config git python3-venv
+# What the builds need (python3-dev: the extension's headers, absent from a minimal Debian; the unit
+# tests' gtest too: the release configure, which the package's build shares, includes them) ...
+APT_PACKAGES=(g++ make cmake ninja-build pkg-config git python3-venv python3-dev ccache
   libxxhash-dev nlohmann-json3-dev libgtest-dev libgmock-dev libcli11-dev
-  libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev libcpp-httplib-dev clang iproute2 prometheus systemd ccache
-  dnsmasq-base)  # dnsmasq-base: the DNS server of tests/integration/test_peers_dns.py (--peers dns:)
+  libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev libcpp-httplib-dev)
+# ... and what only the tests run: clang for the ASan+UBSan and fuzz builds, ip and unshare for the
+# network namespaces, Prometheus and systemd for the operations tests, dnsmasq-base for the DNS server
+# of tests/integration/test_peers_dns.py (--peers dns:).
+[ "$MINIMAL" -eq 1 ] || APT_PACKAGES+=(clang iproute2 prometheus systemd dnsmasq-base)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -42,7 +54,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # libFuzzer's and the sanitizers' runtimes ship apart from clang on Debian
 # (libclang-rt-<N>-dev); the ASan build (clang) needs them.
-if command -v clang >/dev/null 2>&1; then
+if [ "$MINIMAL" -eq 0 ] && command -v clang >/dev/null 2>&1; then
   clang_major=$(clang -dumpversion | cut -d. -f1)
   rt="libclang-rt-${clang_major}-dev"
   if ! dpkg-query -W -f='${Status}' "$rt" 2>/dev/null | grep -q "install ok installed"; then
@@ -55,7 +67,7 @@ fi
 
 # libfuse2 for the test of a durable filesystem failing with EIO (tests/integration/faulty_fs.py,
 # fusepy): Debian 13 renamed it libfuse2t64.
-if ! dpkg-query -W -f='${Status}' libfuse2 2>/dev/null | grep -q "install ok installed" &&
+if [ "$MINIMAL" -eq 0 ] && ! dpkg-query -W -f='${Status}' libfuse2 2>/dev/null | grep -q "install ok installed" &&
    ! dpkg-query -W -f='${Status}' libfuse2t64 2>/dev/null | grep -q "install ok installed"; then
   fuse_pkg=libfuse2
   if apt-cache show libfuse2t64 >/dev/null 2>&1; then fuse_pkg=libfuse2t64; fi
@@ -69,6 +81,7 @@ fi
 # with ceph-base, a dependency of ceph-mon. docs/dependencies.md says why Debian's Ceph.
 CEPH_PACKAGES=(ceph-mon ceph-osd radosgw ceph-common)
 ceph_missing=()
+[ "$MINIMAL" -eq 1 ] && CEPH_PACKAGES=()
 for p in "${CEPH_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || ceph_missing+=("$p")
 done
@@ -83,22 +96,30 @@ fi
 # shellcheck source=scripts/venv_cache.sh
 source scripts/venv_cache.sh
 PY=${PYTHON:-python3}
-REQ=requirements-dev.txt
+# requirements-base.txt: what building and running the package needs; requirements-dev.txt includes
+# it (-r) and adds what the tests, benchmarks and frameworks need. One stamp names the lists a venv
+# holds; a full venv serves a --minimal setup too.
+FULL_REQS=(requirements-base.txt requirements-dev.txt)
+if [ "$MINIMAL" -eq 1 ]; then REQS=(requirements-base.txt); VENV_NAME=base; else REQS=("${FULL_REQS[@]}"); VENV_NAME=main; fi
+REQ=${REQS[-1]}
 stamp=.venv/.tierckpt-req.sha
-want=$(sha256sum "$REQ" | cut -d' ' -f1)
+want=$(req_sha "${REQS[@]}")
+if [ "$MINIMAL" -eq 1 ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(req_sha "${FULL_REQS[@]}")" ]; then
+  want=$(req_sha "${FULL_REQS[@]}")
+fi
 if [ -f .venv/.tierckpt-from-cache ] && [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "$REQ changed: making .venv again from the venv cache"
+  say "${REQS[*]} changed: making .venv again from the venv cache"
   rm -rf .venv
 fi
 if [ ! -x .venv/bin/python ]; then
-  say "creating .venv with $($PY --version 2>&1) and the packages of $REQ"
-  venv_from_cache "$ROOT/.venv" main "$(cat "$REQ")" "$PY" -- -r "$REQ" || exit 1
+  say "creating .venv with $($PY --version 2>&1) and the packages of ${REQS[*]}"
+  venv_from_cache "$ROOT/.venv" "$VENV_NAME" "$(cat "${REQS[@]}")" "$PY" -- -r "$REQ" || exit 1
   write_stamp "$stamp" "$want"
 fi
 # shellcheck disable=SC1091
 source .venv/bin/activate
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing Python packages from $REQ"
+  say "installing Python packages from ${REQS[*]}"
   python -m pip install -q --upgrade pip </dev/null >&2
   python -m pip install -q -r "$REQ" </dev/null >&2
   write_stamp "$stamp" "$want"
@@ -108,7 +129,7 @@ fi
 NODEPS=requirements-nodeps.txt
 nodeps_stamp=.venv/.tierckpt-nodeps.sha
 nodeps_want=$(sha256sum "$NODEPS" | cut -d' ' -f1)
-if [ "$(cat "$nodeps_stamp" 2>/dev/null)" != "$nodeps_want" ]; then
+if [ "$MINIMAL" -eq 0 ] && [ "$(cat "$nodeps_stamp" 2>/dev/null)" != "$nodeps_want" ]; then
   say "installing $NODEPS (--no-deps)"
   python -m pip install -q --no-deps -r "$NODEPS" </dev/null >&2
   write_stamp "$nodeps_stamp" "$nodeps_want"

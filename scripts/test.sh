@@ -9,7 +9,7 @@
 #   4. the integration tests (pytest, real tierckptd processes, SIGKILLs;
 #      TIERCKPT_TEST_WORKERS pytest-xdist workers, default 2),
 #   5. the Python package's tests (real torch 2.13.0, multi-process gloo
-#      groups, real agents),
+#      groups, real agents; the Ray Train ones run beside step 4),
 #   6. a subset of them on torch 2.14.1 in .venv-torch2.14, with steps saved
 #      under each release loaded under the other (scripts/torch_matrix.sh),
 #   7. the wheel: scripts/wheel.sh builds and repairs it, tests/wheel installs
@@ -160,11 +160,8 @@ else
   failed=$((failed + 1)); failures+=("fuzzing")
 fi
 
-run_pytest() {  # run_pytest <label> <log> <pytest args...>
-  local label=$1 log=$2 rc p f
-  shift 2
-  python -m pytest -q --durations=10 "$@" 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
+count_pytest() {  # count_pytest <label> <log> <exit code>: adds a pytest run's counts to the totals
+  local label=$1 log=$2 rc=$3 p f
   [ "$rc" -eq 0 ] || failures+=("$label")
   p=$(grep -Eo '[0-9]+ passed' "$log" | tail -1 | cut -d' ' -f1)
   f=$(grep -Eo '[0-9]+ (failed|error)' "$log" | tail -2 | awk '{s+=$1} END {print s+0}')
@@ -172,6 +169,21 @@ run_pytest() {  # run_pytest <label> <log> <pytest args...>
   failed=$((failed + ${f:-0}))
   [ "$rc" -eq 0 ] || [ "${f:-0}" -gt 0 ] || failed=$((failed + 1))
 }
+run_pytest() {  # run_pytest <label> <log> <pytest args...>
+  local label=$1 log=$2
+  shift 2
+  python -m pytest -q --durations=10 "$@" 2>&1 | tee "$log"
+  count_pytest "$label" "$log" "${PIPESTATUS[0]}"
+}
+
+# The Ray Train tests (python/tests/test_ray.py: four Ray clusters started one after another, ~115 s)
+# run in the background beside the integration tests, whose workers mostly wait on agents (timeouts,
+# kills, restarts); their log is printed and counted after that phase (decision 104).
+RAY_TESTS=python/tests/test_ray.py
+step "Ray Train tests, in the background beside the integration tests"
+ray_start=$SECONDS
+python -m pytest -q --durations=5 "$RAY_TESTS" >/tmp/tierckpt-pytest-ray.log 2>&1 &
+ray_pid=$!
 
 # Two pytest workers (pytest-xdist): each test has its own agent root, socket, ports and network
 # namespaces, and most of the suite's time is spent waiting on agents (timeouts, kills, restarts), so
@@ -181,8 +193,15 @@ step "integration tests (real agents, ${TIERCKPT_TEST_WORKERS:-2} workers)"
 TIERCKPT_BIN_DIR="$ROOT/build/release/tools" run_pytest "integration tests" /tmp/tierckpt-pytest.log \
   -n "${TIERCKPT_TEST_WORKERS:-2}" tests/integration
 
+step "Ray Train tests (started at $((ray_start - START)) s)"
+wait "$ray_pid"
+ray_rc=$?
+cat /tmp/tierckpt-pytest-ray.log
+count_pytest "Ray Train tests" /tmp/tierckpt-pytest-ray.log "$ray_rc"
+echo "Ray Train tests: done $((SECONDS - ray_start)) s after they started"
+
 step "Python package tests (torch DCP, gloo, real agents)"
-run_pytest "python tests" /tmp/tierckpt-pytest-python.log python/tests
+run_pytest "python tests" /tmp/tierckpt-pytest-python.log python/tests --ignore="$RAY_TESTS"
 
 # torch 2.14.1, the newest release of the supported range 2.9 to 2.14 (decision 80): the DCP front's
 # documented subset in .venv-torch2.14, and steps saved under each of 2.13 and 2.14 loaded under the
@@ -191,23 +210,14 @@ step "torch 2.14.1: the DCP front's subset and cross-release loads (scripts/torc
 matrix_start=$SECONDS
 scripts/torch_matrix.sh test 2.14.1 2>&1 | tee /tmp/tierckpt-pytest-torch214.log
 matrix_rc=${PIPESTATUS[0]}
-[ "$matrix_rc" -eq 0 ] || failures+=("torch 2.14.1 subset")
-matrix_p=$(grep -Eo '[0-9]+ passed' /tmp/tierckpt-pytest-torch214.log | tail -1 | cut -d' ' -f1)
-matrix_f=$(grep -Eo '[0-9]+ (failed|error)' /tmp/tierckpt-pytest-torch214.log | tail -2 | awk '{s+=$1} END {print s+0}')
-passed=$((passed + ${matrix_p:-0}))
-failed=$((failed + ${matrix_f:-0}))
-[ "$matrix_rc" -eq 0 ] || [ "${matrix_f:-0}" -gt 0 ] || failed=$((failed + 1))
+count_pytest "torch 2.14.1 subset" /tmp/tierckpt-pytest-torch214.log "$matrix_rc"
 echo "torch 2.14.1 phase: $((SECONDS - matrix_start)) s"
 
 step "wheel: scripts/wheel.sh, installed into a new venv, two ranks through its agent"
 wheel_rc=0
-wheel_phase tests/wheel || { wheel_rc=1; failures+=("wheel"); }
-p=$(grep -Eo '[0-9]+ passed' /tmp/tierckpt-pytest-wheel.log 2>/dev/null | tail -1 | cut -d' ' -f1)
-f=$(grep -Eo '[0-9]+ (failed|error)' /tmp/tierckpt-pytest-wheel.log 2>/dev/null | tail -2 | awk '{s+=$1} END {print s+0}')
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-0}))
-[ "$wheel_rc" -eq 0 ] || [ "${f:-0}" -gt 0 ] || failed=$((failed + 1))
-
+wheel_phase tests/wheel || wheel_rc=1
+touch /tmp/tierckpt-pytest-wheel.log
+count_pytest "wheel" /tmp/tierckpt-pytest-wheel.log "$wheel_rc"
 echo
 if [ ${#failures[@]} -gt 0 ]; then
   echo "FAILED: ${failures[*]}"

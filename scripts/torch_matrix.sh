@@ -48,18 +48,18 @@ VENV=${TIERCKPT_TORCH_VENV:-$ROOT/.venv-torch$RELEASE}
 LIMIT=${TIERCKPT_TORCH_MATRIX_SECONDS:-180}
 say() { printf '[torch_matrix] %s\n' "$*" >&2; }
 
+# shellcheck source=scripts/venv_cache.sh
+source scripts/venv_cache.sh
 main_site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))' 2>/dev/null)
 if [ -z "$main_site" ] || ! ls -d "$main_site"/tierckpt-*.dist-info >/dev/null 2>&1 \
-   || [ "$(cat .venv/.tierckpt-req.sha 2>/dev/null)" != "$(sha256sum requirements-dev.txt | cut -d' ' -f1)" ]; then
+   || [ "$(cat .venv/.tierckpt-req.sha 2>/dev/null)" != "$(req_sha requirements-base.txt requirements-dev.txt)" ]; then
   # (setup.sh below must find .venv complete: with PIP_PREFIX set, anything it installed would land here.)
   say "the main venv is not set up (no tierckpt, or requirements-dev.txt changed): run scripts/setup.sh python first"
   exit 1
 fi
 
 t0=$SECONDS
-# shellcheck source=scripts/venv_cache.sh
-source scripts/venv_cache.sh
-pins=$(grep -E '^(numpy|pytest)==' requirements-dev.txt | tr '\n' ' ')
+pins=$(cat requirements-base.txt requirements-dev.txt | grep -E '^(numpy|pytest)==' | tr '\n' ' ')
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV with torch==$VERSION $pins (scripts/venv_cache.sh)"
   # shellcheck disable=SC2086

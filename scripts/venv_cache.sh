@@ -18,6 +18,10 @@
 
 venv_cache_say() { printf '[venv-cache] %s\n' "$*" >&2; }
 
+req_sha() {  # req_sha FILE...: one hash of the pin lists a venv is made from (a venv's stamp)
+  cat "$@" | sha256sum | cut -d' ' -f1
+}
+
 write_stamp() {  # write_stamp FILE TEXT: replaces FILE (never writes through a hard link)
   rm -f "$1" && printf '%s\n' "$2" > "$1"
 }

@@ -79,14 +79,6 @@ fi
 git clone -q --no-local "$ROOT" "$DIR$CLONE"
 git -C "$DIR$CLONE" checkout -q "$sha"
 
-# The machine image's trust store (its egress proxy's CA among them), as a new machine has it.
-if [ -d /usr/local/share/ca-certificates ]; then
-  cp -a /usr/local/share/ca-certificates/. "$DIR/usr/local/share/ca-certificates/"
-fi
-cp /etc/ssl/certs/ca-certificates.crt "$DIR/etc/ssl/certs/ca-certificates.crt"
-git clone -q --no-local "$ROOT" "$DIR/root/tierckpt"
-git -C "$DIR/root/tierckpt" checkout -q "$sha"
-
 # The machine image's pip configuration and local wheel directories (torch comes from there with
 # no download, as on a new machine of this project); everything else starts empty.
 binds=()

@@ -69,7 +69,9 @@ if [ -n "$KEEP" ] && [ -f "$DIR/etc/debian_version" ]; then
   say "reusing the machine at $DIR (a warm run), a fresh clone in $CLONE"
 else
   tar -C "$DIR" -xf "$BASE"
-  cp /etc/resolv.conf "$DIR/etc/resolv.conf"
+  # What the machine's installer writes and debootstrap does not: a name for the host and for
+  # localhost (torchrun's rendezvous resolves "localhost").
+  cp /etc/resolv.conf /etc/hosts /etc/hostname "$DIR/etc/"
   # The machine image's trust store (its egress proxy's CA among them), as a new machine has it.
   if [ -d /usr/local/share/ca-certificates ]; then
     cp -a /usr/local/share/ca-certificates/. "$DIR/usr/local/share/ca-certificates/"

@@ -14,9 +14,8 @@ namespace tierckpt::testing_util {
 
 class TempDir {
  public:
-  // base: the directory to make it in (/dev/shm for a tmpfs one).
-  explicit TempDir(std::string_view prefix = "tc_test", std::string_view base = "/tmp") {
-    std::string tmpl = std::string(base) + "/" + std::string(prefix) + ".XXXXXX";
+  explicit TempDir(std::string_view prefix = "tc_test") {
+    std::string tmpl = "/tmp/" + std::string(prefix) + ".XXXXXX";
     char* made = ::mkdtemp(tmpl.data());
     EXPECT_NE(made, nullptr);
     if (made != nullptr) path_ = made;

@@ -49,10 +49,13 @@ TEST_F(TierFilesTest, ObjectsAreCreatedOnceBeneathTheStepDir) {
 TEST_F(TierFilesTest, ReserveFileSkipsAFileThatHoldsEveryPageAndReservesOneWithHoles) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   // The agent's root is a tmpfs (/dev/shm by default); /tmp here is another file system.
-  for (const char* base : {"/dev/shm", "/tmp"}) {
+  for (const std::string base : {"/dev/shm", "/tmp"}) {
     SCOPED_TRACE(base);
-    TempDir where("tc_reserve", base);
-    const std::string path = where.Sub("seg");
+    const std::string path = base + "/tc_reserve_" + std::to_string(::getpid()) + "_seg";
+    struct Remove {
+      std::string path;
+      ~Remove() { ::unlink(path.c_str()); }
+    } remove{path};
     auto allocated = [&] { return StatFile(path, Follow::kNo, IfMissing::kFail)->allocated_bytes; };
     auto reserve = [&](uint64_t size) {
       Result<UniqueFd> fd = OpenFile(path, O_RDWR);

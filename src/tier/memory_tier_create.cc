@@ -261,7 +261,7 @@ Result<CreatedObject> MemoryTier::CreateObject(std::string_view ns, uint64_t ste
   Status st = made.status().WithContext("creating object " + what);
   // Reserving a large object's pages takes as long as their allocation;
   // other ranks create their objects meanwhile.
-  if (made.ok()) st = files_.ReserveFile(made->get(), size, what);
+  if (made.ok()) st = files_.ReserveFile(made->get(), size, what).status();
   if (!st.ok()) {
     lock.Lock();
     UndoObjectLocked(ns, step, key, c, seg_size_now, made.ok());

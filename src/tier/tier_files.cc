@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "os/files.h"
+#include "os/fs_stat.h"
 #include "os/tier_io.h"
 
 namespace tierckpt::agent {
@@ -58,13 +59,17 @@ Result<UniqueFd> TierFiles::PlaceSegment(const std::string& seg_path, uint64_t s
   return fd;
 }
 
-Status TierFiles::ReserveFile(int fd, uint64_t size, const std::string& what) const {
-  if (size == 0) return Status::Ok();
+Result<bool> TierFiles::ReserveFile(int fd, uint64_t size, const std::string& what) const {
+  if (size == 0) return false;
+  static const uint64_t kPage = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  // A failed fstat only costs the shortcut: fallocate decides then.
+  Result<FileStat> st = StatOpenFd(fd, "fstat object " + what);
+  if (st.ok() && st->allocated_bytes == (size + kPage - 1) / kPage * kPage) return false;
   int rc;
   do {
     rc = ::fallocate(fd, 0, 0, static_cast<off_t>(size));
   } while (rc != 0 && errno == EINTR);
-  if (rc == 0 || errno == EOPNOTSUPP) return Status::Ok();
+  if (rc == 0 || errno == EOPNOTSUPP) return true;
   const std::string& root = layout_->root();
   if (errno == ENOSPC) {
     return ResourceExhausted(

@@ -380,7 +380,10 @@ Result<SubtreeSum> PeerService::CommitSubtree(const std::string& parent, std::st
   if (!children.ok() || !own.ok()) {
     std::string failed = own.ok() ? "" : own.status().message();
     if (!children.ok()) failed += (failed.empty() ? "" : "; ") + children.status().message();
-    const Code code = own.ok() ? children.status().code() : own.status().code();
+    Code code = own.ok() ? children.status().code() : own.status().code();
+    // A malformed answer from below is the subtree's failure, answered to the
+    // parent; kProtocolError here would close the parent's connection instead.
+    if (code == Code::kProtocolError) code = Code::kUnavailable;
     return Status(code, failed);
   }
   SubtreeSum sum = std::move(children).value();

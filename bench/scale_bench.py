@@ -158,6 +158,13 @@ def run_one(bins: Binaries, n: int, objects: int, size: int, kill: int, fan_out:
         merged = json.loads(manifest.read_text())
         if len(merged["objects"]) != n * objects:
             raise BenchError(f"N={n}: the durable manifest lists {len(merged['objects'])} objects, not {n * objects}")
+        # A member counts its persisted bytes when its persist ends, which may be just after the
+        # manifest appeared (it learns of it by reading): wait for every live member's count.
+        live = [i for i, node in enumerate(members) if node not in killed]
+        t2 = time.monotonic()
+        while (any(metric(c.metrics_ports[i], "tierckpt_persist_bytes_total") == 0 for i in live)
+               and time.monotonic() - t2 < 30):
+            time.sleep(0.05)
         moved = []
         for i, node in enumerate(members):
             if node in killed:

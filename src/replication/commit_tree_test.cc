@@ -259,5 +259,27 @@ TEST_F(CommitTreeFailureTest, ASubtreeRequestFromANodeThatIsNotTheParentIsRefuse
   EXPECT_FALSE(nodes["n3"]->h.tier->HasCommitted("job", 5));
 }
 
+// Mixed versions (decision 102): a coordinator from before the tree sends
+// CommitPart to every member; a newer member still commits its part and
+// answers its manifest.
+TEST_F(CommitTreeFailureTest, ACommitPartFromACoordinatorBeforeTheTreeIsStillAnswered) {
+  Start(3);
+  Result<std::unique_ptr<peer::Connection>> conn = nodes["n1"]->faults->Connect(Address("n3"), peer::Millis(3000), "n3");
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  peer::Frame f;
+  f.type = static_cast<uint16_t>(PeerMsg::kCommitPart);
+  f.request_id = 1;
+  f.payload = wire::CommitStepRequest{"job", 5, 3, false, {}, Ids(3)}.Encode();
+  ASSERT_TRUE((*conn)->Send(f).ok());
+  Result<peer::Message> m = (*conn)->Receive(peer::Millis(3000));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->frame.type, static_cast<uint16_t>(PeerMsg::kManifest)) << DecodePeerError(m->frame.payload).ToString();
+  Result<Manifest> part = Manifest::Parse(m->frame.payload, "n3's answer");
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  EXPECT_EQ(part->node, "n3");
+  EXPECT_EQ(part->objects.size(), 1u);
+  EXPECT_TRUE(nodes["n3"]->h.tier->HasCommitted("job", 5));
+}
+
 }  // namespace
 }  // namespace tierckpt::agent

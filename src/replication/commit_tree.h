@@ -17,7 +17,7 @@
 // associative and commutative, so the root's sum does not depend on the
 // tree's shape. NamesDigest is the sum of the XXH3-64 of each name (mod
 // 2^64): a writer that knows which names it expects computes the same value
-// (SpanNamesDigest, tierckpt/manifest.h; Python: tierckpt.names_digest).
+// (SpanNamesDigest, tierckpt/manifest.h; Python: tierckpt._tierckpt.names_digest).
 //
 // Values; pure functions; thread-compatible.
 #pragma once

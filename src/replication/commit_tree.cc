@@ -7,7 +7,8 @@
 
 namespace tierckpt::agent {
 
-Result<CommitTree> CommitTree::Create(std::vector<std::string> members, std::string_view root, uint32_t fan_out) {
+Result<CommitTree> CommitTree::Create(std::vector<std::string> members, std::string_view root,
+                                      uint32_t fan_out) {
   if (fan_out == 0) return InvalidArgument("a commit tree needs a fan-out of at least 1 (--commit-fan-out)");
   if (!std::is_sorted(members.begin(), members.end()) ||
       std::adjacent_find(members.begin(), members.end()) != members.end()) {
@@ -15,7 +16,8 @@ Result<CommitTree> CommitTree::Create(std::vector<std::string> members, std::str
   }
   auto it = std::lower_bound(members.begin(), members.end(), root);
   if (it == members.end() || *it != root) {
-    return InvalidArgument("the root of a commit tree, node " + std::string(root) + ", is not among its members");
+    return InvalidArgument("the root of a commit tree, node " + std::string(root) +
+                           ", is not among its members");
   }
   const size_t index = static_cast<size_t>(it - members.begin());
   return CommitTree(std::move(members), index, fan_out);

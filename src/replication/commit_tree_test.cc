@@ -185,7 +185,8 @@ TEST_P(CommitTreeScaleTest, EachNodeSendsAtMostKRequestsAndTheDepthIsLogarithmic
 
 INSTANTIATE_TEST_SUITE_P(Nodes, CommitTreeScaleTest,
                          ::testing::Values(TreeCase{2, 4}, TreeCase{4, 4}, TreeCase{8, 4}, TreeCase{16, 4},
-                                           TreeCase{32, 4}, TreeCase{64, 4}, TreeCase{64, 16}, TreeCase{33, 2}),
+                                           TreeCase{32, 4}, TreeCase{64, 4}, TreeCase{64, 16},
+                                           TreeCase{33, 2}),
                          [](const ::testing::TestParamInfo<TreeCase>& p) {
                            return "N" + std::to_string(p.param.n) + "_k" + std::to_string(p.param.fan_out);
                          });
@@ -204,7 +205,8 @@ class CommitTreeFailureTest : public ::testing::Test {
   Result<SubtreeSum> Commit(uint32_t k) {
     const std::vector<std::string> ids = Ids(static_cast<int>(nodes.size()));
     TC_ASSIGN_OR_RETURN(CommitTree tree, CommitTree::Create(ids, "n1", k));
-    return nodes["n1"]->replicator->CommitChildren(wire::CommitStepRequest{"job", 5, 8, false, {}, ids}, tree);
+    const wire::CommitStepRequest req{"job", 5, 8, false, {}, ids};
+    return nodes["n1"]->replicator->CommitChildren(req, tree);
   }
 
   std::shared_ptr<peer::InMemoryNetwork> net = peer::InMemoryNetwork::Create(1u << 20);
@@ -242,13 +244,14 @@ TEST_F(CommitTreeFailureTest, ASubtreeRequestFromANodeThatIsNotTheParentIsRefuse
   Start(4);
   const std::vector<std::string> ids = Ids(4);
   // n4 asks n3 to commit its subtree of a tree rooted at n1, where n3's parent is n1.
-  Result<std::unique_ptr<peer::Connection>> conn = nodes["n4"]->faults->Connect(Address("n3"), peer::Millis(3000), "n3");
+  Result<std::unique_ptr<peer::Connection>> conn =
+      nodes["n4"]->faults->Connect(Address("n3"), peer::Millis(3000), "n3");
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
   peer::Frame f;
   f.type = static_cast<uint16_t>(PeerMsg::kCommitSubtree);
   f.request_id = 1;
-  f.payload = peer::CommitSubtreeRequest{16, "n1", wire::CommitStepRequest{"job", 5, 4, false, {}, ids}.Encode()}
-                  .Encode();
+  const wire::CommitStepRequest req{"job", 5, 4, false, {}, ids};
+  f.payload = peer::CommitSubtreeRequest{16, "n1", req.Encode()}.Encode();
   ASSERT_TRUE((*conn)->Send(f).ok());
   Result<peer::Message> m = (*conn)->Receive(peer::Millis(3000));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -264,7 +267,8 @@ TEST_F(CommitTreeFailureTest, ASubtreeRequestFromANodeThatIsNotTheParentIsRefuse
 // answers its manifest.
 TEST_F(CommitTreeFailureTest, ACommitPartFromACoordinatorBeforeTheTreeIsStillAnswered) {
   Start(3);
-  Result<std::unique_ptr<peer::Connection>> conn = nodes["n1"]->faults->Connect(Address("n3"), peer::Millis(3000), "n3");
+  Result<std::unique_ptr<peer::Connection>> conn =
+      nodes["n1"]->faults->Connect(Address("n3"), peer::Millis(3000), "n3");
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
   peer::Frame f;
   f.type = static_cast<uint16_t>(PeerMsg::kCommitPart);
@@ -273,7 +277,8 @@ TEST_F(CommitTreeFailureTest, ACommitPartFromACoordinatorBeforeTheTreeIsStillAns
   ASSERT_TRUE((*conn)->Send(f).ok());
   Result<peer::Message> m = (*conn)->Receive(peer::Millis(3000));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  ASSERT_EQ(m->frame.type, static_cast<uint16_t>(PeerMsg::kManifest)) << DecodePeerError(m->frame.payload).ToString();
+  ASSERT_EQ(m->frame.type, static_cast<uint16_t>(PeerMsg::kManifest))
+      << DecodePeerError(m->frame.payload).ToString();
   Result<Manifest> part = Manifest::Parse(m->frame.payload, "n3's answer");
   ASSERT_TRUE(part.ok()) << part.status().ToString();
   EXPECT_EQ(part->node, "n3");

@@ -33,10 +33,10 @@ Result<SubtreeSum> MultiNode::CommitOtherParts(const wire::CommitStepRequest& re
   Result<SubtreeSum> sum = d_.replicator->CommitChildren(req, tree);
   if (!sum.ok()) {
     Log(LogLevel::kWarn, "commit_parts_failed").Kv("ns", req.ns).Kv("step", req.step).Err(sum.status());
-    return Status(sum.status().code(), "committing " + StepLabel(req.ns, req.step) + " across nodes failed: " +
-                                           sum.status().message() +
-                                           "; the step is not committed on this node (the coordinator's part is "
-                                           "committed last), so no reader sees it; save it again");
+    return Status(sum.status().code(), "committing " + StepLabel(req.ns, req.step) +
+                                           " across nodes failed: " + sum.status().message() +
+                                           "; the step is not committed on this node (the coordinator's "
+                                           "part is committed last), so no reader sees it; save it again");
   }
   return sum;
 }

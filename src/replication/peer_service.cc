@@ -316,8 +316,9 @@ Result<Manifest> PeerService::CommitPart(const std::string& coordinator, std::st
     return std::find(req.members.begin(), req.members.end(), id) != req.members.end();
   };
   if (!member(deps_.node_id) || !member(coordinator)) {
-    return InvalidArgument("node " + coordinator + " asked node " + deps_.node_id + " to commit its part of " +
-                           StepLabel(req.ns, req.step) + ", but the members it names lack " +
+    return InvalidArgument("node " + coordinator + " asked node " + deps_.node_id +
+                           " to commit its part of " + StepLabel(req.ns, req.step) +
+                           ", but the members it names lack " +
                            (member(coordinator) ? deps_.node_id : coordinator));
   }
   return CommitOwnPart(coordinator, req);
@@ -330,7 +331,11 @@ Result<Manifest> PeerService::CommitOwnPart(const std::string& by, const wire::C
   Result<Manifest> m = deps_.commit_part(req);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!m.ok()) {
-    Log(LogLevel::kWarn, "part_commit_failed").Kv("ns", req.ns).Kv("step", req.step).Kv("by", by).Err(m.status());
+    Log(LogLevel::kWarn, "part_commit_failed")
+        .Kv("ns", req.ns)
+        .Kv("step", req.step)
+        .Kv("by", by)
+        .Err(m.status());
     return m.status().WithContext("committing node " + deps_.node_id + "'s part of " + label);
   }
   Log(LogLevel::kInfo, "part_committed")
@@ -350,13 +355,13 @@ Result<SubtreeSum> PeerService::CommitSubtree(const std::string& parent, std::st
   const std::string label = StepLabel(req.ns, req.step);
   Result<CommitTree> tree = CommitTree::Create(req.members, r.root, r.fan_out);
   if (!tree.ok()) {
-    return tree.status().WithContext("node " + parent + " asked node " + deps_.node_id + " to commit its subtree of " +
-                                     label);
+    return tree.status().WithContext("node " + parent + " asked node " + deps_.node_id +
+                                     " to commit its subtree of " + label);
   }
   const std::optional<std::string> my_parent = tree->ParentOf(deps_.node_id);
   if (!tree->Contains(deps_.node_id) || my_parent != parent) {
-    return InvalidArgument("node " + parent + " asked node " + deps_.node_id + " to commit its subtree of " + label +
-                           ", but in that step's commit tree (root " + r.root + ", fan-out " +
+    return InvalidArgument("node " + parent + " asked node " + deps_.node_id + " to commit its subtree of " +
+                           label + ", but in that step's commit tree (root " + r.root + ", fan-out " +
                            std::to_string(r.fan_out) + ") " +
                            (tree->Contains(deps_.node_id) ? "its parent is " + my_parent.value_or("none")
                                                           : std::string("it is not a member")));

@@ -2,14 +2,15 @@
 """scale_bench.py - one step spanning N real agents on this machine (issue 21 item 4).
 
     python bench/scale_bench.py [--nodes 2,4,8,16,32] [--objects 2] [--size 4MiB] [--kill 0]
-                                [--json] [--build-dir build/release]
+                                [--commit-fan-out K] [--json] [--build-dir build/release]
 
 For each N: N tierckptd processes (n1..nN, each its own tmpfs root, socket, peer port and
 metrics port, one hostfile and secret, --replicas 2, one shared durable directory). Every
 node's writer (tc_test_writer) writes and seals its part, --objects objects of --size bytes,
 and holds it; n1's writer then commits the step across all N (CommitStep with members: n1
-commits every other member's part through the peers, each replicated to its ring successor
-before its commit returns) with --persist. Reported per N:
+commits every other member's part through the peers, down the commit tree of fan-out
+--commit-fan-out, the agents' default 16 when not given (decision 102), each part replicated
+to its ring successor before its commit returns) with --persist. Reported per N:
 
   commit_s        n1's writer, from the commit request to its answer (the spanning commit,
                   replicas included: --replica-ack all)
@@ -17,6 +18,8 @@ before its commit returns) with --persist. Reported per N:
                   (every member uploads its part and part record; one merges: decision 87)
   busiest_mib     the largest replicate + persist bytes one agent moved (its /metrics)
   per_node_s      commit_s / N and durable_s / N, to read the growth
+  depth           the commit tree's depth, from n1's `commit_across_nodes` log line (None with
+                  agents from before the tree)
 
 With --kill K (at the largest N only): K agents other than n1 and its holder are SIGKILLed
 right after the commit, during persistence; the step must still become durable (their
@@ -67,7 +70,7 @@ def metric(port: int, name: str) -> float:
 
 
 class Cluster:
-    def __init__(self, bins: Binaries, n: int, work: Path, takeover_s: int):
+    def __init__(self, bins: Binaries, n: int, work: Path, takeover_s: int, fan_out: int = 0):
         self.bins, self.n, self.work = bins, n, work
         self.durable = work / "durable"
         self.durable.mkdir()
@@ -89,12 +92,17 @@ class Cluster:
                       str(self.durable), "--memory-budget", "256MiB", "--node-id", node, "--peers", str(hosts),
                       "--peer-secret-file", str(secret), "--replicas", "2", "--takeover-after", str(takeover_s),
                       "--metrics-listen", f"127.0.0.1:{self.metrics_ports[i]}", "--log-level", "info",
-                      *(["--persist-rate", "4MiB"] if takeover_s < 60 else [])]
+                      *(["--persist-rate", "4MiB"] if takeover_s < 60 else []),
+                      *(["--commit-fan-out", str(fan_out)] if fan_out else [])]
             self.agents[node] = a
-        for a in self.agents.values():
-            a.launch(a.argv, wait=False)
-        for a in self.agents.values():
-            a.wait_ready()
+        try:
+            for a in self.agents.values():
+                a.launch(a.argv, wait=False)
+            for a in self.agents.values():
+                a.wait_ready()
+        except BaseException:
+            self.stop()  # the agents that did start (one that could not bind its port fails them all)
+            raise
 
     def stop(self):
         for a in self.agents.values():
@@ -106,9 +114,9 @@ class Cluster:
         return "\n".join(f"--- {node}:\n{a.log_text()[-1500:]}" for node, a in self.agents.items())
 
 
-def run_one(bins: Binaries, n: int, objects: int, size: int, kill: int) -> dict:
+def run_one(bins: Binaries, n: int, objects: int, size: int, kill: int, fan_out: int = 0) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"tierckpt-scale-{n}-"))
-    c = Cluster(bins, n, work, takeover_s=1 if kill else 60)
+    c = Cluster(bins, n, work, takeover_s=1 if kill else 60, fan_out=fan_out)
     holders = []
     try:
         members = [f"n{i + 1}" for i in range(n)]
@@ -150,6 +158,13 @@ def run_one(bins: Binaries, n: int, objects: int, size: int, kill: int) -> dict:
         merged = json.loads(manifest.read_text())
         if len(merged["objects"]) != n * objects:
             raise BenchError(f"N={n}: the durable manifest lists {len(merged['objects'])} objects, not {n * objects}")
+        # A member counts its persisted bytes when its persist ends, which may be just after the
+        # manifest appeared (it learns of it by reading): wait for every live member's count.
+        live = [i for i, node in enumerate(members) if node not in killed]
+        t2 = time.monotonic()
+        while (any(metric(c.metrics_ports[i], "tierckpt_persist_bytes_total") == 0 for i in live)
+               and time.monotonic() - t2 < 30):
+            time.sleep(0.05)
         moved = []
         for i, node in enumerate(members):
             if node in killed:
@@ -175,7 +190,9 @@ def run_one(bins: Binaries, n: int, objects: int, size: int, kill: int) -> dict:
                 shutil.rmtree(root, ignore_errors=True)
             if not restored_ok:
                 raise BenchError(f"N={n}: the step did not restore byte-identical after {killed} were killed")
-        return {"nodes": n, "objects_per_node": objects, "object_bytes": size, "commit_s": round(commit_s, 3),
+        depth = re.search(r"event=commit_across_nodes .*?depth=(\d+)", c.agents["n1"].log_text())
+        return {"nodes": n, "depth": int(depth.group(1)) if depth else None, "objects_per_node": objects,
+                "object_bytes": size, "commit_s": round(commit_s, 3),
                 "durable_s": round(durable_s, 3), "busiest_mib": round(max(moved) / MiB, 1),
                 "commit_s_per_node": round(commit_s / n, 4), "durable_s_per_node": round(durable_s / n, 4),
                 "killed": killed, "takeover_log_lines": takeovers, "restored_byte_identical": restored_ok}
@@ -193,6 +210,8 @@ def main() -> int:
     ap.add_argument("--objects", type=int, default=2)
     ap.add_argument("--size", type=parse_size, default=4 * MiB)
     ap.add_argument("--kill", type=int, default=0, help="agents to SIGKILL during persistence at the largest N")
+    ap.add_argument("--commit-fan-out", type=int, default=0,
+                    help="the agents' --commit-fan-out (default: theirs, 16)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--build-dir", default=str(REPO / "build" / "release"))
     args = ap.parse_args()
@@ -209,10 +228,12 @@ def main() -> int:
     results = []
     try:
         for n in nodes:
-            results.append(run_one(bins, n, args.objects, args.size, args.kill if n == max(nodes) else 0))
+            results.append(run_one(bins, n, args.objects, args.size, args.kill if n == max(nodes) else 0,
+                                   args.commit_fan_out))
             if not args.json:
                 r = results[-1]
-                print(f"N={n:3d}  commit {r['commit_s']:7.3f} s ({r['commit_s_per_node']:.4f}/node)  durable "
+                print(f"N={n:3d}  depth {r['depth']}  commit {r['commit_s']:7.3f} s "
+                      f"({r['commit_s_per_node']:.4f}/node)  durable "
                       f"{r['durable_s']:7.3f} s ({r['durable_s_per_node']:.4f}/node)  busiest {r['busiest_mib']} MiB"
                       + (f"  killed {r['killed']}, {r['takeover_log_lines']} part_takeover log lines, restored "
                          "byte-identical" if r["killed"] else ""), flush=True)

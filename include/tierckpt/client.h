@@ -315,7 +315,9 @@ class Client {
   // WriteObject for many objects, copy_threads at a time.
   Status WriteObjects(std::string_view ns, uint64_t step, const std::vector<ObjectSource>& objects);
   // Commits the step in the memory tier once every expected object is sealed
-  // and verified; returns the manifest.
+  // and verified; returns the manifest. For a step spanning nodes
+  // (options.members) that is this node's part, with Manifest::span summing
+  // every member's part (decision 103).
   Result<Manifest> Commit(std::string_view ns, uint64_t step, const CommitOptions& options);
   // Drops an uncommitted step and its objects.
   Status Abort(std::string_view ns, uint64_t step);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,26 @@ struct ObjectEntry {
   std::string checksum;  // "xxh3-64:<16 hex>"; "" only while Manifest::checksums_pending
   std::string node;      // node id of the agent that wrote it
 };
+
+// What the parts of a step spanning nodes hold together. Only in the
+// manifest a spanning commit answers (Client::Commit), whose `objects` are
+// the coordinator's own part: the coordinator learns these sums from the
+// commit tree, not the other members' manifests (decision 102). Never stored
+// in a tier. JSON: "span": {"parts", "objects", "bytes", "names_digest"}.
+struct SpanSummary {
+  uint32_t parts = 0;    // one per member
+  uint64_t objects = 0;  // in every part
+  uint64_t bytes = 0;    // of every part
+  // "sum64:<16 hex>": the sum (mod 2^64) of the XXH3-64 of every object's
+  // name, so a writer can check the names it expects (NamesDigest).
+  std::string names_digest;
+};
+
+// SpanSummary::names_digest of these names (any order), so a writer can
+// compare the names it expects with what a spanning commit committed; and
+// the same text for a sum of XXH3-64s already added up (mod 2^64).
+std::string SpanNamesDigest(const std::vector<std::string>& names);
+std::string FormatSpanNamesDigest(uint64_t sum);
 
 struct Manifest {
   std::string ns;
@@ -57,6 +78,8 @@ struct Manifest {
   // replica refuses such a manifest. JSON: "checksums_pending": true, absent
   // when false.
   bool checksums_pending = false;
+  // Set only in the answer of a commit spanning nodes (see SpanSummary).
+  std::optional<SpanSummary> span;
 
   uint64_t TotalBytes() const;
   bool SpansNodes() const { return members.size() > 1; }

@@ -25,6 +25,7 @@
 // package, never here.
 #include <Python.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -391,6 +392,21 @@ NB_MODULE(_tierckpt, m) {
                "')";
       });
 
+  m.def("names_digest", [](const std::vector<std::string>& names) { return SpanNamesDigest(names); },
+        nb::arg("names"),
+        "The SpanSummary.names_digest of these names (any order): what a commit spanning nodes reports of the "
+        "names it committed.");
+
+  nb::class_<SpanSummary>(m, "SpanSummary")
+      .def_ro("parts", &SpanSummary::parts)
+      .def_ro("objects", &SpanSummary::objects)
+      .def_ro("bytes", &SpanSummary::bytes)
+      .def_ro("names_digest", &SpanSummary::names_digest)
+      .def("__repr__", [](const SpanSummary& s) {
+        return "SpanSummary(parts=" + std::to_string(s.parts) + ", objects=" + std::to_string(s.objects) +
+               ", bytes=" + std::to_string(s.bytes) + ")";
+      });
+
   nb::class_<Manifest>(m, "Manifest")
       .def_ro("ns", &Manifest::ns)
       .def_ro("step", &Manifest::step)
@@ -400,6 +416,7 @@ NB_MODULE(_tierckpt, m) {
       .def_ro("members", &Manifest::members)
       .def_ro("objects", &Manifest::objects)
       .def_ro("checksums_pending", &Manifest::checksums_pending)
+      .def_ro("span", &Manifest::span)
       .def_prop_ro("total_bytes", &Manifest::TotalBytes)
       .def("to_json", &Manifest::ToJson)
       .def("__repr__", [](const Manifest& mf) {

@@ -434,6 +434,7 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   md.queue = replication_queue_.get();
   md.ack = ack;
   md.replica_count = config_.replicas;
+  md.commit_fan_out = config_.commit_fan_out;
   md.listen = [this] { return peer_service_->address(); };
   cluster_ = std::make_unique<MultiNode>(std::move(md));
   PeerServiceDeps pd;
@@ -448,6 +449,9 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   pd.address_of = [rep](std::string_view id) { return rep->AddressOf(id); };
   const CommitDeps commit{tier_.get(), cluster_.get()};
   pd.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
+  pd.commit_children = [rep](const wire::CommitStepRequest& req, const CommitTree& tree) {
+    return rep->CommitChildren(req, tree);
+  };
   if (persister_ != nullptr) {
     Persister* p = persister_.get();
     pd.persist_part = [p](MemoryTier* tier, const std::string& ns, uint64_t step) {

@@ -84,6 +84,8 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--replica-spacing", c.replica_spacing, "ring distance between replicas (default 1)");
   app.add_option("--replica-ack", c.replica_ack,
                  "all: a commit returns once every replica is verified (default); none: replicate after commit");
+  app.add_option("--commit-fan-out", c.commit_fan_out,
+                 "children per node of the tree a commit spanning nodes goes down (default 16)");
   app.add_option("--peer-timeout-ms", c.peer_timeout_ms,
                  "connect, handshake and each read from a peer, in ms (default 30000)");
   app.add_option("--takeover-after", c.takeover_after_s,
@@ -315,6 +317,9 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
   Result<LogLevel> level = ParseLogLevel(c->log_level);
   if (!level.ok()) return level.status().WithContext("--log-level");
   if (c->replicas < 1 || c->replicas > 16) return RangeError("--replicas", c->replicas, 1, 16);
+  if (c->commit_fan_out < 1 || c->commit_fan_out > 1024) {
+    return RangeError("--commit-fan-out", c->commit_fan_out, 1, 1024);
+  }
   if (c->replica_spacing < 1 || c->replica_spacing > 1024) {
     return RangeError("--replica-spacing", c->replica_spacing, 1, 1024);
   }

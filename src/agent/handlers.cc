@@ -249,21 +249,33 @@ Reply Handlers::CommitStep(const ConnectionState& conn, std::string_view p) {
     return JsonReply(m->ToJson());
   }
   // A step spanning nodes (docs/multinode.md): every other member's part
-  // first, this node's part last, so a part here means the step is whole.
-  // A single node refuses it (Cluster::CommitOtherParts).
-  Result<std::vector<Manifest>> parts = d_.cluster->CommitOtherParts(req);
-  if (!parts.ok()) return StatusReply(parts.status());
+  // first, down the commit tree, this node's part last, so a part here means
+  // the step is whole. A single node refuses it (Cluster::CommitOtherParts).
+  // The answer is this node's part with the sums of every part (decision
+  // 102): no node holds the other members' manifests.
+  Result<SubtreeSum> others = d_.cluster->CommitOtherParts(req);
+  if (!others.ok()) return StatusReply(others.status());
   Result<Manifest> own = CommitOnNode(commit, req, conn.writer);
   if (!own.ok()) return StatusReply(own.status());
-  parts->push_back(std::move(own).value());
-  Result<Manifest> whole = MergeParts(*parts, d_.info.node_id);
-  if (!whole.ok()) return StatusReply(whole.status());
+  SubtreeSum sum = *others;
+  AddPart(&sum, *own);
+  if (sum.parts != req.members.size()) {
+    return StatusReply(Internal("committing " + StepLabel(req.ns, req.step) + " across nodes: " +
+                                std::to_string(sum.parts) + " parts answered for " +
+                                std::to_string(req.members.size()) + " members"));
+  }
+  Manifest answer = std::move(own).value();
+  answer.world_size = std::max(answer.world_size, sum.world_size);
+  answer.checksums_pending = answer.checksums_pending || sum.checksums_pending;
+  answer.span = SpanSummary{sum.parts, sum.objects, sum.bytes, FormatSpanNamesDigest(sum.names)};
   Log(LogLevel::kInfo, "commit_across_nodes")
       .Kv("ns", req.ns)
       .Kv("step", req.step)
       .Kv("members", static_cast<uint64_t>(req.members.size()))
-      .Kv("bytes", whole->TotalBytes());
-  return JsonReply(whole->ToJson());
+      .Kv("objects", sum.objects)
+      .Kv("bytes", sum.bytes)
+      .Kv("depth", static_cast<uint64_t>(sum.depth));
+  return JsonReply(answer.ToJson());
 }
 
 Reply Handlers::AbortStep(const ConnectionState& conn, std::string_view p) {

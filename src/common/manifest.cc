@@ -1,6 +1,9 @@
 #include "tierckpt/manifest.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -32,6 +35,18 @@ const ObjectEntry* Manifest::Find(std::string_view name) const {
   return &*it;
 }
 
+std::string SpanNamesDigest(const std::vector<std::string>& names) {
+  uint64_t sum = 0;
+  for (const std::string& n : names) sum += XXH3_64bits(n.data(), n.size());
+  return FormatSpanNamesDigest(sum);
+}
+
+std::string FormatSpanNamesDigest(uint64_t sum) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "sum64:%016llx", static_cast<unsigned long long>(sum));
+  return buf;
+}
+
 std::string Manifest::ToJson() const {
   json j;
   j["format"] = kManifestFormat;
@@ -48,6 +63,12 @@ std::string Manifest::ToJson() const {
   }
   j["total_bytes"] = TotalBytes();
   if (checksums_pending) j["checksums_pending"] = true;
+  if (span) {
+    j["span"] = {{"parts", span->parts},
+                 {"objects", span->objects},
+                 {"bytes", span->bytes},
+                 {"names_digest", span->names_digest}};
+  }
   json objs = json::array();
   for (const auto& o : objects) {
     objs.push_back({{"name", o.name}, {"size", o.size}, {"checksum", o.checksum}, {"node", o.node}});
@@ -81,6 +102,10 @@ Status Manifest::Validate() const {
   if (!placement.empty()) {
     json pl = json::parse(placement, nullptr, /*allow_exceptions=*/false);
     if (pl.is_discarded() || !pl.is_object()) return InvalidArgument("placement is not a JSON object");
+  }
+  if (span && span->parts != members.size()) {
+    return InvalidArgument("span names " + std::to_string(span->parts) + " parts but the step has " +
+                           std::to_string(members.size()) + " members");
   }
   if (!members.empty() && !std::binary_search(members.begin(), members.end(), node)) {
     return InvalidArgument("node \"" + node + "\" is not among the step's members");
@@ -149,6 +174,20 @@ Result<Manifest> Manifest::Parse(std::string_view text, std::string_view source)
   if (auto cp = j.find("checksums_pending"); cp != j.end()) {
     if (!cp->is_boolean()) return Bad(source, "field \"checksums_pending\" must be true or false");
     m.checksums_pending = cp->get<bool>();
+  }
+  if (auto sp = j.find("span"); sp != j.end()) {
+    if (!sp->is_object()) return Bad(source, "field \"span\" must be an object");
+    SpanSummary s;
+    uint64_t parts = 0;
+    TC_RETURN_IF_ERROR(num(*sp, "parts", &parts));
+    if (parts > 0xffffffffULL) return Bad(source, "span.parts is out of range");
+    s.parts = static_cast<uint32_t>(parts);
+    TC_RETURN_IF_ERROR(num(*sp, "objects", &s.objects));
+    TC_RETURN_IF_ERROR(num(*sp, "bytes", &s.bytes));
+    auto d = sp->find("names_digest");
+    if (d == sp->end() || !d->is_string()) return Bad(source, "field \"span.names_digest\" must be a string");
+    s.names_digest = d->get<std::string>();
+    m.span = std::move(s);
   }
   auto objs = j.find("objects");
   if (objs == j.end() || !objs->is_array()) return Bad(source, "field \"objects\" must be an array");

@@ -64,6 +64,26 @@ TEST(ManifestTest, MembersRoundTripAndAreOmittedForOneNode) {
   EXPECT_EQ(parsed->objects[1].node, "node-b");
 }
 
+TEST(ManifestTest, TheSpanOfACommitAnswerRoundTripsAndMustCountEveryMember) {
+  Manifest m = Sample();
+  EXPECT_EQ(m.ToJson().find("\"span\""), std::string::npos);  // absent unless set
+  m.members = {"node-a", "node-b"};
+  m.span = SpanSummary{2, 5, 1000, SpanNamesDigest({"a", "b"})};
+  auto parsed = Manifest::Parse(m.ToJson(), "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_TRUE(parsed->span.has_value());
+  EXPECT_EQ(parsed->span->parts, 2u);
+  EXPECT_EQ(parsed->span->objects, 5u);
+  EXPECT_EQ(parsed->span->bytes, 1000u);
+  EXPECT_EQ(parsed->span->names_digest, SpanNamesDigest({"b", "a"}));  // any order
+  EXPECT_EQ(parsed->TotalBytes(), 13u);  // the objects listed: this node's part
+  m.span->parts = 3;
+  EXPECT_FALSE(m.Validate().ok());
+  std::string bad = Sample().ToJson();
+  bad.replace(bad.find("\"objects\""), 9, "\"span\": [], \"objects\"");
+  EXPECT_NE(Manifest::Parse(bad, "test").status().message().find("span"), std::string::npos);
+}
+
 TEST(ManifestTest, PlacementRoundTripsAsAnObject) {
   Manifest m = Sample();
   m.placement = R"({"format":"tierckpt.placement","replicas":2})";

@@ -14,6 +14,7 @@
 //   kCommitPart   wire::CommitStepRequest   → kManifest {json} | kError
 //   kPersistPart  {origin, ns, step}        → kDone | kError
 //   kDropReplica  {ns, step}                → kDone {u32 1 = dropped, 0 = held none} | kError
+//   kCommitSubtree {fan_out, root, CommitStep request} → kSubtreeCommitted {sums} | kError
 //
 // `origin` is the node whose data is asked for: the serving agent's own node
 // id means its own memory tier; another node id means the replicas it holds
@@ -30,6 +31,15 @@
 // durable tier and write origin's part record: from its own memory (origin =
 // its node id) or from the replica it holds (a holder taking over for an
 // origin that cannot).
+//
+// kCommitSubtree (decision 102) is how a coordinator commits a step spanning
+// nodes today: the members form a tree of the given fan-out rooted at the
+// coordinator (replication/commit_tree.h); the receiver asks its own
+// children, commits its part, and answers the sums of its subtree (parts,
+// objects, bytes, a digest of the names, the depth) once the whole subtree
+// committed, or the error naming the member that failed. kCommitPart (one
+// member, answered with its manifest) is what coordinators before it send;
+// it is still answered.
 //
 // Declared once: the fields a request may carry are TIERCKPT_PEER_REQUEST
 // (one line each, wire/message.h); each message is one line of
@@ -94,6 +104,29 @@ TIERCKPT_WIRE_MESSAGE(StepsPayload, "Steps", TIERCKPT_PEER_STEPS_PAYLOAD);
 #define TIERCKPT_PEER_DROP_REPLICA_ANSWER(F) F(uint32_t, held, 0, wire::U32())
 TIERCKPT_WIRE_MESSAGE(DropReplicaAnswer, "DropReplica answer", TIERCKPT_PEER_DROP_REPLICA_ANSWER);
 
+// kCommitSubtree's payload: the commit tree (fan-out, root) and the local
+// protocol's CommitStep request (encoded) that every member commits.
+#define TIERCKPT_PEER_COMMIT_SUBTREE_REQUEST(F) \
+  F(uint32_t, fan_out, 0, wire::U32())          \
+  F(std::string, root, {}, wire::Str())         \
+  F(std::string, commit, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(CommitSubtreeRequest, "CommitSubtree", TIERCKPT_PEER_COMMIT_SUBTREE_REQUEST);
+
+// kSubtreeCommitted's payload: what the answering node's subtree committed,
+// added up (the same size whatever the subtree's size): parts, objects,
+// bytes, names (the sum of the XXH3-64 of every object name, mod 2^64), the
+// largest world size, whether any part awaits its hashes, and the hops from
+// the answering node to its deepest member.
+#define TIERCKPT_PEER_SUBTREE_COMMITTED(F)        \
+  F(uint32_t, parts, 0, wire::U32())              \
+  F(uint64_t, objects, 0, wire::U64())            \
+  F(uint64_t, bytes, 0, wire::U64())              \
+  F(uint64_t, names, 0, wire::U64())              \
+  F(uint32_t, world_size, 0, wire::U32())         \
+  F(bool, checksums_pending, false, wire::Bool()) \
+  F(uint32_t, depth, 0, wire::U32())
+TIERCKPT_WIRE_MESSAGE(SubtreeCommitted, "SubtreeCommitted", TIERCKPT_PEER_SUBTREE_COMMITTED);
+
 // What a payload without a declared message holds (the Payload column).
 struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's stream
 
@@ -114,7 +147,9 @@ struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's str
   X(kCommitPart, 10, "CommitPart", wire::CommitStepRequest, 0)                                               \
   X(kPersistPart, 11, "PersistPart", PeerRequest,                                                            \
     Carries(PeerField::origin, PeerField::ns, PeerField::step))                                              \
-  X(kDropReplica, 12, "DropReplica", PeerRequest, Carries(PeerField::ns, PeerField::step))
+  X(kDropReplica, 12, "DropReplica", PeerRequest, Carries(PeerField::ns, PeerField::step))                  \
+  X(kCommitSubtree, 13, "CommitSubtree", CommitSubtreeRequest, 0)                                            \
+  X(kSubtreeCommitted, 14, "SubtreeCommitted", SubtreeCommitted, 0)
 
 enum class PeerMsg : uint16_t {
 #define TIERCKPT_PEER_MSG_ENUM(name, number, text, Payload, fields) name = number,

@@ -59,8 +59,21 @@ TEST(PeerMessagesWireFormatGoldenTest, TheDropReplicaAnswerEncodesToTheVersion1B
 TEST(PeerMessagesWireFormatGoldenTest, TypeNumbersAndNamesAreThoseOfVersion1) {
   const char* const names[] = {"unknown",    "Error",       "GetManifest", "Manifest",  "ListSteps",
                                "Steps",      "GetObject",   "Object",      "Replicate", "Done",
-                               "CommitPart", "PersistPart", "DropReplica", "unknown"};
-  for (uint16_t t = 0; t <= 13; ++t) EXPECT_EQ(PeerMsgName(t), names[t]) << t;
+                               "CommitPart", "PersistPart", "DropReplica", "CommitSubtree", "SubtreeCommitted",
+                               "unknown"};
+  for (uint16_t t = 0; t <= 15; ++t) EXPECT_EQ(PeerMsgName(t), names[t]) << t;
+}
+
+// The commit tree's request and answer (decision 102), as first sent.
+TEST(PeerMessagesWireFormatGoldenTest, TheCommitTreeMessagesEncodeToTheirFirstBytes) {
+  EXPECT_EQ(Hex(CommitSubtreeRequest{16, "n1", "xy"}.Encode()), "10000000020000006e31020000007879");
+  const SubtreeCommitted sum{2, 3, 4, 5, 6, true, 1};
+  EXPECT_EQ(Hex(sum.Encode()),
+            "02000000030000000000000004000000000000000500000000000000060000000101000000");
+  Result<SubtreeCommitted> back = SubtreeCommitted::Decode(sum.Encode());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->Encode(), sum.Encode());
+  EXPECT_FALSE(SubtreeCommitted::Decode(sum.Encode() + "x").ok());
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ops/metrics.h"
+#include "replication/commit_tree.h"
 #include "tier/memory_tier.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
@@ -77,11 +78,13 @@ class Cluster {
 
   // ---- Steps spanning nodes (docs/multinode.md) ----
   // Has every member of req.members (sorted, unique, more than one) but this
-  // node commit its part and returns their part manifests. Errors:
+  // node commit its part, down the step's commit tree rooted at this node
+  // (commit_tree.h, decision 102), and returns the sums of their parts
+  // (what they hold together, never their manifests). Errors:
   // kFailedPrecondition on a single node (start every agent with --peers);
   // kInvalidArgument when req.members lacks this node; else each member that
   // failed and why.
-  virtual Result<std::vector<Manifest>> CommitOtherParts(const wire::CommitStepRequest& req) = 0;
+  virtual Result<SubtreeSum> CommitOtherParts(const wire::CommitStepRequest& req) = 0;
   // Object `name` of step `own` (this node's part manifest of a step spanning
   // nodes) from the copy this node keeps of another member's part, fetched
   // first from the member or its holders when absent (members tried in the
@@ -123,7 +126,7 @@ class SingleNode final : public Cluster {
   const std::vector<std::string>& holders() const override { return no_holders_; }
   std::string PlacementJson() const override { return ""; }
   Status ReplicateCommitted(std::string_view, uint64_t) override { return Status::Ok(); }
-  Result<std::vector<Manifest>> CommitOtherParts(const wire::CommitStepRequest& req) override;
+  Result<SubtreeSum> CommitOtherParts(const wire::CommitStepRequest& req) override;
   Result<PartObject> OpenFromOtherParts(const Manifest& own, const std::string& name) override;
   Status FetchPart(MemoryTier* copy, std::string_view member, std::string_view ns, uint64_t step) override;
   Result<std::string> RestoreFromHolders(MemoryTier* tier, std::string_view ns, uint64_t step) override;

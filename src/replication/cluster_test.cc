@@ -34,7 +34,7 @@ TEST(SingleNodeTest, HasNoPeersReplicatesNothingAndRefusesStepsSpanningNodes) {
   EXPECT_TRUE(single.holders().empty());
   EXPECT_EQ(single.PlacementJson(), "");
   EXPECT_TRUE(single.ReplicateCommitted("job", 1).ok());
-  Result<std::vector<Manifest>> parts =
+  Result<SubtreeSum> parts =
       single.CommitOtherParts(wire::CommitStepRequest{"job", 3, 2, false, {}, {"n1", "n2"}});
   ASSERT_FALSE(parts.ok());
   EXPECT_EQ(parts.status().code(), Code::kFailedPrecondition);
@@ -141,7 +141,7 @@ TEST_F(MultiNodeClusterTest, WithAckNoneTheReplicationRunsOnTheQueueAfterTheComm
 }
 
 TEST_F(MultiNodeClusterTest, AStepSpanningNodesMustNameThisNode) {
-  Result<std::vector<Manifest>> parts =
+  Result<SubtreeSum> parts =
       nodes["n1"]->cluster->CommitOtherParts(wire::CommitStepRequest{"job", 6, 2, false, {}, {"n2", "n3"}});
   ASSERT_FALSE(parts.ok());
   EXPECT_EQ(parts.status().code(), Code::kInvalidArgument);

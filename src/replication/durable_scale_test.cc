@@ -51,7 +51,8 @@ TEST_P(DurableScaleTest, OneSpanningStepCostsRequestsLinearInItsNodes) {
   // What the coordinator's agent does on CommitStep (handlers.cc), with persist.
   wire::CommitStepRequest req{"job", step, static_cast<uint32_t>(n), /*persist=*/true, {}, span};
   Node& coordinator = *nodes.front();
-  Result<std::vector<Manifest>> others = coordinator.replicator->CommitParts(req);
+  std::sort(req.members.begin(), req.members.end());
+  Result<SubtreeSum> others = coordinator.cluster->CommitOtherParts(req);
   ASSERT_TRUE(others.ok()) << others.status().ToString();
   ASSERT_TRUE(CommitOnNode({coordinator.h.tier.get(), coordinator.cluster.get()}, req).ok());
 

@@ -24,12 +24,21 @@ Status MultiNode::ReplicateCommitted(std::string_view ns, uint64_t step) {
   return Status::Ok();
 }
 
-Result<std::vector<Manifest>> MultiNode::CommitOtherParts(const wire::CommitStepRequest& req) {
+Result<SubtreeSum> MultiNode::CommitOtherParts(const wire::CommitStepRequest& req) {
   if (!std::binary_search(req.members.begin(), req.members.end(), d_.node_id)) {
     return InvalidArgument("commit of " + StepLabel(req.ns, req.step) + " names members without this node (" +
                            d_.node_id + "); the coordinator commits through its own node's agent");
   }
-  return d_.replicator->CommitParts(req);
+  TC_ASSIGN_OR_RETURN(CommitTree tree, CommitTree::Create(req.members, d_.node_id, d_.commit_fan_out));
+  Result<SubtreeSum> sum = d_.replicator->CommitChildren(req, tree);
+  if (!sum.ok()) {
+    Log(LogLevel::kWarn, "commit_parts_failed").Kv("ns", req.ns).Kv("step", req.step).Err(sum.status());
+    return Status(sum.status().code(), "committing " + StepLabel(req.ns, req.step) +
+                                           " across nodes failed: " + sum.status().message() +
+                                           "; the step is not committed on this node (the coordinator's "
+                                           "part is committed last), so no reader sees it; save it again");
+  }
+  return sum;
 }
 
 Result<PartObject> MultiNode::OpenFromOtherParts(const Manifest& own, const std::string& name) {

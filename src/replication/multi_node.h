@@ -26,6 +26,8 @@ struct MultiNodeDeps {
   WorkQueue* queue = nullptr;         // required: runs the kNone replications
   ReplicaAck ack = ReplicaAck::kAll;  // --replica-ack
   uint32_t replica_count = 1;         // R (Stats)
+  // The fan-out of the commit trees this node roots (--commit-fan-out).
+  uint32_t commit_fan_out = kDefaultCommitFanOut;
   // The peer service's bound address (Stats), asked at each Stats.
   std::function<std::string()> listen;
 };
@@ -39,7 +41,7 @@ class MultiNode final : public Cluster {
   const std::vector<std::string>& holders() const override { return d_.replicator->holders(); }
   std::string PlacementJson() const override;
   Status ReplicateCommitted(std::string_view ns, uint64_t step) override;
-  Result<std::vector<Manifest>> CommitOtherParts(const wire::CommitStepRequest& req) override;
+  Result<SubtreeSum> CommitOtherParts(const wire::CommitStepRequest& req) override;
   Result<PartObject> OpenFromOtherParts(const Manifest& own, const std::string& name) override;
   Status FetchPart(MemoryTier* copy, std::string_view member, std::string_view ns, uint64_t step) override {
     return d_.replicator->FetchPart(copy, member, ns, step);

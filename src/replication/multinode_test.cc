@@ -39,15 +39,17 @@ class MultiNodeTest : public ::testing::Test {
       }
     }
   }
-  // What the coordinator's agent does on CommitStep (handlers.cc).
-  Result<Manifest> CommitAcross(const std::string& coordinator, uint64_t step, std::vector<std::string> span,
-                                bool persist = false) {
+  // What the coordinator's agent does on CommitStep (handlers.cc): the
+  // other parts down the commit tree, its own last; its part and the sums.
+  Result<std::pair<Manifest, SubtreeSum>> CommitAcross(const std::string& coordinator, uint64_t step,
+                                                       std::vector<std::string> span, bool persist = false) {
+    std::sort(span.begin(), span.end());
     wire::CommitStepRequest req{"job", step, 4, persist, {}, std::move(span)};
     Node& c = *nodes[coordinator];
-    TC_ASSIGN_OR_RETURN(std::vector<Manifest> others, c.replicator->CommitParts(req));
+    TC_ASSIGN_OR_RETURN(SubtreeSum sum, c.cluster->CommitOtherParts(req));
     TC_ASSIGN_OR_RETURN(Manifest own, CommitOnNode({c.h.tier.get(), c.cluster.get()}, req));
-    others.push_back(std::move(own));
-    return MergeParts(others, coordinator);
+    AddPart(&sum, own);
+    return std::make_pair(std::move(own), sum);
   }
 
   MemObjectStore store{"durable"};
@@ -59,23 +61,28 @@ class MultiNodeTest : public ::testing::Test {
       {"n2", {{"__1_0.distcp", Bytes(1u << 20, 'b')}, {"__2_0.distcp", Bytes(5000, 'c')}}}};
 };
 
-TEST_F(MultiNodeTest, EveryMemberCommitsItsPartAndTheMergedManifestListsAllObjects) {
+TEST_F(MultiNodeTest, EveryMemberCommitsItsPartAndTheSumsCountEveryObject) {
   Start(3);
   WriteParts(7, parts);
-  Result<Manifest> whole = CommitAcross("n1", 7, {"n2", "n1"});
-  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
-  EXPECT_EQ(whole->members, (std::vector<std::string>{"n1", "n2"}));
-  ASSERT_EQ(whole->objects.size(), 4u);
-  EXPECT_EQ(whole->Find(".metadata")->node, "n1");
-  EXPECT_EQ(whole->Find("__1_0.distcp")->node, "n2");
+  auto committed = CommitAcross("n1", 7, {"n2", "n1"});
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  const Manifest& own = committed->first;
+  const SubtreeSum& sum = committed->second;
+  EXPECT_EQ(own.members, (std::vector<std::string>{"n1", "n2"}));
+  ASSERT_EQ(own.objects.size(), 2u);  // the coordinator's part only
+  EXPECT_EQ(own.Find(".metadata")->node, "n1");
+  EXPECT_EQ(sum.parts, 2u);
+  EXPECT_EQ(sum.objects, 4u);
+  EXPECT_EQ(sum.bytes, 300u + (2u << 20) + (1u << 20) + 5000u);
+  EXPECT_EQ(sum.names, NamesDigest({".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp"}));
   for (const std::string node : {"n1", "n2"}) {
     Result<Manifest> part = nodes[node]->h.tier->GetManifest("job", 7);
     ASSERT_TRUE(part.ok()) << node;
-    EXPECT_EQ(part->members, whole->members) << node;
+    EXPECT_EQ(part->members, own.members) << node;
     EXPECT_EQ(part->objects.size(), 2u) << node;
   }
   // The placement is recorded: who holds each node's replicas.
-  Result<cluster::Placement> placement = cluster::ParsePlacementJson(whole->placement, "the merged manifest");
+  Result<cluster::Placement> placement = cluster::ParsePlacementJson(own.placement, "the coordinator's part");
   ASSERT_TRUE(placement.ok()) << placement.status().ToString();
   EXPECT_EQ(placement->HoldersOf("n1"), (std::vector<std::string>{"n1", "n2"}));
   // Each part is replicated to its ring successor as any commit: n2 holds n1's, n3 holds n2's.
@@ -86,9 +93,10 @@ TEST_F(MultiNodeTest, EveryMemberCommitsItsPartAndTheMergedManifestListsAllObjec
 TEST_F(MultiNodeTest, AMemberThatCannotCommitFailsTheStepAndTheCoordinatorCommitsNothing) {
   Start(3);
   WriteParts(7, {{"n1", parts.at("n1")}});  // n2 never wrote its part
-  Result<Manifest> whole = CommitAcross("n1", 7, {"n1", "n2"});
+  auto whole = CommitAcross("n1", 7, {"n1", "n2"});
   ASSERT_FALSE(whole.ok());
-  EXPECT_NE(whole.status().message().find("n2: "), std::string::npos) << whole.status().ToString();
+  EXPECT_NE(whole.status().message().find("committing node n2's part"), std::string::npos)
+      << whole.status().ToString();
   EXPECT_NE(whole.status().message().find("not committed on this node"), std::string::npos);
   EXPECT_FALSE(nodes["n1"]->h.tier->HasCommitted("job", 7));
   // A member outside the peer list fails at once, naming it.

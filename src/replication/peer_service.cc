@@ -10,6 +10,7 @@
 #include "common/names.h"
 #include "ops/metrics.h"
 #include "os/mapping.h"
+#include "os/parallel.h"
 #include "replication/peer_store.h"
 
 namespace tierckpt::agent {
@@ -136,6 +137,17 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
     case PeerMsg::kPersistPart:
     case PeerMsg::kDropReplica:
       break;
+    case PeerMsg::kCommitSubtree: {
+      Result<SubtreeSum> sum = CommitSubtree(conn->peer().node_id, request.payload);
+      if (!sum.ok()) {
+        if (sum.status().code() == Code::kProtocolError) {
+          Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Err(sum.status());
+          return false;
+        }
+        return fail(sum.status());
+      }
+      return reply(PeerMsg::kSubtreeCommitted, sum->Encode());
+    }
     case PeerMsg::kCommitPart: {
       Result<Manifest> part = CommitPart(conn->peer().node_id, request.payload);
       if (!part.ok()) {
@@ -300,29 +312,96 @@ Result<Manifest> PeerService::CommitPart(const std::string& coordinator, std::st
   TC_ASSIGN_OR_RETURN(wire::CommitStepRequest req, wire::CommitStepRequest::Decode(payload));
   TC_RETURN_IF_ERROR(ValidateNamespace(req.ns));
   TC_RETURN_IF_ERROR(ValidateStep(req.step));
-  const std::string label = StepLabel(req.ns, req.step);
   auto member = [&](const std::string& id) {
     return std::find(req.members.begin(), req.members.end(), id) != req.members.end();
   };
   if (!member(deps_.node_id) || !member(coordinator)) {
-    return InvalidArgument("node " + coordinator + " asked node " + deps_.node_id + " to commit its part of " + label +
-                           ", but the members it names lack " + (member(coordinator) ? deps_.node_id : coordinator));
+    return InvalidArgument("node " + coordinator + " asked node " + deps_.node_id +
+                           " to commit its part of " + StepLabel(req.ns, req.step) +
+                           ", but the members it names lack " +
+                           (member(coordinator) ? deps_.node_id : coordinator));
   }
+  return CommitOwnPart(coordinator, req);
+}
+
+Result<Manifest> PeerService::CommitOwnPart(const std::string& by, const wire::CommitStepRequest& req) {
+  const std::string label = StepLabel(req.ns, req.step);
   if (!deps_.commit_part) return FailedPrecondition("node " + deps_.node_id + " cannot commit parts yet (starting)");
   const auto t0 = std::chrono::steady_clock::now();
   Result<Manifest> m = deps_.commit_part(req);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!m.ok()) {
-    Log(LogLevel::kWarn, "part_commit_failed").Kv("ns", req.ns).Kv("step", req.step).Kv("by", coordinator).Err(m.status());
+    Log(LogLevel::kWarn, "part_commit_failed")
+        .Kv("ns", req.ns)
+        .Kv("step", req.step)
+        .Kv("by", by)
+        .Err(m.status());
     return m.status().WithContext("committing node " + deps_.node_id + "'s part of " + label);
   }
   Log(LogLevel::kInfo, "part_committed")
       .Kv("ns", req.ns)
       .Kv("step", req.step)
-      .Kv("by", coordinator)
+      .Kv("by", by)
       .Kv("bytes", m->TotalBytes())
       .Kv("ms", ms);
   return m;
+}
+
+Result<SubtreeSum> PeerService::CommitSubtree(const std::string& parent, std::string_view payload) {
+  TC_ASSIGN_OR_RETURN(peer::CommitSubtreeRequest r, peer::CommitSubtreeRequest::Decode(payload));
+  TC_ASSIGN_OR_RETURN(wire::CommitStepRequest req, wire::CommitStepRequest::Decode(r.commit));
+  TC_RETURN_IF_ERROR(ValidateNamespace(req.ns));
+  TC_RETURN_IF_ERROR(ValidateStep(req.step));
+  const std::string label = StepLabel(req.ns, req.step);
+  Result<CommitTree> tree = CommitTree::Create(req.members, r.root, r.fan_out);
+  if (!tree.ok()) {
+    return tree.status().WithContext("node " + parent + " asked node " + deps_.node_id +
+                                     " to commit its subtree of " + label);
+  }
+  const std::optional<std::string> my_parent = tree->ParentOf(deps_.node_id);
+  if (!tree->Contains(deps_.node_id) || my_parent != parent) {
+    return InvalidArgument("node " + parent + " asked node " + deps_.node_id + " to commit its subtree of " +
+                           label + ", but in that step's commit tree (root " + r.root + ", fan-out " +
+                           std::to_string(r.fan_out) + ") " +
+                           (tree->Contains(deps_.node_id) ? "its parent is " + my_parent.value_or("none")
+                                                          : std::string("it is not a member")));
+  }
+  if (!deps_.commit_children) {
+    return FailedPrecondition("node " + deps_.node_id + " cannot commit parts yet (starting)");
+  }
+  // The children's subtrees and this node's own part at once: a subtree's
+  // commit costs the depth in hops plus its slowest part, not their sum.
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<SubtreeSum> children(Internal("not run"));
+  Result<Manifest> own(Internal("not run"));
+  (void)ParallelFor(2, 2, [&](size_t i) {
+    if (i == 0) {
+      children = deps_.commit_children(req, *tree);
+    } else {
+      own = CommitOwnPart(parent, req);
+    }
+    return Status::Ok();
+  });
+  if (!children.ok() || !own.ok()) {
+    std::string failed = own.ok() ? "" : own.status().message();
+    if (!children.ok()) failed += (failed.empty() ? "" : "; ") + children.status().message();
+    Code code = own.ok() ? children.status().code() : own.status().code();
+    // A malformed answer from below is the subtree's failure, answered to the
+    // parent; kProtocolError here would close the parent's connection instead.
+    if (code == Code::kProtocolError) code = Code::kUnavailable;
+    return Status(code, failed);
+  }
+  SubtreeSum sum = std::move(children).value();
+  AddPart(&sum, *own);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  Log(LogLevel::kInfo, "subtree_committed")
+      .Kv("ns", req.ns)
+      .Kv("step", req.step)
+      .Kv("by", parent)
+      .Kv("children", static_cast<uint64_t>(tree->ChildrenOf(deps_.node_id).size()))
+      .Kv("parts", static_cast<uint64_t>(sum.parts))
+      .Kv("ms", ms);
+  return sum;
 }
 
 Status PeerService::PersistPart(const PeerRequest& r) {

@@ -11,9 +11,16 @@
 //       caller's address from address_of) into the caller's replica tier with
 //       MemoryTier::Restore (every object verified, published last: a replica
 //       is visible only when whole) and answers kDone or the error.
-//   CommitPart {CommitStep request}  the coordinator's agent (one of the
-//       step's members) asks this agent to commit its part of a step spanning
-//       nodes: commit_part, answered with the part manifest.
+//   CommitSubtree {fan-out, root, CommitStep request}  this node's parent in
+//       the commit tree of a step spanning nodes (commit_tree.h; the
+//       coordinator's agent or an interior member, checked against the
+//       caller's authenticated node id) asks it to commit its subtree:
+//       commit_children (its children, in parallel) while commit_part
+//       commits its own part; answered with the subtree's sums once all of
+//       it committed, or with every failure, each naming its member.
+//   CommitPart {CommitStep request}  a coordinator from before the commit
+//       tree asks this agent to commit its part: commit_part, answered with
+//       the part manifest.
 //   PersistPart {origin, ns, step}  upload origin's part to the durable tier
 //       with its part record (persist_part): this node's own part, or the
 //       replica it holds for an origin that cannot (docs/multinode.md).
@@ -42,6 +49,7 @@
 #include "common/rate_limiter.h"
 #include "ops/metrics.h"
 #include "peer/transport.h"
+#include "replication/commit_tree.h"
 #include "replication/peer_messages.h"
 #include "replication/replica_tiers.h"
 #include "tier/memory_tier.h"
@@ -63,6 +71,9 @@ struct PeerServiceDeps {
   RateLimiter* replicate_rate = nullptr;
   // This node's part of a step spanning nodes (replication/commit.h CommitOnNode).
   std::function<Result<Manifest>(const wire::CommitStepRequest&)> commit_part;
+  // This node's children's subtrees of a commit tree
+  // (Replicator::CommitChildren).
+  std::function<Result<SubtreeSum>(const wire::CommitStepRequest&, const CommitTree&)> commit_children;
   // Uploads origin's part of (ns, step) from tier with its part record;
   // nullptr without a durable tier.
   std::function<Status(MemoryTier* tier, const std::string& ns, uint64_t step)> persist_part;
@@ -98,6 +109,8 @@ class PeerService {
                    const Result<Checksum>& known, RateLimiter* rate);
   Status PullReplica(const std::string& origin, const PeerRequest& r);
   Result<Manifest> CommitPart(const std::string& coordinator, std::string_view payload);
+  Result<Manifest> CommitOwnPart(const std::string& coordinator, const wire::CommitStepRequest& req);
+  Result<SubtreeSum> CommitSubtree(const std::string& parent, std::string_view payload);
   Status PersistPart(const PeerRequest& r);
 
   const PeerServiceDeps deps_;

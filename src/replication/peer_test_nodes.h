@@ -72,6 +72,9 @@ struct Node {
     d.replicate_rate = replicate_rate;
     const CommitDeps commit{h.tier.get(), cluster.get()};
     d.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
+    d.commit_children = [rep](const wire::CommitStepRequest& req, const CommitTree& tree) {
+      return rep->CommitChildren(req, tree);
+    };
     if (store != nullptr) {
       PersisterOptions po;
       po.metrics = &h.metrics;

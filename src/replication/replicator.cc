@@ -91,7 +91,7 @@ std::unique_ptr<PeerObjectStore> Replicator::HolderStore(const std::string& hold
 }
 
 Result<std::string> Replicator::Call(const std::string& node, PeerMsg type, std::string payload, PeerMsg want,
-                                     peer::Millis reply_timeout) {
+                                     peer::Millis reply_timeout, bool* answered_error) {
   std::optional<std::string> address = AddressOf(node);
   if (!address) return NotFound("node " + node + " is not in the peer list (--peers); add it to every agent's hostfile");
   Result<std::unique_ptr<peer::Connection>> connected = transport_->Connect(*address, timeout_, node);
@@ -113,7 +113,10 @@ Result<std::string> Replicator::Call(const std::string& node, PeerMsg type, std:
     return m.status();
   }
   if (m->kind != peer::Message::Kind::kControl) return ProtocolError(conn->Describe() + " answered with a stream");
-  if (m->frame.type == static_cast<uint16_t>(PeerMsg::kError)) return DecodePeerError(m->frame.payload);
+  if (m->frame.type == static_cast<uint16_t>(PeerMsg::kError)) {
+    if (answered_error != nullptr) *answered_error = true;
+    return DecodePeerError(m->frame.payload);
+  }
   if (m->frame.type != static_cast<uint16_t>(want)) {
     return ProtocolError(conn->Describe() + " answered " + std::string(PeerMsgName(static_cast<uint16_t>(type))) +
                          " with " + std::string(PeerMsgName(m->frame.type)));
@@ -256,45 +259,49 @@ std::unique_ptr<PeerObjectStore> Replicator::StoreOn(const std::string& on, std:
   return std::make_unique<PeerObjectStore>(transport_, PeerStoreTarget{on, *address, std::string(origin)}, timeout_);
 }
 
-Result<std::vector<Manifest>> Replicator::CommitParts(const wire::CommitStepRequest& req) {
-  std::vector<std::string> others;
-  for (const std::string& m : req.members) {
-    if (m != node_id_) others.push_back(m);
-  }
-  std::vector<Result<std::string>> replies(others.size(), Result<std::string>(Internal("not run")));
-  const std::string payload = req.Encode();
-  // At most kMaxParallelCalls members at once; a part commit replicates the
-  // part first (--replica-ack all): as long a wait as Replicate.
-  constexpr int kMaxParallelCalls = 32;
-  (void)ParallelFor(others.size(), kMaxParallelCalls, [&](size_t i) {
-    replies[i] =
-        Call(others[i], PeerMsg::kCommitPart, payload, PeerMsg::kManifest, peer::Millis(3600 * 1000));
-    return Status::Ok();  // every member is asked; the replies are judged below
+Result<SubtreeSum> Replicator::CommitChildren(const wire::CommitStepRequest& req, const CommitTree& tree) {
+  const std::vector<std::string> children = tree.ChildrenOf(node_id_);
+  SubtreeSum sum;
+  if (children.empty()) return sum;
+  const std::string payload =
+      peer::CommitSubtreeRequest{tree.fan_out(), tree.root(), req.Encode()}.Encode();
+  struct Reply {
+    Result<std::string> payload{Internal("not run")};
+    bool answered_error = false;
+  };
+  std::vector<Reply> replies(children.size());
+  // One thread per child (at most the fan-out); a child answers once its
+  // subtree committed, each part replicated first (--replica-ack all): as
+  // long a wait as Replicate.
+  (void)ParallelFor(children.size(), static_cast<int>(children.size()), [&](size_t i) {
+    replies[i].payload = Call(children[i], PeerMsg::kCommitSubtree, payload, PeerMsg::kSubtreeCommitted,
+                              peer::Millis(3600 * 1000), &replies[i].answered_error);
+    return Status::Ok();  // every child is asked; the replies are judged below
   });
-  std::vector<Manifest> parts;
   std::string failed;
   Code code = Code::kOk;
-  for (size_t i = 0; i < others.size(); ++i) {
-    Result<Manifest> m = replies[i].ok() ? Manifest::Parse(*replies[i], "the part manifest node " + others[i] + " committed")
-                                         : Result<Manifest>(replies[i].status());
-    if (m.ok() && (m->node != others[i] || m->ns != req.ns || m->step != req.step)) {
-      m = ProtocolError("node " + others[i] + " answered with the part of node " + m->node + " of " +
-                        StepLabel(m->ns, m->step));
-    }
-    if (m.ok()) {
-      parts.push_back(std::move(m).value());
+  for (size_t i = 0; i < children.size(); ++i) {
+    Result<SubtreeSum> child = replies[i].payload.ok() ? SubtreeSum::Decode(*replies[i].payload)
+                                                       : Result<SubtreeSum>(replies[i].payload.status());
+    if (child.ok()) {
+      AddChild(&sum, *child);
       continue;
     }
-    if (code == Code::kOk) code = m.status().code();
-    failed += (failed.empty() ? "" : "; ") + others[i] + ": " + m.status().ToString();
+    if (code == Code::kOk) code = child.status().code();
+    // A child's own error names the member of its subtree that failed; a
+    // child that did not answer is named here.
+    std::string why = replies[i].answered_error
+                          ? child.status().message()
+                          : "node " + children[i] + " (asked by " + node_id_ + ") did not answer: " +
+                                child.status().ToString() +
+                                (child.status().code() == Code::kUnavailable
+                                     ? " (an agent older than the commit tree closes the connection too: run "
+                                       "one tierckptd version on every node)"
+                                     : "");
+    failed += (failed.empty() ? "" : "; ") + why;
   }
-  if (!failed.empty()) {
-    Log(LogLevel::kWarn, "commit_parts_failed").Kv("ns", req.ns).Kv("step", req.step).Kv("error", failed);
-    return Status(code, "committing " + StepLabel(req.ns, req.step) + " across nodes failed on " + failed +
-                            "; the step is not committed on this node (the coordinator's part is committed "
-                            "last), so no reader sees it; save it again");
-  }
-  return parts;
+  if (!failed.empty()) return Status(code, failed);
+  return sum;
 }
 
 Result<std::string> Replicator::PersistPartElsewhere(std::string_view origin, std::string_view ns, uint64_t step) {

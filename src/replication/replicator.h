@@ -11,8 +11,10 @@
 // node's step (origin = this node) and restores it with MemoryTier::Restore
 // from the first that has it.
 //
-// Steps spanning nodes (docs/multinode.md): CommitParts() has every other
-// member commit its part (kCommitPart); PersistPartElsewhere() has a member,
+// Steps spanning nodes (docs/multinode.md): CommitChildren() has this node's
+// children in the step's commit tree (commit_tree.h) commit their subtrees
+// (kCommitSubtree), the coordinator's first hop and every interior node's
+// (decision 102); PersistPartElsewhere() has a member,
 // or failing that one of its holders, upload the member's part
 // (kPersistPart); PartManifest()/FetchPart() read another member's part from
 // it or its holders, for reads of objects another node wrote.
@@ -32,6 +34,7 @@
 #include "cluster/placement.h"
 #include "common/mutex.h"
 #include "peer/transport.h"
+#include "replication/commit_tree.h"
 #include "replication/peer_store.h"
 #include "tier/memory_tier.h"
 #include "wire/protocol.h"
@@ -91,10 +94,14 @@ class Replicator {
   // ---- Steps spanning nodes ----
   // The holders of node's replicas, replica 1 first (node itself excluded).
   std::vector<std::string> HoldersOf(std::string_view node) const;
-  // Has every member of req.members but this node commit its part of the
-  // step (in parallel) and returns their part manifests. The error names each
-  // member that failed and why; a member not in the peer list fails at once.
-  Result<std::vector<Manifest>> CommitParts(const wire::CommitStepRequest& req);
+  // Has each child of this node in `tree` (over req.members) commit its
+  // subtree of the step (kCommitSubtree, the children in parallel) and
+  // returns the sum of their answers (depth: hops below this node; zero sums
+  // for a leaf). The error names each member that failed and why: a child
+  // that did not answer by name, one that answered an error with its
+  // subtree's error (which names the member); a member not in the peer list
+  // fails at once. Blocks until every child answered.
+  Result<SubtreeSum> CommitChildren(const wire::CommitStepRequest& req, const CommitTree& tree);
   // Asks origin, then each of its holders, to upload origin's part of
   // (ns, step) to the durable tier with its part record. Returns the node
   // that did it; the error names every node tried.
@@ -116,9 +123,10 @@ class Replicator {
         timeout_(timeout) {}
   Status AskToHold(const std::string& holder, std::string_view ns, uint64_t step);
   // One request to node and its control reply (kError decoded into the
-  // Status; any other type than `want` is a protocol error).
+  // Status, and *answered_error set when given; any other type than `want`
+  // is a protocol error).
   Result<std::string> Call(const std::string& node, PeerMsg type, std::string payload, PeerMsg want,
-                           peer::Millis reply_timeout);
+                           peer::Millis reply_timeout, bool* answered_error = nullptr);
   // origin's data on node `on`; nullptr if `on` is not a member.
   std::unique_ptr<PeerObjectStore> StoreOn(const std::string& on, std::string_view origin) const;
   // origin first, then its holders (this node among them only with include_self).

@@ -8,7 +8,7 @@ Status ObjectNotInStep(std::string_view ns, uint64_t step, std::string_view name
   return NotFound("object " + std::string(name) + " is not in " + StepLabel(ns, step));
 }
 
-Result<std::vector<Manifest>> SingleNode::CommitOtherParts(const wire::CommitStepRequest& req) {
+Result<SubtreeSum> SingleNode::CommitOtherParts(const wire::CommitStepRequest& req) {
   return FailedPrecondition(
       "step " + StepLabel(req.ns, req.step) + " spans " + std::to_string(req.members.size()) +
       " nodes, but this agent runs without peers; start every node's agent with --peers and "

@@ -182,7 +182,8 @@ class SageMakerTieredStorageWriter(TieredWriter):
                 raise SageMakerS3TierError(f"[Rank {self.rank}] Step {self.step}: {self.checkpoint_id} is committed "
                                            f"in memory but persisting it to {self._durable_base} failed: {e}") from e
         seconds = time.monotonic() - started
-        nbytes = self.manifest.total_bytes if self.manifest is not None else 0
+        m = self.manifest
+        nbytes = 0 if m is None else m.span.bytes if m.span is not None else m.total_bytes
         (self._sm_logger or logging.getLogger("tierckpt")).info(
             "tierckpt: saved %s step %d: %d bytes, commit %.3f s (%.1f MB/s)%s", self.namespace, self.step, nbytes,
             seconds, nbytes / 1e6 / seconds if seconds > 0 else 0.0,

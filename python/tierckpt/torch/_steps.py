@@ -6,12 +6,36 @@ import logging
 
 from ._ids import checkpoint_id
 
-__all__ = ["METADATA_OBJECT", "abort_quietly", "apply_retention", "nodes_of"]
+__all__ = ["METADATA_OBJECT", "abort_quietly", "apply_retention", "missing_after_commit", "nodes_of"]
 
 log = logging.getLogger("tierckpt")
 
 # The object holding a step's pickled DCP Metadata, as FileSystemWriter names its file.
 METADATA_OBJECT = ".metadata"
+
+
+def missing_after_commit(manifest, expected: set[str]) -> str | None:
+    """What of `expected` (object names) the committed step lacks, in words; None when nothing.
+
+    A step on one node answers its whole manifest. A step spanning nodes answers the coordinator's own
+    part with the sums of every part (``manifest.span``: the parts' object count and the digest of
+    their names, decision 102), not every member's objects: with as many objects as expected the
+    digests must agree; fewer objects means some are missing; more (sealed leftovers of an earlier
+    attempt at this step number, which nothing references) cannot be told apart here and pass.
+    """
+    from .. import _tierckpt
+
+    span = manifest.span
+    if span is None:
+        missing = expected - {o.name for o in manifest.objects}
+        return f"objects its metadata references ({sorted(missing)})" if missing else None
+    if span.objects < len(expected):
+        return (f"{len(expected) - span.objects} of the {len(expected)} objects its metadata references "
+                f"({span.objects} committed in {span.parts} parts)")
+    if span.objects == len(expected) and span.names_digest != _tierckpt.names_digest(sorted(expected)):
+        return (f"some objects its metadata references: the {span.objects} objects of its {span.parts} parts "
+                f"have other names ({span.names_digest}, expected {_tierckpt.names_digest(sorted(expected))})")
+    return None
 
 
 def abort_quietly(client, namespace: str, step: int, why: str) -> None:

@@ -52,7 +52,7 @@ from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, fl
 from ._flat_layout import FlatLayout, layout_key, planned_size
 from ._metadata_pickle import MetadataPickle
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
-from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
+from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, missing_after_commit, nodes_of
 
 __all__ = ["TieredWriter"]
 
@@ -415,11 +415,11 @@ class TieredWriter(StorageWriter, CompleteStager):
                 log.info("tierckpt: committing %s across nodes %s", self.checkpoint_id, ", ".join(members))
             self.manifest = c.commit(self.namespace, self.step, world_size=world_size, persist=self.persist,
                                      members=members)
-            committed = {o.name for o in self.manifest.objects}
-            missing = {info.relative_path for info in storage.values()} - committed
+            expected = {info.relative_path for info in storage.values()} | {METADATA_OBJECT}
+            missing = missing_after_commit(self.manifest, expected)
             if missing:
-                raise RuntimeError(f"step {self.checkpoint_id} committed without objects its metadata "
-                                   f"references ({sorted(missing)}); this is a tierckpt bug, please report it")
+                raise RuntimeError(f"step {self.checkpoint_id} committed without {missing}; this is a tierckpt "
+                                   f"bug, please report it")
             self._record_round(metadata, results, pickled)
         except BaseException:
             _round_cache.confirm_coordinator(self.namespace, None)

@@ -124,7 +124,9 @@ class TierFiles {
   // ~28 ms per 512 MiB of 4 KiB pages on the bench VM, on every steady save.
   // "Holds every page" is fstat's allocated bytes equal to size rounded up
   // to the page; anything else (holes, blocks past the end, a file system
-  // that counts its own metadata) is reserved. Returns whether it fallocated.
+  // that counts its own metadata) is reserved. Returns false when the file
+  // held every page already (nothing done), true when fallocate was called
+  // (and succeeded, or the file system does not support it: EOPNOTSUPP).
   Result<bool> ReserveFile(int fd, uint64_t size, const std::string& what) const;
 
   // A commit's records (manifest, persist marker) into a partial step dir;

@@ -12,7 +12,7 @@
 # The base system (debootstrap --variant=minbase with git, python3 and ca-certificates: what a
 # new machine of docs/building.md has before its first command) is made once and kept as a tarball
 # in ~/.cache/tierckpt/new-machine/; each run unpacks it into a new directory (removed afterwards
-# unless --keep DIR names one), clones this repository's REV (default HEAD) into /root/tierckpt
+# unless --keep DIR names one), clones this repository's REV (default HEAD) into /work/tierckpt
 # there and runs COMMAND in it as root, with stdin closed and CI=true. --keep DIR naming a machine an
 # earlier run kept runs on it again (a warm run: its packages and caches stay) in a new clone. It prints the wall time of
 # COMMAND and exits with its status; each line of its output (stdout and stderr together) starts
@@ -60,12 +60,14 @@ fi
 DIR=${KEEP:-$(mktemp -d /var/tmp/tierckpt-new-machine.XXXXXX)}
 mkdir -p "$DIR"
 if [ -z "$KEEP" ]; then trap 'rm -rf --one-file-system "$DIR"' EXIT; fi
-CLONE=/root/tierckpt
+# Cloned where this project's machines keep their clones (/work): a clone under /root (mode 700) is
+# not readable by the other users the local-socket tests run processes as (decision 104).
+CLONE=/work/tierckpt
 if [ -n "$KEEP" ] && [ -f "$DIR/etc/debian_version" ]; then
   # The same machine again: what the earlier runs installed, compiled and cached stays; a new clone.
   n=2
-  while [ -e "$DIR/root/tierckpt-$n" ]; do n=$((n + 1)); done
-  CLONE=/root/tierckpt-$n
+  while [ -e "$DIR$CLONE-$n" ]; do n=$((n + 1)); done
+  CLONE=$CLONE-$n
   say "reusing the machine at $DIR (a warm run), a fresh clone in $CLONE"
 else
   tar -C "$DIR" -xf "$BASE"
@@ -94,6 +96,8 @@ inner=$(cat <<'EOF'
 set -e
 dir=$1; shift
 mount --make-rprivate /
+# The machine's root a mount of its own, as on a real machine (the mount table then has "/").
+mount --bind "$dir" "$dir"
 for p in proc sys dev; do mkdir -p "$dir/$p"; mount --rbind "/$p" "$dir/$p"; done
 mount -t tmpfs -o mode=1777,size=50% tmpfs "$dir/dev/shm"
 mkdir -p "$dir/run" "$dir/tmp"; mount -t tmpfs tmpfs "$dir/run"

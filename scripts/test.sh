@@ -56,7 +56,13 @@ step "setup: packages, venv, builds"
 if [ "$QUICK" -eq 1 ]; then
   scripts/setup.sh release python || { echo "test.sh: setup failed" >&2; exit 1; }
 else
+  # The torch 2.14.1 venv's packages, installed into the venv cache in the background while setup
+  # installs the main venv and compiles (a second or two when the cache has them; decision 104).
+  scripts/torch_matrix.sh prefetch 2.14.1 >/tmp/tierckpt-torch-prefetch.log 2>&1 &
+  prefetch_pid=$!
   scripts/setup.sh release asan fuzz python || { echo "test.sh: setup failed" >&2; exit 1; }
+  # A failed prefetch costs nothing but its time: the setup below installs again and says why.
+  wait "$prefetch_pid" || { cat /tmp/tierckpt-torch-prefetch.log; echo "test.sh: the torch 2.14.1 prefetch failed" >&2; }
   # The venv of the torch 2.14.1 phase (torch from this machine's disk, tierckpt from build/release).
   scripts/torch_matrix.sh setup 2.14.1 || { echo "test.sh: setting up .venv-torch2.14 failed" >&2; exit 1; }
 fi

@@ -4,8 +4,10 @@
 # suite on torch 2.13.0; this runs the documented subset below on one other release, in a venv of
 # its own, and the cross-release loads between that release and .venv's.
 #
-#   scripts/torch_matrix.sh [setup|test] [VERSION]      (default: test 2.14.1)
+#   scripts/torch_matrix.sh [prefetch|setup|test] [VERSION]      (default: test 2.14.1)
 #
+# prefetch  only the venv cache's entry of torch==VERSION (scripts/venv_cache.sh), needing nothing
+#        else: scripts/test.sh runs it in the background while the C++ trees compile.
 # setup  .venv-torch<MAJOR.MINOR> (or $TIERCKPT_TORCH_VENV) with torch==VERSION, and numpy and
 #        pytest at requirements-dev.txt's pins; then tierckpt from the build scripts/setup.sh made:
 #        its `python` step run again with PIP_PREFIX at this venv, so pip builds in build/release
@@ -36,8 +38,8 @@ SUBSET=(python/tests/test_dcp_compat.py python/tests/test_torch_cross_release.py
 
 MODE=${1:-test}
 VERSION=${2:-2.14.1}
-case "$MODE" in setup | test) ;; *)
-  echo "torch_matrix.sh: unknown mode '$MODE'; use setup or test [VERSION]" >&2; exit 2 ;;
+case "$MODE" in prefetch | setup | test) ;; *)
+  echo "torch_matrix.sh: unknown mode '$MODE'; use prefetch, setup or test [VERSION]" >&2; exit 2 ;;
 esac
 if ! [[ "$VERSION" =~ ^2\.([0-9]+)\.[0-9]+$ ]] || [ "${BASH_REMATCH[1]}" -lt 9 ] || [ "${BASH_REMATCH[1]}" -gt 14 ]; then
   echo "torch_matrix.sh: torch $VERSION is outside the supported range 2.9 to 2.14 (give e.g. 2.14.1)" >&2
@@ -50,6 +52,13 @@ say() { printf '[torch_matrix] %s\n' "$*" >&2; }
 
 # shellcheck source=scripts/venv_cache.sh
 source scripts/venv_cache.sh
+pins=$(cat requirements-base.txt requirements-dev.txt | grep -E '^(numpy|pytest)==' | tr '\n' ' ')
+if [ "$MODE" = prefetch ]; then
+  [ "${TIERCKPT_VENV_CACHE:-}" = off ] && exit 0
+  # shellcheck disable=SC2086
+  venv_cache_build "torch$VERSION" "torch==$VERSION $pins" "${PYTHON:-python3}" -- "torch==$VERSION" $pins
+  exit
+fi
 main_site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))' 2>/dev/null)
 if [ -z "$main_site" ] || ! ls -d "$main_site"/tierckpt-*.dist-info >/dev/null 2>&1 \
    || [ "$(cat .venv/.tierckpt-req.sha 2>/dev/null)" != "$(req_sha requirements-base.txt requirements-dev.txt)" ]; then
@@ -59,7 +68,6 @@ if [ -z "$main_site" ] || ! ls -d "$main_site"/tierckpt-*.dist-info >/dev/null 2
 fi
 
 t0=$SECONDS
-pins=$(cat requirements-base.txt requirements-dev.txt | grep -E '^(numpy|pytest)==' | tr '\n' ' ')
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV with torch==$VERSION $pins (scripts/venv_cache.sh)"
   # shellcheck disable=SC2086

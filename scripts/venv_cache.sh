@@ -26,6 +26,48 @@ write_stamp() {  # write_stamp FILE TEXT: replaces FILE (never writes through a 
   rm -f "$1" && printf '%s\n' "$2" > "$1"
 }
 
+venv_cache_entry() {  # venv_cache_entry NAME KEY PYTHON -- PIP_INSTALL_ARGS...: the entry's path
+  local name=$1 key=$2 py=$3
+  shift 3
+  [ "$1" = "--" ] && shift
+  local root=${TIERCKPT_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tierckpt/venvs} hash
+  hash=$({ printf '%s\n' "$key" "$*"; "$py" -VV; "$py" -m pip config list 2>/dev/null; cat /etc/xdg/pip/constraints.txt 2>/dev/null; } \
+         | sha256sum | cut -c1-16)
+  printf '%s\n' "$root/$name-$hash"
+}
+
+# venv_cache_build NAME KEY PYTHON -- PIP_INSTALL_ARGS...: builds the cache entry unless it is there
+# (one builder at a time per entry: a second caller waits on its lock, then finds it complete). It
+# may run in the background ahead of venv_from_cache (test.sh builds the torch 2.14.1 entry while
+# the C++ trees compile).
+venv_cache_build() {
+  local name=$1 py=$3 entry t0=$SECONDS
+  entry=$(venv_cache_entry "$@") || return 1
+  shift 3
+  [ "$1" = "--" ] && shift
+  local root=${entry%/*}
+  mkdir -p "$root" || return 1
+  (
+    flock 9 || exit 1
+    if [ ! -f "$entry/.tierckpt-cache-complete" ]; then
+      rm -rf "$entry"  # an entry a killed build left half made
+      venv_cache_say "building $entry (once per machine and pin list)"
+      "$py" -m venv "$entry" || exit 1
+      "$entry/bin/python" -m pip install -q --upgrade pip </dev/null >&2 || exit 1
+      "$entry/bin/python" -m pip install -q "$@" </dev/null >&2 || { rm -rf "$entry"; exit 1; }
+      touch "$entry/.tierckpt-cache-complete"
+      venv_cache_say "built $entry in $((SECONDS - t0)) s"
+      # Keep this entry and the newest other one of NAME (a branch with the old pins); clones
+      # made from a removed entry keep their files (hard links) and are unaffected.
+      ls -1dt "$root/$name"-*/.tierckpt-cache-complete 2>/dev/null | tail -n +3 | while IFS= read -r old; do
+        old=${old%/.tierckpt-cache-complete}
+        venv_cache_say "removing the older cached venv $old"
+        rm -rf "$old" "$old.lock"
+      done || true
+    fi
+  ) 9>"$entry.lock" || { venv_cache_say "building the cached venv $entry failed"; return 1; }
+}
+
 venv_from_cache() {
   local dest=$1 name=$2 key=$3 py=$4
   shift 4
@@ -40,29 +82,9 @@ venv_from_cache() {
       && "$dest/bin/python" -m pip install -q "$@" </dev/null >&2
     return
   fi
-  local hash entry t0=$SECONDS
-  hash=$({ printf '%s\n' "$key" "$*"; "$py" -VV; "$py" -m pip config list 2>/dev/null; cat /etc/xdg/pip/constraints.txt 2>/dev/null; } \
-         | sha256sum | cut -c1-16)
-  entry="$root/$name-$hash"
-  mkdir -p "$root" || return 1
-  (
-    flock 9 || exit 1
-    if [ ! -f "$entry/.tierckpt-cache-complete" ]; then
-      rm -rf "$entry"  # an entry a killed build left half made
-      venv_cache_say "building $entry (once per machine and pin list)"
-      "$py" -m venv "$entry" || exit 1
-      "$entry/bin/python" -m pip install -q --upgrade pip </dev/null >&2 || exit 1
-      "$entry/bin/python" -m pip install -q "$@" </dev/null >&2 || { rm -rf "$entry"; exit 1; }
-      touch "$entry/.tierckpt-cache-complete"
-      # Keep this entry and the newest other one of NAME (a branch with the old pins); clones
-      # made from a removed entry keep their files (hard links) and are unaffected.
-      ls -1dt "$root/$name"-*/.tierckpt-cache-complete 2>/dev/null | tail -n +3 | while IFS= read -r old; do
-        old=${old%/.tierckpt-cache-complete}
-        venv_cache_say "removing the older cached venv $old"
-        rm -rf "$old" "$old.lock"
-      done || true
-    fi
-  ) 9>"$entry.lock" || { venv_cache_say "building the cached venv $entry failed"; return 1; }
+  local entry t0=$SECONDS
+  entry=$(venv_cache_entry "$name" "$key" "$py" -- "$@") || return 1
+  venv_cache_build "$name" "$key" "$py" -- "$@" || return 1
   mkdir -p "$(dirname "$dest")"
   cp -al "$entry" "$dest" 2>/dev/null || { rm -rf "$dest"; cp -a "$entry" "$dest"; } || return 1
   rm -f "$dest/.tierckpt-cache-complete"

@@ -150,8 +150,27 @@ def sagemaker_sdist(py: str, where: Path) -> Path:
         tail = " | ".join((r.stdout + r.stderr).strip().splitlines()[-3:])
         raise RuntimeError(f"pip download --no-binary :all: {SAGEMAKER_SDIST} failed: {tail}")
     with tarfile.open(tars[0]) as t:
-        t.extractall(where, filter="data")
+        _extract_data(t, where)
     return next(p for p in where.glob("amzn_sagemaker_checkpointing-*") if p.is_dir())
+
+
+def _extract_data(t: tarfile.TarFile, where: Path) -> None:
+    """Extracts t into where, refusing what tarfile's "data" filter refuses: a member or a link that
+    would land outside where, and devices. Pythons before 3.11.4 (Debian 12's 3.11.2) have no filters."""
+    if hasattr(tarfile, "data_filter"):
+        t.extractall(where, filter="data")
+        return
+    base = where.resolve()
+    for m in t.getmembers():
+        target = (base / m.name).resolve()
+        inside = target == base or target.is_relative_to(base)
+        if m.issym() or m.islnk():
+            link = (target.parent / m.linkname if m.issym() else base / m.linkname).resolve()
+            inside = inside and link.is_relative_to(base)
+        if not inside or m.isdev():
+            raise RuntimeError(f"refusing to extract {m.name!r} from {t.name}: it is a device or would land "
+                               f"outside {base}; the source distribution is not what pip should have fetched")
+    t.extractall(where)
 
 
 def mlflashpoint_reason(py: str) -> str | None:

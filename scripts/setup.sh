@@ -4,6 +4,7 @@
 # C++ builds. Idempotent: a second run skips what is already there.
 #
 #   scripts/setup.sh [--minimal] [release] [asan] [fuzz] [python] [wheel]    (default: release python)
+#   scripts/setup.sh [--minimal] --packages      the Debian packages alone
 #
 # --minimal (scripts/demo.sh): only what building and running the package needs — the compiler
 # and the -dev packages, and a venv of requirements-base.txt (torch, numpy, the extension's build
@@ -22,7 +23,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MINIMAL=0
+PACKAGES_ONLY=0
 if [ "${1:-}" = "--minimal" ]; then MINIMAL=1; shift; fi
+if [ "${1:-}" = "--packages" ]; then PACKAGES_ONLY=1; shift; fi
 
 say() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -89,6 +92,8 @@ if [ ${#ceph_missing[@]} -gt 0 ]; then
   say "installing Ceph for the S3 tests: ${ceph_missing[*]}"
   apt_install "${ceph_missing[@]}"
 fi
+
+[ "$PACKAGES_ONLY" -eq 0 ] || exit 0
 
 # ---- Python venv ---------------------------------------------------------------
 # The pinned packages are installed once per machine into a cached venv and hard-linked into

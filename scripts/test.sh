@@ -57,7 +57,9 @@ if [ "$QUICK" -eq 1 ]; then
   scripts/setup.sh release python || { echo "test.sh: setup failed" >&2; exit 1; }
 else
   # The torch 2.14.1 venv's packages, installed into the venv cache in the background while setup
-  # installs the main venv and compiles (a second or two when the cache has them; decision 104).
+  # installs the main venv and compiles (a second or two when the cache has them; decision 104);
+  # after the Debian packages, which bring python3-venv.
+  scripts/setup.sh --packages || { echo "test.sh: installing the Debian packages failed" >&2; exit 1; }
   scripts/torch_matrix.sh prefetch 2.14.1 >/tmp/tierckpt-torch-prefetch.log 2>&1 &
   prefetch_pid=$!
   scripts/setup.sh release asan fuzz python || { echo "test.sh: setup failed" >&2; exit 1; }

@@ -71,6 +71,7 @@ if [ -n "$KEEP" ] && [ -f "$DIR/etc/debian_version" ]; then
   say "reusing the machine at $DIR (a warm run), a fresh clone in $CLONE"
 else
   tar -C "$DIR" -xf "$BASE"
+  chmod 755 "$DIR"  # the tarball's "." is debootstrap's mktemp directory (700): "/" must be 755
   # What the machine's installer writes and debootstrap does not: a name for the host and for
   # localhost (torchrun's rendezvous resolves "localhost").
   cp /etc/resolv.conf /etc/hosts /etc/hostname "$DIR/etc/"

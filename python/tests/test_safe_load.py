@@ -113,6 +113,33 @@ def test_metadata_written_by_python_3_11_2_loads(tmp_path):
     assert props.memory_format == torch.contiguous_format
 
 
+def test_a_metadata_with_getattr_members_is_freed_without_the_cyclic_collector(tmp_path):
+    """The unpickler keeps what builtins.getattr resolved to in its memo; when that held the unpickler
+    (a bound method), the two made a cycle, which Python 3.11.2's Unpickler hides from the
+    collector: every load of a step written by 3.11.0-3.11.4 kept its whole Metadata alive for good,
+    and a failed DCP load left the collector paused (_gc_pause.py) on Debian 12's python3. With the
+    collector off, the Metadata must go when its last reference does."""
+    import gc
+    import weakref
+
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
+
+    metadata = pickle.loads(_stock_metadata(tmp_path))
+    metadata.planner_data = {"fmt": _EnumByGetattr(_MEM_FORMAT_ENCODING, "TORCH_CONTIGUOUS_FORMAT")}
+    raw = pickle.dumps(metadata, protocol=4)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        loaded = load_metadata(raw, "x/.metadata")
+        assert loaded.planner_data == {"fmt": _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT}
+        alive = weakref.ref(loaded)
+        del loaded
+        assert alive() is None, "the loaded Metadata outlived its last reference: a reference cycle holds it"
+    finally:
+        if was:
+            gc.enable()
+
+
 @pytest.mark.parametrize("owner,name", [
     ("torch.Size", "__class__"),                 # an allowed class, not an Enum
     ("_MEM_FORMAT_ENCODING", "__class__"),       # an allowed Enum, not a member

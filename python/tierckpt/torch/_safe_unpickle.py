@@ -25,6 +25,7 @@ import _compat_pickle
 import codecs
 import collections
 import enum
+import functools
 import inspect
 import io
 import pathlib
@@ -109,6 +110,10 @@ class _EnumMember:
             f"(how Python 3.11.0-3.11.4 pickle Enums); nothing of it was run ({_SECURITY}).")
 
 
+def _allowed_class(user: dict, cls: type) -> bool:
+    return any(v is cls for v in _FIXED.values()) or any(v is cls for v in user.values())
+
+
 class _MetadataUnpickler(pickle.Unpickler):
     def __init__(self, data, where: str) -> None:
         super().__init__(io.BytesIO(data))
@@ -123,7 +128,11 @@ class _MetadataUnpickler(pickle.Unpickler):
             module = _compat_pickle.IMPORT_MAPPING[module]
         full = f"{module}.{name}"
         if full == "builtins.getattr":
-            return _EnumMember(self._where, self._allowed_class)
+            # Not a bound method: the unpickler's memo keeps this object, and a reference back to the
+            # unpickler would make a cycle that Python 3.11.2's Unpickler hides from the collector,
+            # keeping every step's whole Metadata alive after the load (and, with the collector paused
+            # over a load, its pause too: _gc_pause.py).
+            return _EnumMember(self._where, functools.partial(_allowed_class, self._user))
         value = _FIXED.get(full)
         if value is None:
             value = self._user.get(full)
@@ -135,9 +144,6 @@ class _MetadataUnpickler(pickle.Unpickler):
                 f"stored ({_SECURITY}). If {full} is a class of yours (a custom planner's data) and you trust "
                 f"whoever wrote the step, allow it with torch.serialization.add_safe_globals([{full}]).")
         return value
-
-    def _allowed_class(self, cls: type) -> bool:
-        return any(v is cls for v in _FIXED.values()) or any(v is cls for v in self._user.values())
 
     def persistent_load(self, pid: Any) -> Any:
         raise ForbiddenGlobalError(f"{self._where}: refused to unpickle it: it holds a persistent id, "

@@ -3,13 +3,14 @@
 # missing (scripts/setup.sh), builds the release, ASan+UBSan and fuzz builds,
 # then runs
 #   1. the unit tests (ctest) in the release build,
-#   2. the unit tests again under AddressSanitizer + UBSan (a clang build,
+#   2. the integration tests (pytest, real tierckptd processes, SIGKILLs;
+#      TIERCKPT_TEST_WORKERS pytest-xdist workers, default 2); the ASan+UBSan
+#      and fuzz trees compile in the background during 1 and 2,
+#   3. the unit tests again under AddressSanitizer + UBSan (a clang build,
 #      which also checks the lock annotations: -Wthread-safety -Werror),
-#   3. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 15),
-#   4. the integration tests (pytest, real tierckptd processes, SIGKILLs;
-#      TIERCKPT_TEST_WORKERS pytest-xdist workers, default 2),
+#   4. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 15),
 #   5. the Python package's tests (real torch 2.13.0, multi-process gloo
-#      groups, real agents; the Ray Train ones run beside step 4),
+#      groups, real agents; the Ray Train ones run beside step 2),
 #   6. a subset of them on torch 2.14.1 in .venv-torch2.14, with steps saved
 #      under each release loaded under the other (scripts/torch_matrix.sh),
 #   7. the wheel: scripts/wheel.sh builds and repairs it, tests/wheel installs
@@ -62,7 +63,14 @@ else
   scripts/setup.sh --packages || { echo "test.sh: installing the Debian packages failed" >&2; exit 1; }
   scripts/torch_matrix.sh prefetch 2.14.1 >/tmp/tierckpt-torch-prefetch.log 2>&1 &
   prefetch_pid=$!
-  scripts/setup.sh release asan fuzz python || { echo "test.sh: setup failed" >&2; exit 1; }
+  scripts/setup.sh release python || { echo "test.sh: setup failed" >&2; exit 1; }
+  # The ASan+UBSan and fuzz trees compile in the background, at the lowest CPU priority, while the
+  # release tree's unit tests and the integration tests run (decision 105): those mostly wait on
+  # agents (190 CPU-s in 259 s of wall on 2 cores), so a cold compile takes the idle cores and the
+  # tests keep theirs. Their phases wait for it. With a warm compiler cache it takes seconds.
+  sanitizer_start=$SECONDS
+  nice -n 19 scripts/setup.sh asan fuzz >/tmp/tierckpt-build-sanitizers.log 2>&1 &
+  sanitizer_pid=$!
   # A failed prefetch costs nothing but its time: the setup below installs again and says why.
   wait "$prefetch_pid" || { cat /tmp/tierckpt-torch-prefetch.log; echo "test.sh: the torch 2.14.1 prefetch failed" >&2; }
   # The venv of the torch 2.14.1 phase (torch from this machine's disk, tierckpt from build/release).
@@ -155,19 +163,6 @@ ctest --test-dir build/release -j "$JOBS" --output-on-failure 2>&1 | tee /tmp/ti
 [ "${PIPESTATUS[0]}" -eq 0 ] || failures+=("unit tests (release)")
 count_ctest /tmp/tierckpt-ctest-release.log
 
-step "unit tests (ASan + UBSan)"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/asan -j "$JOBS" --output-on-failure 2>&1 | tee /tmp/tierckpt-ctest-asan.log
-[ "${PIPESTATUS[0]}" -eq 0 ] || failures+=("unit tests (asan)")
-count_ctest /tmp/tierckpt-ctest-asan.log
-
-step "fuzz targets, ${FUZZ_SECONDS}s each"
-if tests/fuzz/run_fuzz.sh build/fuzz "$FUZZ_SECONDS"; then
-  passed=$((passed + 1))
-else
-  failed=$((failed + 1)); failures+=("fuzzing")
-fi
-
 count_pytest() {  # count_pytest <label> <log> <exit code>: adds a pytest run's counts to the totals
   local label=$1 log=$2 rc=$3 p f
   [ "$rc" -eq 0 ] || failures+=("$label")
@@ -207,6 +202,33 @@ ray_rc=$?
 cat /tmp/tierckpt-pytest-ray.log
 count_pytest "Ray Train tests" /tmp/tierckpt-pytest-ray.log "$ray_rc"
 echo "Ray Train tests: done $((SECONDS - ray_start)) s after they started"
+
+step "ASan+UBSan and fuzz builds (started in the background at $((sanitizer_start - START)) s)"
+sanitizers_built=1
+if wait "$sanitizer_pid"; then
+  grep -E '^\[setup\] built ' /tmp/tierckpt-build-sanitizers.log
+else
+  tail -60 /tmp/tierckpt-build-sanitizers.log
+  echo "the ASan+UBSan or fuzz build failed (whole log: /tmp/tierckpt-build-sanitizers.log)"
+  sanitizers_built=0
+  failed=$((failed + 1)); failures+=("ASan+UBSan/fuzz build")
+fi
+echo "done $((SECONDS - sanitizer_start)) s after it started"
+
+if [ "$sanitizers_built" -eq 1 ]; then
+  step "unit tests (ASan + UBSan)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build/asan -j "$JOBS" --output-on-failure 2>&1 | tee /tmp/tierckpt-ctest-asan.log
+  [ "${PIPESTATUS[0]}" -eq 0 ] || failures+=("unit tests (asan)")
+  count_ctest /tmp/tierckpt-ctest-asan.log
+
+  step "fuzz targets, ${FUZZ_SECONDS}s each"
+  if tests/fuzz/run_fuzz.sh build/fuzz "$FUZZ_SECONDS"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); failures+=("fuzzing")
+  fi
+fi
 
 step "Python package tests (torch DCP, gloo, real agents)"
 run_pytest "python tests" /tmp/tierckpt-pytest-python.log python/tests --ignore="$RAY_TESTS"

@@ -36,9 +36,10 @@ APT_PACKAGES=(g++ make cmake ninja-build pkg-config git python3-venv python3-dev
   libxxhash-dev nlohmann-json3-dev libgtest-dev libgmock-dev libcli11-dev
   libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev libcpp-httplib-dev)
 # ... and what only the tests run: clang for the ASan+UBSan and fuzz builds, ip and unshare for the
-# network namespaces, Prometheus and systemd for the operations tests, dnsmasq-base for the DNS server
+# network namespaces, nft for their link faults (tests/harness/netns.py), Prometheus and systemd for the
+# operations tests, dnsmasq-base for the DNS server
 # of tests/integration/test_peers_dns.py (--peers dns:).
-[ "$MINIMAL" -eq 1 ] || APT_PACKAGES+=(clang iproute2 prometheus systemd dnsmasq-base)
+[ "$MINIMAL" -eq 1 ] || APT_PACKAGES+=(clang iproute2 nftables prometheus systemd dnsmasq-base)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -5,6 +5,10 @@ peer port; all share one hostfile, one cluster secret (R = 2, spacing 1, so
 n<i>'s replica holder is its ring successor n<i+1>) and one filesystem
 durable tier. Binaries come from $TIERCKPT_BIN_DIR (default build/release/tools).
 Every process is started here and stopped here; nothing else is touched.
+
+With `hosts` (tests/harness/netns.py), node n<i> runs in host i's network namespace and its peers
+reach it at that host's address only, over a switch the campaign can cut, split or degrade
+(issue 42); the Unix sockets, roots and the durable directory stay files the campaign shares.
 """
 import json
 import os
@@ -40,6 +44,7 @@ class Agent(AgentProcess):
         self.args = args
         self.down = None  # None, "killed" or "stopped": set by the schedule only
         self.port = None
+        self.host = "127.0.0.1"  # where its peer port answers
 
     def start(self):
         with open(self.log, "ab") as logf:
@@ -102,9 +107,10 @@ class Agent(AgentProcess):
 
 class Cluster:
     def __init__(self, workdir: Path, n=4, budget="64MiB", keep_last=3, extra=(), private_tmpfs=None,
-                 durable_url=None, env=None):
+                 durable_url=None, env=None, hosts=None):
         """durable_url: the agents' --durable (default: a directory under workdir, self.durable);
-        env: variables added to every agent's and CLI's environment (e.g. AWS keys for S3)."""
+        env: variables added to every agent's and CLI's environment (e.g. AWS keys for S3);
+        hosts: a netns.Hosts of at least n hosts, one per node (None: every agent on loopback)."""
         self.workdir = workdir
         self.n = n
         self.keep_last = keep_last
@@ -114,7 +120,14 @@ class Cluster:
         self.secret.write_bytes(os.urandom(32).hex().encode())
         self.secret.chmod(0o600)
         self.hostfile = workdir / "hosts"
-        ports = write_hostfile(self.hostfile, n)
+        self.hosts = hosts
+        if hosts is not None:
+            if hosts.n < n:
+                raise ValueError(f"Cluster: {n} nodes need {n} hosts, the network has {hosts.n}")
+            ports = [7100] * n  # each host has its own port space
+            self.hostfile.write_text("".join(f"n{i} {hosts.ip[i]}:{ports[i - 1]}\n" for i in range(1, n + 1)))
+        else:
+            ports = write_hostfile(self.hostfile, n)
         self.durable = workdir / "durable"
         self.durable.mkdir(exist_ok=True)
         tag = uuid.uuid4().hex[:10]
@@ -145,6 +158,9 @@ class Cluster:
                     "--log-level", "info", *extra]
             a = Agent(node, wd, self.shm / f"tierckpt-stress-{tag}-{node}", args, self.socket_dir)
             a.port = ports[i]
+            if hosts is not None:
+                a.prefix = hosts.prefix(i + 1)
+                a.host = hosts.ip[i + 1]
             if env:
                 a.env.update(env)
             self.agents[node] = a

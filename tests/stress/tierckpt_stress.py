@@ -36,6 +36,8 @@ from oracle import Attempt, Oracle, Violation  # noqa: E402
 
 KINDS = ["writer_kill", "agent_kill", "agent_stop", "agent_replace", "corrupt_memory", "corrupt_replica",
          "corrupt_durable", "writer_race", "hostile_clients", "tenant_fill", "s3_faults"]
+# Faults of the links between agents: only with --network netns (each agent on a host of its own).
+LINK_KINDS = ["link_cut", "link_split", "link_lossy"]
 SIZES = [4096, 65536 + 3, 262144, 1 << 20]
 WRITER_TIMEOUT_S = 60
 
@@ -59,13 +61,17 @@ class Campaign:
         self.kinds = args.kinds
         self.workdir = Path(tempfile.mkdtemp(prefix=f"tierckpt-stress-{self.seed}-", dir=args.workdir))
         self.s3 = None
+        self.hosts = None
+        if args.network == "netns":
+            from netns import Hosts  # noqa: PLC0415  (tests/harness, on the path through cluster.py)
+            self.hosts = Hosts(args.nodes)
         if args.durable == "s3":
             from s3_tier import S3Tier  # noqa: PLC0415  (moto and boto3 only when asked for)
             self.s3 = S3Tier(self.workdir)
             self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget, durable_url=self.s3.url,
-                             env=self.s3.env)
+                             env=self.s3.env, hosts=self.hosts)
         else:
-            self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget)
+            self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget, hosts=self.hosts)
         self.namespaces = [f"{n}-{x}" for n in self.c.nodes() for x in ("a", "b")]
         self.next_step = {ns: 1 for ns in self.namespaces}
         self.o = Oracle(self.c, self.workdir / "restores", s3=self.s3)
@@ -252,7 +258,7 @@ class Campaign:
                         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                         s.connect(str(agent.socket))
                     else:
-                        s = socket.create_connection(("127.0.0.1", agent.port), timeout=2)
+                        s = socket.create_connection((agent.host, agent.port), timeout=2)
                     if j % 3 == 0:
                         s.send(os.urandom(7 + j))  # half a frame, then silence
                     self.hostile.append(s)
@@ -261,6 +267,40 @@ class Campaign:
             self.note(f"{len(self.hostile)} idle/half-sent connections to {node} (local socket and peer port)")
         self.recovery[kind].append(time.time() - t0)
         return None
+
+    def inject_link(self, plan):
+        """Cuts, splits or degrades links before the round's writers start; run_round holds it for
+        3 x hold (0.6-4.5 s, around --peer-timeout-ms 3000) while saves, replication, persistence
+        and restores run across it, then heals it. Returns the pairs of nodes it separates (or the
+        degraded node paired with every other): the round's fault landed when a writer's origin and
+        its replica holder are such a pair."""
+        nodes = self.c.nodes()
+        host = {n: i + 1 for i, n in enumerate(nodes)}
+        kind, node, hold = plan["kind"], plan["node"], 3 * plan["hold"]
+        if kind == "link_cut":
+            groups = [[node], [n for n in nodes if n != node]]
+            self.note(f"link of {node} cut from every other node for {hold:.2f}s")
+        elif kind == "link_split":
+            k = plan["pick"] % len(nodes)
+            ring = nodes[k:] + nodes[:k]
+            groups = [ring[:len(nodes) // 2], ring[len(nodes) // 2:]]
+            self.note(f"network split {groups[0]} | {groups[1]} for {hold:.2f}s")
+        else:
+            loss = 1 + plan["pick"] % 15
+            rate = [None, 16, 64][plan["obj"] % 3]
+            self.hosts.impair(host[node], loss_pct=loss, rate_mbit=rate)
+            self.note(f"link of {node} drops {loss}% of packets" + (f", {rate} Mbit/s" if rate else "")
+                      + f" for {hold:.2f}s")
+            return hold, {frozenset((node, n)) for n in nodes if n != node}
+        self.hosts.partition([[host[n] for n in g] for g in groups])
+        return hold, {frozenset((a, b)) for a in groups[0] for b in groups[1]}
+
+    def link_landed(self, plan, separated) -> bool:
+        for w in plan["writers"]:
+            origin = w["ns"].split("-")[0]
+            if frozenset((origin, self.c.holder(origin))) in separated:
+                return True
+        return False
 
     # --- the loop --------------------------------------------------------------------------
     def run_round(self, i):
@@ -274,6 +314,10 @@ class Campaign:
         if early:
             self.injected[plan["kind"]] += 1
             self.inject(plan, running)
+        link = None  # a link fault is in place before the writers start, and held while they run
+        if plan["kind"] in LINK_KINDS:
+            self.injected[plan["kind"]] += 1
+            link = self.inject_link(plan)
         for w in plan["writers"]:
             step = self.next_step[w["ns"]]
             self.next_step[w["ns"]] += 1
@@ -291,7 +335,17 @@ class Campaign:
             self.note(f"two writers race for {w['ns']}/{self.next_step[w['ns']] - 1}")
         time.sleep(plan["delay"])
         target = None
-        if not early:
+        if link:
+            hold, separated = link
+            t_link = time.time()
+            try:
+                time.sleep(hold)
+            finally:
+                self.hosts.heal()
+            if not self.link_landed(plan, separated):
+                self.no_target[plan["kind"]] += 1
+            self.recovery[plan["kind"]].append(time.time() - t_link)
+        elif not early:
             self.injected[plan["kind"]] += 1
             target = self.inject(plan, running)
         t0 = time.time()
@@ -367,6 +421,8 @@ class Campaign:
             self.c.stop()  # agents killed, roots and the private tmpfs gone; logs stay in the workdir
             if self.s3:
                 self.s3.stop()
+            if self.hosts:
+                self.hosts.close()
             if not self.args.keep:
                 shutil.rmtree(self.workdir, ignore_errors=True)
         return summary
@@ -376,7 +432,7 @@ class Campaign:
             return {"n": len(xs), "mean_s": round(sum(xs) / len(xs), 3), "max_s": round(max(xs), 3)} if xs else {}
         return {
             "status": status, "seed": self.seed, "rounds": self.round, "faults_planned": self.args.faults,
-            "kinds": self.kinds, "durable": self.args.durable, "seconds": round(elapsed, 1), "nodes": self.c.n, "budget": self.args.budget,
+            "kinds": self.kinds, "durable": self.args.durable, "network": self.args.network, "seconds": round(elapsed, 1), "nodes": self.c.n, "budget": self.args.budget,
             "faults_injected": dict(self.injected), "faults_without_target": dict(self.no_target),
             "steps_attempted": sum(len(v) for v in self.o.attempts.values()),
             "steps_acknowledged": len(self.o.acked), "writers": dict(self.writer_outcomes),
@@ -398,7 +454,13 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=None, help="schedule seed (default: a fresh random one, printed)")
     p.add_argument("--faults", type=int, default=50, help="rounds, one fault each (default 50)")
     p.add_argument("--duration", type=float, default=float("inf"), help="stop starting rounds after S seconds")
-    p.add_argument("--kinds", default=",".join(KINDS), help=f"comma list of fault kinds (default all: {','.join(KINDS)})")
+    p.add_argument("--kinds", default=None,
+                   help=f"comma list of fault kinds (default: all of {','.join(KINDS)}, and with --network netns "
+                        f"also {','.join(LINK_KINDS)})")
+    p.add_argument("--network", choices=["loopback", "netns"], default="loopback",
+                   help="loopback (default): every agent on 127.0.0.1; netns: each agent on a host of its own "
+                        "(a network namespace on one switch, made and removed here; root, iproute2, nftables), "
+                        "so that the link kinds can cut, split and degrade the links between them")
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--durable", choices=["fs", "s3"], default="fs",
                    help="durable tier: a directory (fs, default) or moto S3 behind the fault proxy (s3)")
@@ -418,12 +480,25 @@ def main(argv=None):
         args.seed, args.faults, args.kinds = prev["seed"], rounds, ",".join(prev["kinds"])
         args.nodes, args.budget, args.keep = prev.get("nodes", 4), prev.get("budget", args.budget), True
         args.durable = prev.get("durable", "fs")
+        args.network = prev.get("network", "loopback")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
+    if args.kinds is None:
+        args.kinds = ",".join(KINDS + (LINK_KINDS if args.network == "netns" else []))
     args.kinds = [k for k in args.kinds.split(",") if k and (k != "s3_faults" or args.durable == "s3")]
-    bad = [k for k in args.kinds if k not in KINDS]
+    bad = [k for k in args.kinds if k not in KINDS + LINK_KINDS]
     if bad or not args.kinds:
-        p.error(f"unknown fault kinds {bad}; choose from {KINDS}")
+        p.error(f"unknown fault kinds {bad}; choose from {KINDS + LINK_KINDS}")
+    links = [k for k in args.kinds if k in LINK_KINDS]
+    if links and args.network != "netns":
+        p.error(f"{links} cut or degrade the links between agents, which share one loopback unless "
+                "--network netns puts each on a host of its own")
+    if args.network == "netns":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+        from netns import unavailable  # noqa: PLC0415
+        why = unavailable()
+        if why:
+            p.error(f"--network netns: {why}")
     print(f"tierckpt-stress: seed {args.seed}, up to {args.faults} faults of {args.kinds}", flush=True)
     summary = Campaign(args).run()
     text = json.dumps(summary, indent=2)

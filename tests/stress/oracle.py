@@ -23,6 +23,8 @@ Invariants (docs/reliability.md):
 """
 import hashlib
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ class Attempt:
     seed: int
     objects: int
     size: int
+    dcp_world: int = 0  # a DCP job of that many ranks (dcp_job.py), checked by loading it; 0: tc_test_writer
 
     def shas(self):
         return step_shas(self.seed, self.step, self.objects, self.size)
@@ -66,6 +69,16 @@ def sha_file(p: Path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+DCP_JOB = Path(__file__).resolve().parent / "dcp_job.py"
+DCP_BYTES_PER_RANK = 4 * 16 * 1024 * 4  # dcp_job.py: TENSORS x ELEMENTS float32
+
+
+def run_dcp_check(a: "Attempt", *where):
+    return subprocess.run([sys.executable, str(DCP_JOB), "check", "--ns", a.ns, "--step", str(a.step), "--seed",
+                           str(a.seed), "--world", str(a.dcp_world), *map(str, where)],
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
 
 
 def dir_shas(d: Path, names):
@@ -130,10 +143,48 @@ class Oracle:
         ddir = self.c.durable / ns / f"step_{step:010d}"
         return dir_shas(ddir, shas) if ddir.is_dir() else None
 
+    def check_dcp(self, key, a: Attempt):
+        """Load a DCP job's step through its origin's agent (dcp_job.py check) and compare every value."""
+        ns, step = key
+        agent = self.c.agents[a.node]
+        self.counters["restores"] += 1
+        r = run_dcp_check(a, "--socket", agent.socket)
+        if r.returncode == 0:
+            self.counters["restores_ok"] += 1
+            self.counters["bytes_verified"] += a.dcp_world * DCP_BYTES_PER_RANK
+            if key not in self.acked:
+                self.counters["unacked_visible_checked"] += 1
+            return True
+        why = " | ".join(r.stderr.strip().splitlines())[:400] or f"(exit {r.returncode}, no message)"
+        if r.returncode == 3:
+            raise Violation("wrong_bytes", f"DCP load of {ns}/{step} on {a.node} returned values its writer did "
+                            f"not save: {why}", [a.node])
+        if key not in self.acked:
+            return False
+        if self.excused(key):
+            self.excused_keys.add(key)
+            self.counters["excused_losses"] = len(self.excused_keys)
+            return False
+        if not self.s3:
+            ddir = self.c.durable / ns / f"step_{step:010d}"
+            if ddir.is_dir() and run_dcp_check(a, "--durable-dir", ddir).returncode == 0:
+                self.counters["restore_failed_durable_intact"] += 1
+                if key not in self.finding_keys and len(self.findings) < 20:
+                    self.finding_keys.add(key)
+                    self.findings.append(f"DCP load of {ns}/{step} on {a.node} failed ({why[:240]}) while its "
+                                         f"durable copy loads with stock DCP")
+                return True
+        raise Violation("acked_step_lost", f"{ns}/{step} (a DCP step, acknowledged, copies destroyed by the "
+                        f"schedule: {sorted(self.acked[key].destroyed) or 'none'}) loads on {a.node} with: {why}",
+                        [a.node, self.c.holder(a.node)])
+
     def check_step(self, key):
         """Restore (ns, step) through its origin's agent and compare every byte's hash."""
         ns, step = key
         cands = self.attempts.get(key, [])
+        dcp = [a for a in cands if a.dcp_world]
+        if dcp:
+            return self.check_dcp(key, dcp[0])
         node = cands[0].node if cands else self.c.nodes()[0]
         agent = self.c.agents[node]
         out = self.scratch / uuid.uuid4().hex[:12]

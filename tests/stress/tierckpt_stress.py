@@ -23,6 +23,7 @@ import random
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cluster import Cluster  # noqa: E402
+from cluster import CLI_BIN, Cluster  # noqa: E402
 from oracle import Attempt, Oracle, Violation  # noqa: E402
 
 KINDS = ["writer_kill", "agent_kill", "agent_stop", "agent_replace", "corrupt_memory", "corrupt_replica",
@@ -40,6 +41,7 @@ KINDS = ["writer_kill", "agent_kill", "agent_stop", "agent_replace", "corrupt_me
 LINK_KINDS = ["link_cut", "link_split", "link_lossy"]
 SIZES = [4096, 65536 + 3, 262144, 1 << 20]
 WRITER_TIMEOUT_S = 60
+DCP_JOB = Path(__file__).resolve().parent / "dcp_job.py"
 
 
 def plan_round(seed, i, kinds, namespaces, nodes):
@@ -51,7 +53,9 @@ def plan_round(seed, i, kinds, namespaces, nodes):
     return dict(round=i, kind=rng.choice(kinds), node=rng.choice(nodes), pick=rng.getrandbits(30),
                 age=rng.randrange(4), obj=rng.randrange(4), where=rng.random(), mode=rng.choice(["flip", "truncate"]),
                 delay=round(rng.uniform(0.005, 0.08), 3), hold=round(rng.uniform(0.2, 1.5), 3), writers=writers,
-                hostile=rng.randint(4, 24), check_pick=rng.getrandbits(30))
+                hostile=rng.randint(4, 24), check_pick=rng.getrandbits(30),
+                # Drawn last, so that the draws above (and older seeds' schedules) stay as they were.
+                dcp=rng.random() < 0.5, dcp_content=rng.getrandbits(30))
 
 
 class Campaign:
@@ -73,6 +77,13 @@ class Campaign:
         else:
             self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget, hosts=self.hosts)
         self.namespaces = [f"{n}-{x}" for n in self.c.nodes() for x in ("a", "b")]
+        # --dcp: a real DCP job (dcp_job.py: two gloo ranks, TieredWriter) saves into n1-dcp in half
+        # the rounds, rank 0 through n1's agent and rank 1 through n2's, so each of its steps spans
+        # two agents and commits down the tree from n1.
+        self.dcp_ns = None
+        if args.dcp:
+            self.dcp_ns = f"{self.c.nodes()[0]}-dcp"
+            self.namespaces.append(self.dcp_ns)
         self.next_step = {ns: 1 for ns in self.namespaces}
         self.o = Oracle(self.c, self.workdir / "restores", s3=self.s3)
         self.injected = defaultdict(int)
@@ -98,6 +109,18 @@ class Campaign:
                 "--persist", "--wait-durable"] + (["--direct"] if w["direct"] else [])
         return a, self.c.agents[node].writer(*args)
 
+    def launch_dcp(self, step, content):
+        nodes = self.c.nodes()
+        members = [self.c.agents[n] for n in nodes[:2]]
+        a = Attempt(self.dcp_ns, step, nodes[0], content, 0, 0, dcp_world=len(members))
+        self.o.attempt(a)
+        env = dict(os.environ, TIERCKPT_CLI=str(CLI_BIN), PYTHONUNBUFFERED="1")
+        p = subprocess.Popen([sys.executable, str(DCP_JOB), "save", "--ns", a.ns, "--step", str(step), "--seed",
+                              str(content), "--sockets", ",".join(str(m.socket) for m in members),
+                              "--wait-durable", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL, env=env)
+        return a, p
+
     def apply_marks(self, records):
         for r in records:
             for node, copy in self.round_marks:
@@ -113,14 +136,15 @@ class Campaign:
                 p.communicate()
                 raise Violation("writer_stuck", f"writer of {a.ns}/{a.step} still ran {WRITER_TIMEOUT_S}s after "
                                 "the fault", [a.node])
+            kind = "dcp_" if a.dcp_world else ""  # a DCP job's outcomes apart: dcp_acked, dcp_failed, ...
             if p.returncode == 0 and out.startswith("COMMITTED"):
                 self.o.ack(a)
                 self.apply_marks([self.o.acked[(a.ns, a.step)]])
-                self.writer_outcomes["acked"] += 1
+                self.writer_outcomes[kind + "acked"] += 1
             elif p.returncode < 0:
-                self.writer_outcomes["killed"] += 1
+                self.writer_outcomes[kind + "killed"] += 1
             else:
-                self.writer_outcomes["failed"] += 1
+                self.writer_outcomes[kind + "failed"] += 1
                 last = (err.strip().splitlines() or ["?"])[-1]
                 self.note(f"writer {a.ns}/{a.step} failed: {last[:300]}")
 
@@ -322,6 +346,10 @@ class Campaign:
             step = self.next_step[w["ns"]]
             self.next_step[w["ns"]] += 1
             running.append(self.launch(w, step, w["content"]))
+        if self.dcp_ns and plan["dcp"]:
+            step = self.next_step[self.dcp_ns]
+            self.next_step[self.dcp_ns] += 1
+            running.append(self.launch_dcp(step, plan["dcp_content"]))
         if plan["kind"] == "writer_kill":
             # The victim: a bigger step (8..16 objects of 256 KiB) still being written when the kill lands.
             w = dict(plan["writers"][0], objects=8 + plan["pick"] % 9, size=262144)
@@ -381,7 +409,8 @@ class Campaign:
     def report_violation(self, v: Violation):
         print(f"\nINVARIANT BROKEN: {v.invariant}\n  {v.detail}", flush=True)
         print(f"  seed {self.seed}, round {self.round}; replay: python {sys.argv[0]} --seed {self.seed} "
-              f"--faults {self.round + 1} --kinds {','.join(self.kinds)} --durable {self.args.durable}")
+              f"--faults {self.round + 1} --kinds {','.join(self.kinds)} --durable {self.args.durable} "
+              f"--network {self.args.network}" + (" --dcp" if self.args.dcp else ""))
         print("  schedule, last events:")
         for t, text in self.events[-8:]:
             print(f"    {t - v.t:+7.3f}s {text}")
@@ -432,7 +461,7 @@ class Campaign:
             return {"n": len(xs), "mean_s": round(sum(xs) / len(xs), 3), "max_s": round(max(xs), 3)} if xs else {}
         return {
             "status": status, "seed": self.seed, "rounds": self.round, "faults_planned": self.args.faults,
-            "kinds": self.kinds, "durable": self.args.durable, "network": self.args.network, "seconds": round(elapsed, 1), "nodes": self.c.n, "budget": self.args.budget,
+            "kinds": self.kinds, "durable": self.args.durable, "network": self.args.network, "dcp": self.args.dcp, "seconds": round(elapsed, 1), "nodes": self.c.n, "budget": self.args.budget,
             "faults_injected": dict(self.injected), "faults_without_target": dict(self.no_target),
             "steps_attempted": sum(len(v) for v in self.o.attempts.values()),
             "steps_acknowledged": len(self.o.acked), "writers": dict(self.writer_outcomes),
@@ -465,6 +494,10 @@ def main(argv=None):
     p.add_argument("--durable", choices=["fs", "s3"], default="fs",
                    help="durable tier: a directory (fs, default) or moto S3 behind the fault proxy (s3)")
     p.add_argument("--budget", default="64MiB", help="--memory-budget of each agent (default 64MiB)")
+    p.add_argument("--dcp", action="store_true",
+                   help="also a real DCP job (two gloo ranks through TieredWriter, one step spanning n1's and "
+                        "n2's agents) in half the rounds, checked by loading it with DCP (needs torch and "
+                        "tierckpt in this Python)")
     p.add_argument("--json", help="write the JSON summary here too")
     p.add_argument("--replay", help="a summary JSON: rerun its seed, rounds and kinds")
     p.add_argument("--keep-going", action="store_true", help="do not stop at the first broken invariant")
@@ -481,6 +514,7 @@ def main(argv=None):
         args.nodes, args.budget, args.keep = prev.get("nodes", 4), prev.get("budget", args.budget), True
         args.durable = prev.get("durable", "fs")
         args.network = prev.get("network", "loopback")
+        args.dcp = prev.get("dcp", False)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
     if args.kinds is None:
@@ -493,6 +527,12 @@ def main(argv=None):
     if links and args.network != "netns":
         p.error(f"{links} cut or degrade the links between agents, which share one loopback unless "
                 "--network netns puts each on a host of its own")
+    if args.dcp:
+        try:
+            import tierckpt.torch  # noqa: F401, PLC0415
+        except ImportError as e:
+            p.error(f"--dcp runs DCP jobs with this Python ({sys.executable}), which cannot import tierckpt.torch: "
+                    f"{e}; run it with the project's venv (scripts/setup.sh python)")
     if args.network == "netns":
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
         from netns import unavailable  # noqa: PLC0415

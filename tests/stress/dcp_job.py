@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""A real DCP writer and its checker for the stress campaign (issue 42 item 4).
+
+    dcp_job.py save  --ns NS --step S --seed X --sockets A[,B...] [--wait-durable SECONDS]
+    dcp_job.py check --ns NS --step S --seed X --world W (--socket A | --durable-dir DIR)
+
+save: W = len(sockets) processes in one gloo group (this machine, a free port), rank r saving
+through the agent at sockets[r], so a step whose ranks reach two agents spans them (its commit goes
+through the coordinator's agent to the other's, decision 102). Each rank's state is a function of
+(seed, step, rank): four float32 tensors of 16 K elements and a small dict. `dcp.save` through
+`TieredWriter(persist=True)`; rank 0 then waits until the coordinator's agent lists the step
+durable and prints `COMMITTED <ns> <step>`, the campaign's acknowledgement (as tc_test_writer's with
+--wait-durable). Exit 0 only then.
+
+check: one process, no process group: `dcp.load` of every rank's keys through `TieredReader` on
+one agent (what a restarted job reads), or through stock DCP's `FileSystemReader` on the step's
+durable directory (the step read without any agent), compared with the seed's tensors. Exit 0:
+identical; 3: loaded with other values (wrong bytes); 2: not loadable (the error on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+TENSORS, ELEMENTS = 4, 16 * 1024
+
+
+def expected_state(seed: int, step: int, rank: int):
+    import torch
+
+    out = {}
+    for i in range(TENSORS):
+        g = torch.Generator().manual_seed((seed * 1000003 + step * 7919 + rank * 131 + i) & ((1 << 63) - 1))
+        out[f"r{rank}.t{i}"] = torch.rand(ELEMENTS, generator=g)
+    out[f"r{rank}.meta"] = {"seed": seed, "step": step, "rank": rank}
+    return out
+
+
+def blank_state(world: int):
+    import torch
+
+    out = {}
+    for r in range(world):
+        for i in range(TENSORS):
+            out[f"r{r}.t{i}"] = torch.zeros(ELEMENTS)
+        out[f"r{r}.meta"] = {"seed": -1, "step": -1, "rank": -1}  # DCP loads only the keys a template has
+    return out
+
+
+def _rank_main(rank: int, args, port: int) -> None:
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    from tierckpt import CheckpointConfig
+    from tierckpt.torch import TieredWriter
+
+    sockets = args.sockets.split(",")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(len(sockets)))
+    dist.init_process_group("gloo", rank=rank, world_size=len(sockets))
+    try:
+        cfg = CheckpointConfig(args.ns, socket=sockets[rank], auto_start=False, world_size=len(sockets))
+        dcp.save(expected_state(args.seed, args.step, rank), storage_writer=TieredWriter(cfg, args.step, persist=True))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def save(args) -> int:
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    world = len(args.sockets.split(","))
+    try:
+        mp.start_processes(_rank_main, args=(args, port), nprocs=world, join=True, start_method="spawn")
+    except Exception as e:  # a rank raised or was killed: not acknowledged
+        print(f"dcp_job: the save of {args.ns}/{args.step} failed: {e}".strip()[:2000], file=sys.stderr)
+        return 1
+    cli = os.environ.get("TIERCKPT_CLI", "tierckpt")
+    deadline = time.time() + args.wait_durable
+    while True:
+        r = subprocess.run([cli, "--socket", args.sockets.split(",")[0], "ls", args.ns, "--json"],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        if r.returncode == 0:
+            steps = {s["step"]: s for s in json.loads(r.stdout)["steps"] if s["namespace"] == args.ns}
+            if steps.get(args.step, {}).get("durable") == "committed":
+                print(f"COMMITTED {args.ns} {args.step}", flush=True)
+                return 0
+        if time.time() > deadline:
+            print(f"dcp_job: {args.ns}/{args.step} committed in memory but not durable within "
+                  f"{args.wait_durable} s (ls: {r.stdout.strip()[:400]} {r.stderr.strip()[:400]})", file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+
+
+def check(args) -> int:
+    import warnings
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # no_dist=True is the intent
+    got = blank_state(args.world)
+    try:
+        if args.durable_dir:
+            reader = dcp.FileSystemReader(args.durable_dir)
+        else:
+            from tierckpt import CheckpointConfig
+            from tierckpt.torch import TieredReader
+
+            reader = TieredReader(CheckpointConfig(args.ns, socket=args.socket, auto_start=False), args.step)
+        dcp.load(got, storage_reader=reader, no_dist=True)
+    except Exception as e:  # noqa: BLE001 - any failure to load is "not loadable", with its reason
+        print(f"{type(e).__name__}: {e}".replace("\n", " | ")[:2000], file=sys.stderr)
+        return 2
+    for r in range(args.world):
+        want = expected_state(args.seed, args.step, r)
+        for k, v in want.items():
+            ok = torch.equal(got[k], v) if isinstance(v, torch.Tensor) else got[k] == v
+            if not ok:
+                print(f"{args.ns}/{args.step}: {k} loaded with other values than seed {args.seed} wrote",
+                      file=sys.stderr)
+                return 3
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=["save", "check"])
+    p.add_argument("--ns", required=True)
+    p.add_argument("--step", type=int, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--sockets", help="save: the agents' sockets, one per rank")
+    p.add_argument("--wait-durable", type=float, default=60.0)
+    p.add_argument("--world", type=int, help="check: the ranks the step was saved with")
+    p.add_argument("--socket", help="check: the agent to load through")
+    p.add_argument("--durable-dir", help="check: load the durable copy with stock DCP instead")
+    args = p.parse_args(argv)
+    if args.mode == "save":
+        if not args.sockets:
+            p.error("save needs --sockets")
+        return save(args)
+    if not args.world or not (args.socket or args.durable_dir):
+        p.error("check needs --world and --socket or --durable-dir")
+    return check(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from agent_harness import free_port
-from strict import NOT_APPLICABLE  # noqa: E402  (tests/harness, on the path from conftest)
 from conftest import SHM
 from s3_moto import s3_server
 from sagemaker_ref import REPO, ref_sdist, ref_site
@@ -282,13 +281,118 @@ def test_the_references_reader_finds_no_step_without_raising_file_not_found(ref_
         server.stop()
 
 
-@pytest.mark.skipif(not os.environ.get("TIERCKPT_REF_RAY"),
-                    reason=f"{NOT_APPLICABLE}set TIERCKPT_REF_RAY=1: the reference's Ray suite races its own load against its async "
-                           "save and can hang (seen once in two runs here), so it is not part of CI")
+# sitecustomize for the Ray workers of test_the_references_ray_train_suite_passes_against_tierckptd (its
+# docstring says why each part is there). It points the reference's client at tierckptd; has
+# ray.train.report call the checkpoint_upload_fn it is given with NO_UPLOAD (the suite's own wait for
+# its dcp.async_save), as Ray does for SYNC; delays each async save's thread by
+# TIERCKPT_TEST_SAVE_DELAY_S, so that every run has the race the wait must cover; and, for a diagnosis,
+# appends one line per wait to TIERCKPT_TEST_EVENTS and dumps a worker's stacks beside it when a wait or
+# a dcp.load runs past TIERCKPT_TEST_DUMP_S. Ray and torch are patched when a worker imports them (an
+# import hook), so Ray's own processes import neither.
+_RAY_SITECUSTOMIZE = """
+import faulthandler, importlib.abc, importlib.machinery, os, sys, time
+
+url = os.environ.get("TIERCKPT_TEST_MEMORY_URL")
+if url:
+    from amzn_sagemaker_checkpointing.config import in_memory_client as m
+    m.InMemoryClientConfig.base_url = url
+    m.InMemoryClientConfig.__init__.__defaults__ = (url,) + m.InMemoryClientConfig.__init__.__defaults__[1:]
+
+_saves = []  # this process's dcp.async_save futures
+_events = os.environ.get("TIERCKPT_TEST_EVENTS")
+
+
+def _running():
+    return sum(not getattr(f, "upload_completion", f).done() for f in _saves)
+
+
+class _Dump:
+    # Dumps this process's stacks into the events directory if the block runs past TIERCKPT_TEST_DUMP_S.
+    def __enter__(self):
+        self.f = open(os.path.join(os.path.dirname(_events), f"stacks-{os.getpid()}.txt"), "a")
+        faulthandler.dump_traceback_later(float(os.environ["TIERCKPT_TEST_DUMP_S"]), file=self.f)
+
+    def __exit__(self, *exc):
+        faulthandler.cancel_dump_traceback_later()
+        self.f.close()
+
+
+def _event(line):
+    with open(_events, "a") as f:
+        f.write(f"pid {os.getpid()}: {line}\\n")
+
+
+def _patch_dcp(dcp):
+    import torch.distributed.checkpoint._async_thread_executor as executor
+    real_save, real_load, real_run = dcp.async_save, dcp.load, executor.save_wrapper
+
+    def async_save(*args, **kwargs):
+        f = real_save(*args, **kwargs)
+        _saves.append(f)
+        return f
+
+    def delayed_save(*args, **kwargs):
+        time.sleep(float(os.environ.get("TIERCKPT_TEST_SAVE_DELAY_S", "0")))
+        return real_run(*args, **kwargs)
+
+    def load(*args, **kwargs):
+        _event(f"dcp.load with {_running()} of {len(_saves)} async save(s) of this process running")
+        with _Dump():
+            return real_load(*args, **kwargs)
+
+    dcp.async_save, dcp.load, executor.save_wrapper = async_save, load, delayed_save
+
+
+def _patch_train(train):
+    real_report = train.report
+
+    def report(*args, **kwargs):
+        upload = kwargs.get("checkpoint_upload_fn")
+        mode = getattr(kwargs.get("checkpoint_upload_mode"), "name", None)
+        if upload is not None and mode == "NO_UPLOAD" and kwargs.get("checkpoint") is not None:
+            running, t0 = _running(), time.monotonic()
+            with _Dump():
+                kwargs["checkpoint"] = upload(kwargs["checkpoint"], kwargs.get("checkpoint_dir_name") or "")
+            _event(f"train.report(NO_UPLOAD) called checkpoint_upload_fn: {running} async save(s) were running, "
+                   f"waited {time.monotonic() - t0:.3f} s")
+        return real_report(*args, **kwargs)
+
+    train.report = report
+
+
+_PATCHES = {"torch.distributed.checkpoint": _patch_dcp, "ray.train": _patch_train}
+
+
+class _Patch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        patch = _PATCHES.get(name)
+        if patch is None or not _events:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                patch(module)
+
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Patch())
+"""
+
+
+RAY_SUITE_TIMEOUT_S = 420  # the suite took 115-130 s on 2 cores (the whole test 135-150 s)
+RAY_DUMP_S = 120  # a worker's wait or load that takes longer dumps its stacks
+RAY_SAVE_DELAY_S = 3  # each async save's thread starts this late: the wait is needed in every run
+
+
 def test_the_references_ray_train_suite_passes_against_tierckptd(agents, tmp_path):
     """tests/local_tests/test_ray_train_checkpoint.py of the 1.1.3 sdist, unchanged, on a Ray head.
 
-    Two things are set around it, nothing in it:
+    Three things are set around it, nothing in it:
     * its ``ScalingConfig(num_workers=4)`` needs 4 CPUs; this machine has 2, so the Ray head is started
       with ``--num-cpus=4`` (the workers are small) and the suite's ``ray.init()`` joins it (RAY_ADDRESS);
     * the suite does not start a memory service (on HyperPod the cluster's one answers at the client's
@@ -296,12 +400,22 @@ def test_the_references_ray_train_suite_passes_against_tierckptd(agents, tmp_pat
       ``base_url`` to tierckptd, as the suite's other tests pass ``base_url`` to their stand-in. (An
       ``HTTP_PROXY`` cannot do it here: s3torchconnector's CRT client ignores ``NO_PROXY`` and would send
       its S3 requests to the agent too.)
-    S3 is moto, through AWS_ENDPOINT_URL, as for the suite's S3 tests.
-
-    Not in CI: test_ray_train_save_and_load_with_verification loads step 100 right after its second
-    ``train.report``, which does not wait for the async save here (Ray 2.60, NO_UPLOAD); when the load
-    runs first, the reference's reader finds no committed step in memory, goes to S3 and did not return
-    within 13 minutes in one of two runs. Run with ``TIERCKPT_REF_RAY=1``."""
+    * the same ``sitecustomize`` has ``ray.train.report`` call the ``checkpoint_upload_fn`` it is given with
+      ``CheckpointUploadMode.NO_UPLOAD`` before reporting, as Ray does for SYNC: the suite's own wait for
+      its ``dcp.async_save`` (``future.result()``), where a user would wait. The suite is racy by itself
+      (docs/frameworks.md, "The HyperPod client's Ray Train suite"): Ray 2.60 calls that function only for
+      SYNC and ASYNC uploads (``TrainContext.report``, ray/train/v2/_internal/execution/context.py), so
+      test_ray_train_save_and_load_with_verification's second report waits for nothing and its load can
+      start while the save runs on another thread (the earlier 13-minute hang fits the two overlapping:
+      both run DCP collectives on the default gloo group), and test_ray_train_cross_run_checkpoint_load's
+      first run can end before its save is done. Neither the library nor tierckptd is at fault (tierckptd
+      answers 404 for the step until its metadata shard commits it; the reader then falls back to S3).
+      Each save's thread starts RAY_SAVE_DELAY_S late, so every run has the race: without the wait both
+      saving tests fail with DCP's "Missing key in checkpoint state_dict" (checked), with it every worker
+      logs that it waited and that its load found its save done, which the test asserts.
+    S3 is moto, through AWS_ENDPOINT_URL, as for the suite's S3 tests. The suite runs under
+    RAY_SUITE_TIMEOUT_S; a worker whose wait or load runs past RAY_DUMP_S dumps its threads' stacks, and a
+    timeout fails this test with them, the suite's output and tierckptd's log."""
     pytest.importorskip("ray", reason="Ray is installed by scripts/setup.sh (requirements-dev.txt)")
     site = ref_site()
     sdist = ref_sdist()
@@ -311,20 +425,21 @@ def test_the_references_ray_train_suite_passes_against_tierckptd(agents, tmp_pat
     agent = agents("--memory-budget", "512MiB", "--http-listen", f"127.0.0.1:{port}")
     custom = tmp_path / "sitecustomize"
     custom.mkdir()
-    (custom / "sitecustomize.py").write_text(textwrap.dedent("""
-        import os
-        url = os.environ.get("TIERCKPT_TEST_MEMORY_URL")
-        if url:
-            from amzn_sagemaker_checkpointing.config import in_memory_client as m
-            m.InMemoryClientConfig.base_url = url
-            m.InMemoryClientConfig.__init__.__defaults__ = (url,) + m.InMemoryClientConfig.__init__.__defaults__[1:]
-    """))
+    (custom / "sitecustomize.py").write_text(_RAY_SITECUSTOMIZE)
+    events = tmp_path / "events"
+    events.mkdir()
+
+    def diagnosis() -> str:
+        return "".join(f"--- {p.name}:\n{p.read_text(errors='replace')[-6000:]}\n" for p in sorted(events.iterdir()))
+
     server = s3_server.MotoServer(log_dir=tmp_path).start()
     ray_bin = str(Path(sys.executable).with_name("ray"))
     env = s3_server.isolated_aws_env()
     env.update(server.keys.env())
     env.update(AWS_ENDPOINT_URL=server.endpoint, TIERCKPT_TEST_MEMORY_URL=f"http://127.0.0.1:{port}",
-               PYTHONPATH=os.pathsep.join([str(custom), str(suite), str(site)]), RAY_DEDUP_LOGS="0")
+               PYTHONPATH=os.pathsep.join([str(custom), str(suite), str(site)]), RAY_DEDUP_LOGS="0",
+               TIERCKPT_TEST_EVENTS=str(events / "events.log"), TIERCKPT_TEST_DUMP_S=str(RAY_DUMP_S),
+               TIERCKPT_TEST_SAVE_DELAY_S=str(RAY_SAVE_DELAY_S))
     try:
         env["SM_CHKPT_BUCKET"] = server.create_bucket(f"rayref-{uuid.uuid4().hex[:10]}")
         r = subprocess.run([ray_bin, "start", "--head", "--num-cpus=4", "--disable-usage-stats",
@@ -334,11 +449,27 @@ def test_the_references_ray_train_suite_passes_against_tierckptd(agents, tmp_pat
         env["RAY_ADDRESS"] = "auto"
         junit = tmp_path / "junit.xml"
         t0 = time.time()
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                            "--rootdir", str(suite), "tests/local_tests/test_ray_train_checkpoint.py"], cwd=suite,
-                           env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        try:
+            r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                f"--junitxml={junit}", "--rootdir", str(suite),
+                                "tests/local_tests/test_ray_train_checkpoint.py"], cwd=suite, env=env,
+                               capture_output=True, text=True, timeout=RAY_SUITE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            said = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                           for x in (e.stdout, e.stderr))
+            pytest.fail(f"the reference's Ray suite did not finish within {RAY_SUITE_TIMEOUT_S} s and was killed:\n"
+                        f"{said[-8000:]}\nthe workers' waits, loads and stacks (dumped by a wait or load that ran "
+                        f"past {RAY_DUMP_S} s):\n{diagnosis()}\ntierckptd:\n{agent.log_text()[-3000:]}")
         assert r.returncode == 0, (f"the reference's Ray suite failed:\n{r.stdout[-8000:]}\n{r.stderr[-3000:]}\n"
-                                   f"{agent.log_text()[-3000:]}")
+                                   f"{diagnosis()}\n{agent.log_text()[-3000:]}")
+        lines = (events / "events.log").read_text().splitlines()
+        print("reference Ray suite, the workers' waits and loads:\n" + "\n".join(lines))
+        # Each of the 4 workers of both saving runs waited for its save, which the delay kept running;
+        # every load found its process's save done.
+        waits = [x for x in lines if "train.report(NO_UPLOAD) called checkpoint_upload_fn: 1 async save(s)" in x]
+        loads = [x for x in lines if "dcp.load" in x]
+        assert len(waits) == 8 and len(loads) == 8, lines
+        assert all("dcp.load with 0 of" in x for x in loads), loads
         passed = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if not list(c)]
         print(f"reference Ray suite: {len(passed)} passed in {time.time() - t0:.0f} s: {passed}")
         assert set(passed) == {"test_ray_auto_detect_strategy", "test_ray_train_save_and_load_with_verification",

@@ -56,7 +56,7 @@ from .config import CheckpointConfig
 from .errors import with_context
 from .errors import Code, code_of
 
-__all__ = ["TieredFileSystem", "TieredPath", "parse_path"]
+__all__ = ["TieredFileSystem", "TieredPath", "parse_path", "store_object"]
 
 log = logging.getLogger("tierckpt")
 
@@ -117,6 +117,32 @@ def _world_size() -> int:
     if dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_world_size()
     return 1
+
+
+
+def store_object(config: CheckpointConfig, p: TieredPath, chunks, size: int, exists_hint: str) -> None:
+    """Stores the bytes of chunks (size in all) as the sealed object p.name of the uncommitted step p.step.
+
+    exists_hint: how to go on when the name is taken, after "a committed step is never overwritten (".
+    """
+    c = agent.client(config)
+    try:
+        if size == 0:
+            c.write_object(p.ns, p.step, p.name, b"")
+            return
+        obj = c.create_object(p.ns, p.step, p.name, size)
+        view, done = obj.data, 0
+        for chunk in chunks:
+            n = len(chunk)
+            view[done:done + n] = chunk
+            done += n
+        view.release()
+        c.seal(obj)
+    except Exception as e:
+        hint = f". A step is written once: a committed step is never overwritten ({exists_hint}" \
+            if isinstance(e, FileExistsError) else ""
+        raise with_context(e, f"{p.url}: storing {p.name!r} ({size} bytes) in step {p.step} of namespace "
+                               f"{p.ns!r} failed: {e}{hint}") from e
 
 
 class TieredFileSystem(AbstractFileSystem):
@@ -264,26 +290,9 @@ class TieredFileSystem(AbstractFileSystem):
         if p.name == METADATA:
             self._commit(p, b"".join(chunks))
             return
-        c = agent.client(self._config(p.ns))
-        try:
-            if size == 0:
-                c.write_object(p.ns, p.step, p.name, b"")
-                return
-            obj = c.create_object(p.ns, p.step, p.name, size)
-            view, done = obj.data, 0
-            for chunk in chunks:
-                view[done:done + len(chunk)] = chunk
-                done += len(chunk)
-            view.release()
-            c.seal(obj)
-        except Exception as e:
-            hint = ""
-            if isinstance(e, FileExistsError):
-                hint = (". A step is written once: a committed step is never overwritten (rm its directory "
-                        "first), and the files of an attempt that did not commit stay until that attempt's "
-                        "processes exit; save under a new step number")
-            raise with_context(e, f"{p.url}: storing {p.name!r} ({size} bytes) in step {p.step} of namespace "
-                                   f"{p.ns!r} failed: {e}{hint}") from e
+        store_object(self._config(p.ns), p, chunks, size,
+                     "rm its directory first), and the files of an attempt that did not commit stay until that "
+                     "attempt's processes exit; save under a new step number")
 
     def _commit(self, p: TieredPath, data: bytes) -> None:
         """Stores .metadata and commits the step with exactly the files that metadata references."""

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/names.h"
@@ -376,6 +377,33 @@ TEST_F(CommitTreeFailureTest, ARingSubtreeRequestFromANodeThatIsNotTheParentIsRe
   EXPECT_EQ(refused.code(), Code::kInvalidArgument);
   EXPECT_NE(refused.message().find("its parent is n1"), std::string::npos) << refused.ToString();
   EXPECT_FALSE(nodes["n3"]->h.tier->HasCommitted("job", 5));
+}
+
+// Mixed versions (decision 108): an agent from before CommitRingSubtree
+// closes the connection on a request type it does not know (PeerService's
+// `default:`); the asking node names it and advises one version everywhere.
+TEST_F(CommitTreeFailureTest, AnOlderAgentThatClosesOnTheRingRequestIsNamedWithTheAdviceOfOneVersion) {
+  Start(4);
+  nodes["n3"]->service->Stop();  // n3 is now an older agent: it reads one request and hangs up
+  auto older = peer::InMemoryTransport::Create(net, peer::testing_util::Options("n3"));
+  ASSERT_TRUE(older.ok()) << older.status().ToString();
+  auto listener = (*older)->Listen(Address("n3"));
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  uint16_t seen = 0;
+  std::thread agent([&] {
+    auto conn = (*listener)->Accept(peer::Millis(5000));
+    if (!conn.ok()) return;
+    auto m = (*conn)->Receive(peer::Millis(5000));
+    if (m.ok()) seen = m->frame.type;
+    (*conn)->Close();
+  });
+  Result<SubtreeSum> sum = Commit(16);
+  agent.join();
+  EXPECT_EQ(seen, static_cast<uint16_t>(PeerMsg::kCommitRingSubtree));
+  ASSERT_FALSE(sum.ok());
+  const std::string& why = sum.status().message();
+  EXPECT_NE(why.find("node n3 (asked by n1) did not answer"), std::string::npos) << why;
+  EXPECT_NE(why.find("run one tierckptd version on every node"), std::string::npos) << why;
 }
 
 // Mixed versions (decision 108): a coordinator of decision 102 sends

@@ -20,6 +20,10 @@ to its ring successor before its commit returns) with --persist. Reported per N:
   per_node_s      commit_s / N and durable_s / N, to read the growth
   depth           the commit tree's depth, from n1's `commit_across_nodes` log line (None with
                   agents from before the tree)
+  request_bytes   the largest commit request any agent received, from the agents'
+                  `subtree_committed` log lines (None with agents from before decision 108, which
+                  do not log it): the members travel as runs of ring places, so it does not grow
+                  with N
 
 With --kill K (at the largest N only): K agents other than n1 and its holder are SIGKILLed
 right after the commit, during persistence; the step must still become durable (their
@@ -191,7 +195,10 @@ def run_one(bins: Binaries, n: int, objects: int, size: int, kill: int, fan_out:
             if not restored_ok:
                 raise BenchError(f"N={n}: the step did not restore byte-identical after {killed} were killed")
         depth = re.search(r"event=commit_across_nodes .*?depth=(\d+)", c.agents["n1"].log_text())
-        return {"nodes": n, "depth": int(depth.group(1)) if depth else None, "objects_per_node": objects,
+        requests = [int(b) for a in c.agents.values()
+                    for b in re.findall(r"event=subtree_committed .*?request_bytes=(\d+)", a.log_text())]
+        return {"nodes": n, "depth": int(depth.group(1)) if depth else None,
+                "request_bytes": max(requests) if requests else None, "objects_per_node": objects,
                 "object_bytes": size, "commit_s": round(commit_s, 3),
                 "durable_s": round(durable_s, 3), "busiest_mib": round(max(moved) / MiB, 1),
                 "commit_s_per_node": round(commit_s / n, 4), "durable_s_per_node": round(durable_s / n, 4),
@@ -232,7 +239,7 @@ def main() -> int:
                                    args.commit_fan_out))
             if not args.json:
                 r = results[-1]
-                print(f"N={n:3d}  depth {r['depth']}  commit {r['commit_s']:7.3f} s "
+                print(f"N={n:3d}  depth {r['depth']}  request {r['request_bytes']} B  commit {r['commit_s']:7.3f} s "
                       f"({r['commit_s_per_node']:.4f}/node)  durable "
                       f"{r['durable_s']:7.3f} s ({r['durable_s_per_node']:.4f}/node)  busiest {r['busiest_mib']} MiB"
                       + (f"  killed {r['killed']}, {r['takeover_log_lines']} part_takeover log lines, restored "

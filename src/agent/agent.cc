@@ -447,6 +447,7 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   pd.replicate_rate = &replicate_rate_;
   Replicator* rep = replicator_.get();
   pd.address_of = [rep](std::string_view id) { return rep->AddressOf(id); };
+  pd.ring = &rep->membership();
   const CommitDeps commit{tier_.get(), cluster_.get()};
   pd.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
   pd.commit_children = [rep](const wire::CommitStepRequest& req, const CommitTree& tree) {

@@ -15,6 +15,8 @@
 //   kPersistPart  {origin, ns, step}        → kDone | kError
 //   kDropReplica  {ns, step}                → kDone {u32 1 = dropped, 0 = held none} | kError
 //   kCommitSubtree {fan_out, root, CommitStep request} → kSubtreeCommitted {sums} | kError
+//   kCommitRingSubtree {fan_out, root, ring, member runs, CommitStep request without members}
+//                                           → kSubtreeCommitted {sums} | kError
 //
 // `origin` is the node whose data is asked for: the serving agent's own node
 // id means its own memory tier; another node id means the replicas it holds
@@ -112,6 +114,20 @@ TIERCKPT_WIRE_MESSAGE(DropReplicaAnswer, "DropReplica answer", TIERCKPT_PEER_DRO
   F(std::string, commit, {}, wire::Str())
 TIERCKPT_WIRE_MESSAGE(CommitSubtreeRequest, "CommitSubtree", TIERCKPT_PEER_COMMIT_SUBTREE_REQUEST);
 
+// kCommitRingSubtree's payload: the commit tree (fan-out, root), the ring
+// the positions refer to (its size and digest, replication/member_runs.h),
+// the members as [start, count] pairs of ring positions, and the local
+// protocol's CommitStep request (encoded) with an empty member list.
+#define TIERCKPT_PEER_COMMIT_RING_SUBTREE_REQUEST(F)                            \
+  F(uint32_t, fan_out, 0, wire::U32())                                          \
+  F(std::string, root, {}, wire::Str())                                         \
+  F(uint32_t, ring_size, 0, wire::U32())                                        \
+  F(uint64_t, ring_digest, 0, wire::U64())                                      \
+  F(std::vector<uint64_t>, member_runs, {}, wire::U64List(2 * wire::kMaxCommitMembers)) \
+  F(std::string, commit, {}, wire::Str())
+TIERCKPT_WIRE_MESSAGE(CommitRingSubtreeRequest, "CommitRingSubtree",
+                      TIERCKPT_PEER_COMMIT_RING_SUBTREE_REQUEST);
+
 // kSubtreeCommitted's payload: what the answering node's subtree committed,
 // added up (the same size whatever the subtree's size): parts, objects,
 // bytes, names (the sum of the XXH3-64 of every object name, mod 2^64), the
@@ -149,7 +165,8 @@ struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's str
     Carries(PeerField::origin, PeerField::ns, PeerField::step))                                              \
   X(kDropReplica, 12, "DropReplica", PeerRequest, Carries(PeerField::ns, PeerField::step))                  \
   X(kCommitSubtree, 13, "CommitSubtree", CommitSubtreeRequest, 0)                                            \
-  X(kSubtreeCommitted, 14, "SubtreeCommitted", SubtreeCommitted, 0)
+  X(kSubtreeCommitted, 14, "SubtreeCommitted", SubtreeCommitted, 0)                                        \
+  X(kCommitRingSubtree, 15, "CommitRingSubtree", CommitRingSubtreeRequest, 0)
 
 enum class PeerMsg : uint16_t {
 #define TIERCKPT_PEER_MSG_ENUM(name, number, text, Payload, fields) name = number,

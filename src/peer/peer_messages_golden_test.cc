@@ -60,8 +60,8 @@ TEST(PeerMessagesWireFormatGoldenTest, TypeNumbersAndNamesAreThoseOfVersion1) {
   const char* const names[] = {"unknown",    "Error",       "GetManifest", "Manifest",  "ListSteps",
                                "Steps",      "GetObject",   "Object",      "Replicate", "Done",
                                "CommitPart", "PersistPart", "DropReplica", "CommitSubtree", "SubtreeCommitted",
-                               "unknown"};
-  for (uint16_t t = 0; t <= 15; ++t) EXPECT_EQ(PeerMsgName(t), names[t]) << t;
+                               "CommitRingSubtree", "unknown"};
+  for (uint16_t t = 0; t <= 16; ++t) EXPECT_EQ(PeerMsgName(t), names[t]) << t;
 }
 
 // The commit tree's request and answer (decision 102), as first sent.
@@ -74,6 +74,22 @@ TEST(PeerMessagesWireFormatGoldenTest, TheCommitTreeMessagesEncodeToTheirFirstBy
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->Encode(), sum.Encode());
   EXPECT_FALSE(SubtreeCommitted::Decode(sum.Encode() + "x").ok());
+}
+
+// The commit request with the members as ring runs (decision 108), as first sent.
+TEST(PeerMessagesWireFormatGoldenTest, TheRingSubtreeRequestEncodesToItsFirstBytes) {
+  const CommitRingSubtreeRequest r{16, "n1", 5, 0x0102030405060708ull, {0, 5}, "xy"};
+  EXPECT_EQ(Hex(r.Encode()),
+            "10000000"                                  // fan_out
+            "020000006e31"                              // root
+            "05000000"                                  // ring_size
+            "0807060504030201"                          // ring_digest
+            "0200000000000000000000000500000000000000"  // member_runs: [0, 5]
+            "020000007879");                            // commit
+  Result<CommitRingSubtreeRequest> back = CommitRingSubtreeRequest::Decode(r.Encode());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->Encode(), r.Encode());
+  EXPECT_FALSE(CommitRingSubtreeRequest::Decode(r.Encode() + "x").ok());
 }
 
 }  // namespace

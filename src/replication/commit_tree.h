@@ -4,8 +4,9 @@
 // than k requests and the commit reaches every member in O(log_k N) hops.
 //
 // The tree is a function of (members, root, fan-out) alone, which every
-// CommitSubtree request carries, so each node computes its own children and
-// its parent without asking anyone: the members are rotated so that the root
+// commit request down it carries (the members as runs of places in the
+// agents' common ring, member_runs.h, decision 108), so each node computes
+// its own children and its parent without asking anyone: the members are rotated so that the root
 // is at position 0 (position p = (index - root index) mod N), and position p
 // has the children k·p+1 … k·p+k (those below N) and the parent (p−1)/k. With
 // k ≥ N−1 it is today's flat fan-out from the root.

@@ -15,7 +15,8 @@
 
 namespace tierckpt::agent {
 
-PeerService::PeerService(PeerServiceDeps deps) : deps_(std::move(deps)) {}
+PeerService::PeerService(PeerServiceDeps deps)
+    : deps_(std::move(deps)), ring_id_(deps_.ring != nullptr ? RingIdOf(*deps_.ring) : RingId{}) {}
 
 PeerService::~PeerService() { Stop(); }
 
@@ -137,8 +138,11 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
     case PeerMsg::kPersistPart:
     case PeerMsg::kDropReplica:
       break;
-    case PeerMsg::kCommitSubtree: {
-      Result<SubtreeSum> sum = CommitSubtree(conn->peer().node_id, request.payload);
+    case PeerMsg::kCommitSubtree:
+    case PeerMsg::kCommitRingSubtree: {
+      Result<SubtreeSum> sum = type == PeerMsg::kCommitSubtree
+                                   ? CommitSubtree(conn->peer().node_id, request.payload)
+                                   : CommitRingSubtree(conn->peer().node_id, request.payload);
       if (!sum.ok()) {
         if (sum.status().code() == Code::kProtocolError) {
           Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Err(sum.status());
@@ -350,10 +354,43 @@ Result<Manifest> PeerService::CommitOwnPart(const std::string& by, const wire::C
 Result<SubtreeSum> PeerService::CommitSubtree(const std::string& parent, std::string_view payload) {
   TC_ASSIGN_OR_RETURN(peer::CommitSubtreeRequest r, peer::CommitSubtreeRequest::Decode(payload));
   TC_ASSIGN_OR_RETURN(wire::CommitStepRequest req, wire::CommitStepRequest::Decode(r.commit));
+  return CommitTreeOf(parent, req, r.root, r.fan_out, payload.size());
+}
+
+Result<SubtreeSum> PeerService::CommitRingSubtree(const std::string& parent, std::string_view payload) {
+  TC_ASSIGN_OR_RETURN(peer::CommitRingSubtreeRequest r, peer::CommitRingSubtreeRequest::Decode(payload));
+  TC_ASSIGN_OR_RETURN(wire::CommitStepRequest req, wire::CommitStepRequest::Decode(r.commit));
+  TC_RETURN_IF_ERROR(ValidateNamespace(req.ns));
+  TC_RETURN_IF_ERROR(ValidateStep(req.step));
+  const std::string asked = "node " + parent + " asked node " + deps_.node_id + " to commit its subtree of " +
+                            StepLabel(req.ns, req.step);
+  if (!req.members.empty()) {
+    return InvalidArgument(asked +
+                           " with a member list beside the member runs; a request names its members once");
+  }
+  const RingId theirs{r.ring_size, r.ring_digest};
+  if (deps_.ring == nullptr || theirs != ring_id_) {
+    return FailedPrecondition(asked + " with the members as places in its ring of agents (" +
+                              theirs.ToString() + "), but node " + deps_.node_id +
+                              "'s ring (its --peers) is " +
+                              (deps_.ring == nullptr ? std::string("none") : ring_id_.ToString()) +
+                              "; every agent of a job needs the same peer list: give every agent the "
+                              "same --peers (one hostfile, or the same slurm: or dns: source) and restart "
+                              "the ones that differ");
+  }
+  Result<std::vector<std::string>> members = MembersOfRuns(*deps_.ring, r.member_runs);
+  if (!members.ok()) return members.status().WithContext(asked);
+  req.members = std::move(members).value();
+  return CommitTreeOf(parent, req, r.root, r.fan_out, payload.size());
+}
+
+Result<SubtreeSum> PeerService::CommitTreeOf(const std::string& parent, const wire::CommitStepRequest& req,
+                                             const std::string& root, uint32_t fan_out,
+                                             size_t request_bytes) {
   TC_RETURN_IF_ERROR(ValidateNamespace(req.ns));
   TC_RETURN_IF_ERROR(ValidateStep(req.step));
   const std::string label = StepLabel(req.ns, req.step);
-  Result<CommitTree> tree = CommitTree::Create(req.members, r.root, r.fan_out);
+  Result<CommitTree> tree = CommitTree::Create(req.members, root, fan_out);
   if (!tree.ok()) {
     return tree.status().WithContext("node " + parent + " asked node " + deps_.node_id +
                                      " to commit its subtree of " + label);
@@ -361,8 +398,8 @@ Result<SubtreeSum> PeerService::CommitSubtree(const std::string& parent, std::st
   const std::optional<std::string> my_parent = tree->ParentOf(deps_.node_id);
   if (!tree->Contains(deps_.node_id) || my_parent != parent) {
     return InvalidArgument("node " + parent + " asked node " + deps_.node_id + " to commit its subtree of " +
-                           label + ", but in that step's commit tree (root " + r.root + ", fan-out " +
-                           std::to_string(r.fan_out) + ") " +
+                           label + ", but in that step's commit tree (root " + root + ", fan-out " +
+                           std::to_string(fan_out) + ") " +
                            (tree->Contains(deps_.node_id) ? "its parent is " + my_parent.value_or("none")
                                                           : std::string("it is not a member")));
   }
@@ -400,6 +437,7 @@ Result<SubtreeSum> PeerService::CommitSubtree(const std::string& parent, std::st
       .Kv("by", parent)
       .Kv("children", static_cast<uint64_t>(tree->ChildrenOf(deps_.node_id).size()))
       .Kv("parts", static_cast<uint64_t>(sum.parts))
+      .Kv("request_bytes", static_cast<uint64_t>(request_bytes))
       .Kv("ms", ms);
   return sum;
 }

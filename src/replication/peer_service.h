@@ -18,6 +18,11 @@
 //       commit_children (its children, in parallel) while commit_part
 //       commits its own part; answered with the subtree's sums once all of
 //       it committed, or with every failure, each naming its member.
+//   CommitRingSubtree {fan-out, root, ring, member runs, CommitStep request}
+//       the same with the members as runs of positions in the agents'
+//       common ring (member_runs.h, decision 108), what agents send since:
+//       refused, naming both rings, when the caller's ring is not this
+//       agent's (deps.ring); then expanded and committed as CommitSubtree.
 //   CommitPart {CommitStep request}  a coordinator from before the commit
 //       tree asks this agent to commit its part: commit_part, answered with
 //       the part manifest.
@@ -50,6 +55,7 @@
 #include "ops/metrics.h"
 #include "peer/transport.h"
 #include "replication/commit_tree.h"
+#include "replication/member_runs.h"
 #include "replication/peer_messages.h"
 #include "replication/replica_tiers.h"
 #include "tier/memory_tier.h"
@@ -74,6 +80,10 @@ struct PeerServiceDeps {
   // This node's children's subtrees of a commit tree
   // (Replicator::CommitChildren).
   std::function<Result<SubtreeSum>(const wire::CommitStepRequest&, const CommitTree&)> commit_children;
+  // The agents' common ring (Replicator::membership()), which the member
+  // runs of kCommitRingSubtree refer to; must outlive the service. nullptr:
+  // such requests are refused (this agent has no peers).
+  const cluster::Membership* ring = nullptr;
   // Uploads origin's part of (ns, step) from tier with its part record;
   // nullptr without a durable tier.
   std::function<Status(MemoryTier* tier, const std::string& ns, uint64_t step)> persist_part;
@@ -110,10 +120,18 @@ class PeerService {
   Status PullReplica(const std::string& origin, const PeerRequest& r);
   Result<Manifest> CommitPart(const std::string& coordinator, std::string_view payload);
   Result<Manifest> CommitOwnPart(const std::string& coordinator, const wire::CommitStepRequest& req);
+  // kCommitSubtree (the members listed) and kCommitRingSubtree (the members
+  // as ring runs): both decode into CommitTreeOf.
   Result<SubtreeSum> CommitSubtree(const std::string& parent, std::string_view payload);
+  Result<SubtreeSum> CommitRingSubtree(const std::string& parent, std::string_view payload);
+  // Checks that parent is this node's parent in the tree of (req.members,
+  // root, fan_out), then commits this node's subtree.
+  Result<SubtreeSum> CommitTreeOf(const std::string& parent, const wire::CommitStepRequest& req,
+                                  const std::string& root, uint32_t fan_out, size_t request_bytes);
   Status PersistPart(const PeerRequest& r);
 
   const PeerServiceDeps deps_;
+  const RingId ring_id_;  // of deps_.ring (zero without one)
   std::unique_ptr<peer::Listener> listener_;
   std::thread acceptor_;
 

@@ -68,6 +68,7 @@ struct Node {
     d.metrics = &h.metrics;
     Replicator* rep = replicator.get();
     d.address_of = [rep](std::string_view n) { return rep->AddressOf(n); };
+    d.ring = &rep->membership();
     d.timeout = peer::Millis(3000);
     d.replicate_rate = replicate_rate;
     const CommitDeps commit{h.tier.get(), cluster.get()};

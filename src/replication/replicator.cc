@@ -263,8 +263,19 @@ Result<SubtreeSum> Replicator::CommitChildren(const wire::CommitStepRequest& req
   const std::vector<std::string> children = tree.ChildrenOf(node_id_);
   SubtreeSum sum;
   if (children.empty()) return sum;
-  const std::string payload =
-      peer::CommitSubtreeRequest{tree.fan_out(), tree.root(), req.Encode()}.Encode();
+  // The members as runs of ring places (decision 108): the request's size
+  // does not grow with N. Every receiver expands them with its own ring.
+  TC_ASSIGN_OR_RETURN(std::vector<uint64_t> runs, MemberRuns(membership_, req.members));
+  wire::CommitStepRequest without_members = req;
+  without_members.members.clear();
+  peer::CommitRingSubtreeRequest request;
+  request.fan_out = tree.fan_out();
+  request.root = tree.root();
+  request.ring_size = ring_id_.size;
+  request.ring_digest = ring_id_.digest;
+  request.member_runs = std::move(runs);
+  request.commit = without_members.Encode();
+  const std::string payload = request.Encode();
   struct Reply {
     Result<std::string> payload{Internal("not run")};
     bool answered_error = false;
@@ -274,7 +285,7 @@ Result<SubtreeSum> Replicator::CommitChildren(const wire::CommitStepRequest& req
   // subtree committed, each part replicated first (--replica-ack all): as
   // long a wait as Replicate.
   (void)ParallelFor(children.size(), static_cast<int>(children.size()), [&](size_t i) {
-    replies[i].payload = Call(children[i], PeerMsg::kCommitSubtree, payload, PeerMsg::kSubtreeCommitted,
+    replies[i].payload = Call(children[i], PeerMsg::kCommitRingSubtree, payload, PeerMsg::kSubtreeCommitted,
                               peer::Millis(3600 * 1000), &replies[i].answered_error);
     return Status::Ok();  // every child is asked; the replies are judged below
   });
@@ -295,8 +306,9 @@ Result<SubtreeSum> Replicator::CommitChildren(const wire::CommitStepRequest& req
                           : "node " + children[i] + " (asked by " + node_id_ + ") did not answer: " +
                                 child.status().ToString() +
                                 (child.status().code() == Code::kUnavailable
-                                     ? " (an agent older than the commit tree closes the connection too: run "
-                                       "one tierckptd version on every node)"
+                                     ? " (an agent of an older version closes the connection on a "
+                                       "commit request it does not know, too: run one tierckptd "
+                                       "version on every node)"
                                      : "");
     failed += (failed.empty() ? "" : "; ") + why;
   }

@@ -35,6 +35,7 @@
 #include "common/mutex.h"
 #include "peer/transport.h"
 #include "replication/commit_tree.h"
+#include "replication/member_runs.h"
 #include "replication/peer_store.h"
 #include "tier/memory_tier.h"
 #include "wire/protocol.h"
@@ -95,12 +96,15 @@ class Replicator {
   // The holders of node's replicas, replica 1 first (node itself excluded).
   std::vector<std::string> HoldersOf(std::string_view node) const;
   // Has each child of this node in `tree` (over req.members) commit its
-  // subtree of the step (kCommitSubtree, the children in parallel) and
+  // subtree of the step (kCommitRingSubtree: the members as runs of places
+  // in this agent's ring, member_runs.h; the children in parallel) and
   // returns the sum of their answers (depth: hops below this node; zero sums
   // for a leaf). The error names each member that failed and why: a child
   // that did not answer by name, one that answered an error with its
-  // subtree's error (which names the member); a member not in the peer list
-  // fails at once. Blocks until every child answered.
+  // subtree's error (which names the member; a child whose ring differs
+  // refuses, naming both rings); a member not in the peer list fails at
+  // once (kInvalidArgument, before any request). Blocks until every child
+  // answered.
   Result<SubtreeSum> CommitChildren(const wire::CommitStepRequest& req, const CommitTree& tree);
   // Asks origin, then each of its holders, to upload origin's part of
   // (ns, step) to the durable tier with its part record. Returns the node
@@ -117,6 +121,7 @@ class Replicator {
              std::string node_id, std::vector<std::string> holders, peer::Millis timeout)
       : transport_(transport),
         membership_(std::move(membership)),
+        ring_id_(RingIdOf(membership_)),
         placement_(std::move(placement)),
         node_id_(std::move(node_id)),
         holders_(std::move(holders)),
@@ -136,6 +141,7 @@ class Replicator {
 
   peer::Transport* const transport_;
   const cluster::Membership membership_;
+  const RingId ring_id_;  // of membership_, sent with every kCommitRingSubtree
   const cluster::Placement placement_;
   const std::string node_id_;
   const std::vector<std::string> holders_;

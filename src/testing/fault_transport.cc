@@ -37,6 +37,8 @@ struct FaultPlan {
   Millis delay GUARDED_BY(mu){0};
   uint64_t connects GUARDED_BY(mu) = 0;
   uint64_t sends GUARDED_BY(mu) = 0;
+  uint64_t send_bytes GUARDED_BY(mu) = 0;     // payload bytes of every Send
+  uint64_t largest_send GUARDED_BY(mu) = 0;   // the largest payload of one Send
   uint64_t streams GUARDED_BY(mu) = 0;
   uint64_t injected GUARDED_BY(mu) = 0;
 
@@ -54,9 +56,11 @@ struct FaultPlan {
   }
 
   // Returns the send's number when it must be dropped; sets *delay.
-  std::optional<uint64_t> OnSend(Millis* delay_out) {
+  std::optional<uint64_t> OnSend(size_t payload_bytes, Millis* delay_out) {
     MutexLock lock(&mu);
     uint64_t k = ++sends;
+    send_bytes += payload_bytes;
+    largest_send = std::max<uint64_t>(largest_send, payload_bytes);
     *delay_out = delay;
     if (std::find(drop_sends.begin(), drop_sends.end(), k) != drop_sends.end()) {
       ++injected;
@@ -101,7 +105,7 @@ class FaultInjectingConnection final : public Connection {
   Status Send(const Frame& frame) override {
     TC_RETURN_IF_ERROR(stalled_);
     Millis delay{0};
-    std::optional<uint64_t> drop = plan_->OnSend(&delay);
+    std::optional<uint64_t> drop = plan_->OnSend(frame.payload.size(), &delay);
     if (drop) {
       base_->Close();
       return Unavailable("injected fault on Send #" + std::to_string(*drop) + ": the connection to " +
@@ -259,6 +263,16 @@ uint64_t FaultInjectingTransport::ConnectCount() const {
 uint64_t FaultInjectingTransport::SendCount() const {
   MutexLock lock(&plan_->mu);
   return plan_->sends;
+}
+
+uint64_t FaultInjectingTransport::SendBytes() const {
+  MutexLock lock(&plan_->mu);
+  return plan_->send_bytes;
+}
+
+uint64_t FaultInjectingTransport::LargestSend() const {
+  MutexLock lock(&plan_->mu);
+  return plan_->largest_send;
 }
 
 uint64_t FaultInjectingTransport::StreamCount() const {

@@ -42,7 +42,9 @@
 // FailEveryConnect becomes kUnavailable "injected: connection refused".
 //
 // Observation: ConnectCount(), SendCount(), StreamCount() count every call
-// since construction, failed ones included; InjectedFaults() counts faults.
+// since construction, failed ones included; SendBytes() adds up the payload
+// bytes of every Send (control frames: requests and answers) and
+// LargestSend() is the largest of them; InjectedFaults() counts faults.
 //
 // Thread safety: as Transport/Connection (transport.h); the plan is shared
 // by the transport and its connections (they may outlive the transport) and
@@ -80,6 +82,8 @@ class FaultInjectingTransport final : public Transport {
   // ---- observation ----
   uint64_t ConnectCount() const;
   uint64_t SendCount() const;
+  uint64_t SendBytes() const;
+  uint64_t LargestSend() const;
   uint64_t StreamCount() const;
   uint64_t InjectedFaults() const;
 

@@ -75,6 +75,22 @@ TEST_F(FaultTransportTest, DroppedSendClosesTheConnectionOnBothSides) {
   EXPECT_EQ(faulty_->SendCount(), 3u);
 }
 
+// The byte counters CommitTreeBytesTest reads (decision 108): every Send's
+// payload, dropped ones included, and the largest.
+TEST_F(FaultTransportTest, SendBytesAddsUpEveryPayloadAndLargestSendIsTheLargest) {
+  auto c = faulty_->Connect(listener_->address(), Millis(3000));
+  ASSERT_TRUE(c.ok());
+  auto s = listener_->Accept(Millis(3000));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(faulty_->SendBytes(), 0u);
+  EXPECT_EQ(faulty_->LargestSend(), 0u);
+  ASSERT_TRUE((*c)->Send(Frame{1, 1, "one"}).ok());
+  ASSERT_TRUE((*c)->Send(Frame{1, 2, std::string(70, 'x')}).ok());
+  ASSERT_TRUE((*c)->Send(Frame{1, 3, "three"}).ok());
+  EXPECT_EQ(faulty_->SendBytes(), 3u + 70u + 5u);
+  EXPECT_EQ(faulty_->LargestSend(), 70u);
+}
+
 TEST_F(FaultTransportTest, DelayHoldsEverySendAndStallsStickToTheirConnection) {
   auto c = faulty_->Connect(listener_->address(), Millis(3000));
   ASSERT_TRUE(c.ok());

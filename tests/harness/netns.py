@@ -161,6 +161,12 @@ class Hosts:
             sh(*self.prefix(i), "tc", "qdisc", "del", "dev", self.dev[i], "root", check=False)
         self._shaped.clear()
 
+    def leftovers(self) -> list[str]:
+        """The namespaces of these hosts that still exist (none after close())."""
+        names = {self.switch, *self.ns.values()}
+        listed = sh("ip", "netns", "list", check=False).stdout.split("\n")
+        return sorted(line.split()[0] for line in listed if line.strip() and line.split()[0] in names)
+
     def close(self) -> None:
         # Deleting a namespace deletes the veth ends in it, and with them their peers.
         sh("ip", "link", "del", self.own_dev, check=False)

@@ -1,7 +1,9 @@
 """A bounded fault campaign (tests/stress/tierckpt_stress.py, docs/reliability.md).
 
-Two runs of tierckpt-stress against 4 real agents: a fixed seed, then a fresh
-random one (printed, so a failure replays with `--seed`). Each fails the test
+Two runs of tierckpt-stress against 4 real agents, each on a host of its own
+(network namespaces), with every fault kind (the link kinds included) and a real
+DCP job beside the C++ writers: a fixed seed, then a fresh random one (printed,
+so a failure replays with `--seed`). Each fails the test
 on the first broken invariant of the oracle, with the program's report (the
 invariant, the schedule's last events, the agents' log lines around it).
 Together they stay under about 3 minutes on 2 shared cores.
@@ -20,7 +22,7 @@ from conftest import BIN_DIR
 STRESS = Path(__file__).resolve().parents[1] / "stress" / "tierckpt_stress.py"
 
 
-def run_campaign(tmp_path, seed, faults, duration, *extra):
+def run_campaign(tmp_path, seed, faults, duration, *extra, min_rounds=10, min_acked=20):
     out = tmp_path / f"summary-{seed}.json"
     env = dict(os.environ, TIERCKPT_BIN_DIR=str(BIN_DIR))
     r = subprocess.run([sys.executable, str(STRESS), "--seed", str(seed), "--faults", str(faults),
@@ -31,48 +33,52 @@ def run_campaign(tmp_path, seed, faults, duration, *extra):
                                f"--seed {seed} --faults {faults} {' '.join(map(str, extra))}):\n{r.stdout[-12000:]}\n{r.stderr[-4000:]}")
     summary = json.loads(out.read_text())
     # The campaign did something: faults of several kinds, steps acknowledged and read back.
-    assert summary["rounds"] >= 10, summary
+    assert summary["rounds"] >= min_rounds, summary
     assert len(summary["faults_injected"]) >= 4, summary
-    assert summary["steps_acknowledged"] >= 20, summary
+    assert summary["steps_acknowledged"] >= min_acked, summary
     assert summary["oracle"]["restores_ok"] >= summary["steps_acknowledged"], summary
     assert summary["wrong_bytes"] == 0 and summary["steps_lost"] == 0 and not summary["violations"], summary
     return summary
 
 
-def test_fixed_seed_campaign_breaks_no_invariant(tmp_path):
-    run_campaign(tmp_path, seed=20, faults=60, duration=75)
-
-
-def test_random_seed_campaign_breaks_no_invariant(tmp_path):
-    seed = random.SystemRandom().randrange(1 << 31)
-    print(f"tierckpt-stress random seed: {seed}")
-    sys.stdout.flush()
-    run_campaign(tmp_path, seed=seed, faults=60, duration=60)
-
-
-def test_a_campaign_across_cut_split_and_lossy_links_breaks_no_invariant(tmp_path):
-    """Each agent on a host of its own (a network namespace on one switch, tests/harness/netns.py),
-    links cut, split and degraded while saves replicate, beside agent kills, stops and replacements
-    (issue 42), with C++ writers and a real DCP job whose steps span two agents. Saves whose holder
-    is across a cut must fail with the holder named, and nothing acknowledged may be lost or read
-    back wrong once the links heal."""
+def needs_netns():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
     from netns import unavailable  # noqa: PLC0415
 
     why = unavailable()
     if why:
         pytest.skip(why)
-    kinds = "link_cut,link_split,link_lossy,agent_kill,agent_stop,agent_replace"
-    summary = run_campaign(tmp_path, 6, 16, 120, "--network", "netns", "--kinds", kinds, "--dcp")
+
+
+def test_fixed_seed_campaign_breaks_no_invariant(tmp_path):
+    """Every fault kind, each agent on a host of its own (a network namespace on one switch,
+    tests/harness/netns.py): links cut, split and degraded while saves replicate, beside kills,
+    stops, replacements and corruptions (issue 42), with C++ writers and a real DCP job whose steps
+    span two agents. Saves whose holder is across a cut must fail with the holder named, and
+    nothing acknowledged may be lost or read back wrong once the links heal."""
+    needs_netns()
+    # Seed 136's first rounds: agent_replace, agent_stop, link_lossy, corrupt_durable, link_split,
+    # link_split, corrupt_durable, with the DCP job in three of the first six (a DCP round costs
+    # seconds of torch start-up: 7 rounds fit in 90 s on a loaded 2-core machine).
+    summary = run_campaign(tmp_path, 136, 60, 90, "--dcp", "--network", "netns", min_rounds=7, min_acked=15)
     assert summary["network"] == "netns" and summary["dcp"], summary
+    landed = {k: n - summary["faults_without_target"].get(k, 0) for k, n in summary["faults_injected"].items()}
+    assert sum(landed.get(k, 0) for k in ("link_cut", "link_split", "link_lossy")) >= 2, summary
+    assert summary["writers"].get("failed", 0) >= 1, summary  # a cut stopped some save's replica
     # Real DCP jobs (two gloo ranks, one step spanning n1's and n2's agents) were acknowledged and
     # loaded back through DCP by the oracle, beside the C++ writers.
     assert summary["writers"].get("dcp_acked", 0) >= 2, summary
-    landed = {k: n - summary["faults_without_target"].get(k, 0) for k, n in summary["faults_injected"].items()}
-    assert sum(landed.get(k, 0) for k in ("link_cut", "link_split", "link_lossy")) >= 4, summary
-    assert summary["writers"].get("failed", 0) >= 1, summary  # a cut stopped some save's replica
-    assert not [line for line in os.popen("ip netns list").read().splitlines() if line.startswith("tc-h")], \
-        "the campaign left network namespaces behind"
+    assert summary["netns_left"] == [], summary
+
+
+def test_random_seed_campaign_breaks_no_invariant(tmp_path):
+    """The same on a fresh seed (printed: replay it with --seed)."""
+    needs_netns()
+    seed = random.SystemRandom().randrange(1 << 31)
+    print(f"tierckpt-stress random seed: {seed}")
+    sys.stdout.flush()
+    summary = run_campaign(tmp_path, seed, 60, 75, "--dcp", "--network", "netns", min_rounds=6, min_acked=12)
+    assert summary["netns_left"] == [], summary
 
 
 def test_the_oracle_can_fail(tmp_path):

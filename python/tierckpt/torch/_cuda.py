@@ -40,8 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["HostCopies", "HostRegistry", "device_source", "registry", "stats", "synchronize", "to_host",
-           "uses_cuda"]
+__all__ = ["HostCopies", "HostRegistry", "device_source", "registry", "stats", "synchronize", "to_host"]
 
 log = logging.getLogger("tierckpt")
 
@@ -49,11 +48,6 @@ log = logging.getLogger("tierckpt")
 # address space (the default under UVA; named for older drivers).
 HOST_REGISTER_PORTABLE = 0x01
 HOST_REGISTER_MAPPED = 0x02
-
-
-def uses_cuda(tensors) -> bool:
-    """Whether any tensor is on CUDA; never touches CUDA itself."""
-    return any(t.device.type == "cuda" for t in tensors)
 
 
 @dataclass(frozen=True)

@@ -226,17 +226,21 @@ def main() -> int:
         note_registrations("Checkpointer load", before)
         assert_equal(big, target)
 
-    @check("the GPU path: registration worked, paid by the first saves only (steady saves and loads register nothing)")
+    @check("the GPU path: registration worked, paid by the first saves only (steady saves and loads register "
+           "nothing), loads copied from the registered mappings")
     def registration():
         st = reg_stats()
         if DEVICE != "cuda":
             assert st["registrations"] == 0 and not torch.cuda.is_initialized(), f"CPU run touched CUDA: {st}"
             return "(cpu run: nothing registered, CUDA not initialized)"
         assert st["failed"] is None, f"registration failed, the old path ran: {st['failed']}"
+        assert st["registered_loads"] >= 2, (f"only {st['registered_loads']} loads copied from a registered mapping "
+                                             "(one per front expected): the load path fell back")
         steady = [(w, n) for w, n, _, _ in REGS if n and not any(w.endswith(f"save {i}") for i in (1, 2))]
         assert not steady, f"registered again after the first two saves: {steady} (mappings evicted from the client's cache?)"
         return (f"({st['registrations']} registrations, {st['registered_bytes'] / 2**30:.2f} GiB in "
-                f"{st['register_seconds']:.2f} s; {st['unregistrations']} unregistered)")
+                f"{st['register_seconds']:.2f} s; {st['unregistrations']} unregistered; "
+                f"{st['registered_loads']} objects loaded from a registered mapping)")
 
     @check("Checkpointer: model + AdamW state on CUDA, bit for bit")
     def model_optim():

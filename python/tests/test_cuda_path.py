@@ -199,6 +199,7 @@ def test_a_load_copies_from_the_registered_mapping_of_the_same_file(shm):
     at = reg.alias(view.data_ptr() + 4096 * 3, 5)
     assert at == _addr(w) + 4096 * 3
     assert ctypes.string_at(at, 5) == b"hello"
+    assert reg.stats()["registered_loads"] == 1
     assert reg.alias(view.data_ptr() + size - 4, 8) is None  # past the registered range
     _, other = _shm_mapping(shm, "other", size)
     assert reg.alias(_addr(other), 16) is None  # a file nobody registered: copied unregistered

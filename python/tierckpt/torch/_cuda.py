@@ -106,6 +106,7 @@ class HostRegistry:
         self.register_seconds = 0.0
         self.unregistrations = 0
         self.unregistered_copies = 0
+        self.registered_loads = 0  # objects loaded through a registered mapping (alias found)
 
     def _rt(self):
         if self._cudart is None:
@@ -169,6 +170,7 @@ class HostRegistry:
                 held = _vma_of(vmas, e.ptr)
                 if (e.file == vma.file and held is not None and held.file == e.file
                         and e.file_offset <= off and off + size <= e.file_offset + e.size):
+                    self.registered_loads += 1
                     return e.ptr + (off - e.file_offset)
             return None
 
@@ -197,6 +199,7 @@ class HostRegistry:
             return {"registrations": self.registrations, "registered_bytes": self.registered_bytes,
                     "register_seconds": self.register_seconds, "unregistrations": self.unregistrations,
                     "live": len(self._entries), "unregistered_copies": self.unregistered_copies,
+                    "registered_loads": self.registered_loads,
                     "failed": self._failed}
 
 

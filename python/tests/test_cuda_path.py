@@ -134,7 +134,10 @@ def test_a_mapping_is_registered_once_and_unregistered_when_it_goes(shm):
     pa = _addr(a)
     assert reg.ensure(pa, 1 << 20)
     assert reg.ensure(pa, 1 << 20)  # the next save into the kept mapping: nothing to do
+    assert reg.ensure(pa, (1 << 20) - 100)  # a shorter object in the same recycled segment: nothing either
+    assert reg.ensure(pa + 4096, 100)
     assert [c[0] for c in rt.calls] == ["register"]
+    assert rt.calls[0][1:3] == (pa, 1 << 20), "not the whole mapping registered"
     assert rt.calls[0][3] == _cuda.HOST_REGISTER_PORTABLE | _cuda.HOST_REGISTER_MAPPED
     s = reg.stats()
     assert (s["registrations"], s["registered_bytes"], s["live"]) == (1, 1 << 20, 1) and s["register_seconds"] >= 0
@@ -161,8 +164,10 @@ def test_another_file_at_the_same_address_is_registered_anew(tmp_path):
     assert [c[0] for c in rt.calls] == ["register", "unregister", "register"]
     maps.write_text(line.format(ino=222))
     assert reg.ensure(ptr, 1 << 20) and len(rt.calls) == 3
-    with pytest.raises(RuntimeError, match="not mapped in this process"):
+    with pytest.raises(RuntimeError, match="not one mapping of this process"):
         reg.ensure(0x1000, 4096)
+    with pytest.raises(RuntimeError, match="not one mapping of this process"):
+        reg.ensure(ptr, (1 << 20) + 1)
 
 
 def test_a_failed_registration_falls_back_once_with_one_warning(shm, caplog):

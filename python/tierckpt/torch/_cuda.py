@@ -23,7 +23,8 @@ Contract (decisions 114, 115):
   than the copy saves.
 - Fallback: when registration fails (``ulimit -l``, a driver without host registration), one
   warning is logged and every later copy takes the unregistered path (still correct, slower).
-- Life cycle: a registration is keyed by the mapping's address, size and file (device, inode);
+- Life cycle: a registration covers a whole mapping, keyed by its address, length and file
+  (device, inode);
   before each registering save the registry reads /proc/self/maps and unregisters every entry
   whose address no longer maps its file (the client unmapped it, or mapped another file there).
   ``stats()`` reports registrations and their time apart from the saves (the bench reads it).
@@ -114,7 +115,9 @@ class HostRegistry:
         return self._cudart
 
     def ensure(self, ptr: int, size: int) -> bool:
-        """Registers [ptr, ptr + size) unless this mapping of this file already is; whether it is now."""
+        """Registers the whole mapping holding [ptr, ptr + size) unless it already is (same address,
+        length and file); whether it is registered now. The whole mapping, not the object's range:
+        the next object in a recycled segment may be a few bytes longer or shorter."""
         if size <= 0:
             return False
         with self._mu:
@@ -124,13 +127,14 @@ class HostRegistry:
             vmas = _read_maps(self._maps)
             self._sweep(vmas)
             vma = _vma_of(vmas, ptr)
-            if vma is None:
-                raise RuntimeError(f"tierckpt: address {ptr:#x} is not mapped in this process "
+            if vma is None or ptr + size > vma.end:
+                raise RuntimeError(f"tierckpt: the {size} bytes at {ptr:#x} are not one mapping of this process "
                                    "(an object's buffer released before its copy?); this is a tierckpt bug")
+            ptr, size = vma.start, vma.end - vma.start
             e = self._entries.get(ptr)
             if e is not None and e.size == size and e.file == vma.file:
                 return True
-            if e is not None:  # another size or file at the same address: drop the old registration
+            if e is not None:  # another length or file at the same address: drop the old registration
                 self._unregister(e)
             t0 = time.perf_counter()
             try:
@@ -146,7 +150,7 @@ class HostRegistry:
                             "limit (ulimit -l unlimited) to register it.", self._failed)
                 self.unregistered_copies += 1
                 return False
-            self._entries[ptr] = _Entry(ptr, size, vma.file, vma.pgoff + (ptr - vma.start))
+            self._entries[ptr] = _Entry(ptr, size, vma.file, vma.pgoff)
             self.registrations += 1
             self.registered_bytes += size
             self.register_seconds += dt
@@ -177,7 +181,7 @@ class HostRegistry:
     def _sweep(self, vmas: list[_Vma]) -> None:
         for e in list(self._entries.values()):
             v = _vma_of(vmas, e.ptr)
-            if v is None or v.file != e.file or v.end < e.ptr + e.size:
+            if v is None or v.file != e.file or v.start != e.ptr or v.end != e.ptr + e.size:
                 self._unregister(e)
 
     def _unregister(self, e: _Entry) -> None:

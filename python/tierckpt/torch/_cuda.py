@@ -102,6 +102,7 @@ class HostRegistry:
         self._mu = threading.Lock()
         self._entries: dict[int, _Entry] = {}  # by ptr
         self._failed: str | None = None  # why registration is off for this process
+        self._odd_warned = False
         self.registrations = 0
         self.registered_bytes = 0
         self.register_seconds = 0.0
@@ -128,8 +129,14 @@ class HostRegistry:
             self._sweep(vmas)
             vma = _vma_of(vmas, ptr)
             if vma is None or ptr + size > vma.end:
-                raise RuntimeError(f"tierckpt: the {size} bytes at {ptr:#x} are not one mapping of this process "
-                                   "(an object's buffer released before its copy?); this is a tierckpt bug")
+                # Not one mapping of a file as the client makes them: copy unregistered (correct, slower).
+                if not self._odd_warned:
+                    self._odd_warned = True
+                    log.warning("tierckpt: the %d bytes at %#x are not one mapping of this process; copying CUDA "
+                                "tensors into them unregistered (slower). Please report this with /proc/self/maps",
+                                size, ptr)
+                self.unregistered_copies += 1
+                return False
             ptr, size = vma.start, vma.end - vma.start
             e = self._entries.get(ptr)
             if e is not None and e.size == size and e.file == vma.file:

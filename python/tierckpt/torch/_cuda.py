@@ -147,8 +147,8 @@ class HostRegistry:
             try:
                 rc = self._rt().cudaHostRegister(ptr, size, HOST_REGISTER_PORTABLE | HOST_REGISTER_MAPPED)
                 why = "" if _code(rc) == 0 else f"failed with CUDA error {_code(rc)} ({rc})"
-            except Exception as e:  # noqa: BLE001 - a torch without cudart bindings: the old path
-                why = f"could not be called ({type(e).__name__}: {e})"
+            except Exception as exc:  # noqa: BLE001 - a torch without cudart bindings: the old path
+                why = f"could not be called ({type(exc).__name__}: {exc})"
             dt = time.perf_counter() - t0
             if why:
                 self._failed = f"cudaHostRegister of {size} bytes of shared memory {why}"

@@ -1,17 +1,23 @@
 """tierckpt on a GPU machine: CUDA state dicts through the DCP front and the Checkpointer, checked
 bit for bit, a trainer killed after a commit, and the time of each against a pinned copy (the limit)
 measured in the same run. Run by bench/gpu/run_on_device.sh after it installs tierckpt; prints one
-line per check (PASS/FAIL) and a table, and exits non-zero if any check failed.
+line per check (PASS/FAIL) and two tables (times; registrations), and exits non-zero if any check
+failed.
 
-    python3 bench/gpu/cuda_roundtrip.py [--gib 2] [--tensors 16]
+    python3 bench/gpu/cuda_roundtrip.py [--gib 2] [--tensors 16] [--saves 4]
+    python3 bench/gpu/cuda_roundtrip.py --device cpu --gib 0.05 --tensors 4   # the script's logic, no GPU
 
 The agent is the embedded default (started by the first save), its root on /dev/shm, its durable
-tier a temporary directory. tierckpt has no CUDA staging path yet (issue 40): these figures are what a
-user gets today (device-to-host copies into the agent's unregistered shared memory).
+tier a temporary directory. The GPU path (tierckpt/torch/_cuda.py, decisions 114-115): each mapping
+of the agent's shared memory the client keeps is registered with CUDA once (reported apart, per
+save: with keep_last 1 the first two saves map new segments, later ones reuse them), copies run
+non_blocking on a side stream, and a save returns once they are done; loads copy host -> device
+from the registered mapping when this process saved the step.
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
@@ -27,6 +33,20 @@ DEVICE = "cuda"
 NO_DIST: dict = {}  # {"no_dist": True} where this torch's DCP takes it (one process, no group)
 RESULTS: list[tuple[str, bool, str]] = []
 TIMES: list[tuple[str, float, float]] = []  # (what, seconds, bytes)
+REGS: list[tuple[str, int, float, int]] = []  # (save, registrations, seconds registering, bytes registered)
+
+
+def reg_stats() -> dict:
+    from tierckpt.torch import _cuda  # the GPU path's registry (zeros until a CUDA save)
+    return _cuda.stats()
+
+
+def note_registrations(what: str, before: dict) -> dict:
+    after = reg_stats()
+    REGS.append((what, after["registrations"] - before["registrations"],
+                 after["register_seconds"] - before["register_seconds"],
+                 after["registered_bytes"] - before["registered_bytes"]))
+    return after
 
 
 def check(name: str):
@@ -127,9 +147,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gib", type=float, default=2.0)
     ap.add_argument("--tensors", type=int, default=16)
+    ap.add_argument("--saves", type=int, default=4, help="saves per front (the first ones map new segments)")
     ap.add_argument("--device", default="cuda", help="cuda; cpu only to check this script without a GPU")
     ap.add_argument("--child-save", help=argparse.SUPPRESS)  # the trainer killed after its commit
     args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("tierckpt").setLevel(logging.INFO)  # the registration lines (_cuda.py)
     global DEVICE
     DEVICE = args.device
     if DEVICE == "cuda" and not torch.cuda.is_available():
@@ -158,30 +181,66 @@ def main() -> int:
     nb_big = nbytes(big)
     pinned_limit(big)
 
-    @check("dcp.async_save(TieredWriter) + dcp.load(TieredReader), CUDA tensors, bit for bit")
+    def overwritten_after_return(sd: dict) -> dict:
+        """A copy of sd to save, zeroed as soon as the save returns: a save must not need it later."""
+        return {k: v.clone() for k, v in sd.items()}
+
+    @check("dcp.async_save(TieredWriter) + dcp.load(TieredReader), CUDA tensors, bit for bit, "
+           "the source zeroed right after async_save returned")
     def dcp_front():
         cfg = CheckpointConfig(f"gpu-dcp-{run}")
-        for step in (1, 2):  # first save, then steady
+        before = reg_stats()
+        for step in range(1, args.saves + 1):  # first saves map new segments, then steady
+            src = overwritten_after_return(big) if step == args.saves else big
+            sync()
             t0 = time.perf_counter()
-            fut = dcp.async_save(big, storage_writer=TieredWriter(cfg, step), **NO_DIST)
+            fut = dcp.async_save(src, storage_writer=TieredWriter(cfg, step), **NO_DIST)
             blocked = time.perf_counter() - t0
+            if src is not big:
+                for v in src.values():
+                    v.zero_()  # training goes on: the step must hold the bytes from before
             fut.result()
             done = time.perf_counter() - t0
-            TIMES.append((f"DCP front: async_save blocked (step {step})", blocked, nb_big))
-            TIMES.append((f"DCP front: async_save committed (step {step})", done, nb_big))
+            TIMES.append((f"DCP front: async_save blocked (save {step})", blocked, nb_big))
+            TIMES.append((f"DCP front: async_save committed (save {step})", done, nb_big))
+            before = note_registrations(f"DCP front save {step}", before)
         target = zeros_like(big)
         timed("DCP front: dcp.load into CUDA tensors", nb_big,
-              lambda: dcp.load(target, storage_reader=TieredReader(cfg, 2), **NO_DIST))
+              lambda: dcp.load(target, storage_reader=TieredReader(cfg, args.saves), **NO_DIST))
+        note_registrations("DCP front load", before)
         assert_equal(big, target)
 
-    @check("Checkpointer.save + load, CUDA tensors, bit for bit")
+    @check("Checkpointer.save + load, CUDA tensors, bit for bit, the source zeroed right after save returned")
     def checkpointer():
         ck = Checkpointer(CheckpointConfig(f"gpu-ck-{run}"))
-        for step in (1, 2):
-            timed(f"Checkpointer: save (step {step})", nb_big, lambda: ck.save(step, big))
+        before = reg_stats()
+        for step in range(1, args.saves + 1):
+            src = overwritten_after_return(big) if step == args.saves else big
+            timed(f"Checkpointer: save, committed (save {step})", nb_big, lambda: ck.save(step, src))
+            if src is not big:
+                for v in src.values():
+                    v.zero_()
+            before = note_registrations(f"Checkpointer save {step}", before)
         target = zeros_like(big)
-        timed("Checkpointer: load into CUDA tensors", nb_big, lambda: ck.load(target, 2))
+        timed("Checkpointer: load into CUDA tensors", nb_big, lambda: ck.load(target, args.saves))
+        note_registrations("Checkpointer load", before)
         assert_equal(big, target)
+
+    @check("the GPU path: registration worked, paid by the first saves only (steady saves and loads register "
+           "nothing), loads copied from the registered mappings")
+    def registration():
+        st = reg_stats()
+        if DEVICE != "cuda":
+            assert st["registrations"] == 0 and not torch.cuda.is_initialized(), f"CPU run touched CUDA: {st}"
+            return "(cpu run: nothing registered, CUDA not initialized)"
+        assert st["failed"] is None, f"registration failed, the old path ran: {st['failed']}"
+        assert st["registered_loads"] >= 2, (f"only {st['registered_loads']} loads copied from a registered mapping "
+                                             "(one per front expected): the load path fell back")
+        steady = [(w, n) for w, n, _, _ in REGS if n and not any(w.endswith(f"save {i}") for i in (1, 2))]
+        assert not steady, f"registered again after the first two saves: {steady} (mappings evicted from the client's cache?)"
+        return (f"({st['registrations']} registrations, {st['registered_bytes'] / 2**30:.2f} GiB in "
+                f"{st['register_seconds']:.2f} s; {st['unregistrations']} unregistered; "
+                f"{st['registered_loads']} objects loaded from a registered mapping)")
 
     @check("Checkpointer: model + AdamW state on CUDA, bit for bit")
     def model_optim():
@@ -207,6 +266,7 @@ def main() -> int:
 
     dcp_front()
     checkpointer()
+    registration()
     model_optim()
     killed_trainer()
 
@@ -214,6 +274,10 @@ def main() -> int:
     print("\n| what | seconds | GB/s | x the pinned copy's time |\n| --- | --- | --- | --- |")
     for what, dt, nb in TIMES:
         print(f"| {what} | {dt:.3f} | {nb / dt / 1e9:.1f} | {dt / limit:.2f} |")
+    print("\n| registrations with CUDA (paid apart, once per kept mapping) | count | seconds | GiB |\n"
+          "| --- | --- | --- | --- |")
+    for what, n, dt, nb in REGS:
+        print(f"| {what} | {n} | {dt:.3f} | {nb / 2**30:.2f} |")
     failed = [n for n, ok, _ in RESULTS if not ok]
     print(f"\n{len(RESULTS) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0

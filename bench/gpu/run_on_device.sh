@@ -2,8 +2,10 @@
 # run_on_device.sh — installs tierckpt from this repository on a stock GPU machine (Ubuntu 24.04,
 # Python 3.12 with torch and its headers, g++, cmake, ninja, nanobind, scikit-build-core; no
 # package registry) and runs bench/gpu/cuda_roundtrip.py: CUDA state dicts through dcp.async_save +
-# TieredWriter, dcp.load + TieredReader and the Checkpointer, each tensor checked with torch.equal,
-# a trainer SIGKILLed after a commit and restored, and the times against a pinned copy.
+# TieredWriter, dcp.load + TieredReader and the Checkpointer through the GPU path (the agent's shared
+# memory registered with CUDA once per kept mapping, registrations reported apart), each tensor
+# checked with torch.equal, a trainer SIGKILLed after a commit and restored, and the times against a
+# pinned copy. The benchmark is bounded to 420 s so that one device call (600 s at most) returns it.
 #
 #   bench/gpu/run_on_device.sh --fetch        here (Debian, with apt): the C++ libraries such a
 #                                             machine lacks, unpacked into .gpudeps/ (gitignored)
@@ -69,7 +71,8 @@ export TIERCKPT_DURABLE=/tmp/tierckpt-gpu-$$/durable TIERCKPT_MEMORY_BUDGET=${TI
 export TIERCKPT_AGENT_LOG=$OUT/agent.log PYTHONUNBUFFERED=1
 mkdir -p /tmp/tierckpt-gpu-$$
 rc=0
-python3 bench/gpu/cuda_roundtrip.py "$@" || rc=$?
+echo "locked-memory limit (ulimit -l): $(ulimit -l)"
+timeout --kill-after=10 420 python3 bench/gpu/cuda_roundtrip.py "$@" || rc=$?
 "$TIERCKPT_CLI" --socket "$TIERCKPT_SOCKET" agent stop >/dev/null 2>&1 || true
 rm -rf "$TIERCKPT_ROOT"
 say "done (rc=$rc)"

@@ -25,7 +25,7 @@ import torch
 from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkStorageMetadata, MetadataIndex,
                                                    TensorProperties, TensorStorageMetadata)
 
-from . import _format
+from . import _cuda, _format
 from . import _dcp_compat
 from ._dcp_compat import StorageInfo
 
@@ -155,15 +155,28 @@ class FlatLayout:
                 value_runs.extend((offset, buf.data_ptr(), len(data)))
             extra[MetadataIndex(fqn)] = StorageInfo(self.name, offset, len(data))
             offset = _align(offset + len(data))
-        obj.copy_in(self.skeleton_runs + runs + value_runs, copy_threads)
-        del buffers
-        if others:
-            base = torch.frombuffer(obj, dtype=torch.uint8)
+        if not others:
+            obj.copy_in(self.skeleton_runs + runs + value_runs, copy_threads)
+            return extra
+        base = torch.frombuffer(obj, dtype=torch.uint8)
+        try:
+            on_host = []
+            device = []  # CUDA tensors: enqueued first, so they copy while the CPU copies the rest
+            for data_offset, t in others:
+                dst = base[data_offset:data_offset + t.nbytes].view(t.dtype).view(t.shape)
+                (device if t.device.type == "cuda" else on_host).append((dst, t))
+            pending = _cuda.to_host(base.data_ptr(), base.numel(), device) if device else None
             try:
-                for data_offset, t in others:
-                    base[data_offset:data_offset + t.nbytes].view(t.dtype).view(t.shape).copy_(t)
+                obj.copy_in(self.skeleton_runs + runs + value_runs, copy_threads)
+                del buffers
+                for dst, t in on_host:
+                    dst.copy_(t)
             finally:
-                del base
+                if pending is not None:
+                    pending.wait()  # before the caller seals: the agent hashes and commits only whole bytes
+            del on_host, device, dst
+        finally:
+            del base
         return extra
 
     @staticmethod

@@ -18,7 +18,7 @@ import torch
 from torch.distributed.checkpoint.metadata import MetadataIndex
 from torch.distributed.checkpoint.planner import WriteItem, WriteItemType
 
-from . import _format
+from . import _cuda, _format
 from ._dcp_compat import StorageInfo
 
 __all__ = ["Piece", "place", "prepare"]
@@ -82,6 +82,8 @@ def _fill(obj, pieces: list[Piece]) -> None:
     """Writes pieces into the writable object obj; releases every buffer before returning."""
     mv = memoryview(obj)
     base = torch.frombuffer(obj, dtype=torch.uint8)
+    device = []  # (host destination, CUDA tensor): enqueued together on a side stream (_cuda.py)
+    pending = None
     try:
         for p in pieces:
             if p.layout is None:
@@ -92,11 +94,19 @@ def _fill(obj, pieces: list[Piece]) -> None:
             start = p.offset + lay.data_offset
             if lay.data_len:
                 dst = base[start:start + lay.data_len].view(p.tensor.dtype).view(p.tensor.shape)
-                dst.copy_(p.tensor)
+                if p.tensor.device.type == "cuda":
+                    device.append((dst, p.tensor))
+                else:
+                    dst.copy_(p.tensor)
                 del dst
             end = start + lay.data_len
             mv[end:end + len(lay.tail)] = lay.tail
+        if device:
+            pending = _cuda.to_host(base.data_ptr(), base.numel(), device)
     finally:
+        if pending is not None:
+            pending.wait()  # before place() seals: the agent hashes and commits only whole bytes
+        del device[:]
         del base
         mv.release()
 

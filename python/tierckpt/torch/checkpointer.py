@@ -58,7 +58,7 @@ from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, Metadat
 from .. import agent
 from ..config import CheckpointConfig
 from ..errors import CorruptionError
-from . import _format, _inflight
+from . import _cuda, _format, _inflight
 from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, flatten_state_dict, set_element
 from ._flat_layout import FlatLayout, layout_key, planned_size
 from ._ids import check_step, checkpoint_id
@@ -369,13 +369,20 @@ class Checkpointer:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="The given buffer is not writable")
                 base = torch.frombuffer(view.data, dtype=torch.uint8)
+            # CUDA targets copy host -> device, non_blocking, from a registered mapping of the same
+            # file when this process saved it (_cuda.py); synchronized before the recycling check.
+            on_cuda = [t for t, _, _ in others if t.device.type == "cuda"]
+            registered = _cuda.device_source(base) if on_cuda else None
             for t, offset, archive in others:
                 if offset >= 0:
-                    t.detach().copy_(base[offset:offset + t.nbytes].view(t.dtype).view(t.shape))
+                    src = registered if registered is not None and t.device.type == "cuda" else base
+                    t.detach().copy_(src[offset:offset + t.nbytes].view(t.dtype).view(t.shape), non_blocking=True)
                 else:  # an archive tierckpt did not lay out itself: parse it
                     lay = _format.tensor_layout(t.dtype, t.shape)
                     t.detach().copy_(_format.load_tensor(view.data[archive:archive + lay.size], t.dtype, t.shape))
-            del base
+            if on_cuda:
+                _cuda.synchronize(on_cuda)
+            del base, registered
         view.unchanged()
 
     def _remember_for_reads(self, metadata_checksum: str) -> None:

@@ -42,7 +42,7 @@ from torch.futures import Future
 from .. import agent
 from ..config import CheckpointConfig
 from ..errors import CorruptionError
-from . import _dcp_compat, _format, _gc_pause
+from . import _cuda, _dcp_compat, _format, _gc_pause
 from ._dcp_compat import load_keeps_read_metadata_errors, narrow_tensor_by_index, storage_transforms
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._safe_unpickle import load_metadata
@@ -261,11 +261,15 @@ class TieredReader(StorageReader):
             # The mapping is read-only; tensors over it are only ever copy sources.
             warnings.filterwarnings("ignore", message="The given buffer is not writable")
             base = torch.frombuffer(data, dtype=torch.uint8) if len(data) else None
+        on_cuda: list[torch.Tensor] = []  # targets of non_blocking host -> device copies
+        registered = []  # [a registered mapping of the same bytes (_cuda.py)], looked up at the first CUDA target
         try:
             for item in sorted(items, key=lambda i: self.storage_data[i.storage_index].offset):
-                self._read_item(data, base, item, planner)
+                self._read_item(data, base, item, planner, on_cuda, registered)
         finally:
-            del base
+            if on_cuda:
+                _cuda.synchronize(on_cuda)  # before the recycling check and before returning
+            del base, registered
         self._views[name].unchanged()
 
     def _expected(self, index: MetadataIndex):
@@ -282,7 +286,7 @@ class TieredReader(StorageReader):
                 return md.properties.dtype, chunk.sizes
         return None, None
 
-    def _read_item(self, data: memoryview, base, item, planner: LoadPlanner) -> None:
+    def _read_item(self, data: memoryview, base, item, planner: LoadPlanner, on_cuda: list, registered: list) -> None:
         info = self.storage_data[item.storage_index]
         transforms = storage_transforms(info)
         if transforms:
@@ -296,14 +300,23 @@ class TieredReader(StorageReader):
             planner.load_bytes(item, io.BytesIO(piece))
             return
         dtype, shape = self._expected(item.storage_index)
+        target = planner.resolve_tensor(item).detach()
+        if target.device.type == "cuda":
+            if not registered:
+                registered.append(_cuda.device_source(base))
+            if registered[0] is not None:
+                base = registered[0]
         stored = _format.load_tensor(piece, dtype, shape, base=base, base_offset=info.offset)
         tensor = narrow_tensor_by_index(stored, item.storage_offsets, item.lengths)
-        target = planner.resolve_tensor(item).detach()
         if target.size() != tensor.size():
             raise ValueError(f"{self.checkpoint_id}: item {item.storage_index.fqn} has shape "
                              f"{tuple(tensor.size())} in the checkpoint but {tuple(target.size())} in the "
                              "state dict being loaded")
-        target.copy_(tensor)
+        if target.device.type == "cuda":
+            target.copy_(tensor, non_blocking=True)
+            on_cuda.append(target)
+        else:
+            target.copy_(tensor)
         planner.commit_tensor(item, target)
 
 

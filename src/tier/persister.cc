@@ -302,7 +302,9 @@ Status Persister::AwaitParts(const Manifest& part) {
   const auto start = std::chrono::steady_clock::now();
   auto last_ask = start;
   auto delay = std::chrono::milliseconds(50);
-  std::map<std::string, Manifest> found;  // member → its part record
+  // Each record found is checked against this node's part and only its
+  // objects are kept (decision 112): O(N + N·p) held, not N member lists.
+  PartMerger merger(part);
   // Decision 88: the merger reads the others' records; every other member
   // reads only the manifest until its turn to take over comes.
   const size_t turn = MergeTurn(part, part.node);
@@ -332,10 +334,10 @@ Status Persister::AwaitParts(const Manifest& part) {
     // Part records found stay found: only the missing ones are read again.
     std::vector<std::string> missing;
     for (const std::string& member : part.members) {
-      if (found.count(member) != 0) continue;
+      if (merger.Has(member)) continue;
       Result<Manifest> record = member == part.node ? Result<Manifest>(part) : ReadPartRecord(part, member);
       if (record.ok()) {
-        found.emplace(member, std::move(record).value());
+        TC_RETURN_IF_ERROR(merger.Add(std::move(record).value()));
       } else if (record.status().code() == Code::kNotFound) {
         missing.push_back(member);
       } else {
@@ -343,9 +345,7 @@ Status Persister::AwaitParts(const Manifest& part) {
       }
     }
     if (missing.empty()) {
-      std::vector<Manifest> parts;
-      for (auto& [member, m] : found) parts.push_back(m);
-      TC_ASSIGN_OR_RETURN(Manifest whole, MergeParts(parts, parts_.node_id.empty() ? part.node : parts_.node_id));
+      TC_ASSIGN_OR_RETURN(Manifest whole, merger.Finish(parts_.node_id.empty() ? part.node : parts_.node_id));
       Status committed = store_->CommitStep(whole);
       if (committed.code() == Code::kAlreadyExists) {
         TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(part.ns, part.step));
@@ -355,7 +355,7 @@ Status Persister::AwaitParts(const Manifest& part) {
         Log(LogLevel::kInfo, "persist_merged")
             .Kv("ns", part.ns)
             .Kv("step", part.step)
-            .Kv("parts", static_cast<uint64_t>(parts.size()))
+            .Kv("parts", static_cast<uint64_t>(part.members.size()))
             .Kv("bytes", whole.TotalBytes());
       }
       return committed;

@@ -5,7 +5,8 @@
 // was committed is what the persist needed, the records already in the store
 // excluded. Before decision 112 the merger kept every record it read, each
 // naming all N members, and copied them all for the merge: 2·N² ids held,
-// quadratic growth; it now keeps each record's objects only.
+// quadratic growth; it now keeps each record's objects only. The records
+// are of both formats (decision 113), as after an upgrade mid-job.
 #include <gtest/gtest.h>
 #include <malloc.h>
 
@@ -19,6 +20,7 @@
 
 #include "common/names.h"
 #include "store/mem_store.h"
+#include "tier/part_record.h"
 #include "tier/persister.h"
 #include "tier/tier_test_util.h"
 
@@ -58,7 +60,9 @@ std::string MemberId(int i) { return "ip-10-0-" + std::to_string(i / 250) + "-" 
 
 struct Merged {
   int64_t peak_extra = 0;
-  size_t record_bytes = 0;  // one other member's record as stored
+  size_t record_bytes = 0;      // one other member's record as stored now
+  size_t old_record_bytes = 0;  // and as agents before decision 113 stored it
+  size_t records = 0;
 };
 
 // The harness's node ("node-t") merges step `step` of n members: the other
@@ -95,8 +99,13 @@ Merged MergeStepOf(int n) {
     record.world_size = static_cast<uint32_t>(n);
     record.members = members;
     record.objects.push_back({name, 1, testing::ChecksumOf("x"), member});
-    const std::string json = record.ToJson();
-    out.record_bytes = json.size();
+    // Half the records as agents before decision 113 wrote them (the part
+    // manifest with the whole list), half as now (count and digest).
+    const bool old_format = (members.size() + out.records) % 2 == 0;
+    const std::string json = old_format ? record.ToJson() : EncodePartRecord(record);
+    ++out.records;
+    if (!old_format) out.record_bytes = json.size();
+    if (old_format) out.old_record_bytes = json.size();
     EXPECT_TRUE(mem->PutObject("job", step, PartRecordName(member), json.data(), json.size()).ok());
   }
   EXPECT_TRUE(testing::WriteObject(*h.tier, "job", step, "__node-t.distcp", "y").ok());
@@ -122,8 +131,8 @@ TEST(MergeMemoryTest, TheMergerHoldsMemoryLinearInTheMembersNotQuadratic) {
   std::vector<Merged> runs;
   for (int n : sizes) {
     runs.push_back(MergeStepOf(n));
-    std::printf("[merge-memory] N=%d record=%zu B peak above the committed step=%lld B\n", n,
-                runs.back().record_bytes, static_cast<long long>(runs.back().peak_extra));
+    std::printf("[merge-memory] N=%d record=%zu B (old format %zu B) peak above the committed step=%lld B\n", n,
+                runs.back().record_bytes, runs.back().old_record_bytes, static_cast<long long>(runs.back().peak_extra));
   }
   // From 16 to 128 members (8×): linear growth is 8× plus what does not
   // grow; the quadratic merge of before grew 30× and more here.

@@ -13,16 +13,24 @@ PartMerger::PartMerger(const Manifest& reference)
     : ns_(reference.ns),
       step_(reference.step),
       label_(StepLabel(reference.ns, reference.step)),
-      members_(reference.members) {
+      members_(reference.members),
+      members_digest_(DigestMembers(members_)) {
   totals_.placement = reference.placement;
 }
 
-Status PartMerger::Add(Manifest part) {
+Status PartMerger::Add(PartRecord record) {
+  Manifest& part = record.part;
   if (part.ns != ns_ || part.step != step_) {
     return Corruption("the part of node " + part.node + " describes " + StepLabel(part.ns, part.step) + ", not " +
                       label_);
   }
-  if (part.members != members_) {
+  if (record.members_digest && *record.members_digest != members_digest_) {
+    return Corruption("the part record of node " + part.node + " of " + label_ + " names " +
+                      DescribeMembers(*record.members_digest) + ", not the " + DescribeMembers(members_digest_) +
+                      " of the part it is merged with; they come from different saves of that step number: "
+                      "delete the step and save it again");
+  }
+  if (!record.members_digest && part.members != members_) {
     return Corruption("the part of node " + part.node + " of " + label_ +
                       " names other members than the part it is merged with; they come from different saves of "
                       "that step number: delete the step and save it again");

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tier/part_record.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
 
@@ -48,7 +49,11 @@ class PartMerger {
   // Checks part against the reference (same step, same members, a member
   // not added yet, no object name already added) and keeps its objects; on
   // error (kCorruption, naming both nodes) nothing of part is kept.
-  Status Add(Manifest part);
+  Status Add(Manifest part) { return Add(PartRecord{std::move(part), std::nullopt}); }
+  // The same for a part record of either format (part_record.h): the
+  // members are checked by their list (format 1) or by its count and digest
+  // (format 2) against the reference's list.
+  Status Add(PartRecord record);
   // Whether the part of node was added.
   bool Has(const std::string& node) const { return added_.count(node) != 0; }
   // The members whose parts are not added yet, in the members' order.
@@ -66,6 +71,7 @@ class PartMerger {
   uint64_t step_ = 0;
   std::string label_;
   std::vector<std::string> members_;
+  MemberListDigest members_digest_;  // of members_
   std::set<std::string> added_;
   Manifest totals_;  // world_size, created_unix_ms, checksums_pending, placement
   std::map<std::string, ObjectEntry> objects_;

@@ -271,7 +271,7 @@ Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
 Status Persister::UploadPartOf(MemoryTier* tier, const PersistLease& lease) {
   TC_RETURN_IF_ERROR(UploadObjects(tier, lease));
   const Manifest& m = lease.manifest;
-  const std::string record = m.ToJson();
+  const std::string record = EncodePartRecord(m);  // O(its part): the members by count and digest
   return store_->PutObject(m.ns, m.step, PartRecordName(m.node), record.data(), record.size());
 }
 
@@ -283,7 +283,7 @@ Status Persister::UploadPart(MemoryTier* tier, const std::string& ns, uint64_t s
   return UploadPartOf(tier, lease);
 }
 
-Result<Manifest> Persister::ReadPartRecord(const Manifest& part, const std::string& member) {
+Result<PartRecord> Persister::ReadPartRecord(const Manifest& part, const std::string& member) {
   const std::string name = PartRecordName(member);
   TC_ASSIGN_OR_RETURN(uint64_t size, store_->ObjectSize(part.ns, part.step, name));
   const std::string where =
@@ -291,11 +291,12 @@ Result<Manifest> Persister::ReadPartRecord(const Manifest& part, const std::stri
   if (size > kMaxManifestBytes) return Corruption("part record " + where + " is " + std::to_string(size) + " bytes");
   std::string text(size, '\0');
   TC_RETURN_IF_ERROR(store_->ReadObject(part.ns, part.step, name, 0, text.data(), size));
-  TC_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(text, where));
+  TC_ASSIGN_OR_RETURN(PartRecord record, ParsePartRecord(text, where));
+  const Manifest& m = record.part;
   if (m.node != member || m.ns != part.ns || m.step != part.step) {
     return Corruption("part record " + where + " describes node " + m.node + "'s part of " + StepLabel(m.ns, m.step));
   }
-  return m;
+  return record;
 }
 
 Status Persister::AwaitParts(const Manifest& part) {
@@ -335,7 +336,8 @@ Status Persister::AwaitParts(const Manifest& part) {
     std::vector<std::string> missing;
     for (const std::string& member : part.members) {
       if (merger.Has(member)) continue;
-      Result<Manifest> record = member == part.node ? Result<Manifest>(part) : ReadPartRecord(part, member);
+      Result<PartRecord> record =
+          member == part.node ? Result<PartRecord>(PartRecord{part, std::nullopt}) : ReadPartRecord(part, member);
       if (record.ok()) {
         TC_RETURN_IF_ERROR(merger.Add(std::move(record).value()));
       } else if (record.status().code() == Code::kNotFound) {

@@ -52,8 +52,8 @@ TEST(PartRecordTest, ARecordOfTheFirstFormatIsTheManifestWithItsList) {
 TEST(PartRecordTest, DamagedOrUnknownRecordsAreRefusedNamingTheRecord) {
   const std::string good = EncodePartRecord(PartOf("n2", 3));
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"\"version\": 1", "\"version\": 2"},
-           {"\"count\": 3", "\"count\": -3"},
+           {"\"version\":1", "\"version\":2"},
+           {"\"count\":3", "\"count\":-3"},
            {"xxh3-64:", "xxh3-32:"},
            {"\"part\"", "\"parts\""},
        }) {

@@ -44,6 +44,9 @@ std::string EncodePartRecord(const Manifest& part) {
   const MemberListDigest d = DigestMembers(part.members);
   Manifest own = part;
   own.members.clear();
+  // The placement names the whole ring (every agent and its holders, O(M)):
+  // the merged manifest takes it from the merger's own part, never a record's.
+  own.placement.clear();
   nlohmann::ordered_json j;
   j["format"] = kPartRecordFormat;
   j["version"] = kPartRecordVersion;

@@ -6,7 +6,8 @@
 // Format 2, written now: a small JSON object
 //   {"format": "tierckpt.part_record", "version": 1,
 //    "members": {"count": N, "digest": "xxh3-64:<16 hex>"},
-//    "part": <the member's part manifest without its "members" list>}
+//    "part": <the member's part manifest without its "members" list and
+//             its "placement" (the whole ring, O(M))>}
 // so a record is O(its own part) whatever N: the merger has the member list
 // from its own part and checks each record's count and digest against it.
 // Format 1, written by agents before decision 113 and still read: the part
@@ -42,8 +43,9 @@ MemberListDigest DigestMembers(const std::vector<std::string>& members);
 std::string DescribeMembers(const MemberListDigest& d);
 
 struct PartRecord {
-  // The member's part. In a format-2 record its `members` is empty and
-  // `members_digest` names them; in a format-1 record `members` is the list.
+  // The member's part. In a format-2 record its `members` and `placement`
+  // are empty and `members_digest` names the members; in a format-1 record
+  // `members` is the list.
   Manifest part;
   std::optional<MemberListDigest> members_digest;
 };

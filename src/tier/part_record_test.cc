@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "common/checksum.h"
 #include "tier/parts.h"
 
@@ -16,6 +21,10 @@ Manifest PartOf(const std::string& node, int n) {
   m.world_size = static_cast<uint32_t>(n);
   for (int i = 1; i <= n; ++i) m.members.push_back("n" + std::to_string(i));
   std::sort(m.members.begin(), m.members.end());
+  // A placement names the whole ring, as the agents' does (docs/placement.md).
+  std::string ring;
+  for (const std::string& id : m.members) ring += (ring.empty() ? "\"" : ",\"") + id + "\"";
+  m.placement = "{\"format\":\"tierckpt.placement\",\"ring\":[" + ring + "]}";
   m.objects.push_back({"__" + node + ".distcp", 1, ComputeChecksum("x", 1).ToString(), node});
   return m;
 }
@@ -36,6 +45,7 @@ TEST(PartRecordTest, RoundTripsWithTheMembersAsCountAndDigest) {
   EXPECT_EQ(*back->members_digest, DigestMembers(part.members));
   EXPECT_EQ(back->members_digest->count, 5u);
   EXPECT_TRUE(back->part.members.empty());
+  EXPECT_TRUE(back->part.placement.empty());  // the merger takes its own part's
   EXPECT_EQ(back->part.node, "n2");
   EXPECT_EQ(back->part.objects.size(), 1u);
   EXPECT_EQ(back->part.world_size, 5u);
@@ -78,6 +88,7 @@ TEST(PartRecordTest, AMergerTakesRecordsOfBothFormatsAndChecksTheirMembers) {
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   EXPECT_EQ(whole->objects.size(), 3u);
   EXPECT_EQ(whole->members, PartOf("n1", 3).members);
+  EXPECT_EQ(whole->placement, PartOf("n1", 3).placement);
 
   PartMerger other(PartOf("n1", 3));
   Manifest foreign = PartOf("n2", 4);  // a save of the same step number on 4 nodes

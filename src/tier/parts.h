@@ -43,7 +43,8 @@ Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view
 class PartMerger {
  public:
   // reference: a part of the step (the merging node's own); its ns, step,
-  // members and placement are the merged manifest's. It is not added.
+  // members and placement are the merged manifest's (an added part's
+  // placement is not read: records carry none). It is not added.
   explicit PartMerger(const Manifest& reference);
 
   // Checks part against the reference (same step, same members, a member

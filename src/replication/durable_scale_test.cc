@@ -86,6 +86,20 @@ TEST_P(DurableScaleTest, OneSpanningStepCostsRequestsLinearInItsNodes) {
   EXPECT_LE(manifest_reads, 16u * static_cast<uint64_t>(n));
   EXPECT_LE(total, 32u * static_cast<uint64_t>(n)) << "requests per step grew faster than the nodes";
   EXPECT_EQ(store.CallCount(StoreOp::kCommitStep), 1u) << "one merger commits the manifest";
+
+  // What each member uploaded beside its objects (decision 113): its part
+  // record names the members by count and digest and leaves the placement
+  // (the whole ring) to the merger's own part, so no record grows with N.
+  // Before, the record was the part manifest with both: 716 B at N = 2,
+  // 4,052 B at N = 32 (about 107 B per member, most of it the placement).
+  uint64_t largest_record = 0;
+  for (const std::string& member : span) {
+    Result<uint64_t> size = mem->ObjectSize("job", step, PartRecordName(member));
+    ASSERT_TRUE(size.ok()) << member << ": " << size.status().ToString();
+    largest_record = std::max(largest_record, *size);
+  }
+  std::printf("[durable-scale] N=%d largest part record=%llu B\n", n, static_cast<unsigned long long>(largest_record));
+  EXPECT_LE(largest_record, 512u) << "a part record grew with the members";
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, DurableScaleTest, ::testing::Values(2, 4, 8, 16, 32),

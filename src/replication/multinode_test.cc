@@ -202,5 +202,47 @@ TEST(MergePartsTest, RejectsMissingForeignAndDuplicateParts) {
   EXPECT_TRUE(ContainsPart(*MergeParts({part("n1", {"a"}), part("n2", {"b"})}, "n1"), part("n2", {"b"})));
 }
 
+// Decision 112: the durable merger adds the part records one at a time and
+// keeps one member list, whatever the number of parts added.
+TEST(MergePartsTest, APartMergerKeepsOneMemberListAndChecksEachPartAsItIsAdded) {
+  const int n = 32;
+  std::vector<std::string> members;
+  for (int i = 0; i < n; ++i) members.push_back("n" + std::to_string(100 + i));
+  auto part = [&](int i) {
+    Manifest m;
+    m.ns = "job";
+    m.step = 3;
+    m.node = members[i];
+    m.members = members;
+    m.objects.push_back({"o" + std::to_string(i), 1, ComputeChecksum("x", 1).ToString(), m.node});
+    return m;
+  };
+  PartMerger merger(part(0));
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(merger.Add(part(i)).ok());
+    EXPECT_TRUE(merger.Has(members[i]));
+    EXPECT_EQ(merger.HeldMemberIds(), static_cast<size_t>(n + i + 1));  // not (i + 1) lists of n
+    if (i + 1 < n) {
+      EXPECT_EQ(merger.Missing().front(), members[i + 1]);
+    }
+  }
+  Result<Manifest> whole = merger.Finish("n100");
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->objects.size(), static_cast<size_t>(n));
+  EXPECT_EQ(whole->members, members);
+
+  PartMerger strict(part(0));
+  Manifest foreign = part(1);
+  foreign.members.pop_back();
+  Status st = strict.Add(foreign);
+  EXPECT_EQ(st.code(), Code::kCorruption);
+  EXPECT_NE(st.message().find("node n101"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(strict.Has("n101"));  // nothing of a refused part is kept
+  Manifest stranger = part(1);
+  stranger.node = "n9";
+  EXPECT_EQ(strict.Add(stranger).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(strict.Finish("n100").status().code(), Code::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace tierckpt::agent

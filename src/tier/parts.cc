@@ -9,53 +9,84 @@
 
 namespace tierckpt::agent {
 
-Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view node) {
-  if (parts.empty()) return InvalidArgument("no parts to merge");
-  const Manifest& first = parts.front();
-  const std::string label = StepLabel(first.ns, first.step);
-  std::set<std::string> seen;
-  for (const Manifest& p : parts) {
-    if (p.ns != first.ns || p.step != first.step) {
-      return Corruption("the part of node " + p.node + " describes " + StepLabel(p.ns, p.step) + ", not " + label);
-    }
-    if (p.members != first.members) {
-      return Corruption("the parts of nodes " + first.node + " and " + p.node + " of " + label +
-                        " name different members; they come from different saves of that step number: "
-                        "delete the step and save it again");
-    }
-    if (!seen.insert(p.node).second) return Corruption("two parts of " + label + " come from node " + p.node);
+PartMerger::PartMerger(const Manifest& reference)
+    : ns_(reference.ns),
+      step_(reference.step),
+      label_(StepLabel(reference.ns, reference.step)),
+      members_(reference.members),
+      members_digest_(DigestMembers(members_)) {
+  totals_.placement = reference.placement;
+}
+
+Status PartMerger::Add(PartRecord record) {
+  Manifest& part = record.part;
+  if (part.ns != ns_ || part.step != step_) {
+    return Corruption("the part of node " + part.node + " describes " + StepLabel(part.ns, part.step) + ", not " +
+                      label_);
   }
+  if (record.members_digest && *record.members_digest != members_digest_) {
+    return Corruption("the part record of node " + part.node + " of " + label_ + " names " +
+                      DescribeMembers(*record.members_digest) + ", not the " + DescribeMembers(members_digest_) +
+                      " of the part it is merged with; they come from different saves of that step number: "
+                      "delete the step and save it again");
+  }
+  if (!record.members_digest && part.members != members_) {
+    return Corruption("the part of node " + part.node + " of " + label_ +
+                      " names other members than the part it is merged with; they come from different saves of "
+                      "that step number: delete the step and save it again");
+  }
+  if (added_.count(part.node) != 0) return Corruption("two parts of " + label_ + " come from node " + part.node);
+  if (std::find(members_.begin(), members_.end(), part.node) == members_.end()) {
+    return FailedPrecondition(label_ + " has a part of node " + part.node + ", which is not one of its members");
+  }
+  for (const ObjectEntry& e : part.objects) {
+    auto it = objects_.find(e.name);
+    if (it != objects_.end()) {
+      return Corruption("object " + e.name + " of " + label_ + " is in the parts of both node " + it->second.node +
+                        " and node " + e.node + "; two ranks on different nodes wrote the same name");
+    }
+  }
+  for (ObjectEntry& e : part.objects) {
+    std::string name = e.name;
+    objects_.emplace(std::move(name), std::move(e));
+  }
+  totals_.world_size = std::max(totals_.world_size, part.world_size);
+  totals_.created_unix_ms = std::max(totals_.created_unix_ms, part.created_unix_ms);
+  totals_.checksums_pending = totals_.checksums_pending || part.checksums_pending;  // a commit's answer
+  added_.insert(std::move(part.node));
+  return Status::Ok();  // part, with its member list, is dropped here
+}
+
+std::vector<std::string> PartMerger::Missing() const {
   std::vector<std::string> missing;
-  for (const std::string& member : first.members) {
-    if (seen.count(member) == 0) missing.push_back(member);
+  for (const std::string& member : members_) {
+    if (added_.count(member) == 0) missing.push_back(member);
   }
-  if (!missing.empty() || seen.size() != first.members.size()) {
-    return FailedPrecondition(label + " lacks the parts of nodes " + (missing.empty() ? "(none)" : JoinIds(missing)) +
+  return missing;
+}
+
+Result<Manifest> PartMerger::Finish(std::string_view node) const {
+  std::vector<std::string> missing = Missing();
+  if (!missing.empty() || added_.size() != members_.size()) {
+    return FailedPrecondition(label_ + " lacks the parts of nodes " + (missing.empty() ? "(none)" : JoinIds(missing)) +
                               " (or has parts of nodes that are not members)");
   }
-  Manifest merged;
-  merged.ns = first.ns;
-  merged.step = first.step;
+  Manifest merged = totals_;
+  merged.ns = ns_;
+  merged.step = step_;
   merged.node = std::string(node);
-  merged.members = first.members;
-  merged.placement = first.placement;
-  std::map<std::string, const ObjectEntry*> objects;
-  for (const Manifest& p : parts) {
-    merged.world_size = std::max(merged.world_size, p.world_size);
-    merged.created_unix_ms = std::max(merged.created_unix_ms, p.created_unix_ms);
-    merged.checksums_pending = merged.checksums_pending || p.checksums_pending;  // a commit's answer
-    for (const ObjectEntry& e : p.objects) {
-      auto [it, fresh] = objects.emplace(e.name, &e);
-      if (!fresh) {
-        return Corruption("object " + e.name + " of " + label + " is in the parts of both node " + it->second->node +
-                          " and node " + e.node + "; two ranks on different nodes wrote the same name");
-      }
-    }
-  }
-  merged.objects.reserve(objects.size());
-  for (const auto& [name, e] : objects) merged.objects.push_back(*e);
-  TC_RETURN_IF_ERROR(merged.Validate().WithContext("merging the parts of " + label));
+  merged.members = members_;
+  merged.objects.reserve(objects_.size());
+  for (const auto& [name, e] : objects_) merged.objects.push_back(e);
+  TC_RETURN_IF_ERROR(merged.Validate().WithContext("merging the parts of " + label_));
   return merged;
+}
+
+Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view node) {
+  if (parts.empty()) return InvalidArgument("no parts to merge");
+  PartMerger merger(parts.front());
+  for (const Manifest& p : parts) TC_RETURN_IF_ERROR(merger.Add(p));
+  return merger.Finish(node);
 }
 
 bool ContainsPart(const Manifest& whole, const Manifest& part) {

@@ -271,7 +271,7 @@ Status Persister::UploadObjects(MemoryTier* tier, const PersistLease& lease) {
 Status Persister::UploadPartOf(MemoryTier* tier, const PersistLease& lease) {
   TC_RETURN_IF_ERROR(UploadObjects(tier, lease));
   const Manifest& m = lease.manifest;
-  const std::string record = m.ToJson();
+  const std::string record = EncodePartRecord(m);  // O(its part): the members by count and digest
   return store_->PutObject(m.ns, m.step, PartRecordName(m.node), record.data(), record.size());
 }
 
@@ -283,7 +283,7 @@ Status Persister::UploadPart(MemoryTier* tier, const std::string& ns, uint64_t s
   return UploadPartOf(tier, lease);
 }
 
-Result<Manifest> Persister::ReadPartRecord(const Manifest& part, const std::string& member) {
+Result<PartRecord> Persister::ReadPartRecord(const Manifest& part, const std::string& member) {
   const std::string name = PartRecordName(member);
   TC_ASSIGN_OR_RETURN(uint64_t size, store_->ObjectSize(part.ns, part.step, name));
   const std::string where =
@@ -291,18 +291,21 @@ Result<Manifest> Persister::ReadPartRecord(const Manifest& part, const std::stri
   if (size > kMaxManifestBytes) return Corruption("part record " + where + " is " + std::to_string(size) + " bytes");
   std::string text(size, '\0');
   TC_RETURN_IF_ERROR(store_->ReadObject(part.ns, part.step, name, 0, text.data(), size));
-  TC_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(text, where));
+  TC_ASSIGN_OR_RETURN(PartRecord record, ParsePartRecord(text, where));
+  const Manifest& m = record.part;
   if (m.node != member || m.ns != part.ns || m.step != part.step) {
     return Corruption("part record " + where + " describes node " + m.node + "'s part of " + StepLabel(m.ns, m.step));
   }
-  return m;
+  return record;
 }
 
 Status Persister::AwaitParts(const Manifest& part) {
   const auto start = std::chrono::steady_clock::now();
   auto last_ask = start;
   auto delay = std::chrono::milliseconds(50);
-  std::map<std::string, Manifest> found;  // member → its part record
+  // Each record found is checked against this node's part and only its
+  // objects are kept (decision 112): O(N + N·p) held, not N member lists.
+  PartMerger merger(part);
   // Decision 88: the merger reads the others' records; every other member
   // reads only the manifest until its turn to take over comes.
   const size_t turn = MergeTurn(part, part.node);
@@ -332,10 +335,11 @@ Status Persister::AwaitParts(const Manifest& part) {
     // Part records found stay found: only the missing ones are read again.
     std::vector<std::string> missing;
     for (const std::string& member : part.members) {
-      if (found.count(member) != 0) continue;
-      Result<Manifest> record = member == part.node ? Result<Manifest>(part) : ReadPartRecord(part, member);
+      if (merger.Has(member)) continue;
+      Result<PartRecord> record =
+          member == part.node ? Result<PartRecord>(PartRecord{part, std::nullopt}) : ReadPartRecord(part, member);
       if (record.ok()) {
-        found.emplace(member, std::move(record).value());
+        TC_RETURN_IF_ERROR(merger.Add(std::move(record).value()));
       } else if (record.status().code() == Code::kNotFound) {
         missing.push_back(member);
       } else {
@@ -343,9 +347,7 @@ Status Persister::AwaitParts(const Manifest& part) {
       }
     }
     if (missing.empty()) {
-      std::vector<Manifest> parts;
-      for (auto& [member, m] : found) parts.push_back(m);
-      TC_ASSIGN_OR_RETURN(Manifest whole, MergeParts(parts, parts_.node_id.empty() ? part.node : parts_.node_id));
+      TC_ASSIGN_OR_RETURN(Manifest whole, merger.Finish(parts_.node_id.empty() ? part.node : parts_.node_id));
       Status committed = store_->CommitStep(whole);
       if (committed.code() == Code::kAlreadyExists) {
         TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(part.ns, part.step));
@@ -355,7 +357,7 @@ Status Persister::AwaitParts(const Manifest& part) {
         Log(LogLevel::kInfo, "persist_merged")
             .Kv("ns", part.ns)
             .Kv("step", part.step)
-            .Kv("parts", static_cast<uint64_t>(parts.size()))
+            .Kv("parts", static_cast<uint64_t>(part.members.size()))
             .Kv("bytes", whole.TotalBytes());
       }
       return committed;

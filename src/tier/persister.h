@@ -36,10 +36,12 @@
 //
 // Steps spanning nodes (docs/multinode.md): each member persists its own part:
 // its objects, then its part record (PartRecordName(node): its part
-// manifest) into the shared step directory, which is never cleared first
+// manifest with the members as a count and digest, tier/part_record.h,
+// decision 113) into the shared step directory, which is never cleared first
 // (other nodes' objects are there). One member, the merger (MergeTurn,
 // tier/parts.h; decision 87), then waits for the other members' part records,
-// reading each once it exists, and writes the merged manifest (MergeParts)
+// reading each once it exists and adding it to a PartMerger at once (which
+// keeps its objects only, decision 112), and writes the merged manifest
 // with the store's exclusive commit; every other member only reads the
 // manifest (backoff 50 ms doubling to 1 s) until it appears, or until its turn
 // to take over comes (turn × takeover_after: a merger that died), when it
@@ -82,6 +84,7 @@
 #include "os/thread_priority.h"
 #include "store/object_store.h"
 #include "tier/memory_tier.h"
+#include "tier/part_record.h"
 
 namespace tierckpt::agent {
 
@@ -156,7 +159,7 @@ class Persister {
   // The merge loop described above, for this node's part.
   Status AwaitParts(const Manifest& part);
   // The part record of member, or kNotFound.
-  Result<Manifest> ReadPartRecord(const Manifest& part, const std::string& member);
+  Result<PartRecord> ReadPartRecord(const Manifest& part, const std::string& member);
   void ApplyDurableRetention(const std::string& ns);
   // The once-per-namespace sweep described above.
   void SweepOnce(const std::string& ns, uint64_t durable_step);

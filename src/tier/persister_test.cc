@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <thread>
 #include <vector>
 
+#include "common/names.h"
 #include "os/files.h"
 #include "store/mem_store.h"
 #include "testing/fault_store.h"
@@ -297,6 +300,30 @@ TEST(PersisterTest, AMemberWhoseStepWasMergedWithoutItDuringItsUploadFindsItDura
   ASSERT_TRUE(durable.ok());
   EXPECT_EQ(durable->node, "other");  // not rewritten
   EXPECT_EQ(durable->objects.size(), 2u);
+}
+
+// Issue 21 item 2, decision 113: a member's part record, as uploaded, names
+// the members by count and digest, so it does not grow with them (it carried
+// the whole list: the id and 8 bytes per member).
+TEST(PersisterTest, APartRecordAsUploadedDoesNotGrowWithTheMembers) {
+  PersistHarness p;
+  std::vector<uint64_t> sizes;
+  for (int n = 2; n <= 64; n *= 2) {
+    const uint64_t step = static_cast<uint64_t>(n);
+    ASSERT_TRUE(testing::WriteObject(*p.h.tier, "job", step, "a", "aaaa").ok());
+    std::vector<std::string> members{"node-t"};
+    for (int i = 1; i < n; ++i) members.push_back("peer-" + std::to_string(1000 + i));
+    std::sort(members.begin(), members.end());
+    ASSERT_TRUE(p.h.tier->CommitStep("job", step, 2, /*persist=*/false, {}, StepSpan{members, ""}).ok());
+    ASSERT_TRUE(p.persister->UploadPart(p.h.tier.get(), "job", step).ok());
+    Result<uint64_t> size = p.mem->ObjectSize("job", step, PartRecordName("node-t"));
+    ASSERT_TRUE(size.ok()) << size.status().ToString();
+    std::printf("[part-record] N=%d %llu B\n", n, static_cast<unsigned long long>(*size));
+    sizes.push_back(*size);
+  }
+  // 2 bytes: the digits of the members' count and of the step number.
+  EXPECT_LE(sizes.back(), sizes.front() + 2) << "a part record of 64 members is " << sizes.back()
+                                             << " B, of 2 members " << sizes.front() << " B";
 }
 
 TEST(PersisterTest, DamagedMemoryCopyIsNotPersisted) {

@@ -194,7 +194,7 @@ class Span:
 
     def assert_whole(self, step):
         """The durable step holds exactly the objects the writers wrote, one part record per
-        member that lists its own objects, the manifest listing them all, and nothing else."""
+        member that lists its own objects (and the members by count and digest only), the manifest listing them all, and nothing else."""
         d = self.step_dir(step)
         m = self.manifest(step)
         listed = {o["name"]: o for o in m["objects"]}
@@ -202,7 +202,14 @@ class Span:
         assert {n: o["size"] for n, o in listed.items()} == written
         assert m["members"] == sorted(self.nodes)
         for node in self.nodes:
-            rec = json.loads((d / part_record(node)).read_text())
+            # Decision 113: a record names the members by count and digest, its part has no list,
+            # whoever uploaded it (the member or, on a takeover, its replica's holder).
+            wrapper = json.loads((d / part_record(node)).read_text())
+            assert wrapper["format"] == "tierckpt.part_record" and wrapper["version"] == 1, wrapper
+            assert wrapper["members"]["count"] == len(self.nodes), wrapper
+            assert wrapper["members"]["digest"].startswith("xxh3-64:"), wrapper
+            rec = wrapper["part"]
+            assert "members" not in rec, rec
             assert rec["node"] == node and rec["step"] == step, rec
             for o in rec["objects"]:
                 assert o["name"].startswith(f"{node}_"), (node, o)

@@ -4,8 +4,8 @@
     dcp_job.py save  --ns NS --step S --seed X --sockets A[,B...] [--wait-durable SECONDS]
     dcp_job.py check --ns NS --step S --seed X --world W (--socket A | --durable-dir DIR)
 
-save: W = len(sockets) processes in one gloo group (this machine, a free port), rank r saving
-through the agent at sockets[r], so a step whose ranks reach two agents spans them (its commit goes
+save: a torchrun job of W = len(sockets) ranks in one gloo group (this machine, a free port), rank
+r saving through the agent at sockets[r], so a step whose ranks reach two agents spans them (its commit goes
 through the coordinator's agent to the other's, decision 102). Each rank's state is a function of
 (seed, step, rank): four float32 tensors of 16 K elements and a small dict. `dcp.save` through
 `TieredWriter(persist=True)`; rank 0 then waits until the coordinator's agent lists the step
@@ -52,7 +52,8 @@ def blank_state(world: int):
     return out
 
 
-def _rank_main(rank: int, args, port: int) -> None:
+def rank_main(args) -> int:
+    """One rank of the torchrun job (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun)."""
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
 
@@ -60,27 +61,31 @@ def _rank_main(rank: int, args, port: int) -> None:
     from tierckpt.torch import TieredWriter
 
     sockets = args.sockets.split(",")
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(len(sockets)))
-    dist.init_process_group("gloo", rank=rank, world_size=len(sockets))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo")
     try:
-        cfg = CheckpointConfig(args.ns, socket=sockets[rank], auto_start=False, world_size=len(sockets))
+        cfg = CheckpointConfig(args.ns, socket=sockets[rank], auto_start=False, world_size=world)
         dcp.save(expected_state(args.seed, args.step, rank), storage_writer=TieredWriter(cfg, args.step, persist=True))
         dist.barrier()
     finally:
         dist.destroy_process_group()
+    return 0
 
 
 def save(args) -> int:
-    import torch.multiprocessing as mp
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     world = len(args.sockets.split(","))
-    try:
-        mp.start_processes(_rank_main, args=(args, port), nprocs=world, join=True, start_method="spawn")
-    except Exception as e:  # a rank raised or was killed: not acknowledged
-        print(f"dcp_job: the save of {args.ns}/{args.step} failed: {e}".strip()[:2000], file=sys.stderr)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-addr",
+           "127.0.0.1", "--master-port", str(port), "--max-restarts", "0", os.path.abspath(__file__), "rank",
+           "--ns", args.ns, "--step", str(args.step), "--seed", str(args.seed), "--sockets", args.sockets]
+    r = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if r.returncode != 0:  # a rank raised or was killed: not acknowledged
+        lines = [x for x in (r.stderr + r.stdout).splitlines() if x.strip() and "*****" not in x]
+        print(f"dcp_job: the torchrun save of {args.ns}/{args.step} exited {r.returncode}: "
+              + " | ".join(lines[-6:])[:2000], file=sys.stderr)
         return 1
     cli = os.environ.get("TIERCKPT_CLI", "tierckpt")
     deadline = time.time() + args.wait_durable
@@ -132,7 +137,7 @@ def check(args) -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["save", "check"])
+    p.add_argument("mode", choices=["save", "check", "rank"])
     p.add_argument("--ns", required=True)
     p.add_argument("--step", type=int, required=True)
     p.add_argument("--seed", type=int, required=True)
@@ -142,10 +147,10 @@ def main(argv=None) -> int:
     p.add_argument("--socket", help="check: the agent to load through")
     p.add_argument("--durable-dir", help="check: load the durable copy with stock DCP instead")
     args = p.parse_args(argv)
-    if args.mode == "save":
+    if args.mode in ("save", "rank"):
         if not args.sockets:
-            p.error("save needs --sockets")
-        return save(args)
+            p.error(f"{args.mode} needs --sockets")
+        return save(args) if args.mode == "save" else rank_main(args)
     if not args.world or not (args.socket or args.durable_dir):
         p.error("check needs --world and --socket or --durable-dir")
     return check(args)

@@ -77,7 +77,7 @@ class Campaign:
         else:
             self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget, hosts=self.hosts)
         self.namespaces = [f"{n}-{x}" for n in self.c.nodes() for x in ("a", "b")]
-        # --dcp: a real DCP job (dcp_job.py: two gloo ranks, TieredWriter) saves into n1-dcp in a third
+        # --dcp: a real DCP job (dcp_job.py: torchrun, two gloo ranks, TieredWriter) saves into n1-dcp in a third
         # of the rounds, rank 0 through n1's agent and rank 1 through n2's, so each of its steps spans
         # two agents and commits down the tree from n1.
         self.dcp_ns = None

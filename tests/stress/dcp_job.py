@@ -109,6 +109,7 @@ def check(args) -> int:
 
     import torch
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
 
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # no_dist=True is the intent
     got = blank_state(args.world)
@@ -121,7 +122,9 @@ def check(args) -> int:
 
             reader = TieredReader(CheckpointConfig(args.ns, socket=args.socket, auto_start=False), args.step)
         dcp.load(got, storage_reader=reader, no_dist=True)
-    except Exception as e:  # noqa: BLE001 - any failure to load is "not loadable", with its reason
+    except (Exception, CheckpointException) as e:  # noqa: BLE001
+        # Any failure to load is "not loadable", with its reason (DCP's CheckpointException is a
+        # BaseException: it went past `except Exception` as a traceback without its message).
         print(f"{type(e).__name__}: {e}".replace("\n", " | ")[:2000], file=sys.stderr)
         return 2
     for r in range(args.world):

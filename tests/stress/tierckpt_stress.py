@@ -328,7 +328,9 @@ class Campaign:
 
     # --- the loop --------------------------------------------------------------------------
     def run_round(self, i):
-        plan = plan_round(self.seed, i, self.kinds, self.namespaces, self.c.nodes())
+        # The C++ writers' namespaces only: the DCP job's (n1-dcp) is written by the DCP job alone.
+        plan = plan_round(self.seed, i, self.kinds, [ns for ns in self.namespaces if ns != self.dcp_ns],
+                          self.c.nodes())
         self.schedule.append({k: plan[k] for k in ("round", "kind", "node", "pick")})
         self.hostile = []
         self.filler = None

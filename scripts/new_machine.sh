@@ -104,7 +104,13 @@ mount -t tmpfs -o mode=1777,size=50% tmpfs "$dir/dev/shm"
 mkdir -p "$dir/run" "$dir/tmp"; mount -t tmpfs tmpfs "$dir/run"
 n=$1; shift
 for ((i = 0; i < n; i++)); do mkdir -p "$dir$1"; mount --rbind "$1" "$dir$1"; mount -o remount,bind,ro "$dir$1"; shift; done
-exec chroot "$dir" "$@"
+# The machine's root becomes the mount namespace's root (pivot_root, not a chroot alone): a process
+# that enters a namespace made there (`nsenter --mount`, as the DNS tests do) is put at that root,
+# which would be this host's "/" under a chroot.
+cd "$dir"
+mkdir -p .old-root
+pivot_root . .old-root
+exec chroot . /bin/sh -c 'umount -l /.old-root && rmdir /.old-root && exec "$@"' sh "$@"
 EOF
 )
 t0=$EPOCHSECONDS

@@ -132,6 +132,21 @@ class Oracle:
         newest = self.newest.get(key[0]) == key[1]
         return not newest or {"mem_origin", "mem_holder"} <= r.destroyed
 
+    def excuse(self, key) -> bool:
+        """Whether the schedule excuses a failed restore of key (counted once per step)."""
+        if not self.excused(key):
+            return False
+        self.excused_keys.add(key)
+        self.counters["excused_losses"] = len(self.excused_keys)
+        return True
+
+    def durable_intact(self, key, finding: str) -> None:
+        """A restore of key failed while its durable copy is intact: counted, and kept as a finding."""
+        self.counters["restore_failed_durable_intact"] += 1
+        if key not in self.finding_keys and len(self.findings) < 20:
+            self.finding_keys.add(key)
+            self.findings.append(finding)
+
     def durable_shas(self, ns, step, shas):
         """The durable copy's objects, read directly as stock DCP would (no agent)."""
         if self.s3:
@@ -161,17 +176,12 @@ class Oracle:
                             f"not save: {why}", [a.node])
         if key not in self.acked:
             return False
-        if self.excused(key):
-            self.excused_keys.add(key)
-            self.counters["excused_losses"] = len(self.excused_keys)
+        if self.excuse(key):
             return False
         if not self.s3:
             ddir = self.c.durable / ns / f"step_{step:010d}"
             if ddir.is_dir() and run_dcp_check(a, "--durable-dir", ddir).returncode == 0:
-                self.counters["restore_failed_durable_intact"] += 1
-                if key not in self.finding_keys and len(self.findings) < 20:
-                    self.finding_keys.add(key)
-                    self.findings.append(f"DCP load of {ns}/{step} on {a.node} failed ({why[:240]}) while its "
+                self.durable_intact(key, f"DCP load of {ns}/{step} on {a.node} failed ({why[:240]}) while its "
                                          f"durable copy loads with stock DCP")
                 return True
         raise Violation("acked_step_lost", f"{ns}/{step} (a DCP step, acknowledged, copies destroyed by the "
@@ -208,18 +218,13 @@ class Oracle:
             if key not in self.acked:
                 return False  # an unacknowledged step may be gone; it returned no bytes
             why = " | ".join(r.stderr.strip().splitlines())[:400] or "(no message)"
-            if self.excused(key):
-                self.excused_keys.add(key)
-                self.counters["excused_losses"] = len(self.excused_keys)
+            if self.excuse(key):
                 return False
             # "Loadable from some tier": the durable directory, read as stock DCP would.
             a = self.acked[key].attempt
             shas = a.shas()
             if self.durable_shas(ns, step, shas) == shas:
-                self.counters["restore_failed_durable_intact"] += 1
-                if key not in self.finding_keys and len(self.findings) < 20:
-                    self.finding_keys.add(key)
-                    self.findings.append(f"restore {ns}/{step} on {node} failed ({why[:240]}) while its durable "
+                self.durable_intact(key, f"restore {ns}/{step} on {node} failed ({why[:240]}) while its durable "
                                          f"copy is intact; copies destroyed: {sorted(self.acked[key].destroyed)}")
                 return True
             raise Violation("acked_step_lost", f"{ns}/{step} (acknowledged, copies destroyed by the schedule: "

@@ -82,6 +82,7 @@ source .venv/bin/activate
 passed=0
 failed=0
 failures=()
+failed_ids=()
 # wheel_phase <pytest files...>: builds and repairs the wheel (scripts/wheel.sh), then runs the
 # given tests/wheel files (a new venv, two ranks through the wheel's agent); prints its time.
 wheel_phase() {
@@ -171,6 +172,9 @@ count_pytest() {  # count_pytest <label> <log> <exit code>: adds a pytest run's 
   passed=$((passed + ${p:-0}))
   failed=$((failed + ${f:-0}))
   [ "$rc" -eq 0 ] || [ "${f:-0}" -gt 0 ] || failed=$((failed + 1))
+  # The failing tests' ids, repeated in the last lines: CI keeps only the output's tail.
+  while IFS= read -r line; do failed_ids+=("$label: $line"); done \
+    < <(grep -E '^(FAILED|ERROR) ' "$log" | cut -c1-300)
 }
 run_pytest() {  # run_pytest <label> <log> <pytest args...>
   local label=$1 log=$2
@@ -254,6 +258,7 @@ touch /tmp/tierckpt-pytest-wheel.log
 count_pytest "wheel" /tmp/tierckpt-pytest-wheel.log "$wheel_rc"
 echo
 if [ ${#failures[@]} -gt 0 ]; then
+  [ ${#failed_ids[@]} -eq 0 ] || printf '  %s\n' "${failed_ids[@]}"
   echo "FAILED: ${failures[*]}"
 fi
 echo "${passed} passed, ${failed} failed in $((SECONDS - START)) s"

@@ -176,6 +176,20 @@ def test_a_replaced_node_loads_its_part_from_its_replica_holder(cluster, tmp_pat
     assert "restored_from_peer" in log and "peer=n3" in log, log[-3000:]
 
 
+def test_a_part_whose_member_and_holder_are_gone_is_read_from_the_durable_tier(cluster, tmp_path):
+    """n2 and n3 (n2's replica holder) are SIGKILLed after the step became durable: ranks reading
+    through n1, whose own part is still in memory, get n2's objects from the durable copy
+    (decision 120), which n1 keeps as its copy of n2's part."""
+    c = cluster("--peer-timeout-ms", "1500")
+    run_ranks(tmp_path, 4, _save, c.configs("gone"), 10, True)
+    _wait_durable(c, "gone", 10)
+    for node in ("n2", "n3"):
+        c.nodes[node].kill()
+    run_ranks(tmp_path, 2, _load_and_check, c.configs("gone", nodes=("n1",)), 10)
+    log = c.nodes["n1"].log_text()
+    assert "part_from_durable" in log and "origin=n2" in log, log[-3000:]
+
+
 def test_a_member_cut_off_during_persistence_is_taken_over_by_its_replica_holder(cluster, tmp_path):
     c = cluster("--takeover-after", "1", "--peer-timeout-ms", "1500")
     cfgs = c.configs("takeover")

@@ -78,20 +78,75 @@ Result<ReadPath::Found> ReadPath::OpenAnyTier(const std::string& ns, uint64_t st
     opened = d_.tier->OpenObject(ns, step, name);
   }
   if (!opened.ok() && opened.status().code() == Code::kNotFound) {
-    Result<Found> there = OpenFromOtherParts(ns, step, name);
-    if (there.ok() || there.status().code() != Code::kNotFound) return there;
+    return OpenFromOtherParts(ns, step, name, opened.status());
   }
   if (!opened.ok()) return opened.status();
   found.object = std::move(opened).value();
   return found;
 }
 
-Result<ReadPath::Found> ReadPath::OpenFromOtherParts(const std::string& ns, uint64_t step,
-                                                     const std::string& name) {
+Result<ReadPath::Found> ReadPath::OpenFromOtherParts(const std::string& ns, uint64_t step, const std::string& name,
+                                                     const Status& not_here) {
   Result<Manifest> own = d_.tier->GetManifest(ns, step);
-  if (!own.ok() || !own->SpansNodes()) return ObjectNotInStep(ns, step, name);
-  TC_ASSIGN_OR_RETURN(PartObject part, d_.cluster->OpenFromOtherParts(*own, name));
-  return Found{std::move(part.object), part.copy, std::move(part.member), part.fetched};
+  if (!own.ok() || !own->SpansNodes()) return not_here;
+  Result<PartObject> part = d_.cluster->OpenFromOtherParts(*own, name);
+  if (part.ok()) return Found{std::move(part->object), part->copy, std::move(part->member), part->fetched};
+  if (d_.store == nullptr) return part.status();
+  Result<Found> durable = OpenFromDurablePart(*own, name);
+  if (durable.ok()) {
+    Log(LogLevel::kWarn, "part_from_durable")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("object", name)
+        .Kv("origin", durable->member)
+        .Kv("why", part.status().message());
+    return durable;
+  }
+  // The members' answer leads (kNotFound: the object is in no part); the durable tier's follows.
+  return Status(part.status().code(), part.status().message() + "; nor from the durable tier: " +
+                                          durable.status().message());
+}
+
+Result<Manifest> ReadPath::DurableOfThisSave(const Manifest& own) {
+  const std::string label = StepLabel(own.ns, own.step);
+  const std::string where = d_.store->DescribeNamespace(own.ns);
+  Result<Manifest> read = d_.store->ReadManifest(own.ns, own.step);
+  if (!read.ok()) {
+    if (read.status().code() == Code::kNotFound) return NotFound("no durable copy of " + label + " in " + where);
+    return read.status().WithContext("reading the durable manifest of " + label);
+  }
+  // The durable copy must be this save of the step: it holds this node's part, byte for byte.
+  for (const ObjectEntry& mine : own.objects) {
+    const ObjectEntry* there = read->Find(mine.name);
+    if (there == nullptr || there->size != mine.size ||
+        (!mine.checksum.empty() && there->checksum != mine.checksum)) {
+      return FailedPrecondition("the durable copy of " + label + " in " + where +
+                                " is another save of that step number (its object " + mine.name +
+                                (there == nullptr ? " is missing" : " differs") + " from this node's part)");
+    }
+  }
+  return read;
+}
+
+Result<ReadPath::Found> ReadPath::OpenFromDurablePart(const Manifest& own, const std::string& name) {
+  const std::string label = StepLabel(own.ns, own.step);
+  const std::string where = d_.store->DescribeNamespace(own.ns);
+  TC_ASSIGN_OR_RETURN(const Manifest durable, DurableOfThisSave(own));
+  const ObjectEntry* wanted = durable.Find(name);
+  if (wanted == nullptr) return NotFound("the durable copy of " + label + " in " + where + " has no object " + name);
+  if (wanted->node.empty() || wanted->node == d_.node_id) {
+    return Corruption("the durable copy of " + label + " in " + where + " places object " + name + " on node " +
+                      (wanted->node.empty() ? std::string("(none)") : wanted->node) +
+                      ", but this node's part lacks it; check the step with `tierckpt verify " + own.ns + " " +
+                      std::to_string(own.step) + "`");
+  }
+  const std::string member = wanted->node;
+  TC_ASSIGN_OR_RETURN(MemoryTier * copy, d_.cluster->PartCopy(member));
+  TC_RETURN_IF_ERROR(copy->Restore(*d_.store, own.ns, own.step, member)
+                         .WithContext("restoring node " + member + "'s part of " + label + " from " + where));
+  Result<OpenedObject> opened = copy->OpenObject(own.ns, own.step, name);
+  if (!opened.ok()) return opened.status().WithContext("opening " + label + "/" + name + " restored from " + where);
+  return Found{std::move(opened).value(), copy, member, /*restored=*/true};
 }
 
 Status ReadPath::RestoreStep(const std::string& ns, uint64_t step, std::string* from) {
@@ -184,9 +239,16 @@ Result<ServedObject> ReadPath::Replace(const std::string& ns, uint64_t step, con
       return Corruption(corrupt + "; it was dropped, but restoring " + label + " failed: " + st.ToString());
   } else {
     Status st = d_.cluster->FetchPart(found.tier, found.member, ns, step);
+    from = "node " + found.member + " or a holder of its replicas";
+    if (!st.ok() && d_.store != nullptr) {
+      Result<Manifest> own_part = d_.tier->GetManifest(ns, step);
+      Status durable = own_part.ok() ? DurableOfThisSave(*own_part).status() : own_part.status();
+      if (durable.ok()) durable = found.tier->Restore(*d_.store, ns, step, found.member);
+      if (durable.ok()) from = "the durable tier (" + d_.store->DescribeNamespace(ns) + ")";
+      st = durable.ok() ? durable : Status(st.code(), st.message() + "; from the durable tier: " + durable.message());
+    }
     if (!st.ok())
       return Corruption(corrupt + "; it was dropped, but fetching the part again failed: " + st.ToString());
-    from = "node " + found.member + " or a holder of its replicas";
   }
   Result<OpenedObject> opened = found.tier->OpenObject(ns, step, name);
   if (!opened.ok())

@@ -9,7 +9,11 @@
 //      verified on the way in) and serving it from there;
 //   3. when the step spans nodes and this node's part lacks the object: the
 //      copy of the member's part this node keeps (replicas/<member>), fetched
-//      first from the member or its holders when absent (docs/multinode.md).
+//      first from the member or its holders when absent (docs/multinode.md);
+//   4. when neither the member nor its holders can serve it (all gone, or
+//      across a partition): that member's part from the durable tier, when
+//      the durable copy is this save of the step, restored (verified) into
+//      the same copy (decision 120).
 //
 // Open with repair = true is what a client asks when the copy it was handed
 // failed its checksum. The client's word alone is never trusted: the copy
@@ -96,7 +100,19 @@ class ReadPath {
     bool restored = false;  // brought in (and verified) by this call
   };
   Result<Found> OpenAnyTier(const std::string& ns, uint64_t step, const std::string& name);
-  Result<Found> OpenFromOtherParts(const std::string& ns, uint64_t step, const std::string& name);
+  // not_here: why this node's part does not serve the object, the answer
+  // when the step does not span nodes.
+  Result<Found> OpenFromOtherParts(const std::string& ns, uint64_t step, const std::string& name,
+                                   const Status& not_here);
+  // Another member's part of the step `own` is part of, from the durable
+  // tier when neither the member nor its holders could serve it: the part
+  // restored (every object verified) into this node's copy of that member's
+  // parts. Refused when the durable copy is another save of the step number.
+  Result<Found> OpenFromDurablePart(const Manifest& own, const std::string& name);
+  // The durable manifest of the step `own` (this node's part) is part of,
+  // when it is this save of it (it holds own's objects with their sizes and
+  // checksums); kFailedPrecondition naming the object that differs.
+  Result<Manifest> DurableOfThisSave(const Manifest& own);
   Result<ServedObject> Repair(const std::string& ns, uint64_t step, const std::string& name);
   // Replaces the corrupt copy `found` ("damage" says how it is corrupt).
   Result<ServedObject> Replace(const std::string& ns, uint64_t step, const std::string& name,

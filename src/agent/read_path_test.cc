@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "replication/commit.h"
 #include "replication/peer_test_nodes.h"
 #include "store/mem_store.h"
 #include "testing/fault_store.h"
@@ -25,6 +26,7 @@ using testing::Members;
 using testing::Node;
 using testing::ReadFd;
 using testing::TierHarness;
+using testing::WriteObject;
 using testing::WriteStep;
 
 const std::string kData = std::string(300000, 'x') + "tail";
@@ -260,6 +262,88 @@ TEST_F(ReadPathPeersTest, AStepMissingEverywhereButTheDurableTierComesFromThereA
   Result<ServedObject> got = path.Open("job", 10, "b", false);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(ReadFd(got->object.fd.get()), objects.at("b"));
+}
+
+// A step spanning n1 and n2, committed by n1 and made durable: n1's part holds "own", n2's "theirs".
+class ReadPathSpanTest : public ReadPathPeersTest {
+ protected:
+  void CommitDurableSpan(uint64_t step) {
+    Start(3);  // n3 holds n2's replica, n2 holds n1's
+    ASSERT_TRUE(WriteObject(*nodes["n1"]->h.tier, "job", step, "own", kData).ok());
+    ASSERT_TRUE(WriteObject(*nodes["n2"]->h.tier, "job", step, "theirs", theirs).ok());
+    wire::CommitStepRequest req{"job", step, 2, /*persist=*/true, {}, {"n1", "n2"}};
+    Node& n1 = *nodes["n1"];
+    ASSERT_TRUE(n1.cluster->CommitOtherParts(req).ok());
+    ASSERT_TRUE(CommitOnNode({n1.h.tier.get(), n1.cluster.get()}, req).ok());
+    for (const std::string node : {"n1", "n2"}) {
+      Result<PersistStatus> st = nodes[node]->h.tier->WaitPersist("job", step, std::chrono::seconds(20));
+      ASSERT_TRUE(st.ok()) << node;
+      ASSERT_EQ(st->state, PersistState::kDurable) << node << ": " << st->error.ToString();
+    }
+    ASSERT_TRUE(store.ReadManifest("job", step).ok());
+  }
+  const std::string theirs = Bytes(90000, 't');
+};
+
+TEST_F(ReadPathSpanTest, AnotherMembersPartComesFromTheDurableTierWhenNeitherItNorItsHoldersAnswer) {
+  CommitDurableSpan(11);
+  nodes["n2"]->service->Stop();  // the member
+  nodes["n3"]->service->Stop();  // the holder of its replica
+  Node& n1 = *nodes["n1"];
+  ReadPath path(DepsOf(n1));
+  Result<ServedObject> got = path.Open("job", 11, "theirs", false);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(ReadFd(got->object.fd.get()), theirs);
+  // Kept as this node's copy of n2's part (its own part untouched), so the next read is local.
+  Result<MemoryTier*> copy = n1.replica_tiers->Get("n2", false);
+  ASSERT_TRUE(copy.ok());
+  Result<Manifest> part = (*copy)->GetManifest("job", 11);
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  ASSERT_EQ(part->objects.size(), 1u);
+  EXPECT_EQ(part->objects[0].name, "theirs");
+  EXPECT_EQ(part->node, "n2");
+  Result<Manifest> own = n1.h.tier->GetManifest("job", 11);
+  ASSERT_TRUE(own.ok());
+  ASSERT_EQ(own->objects.size(), 1u);
+  EXPECT_EQ(own->objects[0].name, "own");
+  got = path.Open("job", 11, "theirs", false);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(ReadFd(got->object.fd.get()), theirs);
+  // A corrupt copy of that part is dropped and restored from the durable tier again.
+  Corrupt(Layout(n1.h.options.root + "/replicas/n2").StepDir("job", 11), "theirs");
+  got = path.Open("job", 11, "theirs", true);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(ReadFd(got->object.fd.get()), theirs);
+  EXPECT_TRUE(Contains(got->repaired, "from the durable tier")) << got->repaired;
+  // An object in no part and not in the durable copy either is still kNotFound, naming both.
+  Result<ServedObject> none = path.Open("job", 11, "nowhere", false);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kNotFound) << none.status().ToString();
+  EXPECT_TRUE(Contains(none.status().message(), "nor from the durable tier")) << none.status().ToString();
+}
+
+TEST_F(ReadPathSpanTest, ADurableCopyOfAnotherSaveOfTheStepNumberIsNotReadForAPart) {
+  CommitDurableSpan(12);
+  // The durable step 12 is rewritten by another save (n1's object differs): it is not this save's.
+  Result<Manifest> m = store.ReadManifest("job", 12);
+  ASSERT_TRUE(m.ok());
+  const std::string other = Bytes(kData.size(), 'o');
+  for (ObjectEntry& e : m->objects) {
+    if (e.name == "own") e.checksum = ChecksumOf(other);
+  }
+  ASSERT_TRUE(store.DeleteStep("job", 12).ok());
+  for (const ObjectEntry& e : m->objects) {
+    const std::string& data = e.name == "own" ? other : theirs;
+    ASSERT_TRUE(store.PutObject("job", 12, e.name, data.data(), data.size()).ok());
+  }
+  ASSERT_TRUE(store.CommitStep(*m).ok());
+  nodes["n2"]->service->Stop();
+  nodes["n3"]->service->Stop();
+  ReadPath path(DepsOf(*nodes["n1"]));
+  Result<ServedObject> got = path.Open("job", 12, "theirs", false);
+  ASSERT_FALSE(got.ok());
+  EXPECT_TRUE(Contains(got.status().message(), "another save of that step number")) << got.status().ToString();
+  EXPECT_FALSE((*nodes["n1"]->replica_tiers->Get("n2", true))->HasCommitted("job", 12));
 }
 
 }  // namespace

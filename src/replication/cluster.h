@@ -94,6 +94,10 @@ class Cluster {
   // Restores member's part of (ns, step) into copy again (after a corrupt
   // copy was dropped), from the member or its holders, verifying every object.
   virtual Status FetchPart(MemoryTier* copy, std::string_view member, std::string_view ns, uint64_t step) = 0;
+  // The tier holding this node's copies of member's parts (made when absent),
+  // for a part brought in from elsewhere (the durable tier: read_path.h).
+  // kFailedPrecondition on a single node.
+  virtual Result<MemoryTier*> PartCopy(std::string_view member) = 0;
 
   // ---- This node's steps on its holders (callers ask only with holders) ----
   // Restores (ns, step) into tier from the first holder that has it and
@@ -129,6 +133,7 @@ class SingleNode final : public Cluster {
   Result<SubtreeSum> CommitOtherParts(const wire::CommitStepRequest& req) override;
   Result<PartObject> OpenFromOtherParts(const Manifest& own, const std::string& name) override;
   Status FetchPart(MemoryTier* copy, std::string_view member, std::string_view ns, uint64_t step) override;
+  Result<MemoryTier*> PartCopy(std::string_view member) override;
   Result<std::string> RestoreFromHolders(MemoryTier* tier, std::string_view ns, uint64_t step) override;
   Result<Manifest> ManifestFromHolders(std::string_view ns, uint64_t step) override;
   std::map<uint64_t, std::string> StepsOnHolders(std::string_view) override { return {}; }

@@ -46,6 +46,7 @@ class MultiNode final : public Cluster {
   Status FetchPart(MemoryTier* copy, std::string_view member, std::string_view ns, uint64_t step) override {
     return d_.replicator->FetchPart(copy, member, ns, step);
   }
+  Result<MemoryTier*> PartCopy(std::string_view member) override { return d_.replicas->Get(member, /*create=*/true); }
   Result<std::string> RestoreFromHolders(MemoryTier* tier, std::string_view ns, uint64_t step) override {
     return d_.replicator->RestoreFromPeers(tier, ns, step);
   }

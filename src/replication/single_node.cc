@@ -24,6 +24,11 @@ Status SingleNode::FetchPart(MemoryTier*, std::string_view member, std::string_v
                             ": this agent runs without peers (start it with --peers)");
 }
 
+Result<MemoryTier*> SingleNode::PartCopy(std::string_view member) {
+  return FailedPrecondition("this agent keeps no copy of node " + std::string(member) +
+                            "'s parts: it runs without peers (start it with --peers)");
+}
+
 Result<std::string> SingleNode::RestoreFromHolders(MemoryTier*, std::string_view ns, uint64_t step) {
   return NotFound("no replica holder keeps " + StepLabel(ns, step) + ": this agent runs without peers");
 }

@@ -381,7 +381,11 @@ class MemoryTier {
   // Copies a durable step into memory, verifying every object, then
   // publishes it like a commit (already durable). Ok at once if committed in
   // memory; waits if another restore of it runs.
-  Status Restore(ObjectStore& store, std::string_view ns, uint64_t step);
+  // only_node: for a step spanning nodes, restores only the objects the
+  // durable manifest places on that node (another member's part, into the
+  // tier of this node's copies of that member's parts: read_path.h), and
+  // publishes them as that node's part; kNotFound when it has none there.
+  Status Restore(ObjectStore& store, std::string_view ns, uint64_t step, std::string_view only_node = {});
 
   // Fills the segment pool with up to `bytes` of written, resident tmpfs
   // pages in segments of `segment` bytes (the last may be smaller), so that

@@ -7,11 +7,12 @@
 #include "ops/metrics.h"
 #include "os/files.h"
 #include "tier/memory_tier.h"
+#include "tier/step_state.h"
 #include "tier/tier_restore.h"
 
 namespace tierckpt::agent {
 
-Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t step) {
+Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t step, std::string_view only_node) {
   TC_RETURN_IF_ERROR(ValidateNamespace(ns));
   TC_RETURN_IF_ERROR(ValidateStep(step));
   const std::string label = StepLabel(ns, step);
@@ -52,6 +53,15 @@ Status MemoryTier::Restore(ObjectStore& store, std::string_view ns, uint64_t ste
     return Corruption("the durable manifest of " + label + " in " + store.DescribeNamespace(ns) +
                       " names step " + StepLabel(m.ns, m.step) +
                       "; the durable copy is misplaced, delete it there");
+  }
+  if (!only_node.empty()) {
+    std::erase_if(m.objects, [&](const ObjectEntry& e) { return e.node != only_node; });
+    if (m.objects.empty()) {
+      return NotFound("the durable copy of " + label + " in " + store.DescribeNamespace(ns) +
+                      " holds no object of node " + std::string(only_node) + "'s part (nodes " +
+                      JoinIds(m.members) + ")");
+    }
+    m.node = std::string(only_node);
   }
   uint64_t instance = 0;
   {

@@ -429,7 +429,8 @@ class Campaign:
         status = "ok"
         try:
             self.c.start()
-            while self.round < self.args.faults and time.time() - start < self.args.duration:
+            while self.round < self.args.faults and (time.time() - start < self.args.duration
+                                                     or self.round < self.args.min_rounds):
                 try:
                     self.run_round(self.round)
                 except Violation as v:
@@ -487,6 +488,9 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=None, help="schedule seed (default: a fresh random one, printed)")
     p.add_argument("--faults", type=int, default=50, help="rounds, one fault each (default 50)")
     p.add_argument("--duration", type=float, default=float("inf"), help="stop starting rounds after S seconds")
+    p.add_argument("--min-rounds", type=int, default=0,
+                   help="start rounds past --duration until N have run (a bounded run on a slow machine still "
+                        "covers the schedule's first N faults)")
     p.add_argument("--kinds", default=None,
                    help=f"comma list of fault kinds (default: all of {','.join(KINDS)}, and with --network netns "
                         f"also {','.join(LINK_KINDS)})")

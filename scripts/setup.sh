@@ -33,7 +33,7 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 # What the builds need (python3-dev: the extension's headers, absent from a minimal Debian; the unit
 # tests' gtest too: the release configure, which the package's build shares, includes them) ...
 APT_PACKAGES=(g++ make cmake ninja-build pkg-config git python3-venv python3-dev ccache
-  libxxhash-dev nlohmann-json3-dev libgtest-dev libgmock-dev libcli11-dev
+  libxxhash-dev libisal-dev nlohmann-json3-dev libgtest-dev libgmock-dev libcli11-dev
   libcurl4-openssl-dev libssl-dev libpugixml-dev libmount-dev libcpp-httplib-dev)
 # ... and what only the tests run: clang for the ASan+UBSan and fuzz builds, ip and unshare for the
 # network namespaces, nft for their link faults (tests/harness/netns.py), Prometheus and systemd for the

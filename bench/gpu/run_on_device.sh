@@ -17,9 +17,9 @@ cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 DEPS=$ROOT/.gpudeps
 # What a stock CUDA image lacks of tierckpt's C++ build (Debian 12's packages; their runtime
-# libraries run on a newer glibc): xxhash, libmount's headers, pugixml, cpp-httplib and the
+# libraries run on a newer glibc): xxhash, ISA-L, libmount's headers, pugixml, cpp-httplib and the
 # zlib/brotli headers cpp-httplib's header includes.
-PKGS=(libxxhash-dev libxxhash0 libmount-dev libpugixml-dev libpugixml1v5 libcpp-httplib-dev
+PKGS=(libxxhash-dev libxxhash0 libisal-dev libisal2 libmount-dev libpugixml-dev libpugixml1v5 libcpp-httplib-dev
       libcpp-httplib0.11 libbrotli-dev zlib1g-dev)
 
 if [ "${1:-}" = "--fetch" ]; then

@@ -122,8 +122,7 @@ std::string MergerOf(const Manifest& part) {
   if (n == 0) return "";
   const size_t merger = static_cast<size_t>(part.step % n);
   if (!part.members.empty()) return part.members[merger];
-  if (merger == part.member_ref->index) return part.node;
-  return "member " + std::to_string(merger) + " of " + std::to_string(n);
+  return merger == part.member_ref->index ? part.node : "";
 }
 
 size_t MergeTurn(const Manifest& part, std::string_view node) {

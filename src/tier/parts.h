@@ -99,9 +99,9 @@ bool ContainsPart(const Manifest& whole, const Manifest& part);
 inline constexpr size_t kMaxMergeTurn = 4;
 
 // The member that merges the durable manifest of part's step: members[step
-// % N], for logs. A part naming its members by member_ref (decision 116)
-// knows only its own id: "member <i> of <N>" for another merger; "" for a
-// part of a step on one node.
+// % N], for logs (with its index, step % N). A part naming its members by
+// member_ref (decision 116) knows only its own id: "" when another node
+// merges, as for a part of a step on one node.
 std::string MergerOf(const Manifest& part);
 
 // node's turn to merge the durable manifest of part's step: 0 for the

@@ -326,7 +326,8 @@ Status Persister::AwaitParts(const Manifest& part) {
         Log(LogLevel::kWarn, "merge_takeover")
             .Kv("ns", part.ns)
             .Kv("step", part.step)
-            .Kv("merger", MergerOf(part))
+            .Kv("merger", MergerOf(part))  // "" when this part has no list (decision 116)
+            .Kv("merger_index", part.step % part.MemberCount())
             .Kv("turn", static_cast<uint64_t>(turn))
             .Kv("waited_ms", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
         continue;

@@ -83,7 +83,8 @@ TEST_P(DurableScaleTest, OneSpanningStepCostsRequestsLinearInItsNodes) {
     before.placement = coordinator_part->placement;
     largest_as_before = std::max<uint64_t>(largest_as_before, before.ToJson().size());
   }
-  std::printf("[durable-scale] N=%d largest non-coordinator part manifest=%llu B (with the list and placement: %llu B)\n",
+  std::printf("[durable-scale] N=%d largest non-coordinator part manifest=%llu B "
+              "(with the list and placement: %llu B)\n",
               n, static_cast<unsigned long long>(largest_part), static_cast<unsigned long long>(largest_as_before));
   EXPECT_LE(largest_part, 640u) << "a non-coordinator's part manifest grew with the members";
 

@@ -104,11 +104,11 @@ Result<PartRecord> ParsePartRecord(std::string_view text, std::string_view where
       if (!id.is_string()) return Bad(where, "field \"members.ids\" must be an array of node ids");
       out.member_ids.push_back(id.get<std::string>());
     }
-    if (!std::is_sorted(out.member_ids.begin(), out.member_ids.end()) ||
-        DigestMembers(out.member_ids) != *out.members_digest) {
+    const bool sorted = std::is_sorted(out.member_ids.begin(), out.member_ids.end());
+    if (!sorted || DigestMembers(out.member_ids) != *out.members_digest) {
       return Bad(where, "its member ids (" + DescribeMembers(DigestMembers(out.member_ids)) +
-                            ", sorted: " + (std::is_sorted(out.member_ids.begin(), out.member_ids.end()) ? "yes" : "no") +
-                            ") do not match its count and digest (" + DescribeMembers(*out.members_digest) + ")");
+                            (sorted ? "" : ", not sorted") + ") do not match its count and digest (" +
+                            DescribeMembers(*out.members_digest) + ")");
     }
   }
   auto part = j.find("part");

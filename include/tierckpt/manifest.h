@@ -53,6 +53,21 @@ struct SpanSummary {
 std::string SpanNamesDigest(const std::vector<std::string>& names);
 std::string FormatSpanNamesDigest(uint64_t sum);
 
+// How a part of a step spanning nodes that is not the coordinator's names
+// the step's members (decision 116): by their count, the XXH3-64 of their
+// sorted ids (each followed by '\n', as the ring's and the part record's
+// digest), this part's place among them and the coordinator, whose part
+// lists them all and carries the placement. So such a part is O(its own
+// objects) whatever N. JSON: "member_ref": {"count", "index", "digest":
+// "xxh3-64:<16 hex>", "coordinator"}.
+struct MemberRef {
+  uint32_t count = 0;        // members, at least 2
+  uint32_t index = 0;        // this part's node's place in the sorted members
+  uint64_t digest = 0;       // of the sorted ids
+  std::string coordinator;   // the node whose part lists every member
+  bool operator==(const MemberRef&) const = default;
+};
+
 struct Manifest {
   std::string ns;
   uint64_t step = 0;
@@ -63,10 +78,15 @@ struct Manifest {
   // sorted, `node` among them; empty for a step written on one node. In a
   // memory tier a node's manifest lists its own objects (its "part"); the
   // durable manifest lists every part's objects, each with its writer node.
+  // A part that is not the coordinator's names them by member_ref instead
+  // (decision 116); parts written before it list them here too.
   std::vector<std::string> members;
+  // Set instead of `members` in a non-coordinator part (see MemberRef).
+  std::optional<MemberRef> member_ref;
   // Where the step's replicas are: a compact "tierckpt.placement" JSON
   // object (docs/placement.md) when the agents replicate, else "". Checked
   // here as a JSON object only; src/cluster/placement_json.h parses it.
+  // Only in the coordinator's part and the durable manifest (decision 116).
   std::string placement;
   std::vector<ObjectEntry> objects;  // sorted by name
   // True only in a memory tier's commit record of a step committed before
@@ -82,7 +102,9 @@ struct Manifest {
   std::optional<SpanSummary> span;
 
   uint64_t TotalBytes() const;
-  bool SpansNodes() const { return members.size() > 1; }
+  bool SpansNodes() const { return members.size() > 1 || member_ref.has_value(); }
+  // The number of members of a step spanning nodes (either form); 0 else.
+  size_t MemberCount() const { return member_ref ? member_ref->count : members.size() > 1 ? members.size() : 0; }
   // nullptr when absent.
   const ObjectEntry* Find(std::string_view name) const;
 

@@ -407,6 +407,16 @@ NB_MODULE(_tierckpt, m) {
                ", bytes=" + std::to_string(s.bytes) + ")";
       });
 
+  nb::class_<MemberRef>(m, "MemberRef")
+      .def_ro("count", &MemberRef::count)
+      .def_ro("index", &MemberRef::index)
+      .def_ro("digest", &MemberRef::digest)
+      .def_ro("coordinator", &MemberRef::coordinator)
+      .def("__repr__", [](const MemberRef& r) {
+        return "MemberRef(count=" + std::to_string(r.count) + ", index=" + std::to_string(r.index) +
+               ", coordinator='" + r.coordinator + "')";
+      });
+
   nb::class_<Manifest>(m, "Manifest")
       .def_ro("ns", &Manifest::ns)
       .def_ro("step", &Manifest::step)
@@ -414,6 +424,7 @@ NB_MODULE(_tierckpt, m) {
       .def_ro("created_unix_ms", &Manifest::created_unix_ms)
       .def_ro("node", &Manifest::node)
       .def_ro("members", &Manifest::members)
+      .def_ro("member_ref", &Manifest::member_ref)
       .def_ro("objects", &Manifest::objects)
       .def_ro("checksums_pending", &Manifest::checksums_pending)
       .def_ro("span", &Manifest::span)

@@ -449,7 +449,9 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   pd.address_of = [rep](std::string_view id) { return rep->AddressOf(id); };
   pd.ring = &rep->membership();
   const CommitDeps commit{tier_.get(), cluster_.get()};
-  pd.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
+  pd.commit_part = [commit](const wire::CommitStepRequest& req, const std::string& coordinator) {
+    return CommitOnNode(commit, req, kAnyWriter, coordinator);
+  };
   pd.commit_children = [rep](const wire::CommitStepRequest& req, const CommitTree& tree) {
     return rep->CommitChildren(req, tree);
   };

@@ -57,6 +57,14 @@ std::string Manifest::ToJson() const {
   j["created_unix_ms"] = created_unix_ms;
   j["node"] = node;
   if (!members.empty()) j["members"] = members;
+  if (member_ref) {
+    char digest[32];
+    std::snprintf(digest, sizeof(digest), "xxh3-64:%016llx", static_cast<unsigned long long>(member_ref->digest));
+    j["member_ref"] = {{"count", member_ref->count},
+                       {"index", member_ref->index},
+                       {"digest", digest},
+                       {"coordinator", member_ref->coordinator}};
+  }
   if (!placement.empty()) {
     json pl = json::parse(placement, nullptr, /*allow_exceptions=*/false);
     if (!pl.is_discarded()) j["placement"] = std::move(pl);
@@ -103,9 +111,24 @@ Status Manifest::Validate() const {
     json pl = json::parse(placement, nullptr, /*allow_exceptions=*/false);
     if (pl.is_discarded() || !pl.is_object()) return InvalidArgument("placement is not a JSON object");
   }
-  if (span && span->parts != members.size()) {
+  if (member_ref) {
+    if (!members.empty()) return InvalidArgument("member_ref is set beside a member list");
+    if (member_ref->count < 2 || member_ref->index >= member_ref->count) {
+      return InvalidArgument("member_ref names place " + std::to_string(member_ref->index) + " of " +
+                             std::to_string(member_ref->count) + " members");
+    }
+    TC_RETURN_IF_ERROR(ValidateNamespace(member_ref->coordinator).WithContext("member_ref.coordinator (a node id)"));
+    if (member_ref->coordinator == node) return InvalidArgument("member_ref names this part's own node as coordinator");
+    for (const auto& o : objects) {
+      if (o.node != node) {
+        return InvalidArgument("object " + o.name + " of node \"" + node + "\"'s part was written by node \"" +
+                               o.node + "\"");
+      }
+    }
+  }
+  if (span && span->parts != MemberCount()) {
     return InvalidArgument("span names " + std::to_string(span->parts) + " parts but the step has " +
-                           std::to_string(members.size()) + " members");
+                           std::to_string(MemberCount()) + " members");
   }
   if (!members.empty() && !std::binary_search(members.begin(), members.end(), node)) {
     return InvalidArgument("node \"" + node + "\" is not among the step's members");
@@ -166,6 +189,30 @@ Result<Manifest> Manifest::Parse(std::string_view text, std::string_view source)
       if (!n.is_string()) return Bad(source, "field \"members\" must be an array of node ids");
       m.members.push_back(n.get<std::string>());
     }
+  }
+  if (auto mr = j.find("member_ref"); mr != j.end()) {
+    if (!mr->is_object()) return Bad(source, "field \"member_ref\" must be an object");
+    MemberRef r;
+    uint64_t count = 0, index = 0;
+    TC_RETURN_IF_ERROR(num(*mr, "count", &count));
+    TC_RETURN_IF_ERROR(num(*mr, "index", &index));
+    if (count > 0xffffffffULL || index > 0xffffffffULL) return Bad(source, "member_ref.count is out of range");
+    r.count = static_cast<uint32_t>(count);
+    r.index = static_cast<uint32_t>(index);
+    auto d = mr->find("digest");
+    auto c = mr->find("coordinator");
+    if (d == mr->end() || !d->is_string() || c == mr->end() || !c->is_string()) {
+      return Bad(source, "fields \"member_ref.digest\" and \"member_ref.coordinator\" must be strings");
+    }
+    const std::string hex = d->get<std::string>();
+    constexpr std::string_view kPrefix = "xxh3-64:";
+    if (hex.size() != kPrefix.size() + 16 || hex.compare(0, kPrefix.size(), kPrefix) != 0 ||
+        hex.find_first_not_of("0123456789abcdef", kPrefix.size()) != std::string::npos) {
+      return Bad(source, "member_ref.digest is not xxh3-64:<16 hex digits>");
+    }
+    r.digest = std::stoull(hex.substr(kPrefix.size()), nullptr, 16);
+    r.coordinator = c->get<std::string>();
+    m.member_ref = std::move(r);
   }
   if (auto pl = j.find("placement"); pl != j.end()) {
     if (!pl->is_object()) return Bad(source, "field \"placement\" must be an object");

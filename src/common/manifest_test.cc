@@ -99,6 +99,41 @@ TEST(ManifestTest, PlacementRoundTripsAsAnObject) {
   EXPECT_EQ(Manifest::Parse(bad, "src").status().code(), Code::kCorruption);
 }
 
+// Decision 116: a non-coordinator part names the members by a MemberRef.
+TEST(ManifestTest, AMemberRefRoundTripsAndIsCheckedOnParse) {
+  Manifest m = Sample();
+  m.member_ref = MemberRef{64, 5, 0x0123456789abcdefULL, "node-b"};
+  ASSERT_TRUE(m.Validate().ok()) << m.Validate().ToString();
+  EXPECT_TRUE(m.SpansNodes());
+  EXPECT_EQ(m.MemberCount(), 64u);
+  const std::string text = m.ToJson();
+  EXPECT_NE(text.find("\"digest\": \"xxh3-64:0123456789abcdef\""), std::string::npos) << text;
+  auto parsed = Manifest::Parse(text, "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->member_ref, m.member_ref);
+  EXPECT_TRUE(parsed->members.empty());
+  EXPECT_EQ(parsed->ToJson(), text);
+  auto bad = [&](const std::string& from, const std::string& to, const char* want) {
+    std::string t = text;
+    ASSERT_NE(t.find(from), std::string::npos) << from;
+    t.replace(t.find(from), from.size(), to);
+    Result<Manifest> r = Manifest::Parse(t, "src");
+    EXPECT_EQ(r.status().code(), Code::kCorruption) << from;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().ToString();
+  };
+  bad("\"index\": 5", "\"index\": 64", "place 64 of 64");
+  bad("\"count\": 64", "\"count\": 1", "of 1 members");
+  bad("xxh3-64:0123", "xxh3-32:0123", "member_ref.digest");
+  bad("\"coordinator\": \"node-b\"", "\"coordinator\": \"node-a\"", "own node as coordinator");
+  bad("\"coordinator\": \"node-b\"", "\"coordinator\": \"../x\"", "member_ref.coordinator");
+  Manifest both = m;
+  both.members = {"node-a", "node-b"};
+  EXPECT_FALSE(both.Validate().ok());
+  Manifest foreign = m;
+  foreign.objects[1].node = "node-c";  // a part holds its own node's objects only
+  EXPECT_FALSE(foreign.Validate().ok());
+}
+
 TEST(ManifestTest, RejectsBadMembers) {
   auto bad = [](std::vector<std::string> members, std::string object_node, const char* want) {
     Manifest m = Sample();

@@ -5,11 +5,12 @@
 
 namespace tierckpt::agent {
 
-Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest& req,
-                              std::string_view writer) {
+Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest& req, std::string_view writer,
+                              std::string_view coordinator) {
   StepSpan span;
   span.members = req.members;
   span.placement = d.cluster->PlacementJson();
+  span.coordinator = std::string(coordinator);
   Result<Manifest> committed =
       d.tier->CommitStep(req.ns, req.step, req.world_size, req.persist, req.expected_objects, span, writer);
   if (!committed.ok()) {

@@ -33,8 +33,11 @@ struct CommitDeps {
 };
 
 // writer: the committing client's writer id (MemoryTier, "one writer per
-// step"); kAnyWriter for a part committed on a peer's behalf.
+// step"); kAnyWriter for a part committed on a peer's behalf. coordinator:
+// the step's coordinator when it is another node (a part committed down the
+// tree): the part then names the members by count and digest and records no
+// placement (StepSpan::coordinator, decision 116); "" on the coordinator.
 Result<Manifest> CommitOnNode(const CommitDeps& deps, const wire::CommitStepRequest& req,
-                              std::string_view writer = kAnyWriter);
+                              std::string_view writer = kAnyWriter, std::string_view coordinator = "");
 
 }  // namespace tierckpt::agent

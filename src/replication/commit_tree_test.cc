@@ -432,7 +432,12 @@ TEST_F(CommitTreeFailureTest, ACommitSubtreeWithTheMemberListIsStillAnswered) {
   EXPECT_TRUE(nodes["n4"]->h.tier->HasCommitted("job", 5));
   Result<Manifest> n4 = nodes["n4"]->h.tier->GetManifest("job", 5);
   ASSERT_TRUE(n4.ok()) << n4.status().ToString();
-  EXPECT_EQ(n4->members, Ids(4));  // expanded from n2's ring runs
+  // Expanded from n2's ring runs, and kept as a non-coordinator does (decision 116).
+  ASSERT_TRUE(n4->member_ref.has_value());
+  EXPECT_EQ(n4->member_ref->count, 4u);
+  EXPECT_EQ(n4->member_ref->index, 3u);
+  EXPECT_EQ(n4->member_ref->coordinator, "n1");
+  EXPECT_EQ(n4->member_ref->digest, DigestMembers(Ids(4)).digest);
 }
 
 // Mixed versions (decision 102): a coordinator from before the tree sends

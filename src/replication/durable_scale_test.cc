@@ -56,6 +56,38 @@ TEST_P(DurableScaleTest, OneSpanningStepCostsRequestsLinearInItsNodes) {
   ASSERT_TRUE(others.ok()) << others.status().ToString();
   ASSERT_TRUE(CommitOnNode({coordinator.h.tier.get(), coordinator.cluster.get()}, req).ok());
 
+  // What each member keeps in its memory tier and sends with each replica
+  // (decision 116): a non-coordinator's part names the members by count and
+  // digest and carries no placement, so it does not grow with N. Before, it
+  // listed every member and the whole ring's placement: 716 B at N = 2,
+  // 4,052 B at N = 32 (printed beside). The coordinator's part keeps both.
+  uint64_t largest_part = 0;
+  uint64_t largest_as_before = 0;  // the same part with the list and the placement, as stored before
+  Result<Manifest> coordinator_part = coordinator.h.tier->GetManifest("job", step);
+  ASSERT_TRUE(coordinator_part.ok());
+  for (const auto& node : nodes) {
+    Result<Manifest> part = node->h.tier->GetManifest("job", step);
+    ASSERT_TRUE(part.ok()) << node->id << ": " << part.status().ToString();
+    if (node->id == coordinator.id) {
+      EXPECT_EQ(part->members.size(), static_cast<size_t>(n));
+      EXPECT_FALSE(part->placement.empty());
+      continue;
+    }
+    ASSERT_TRUE(part->member_ref.has_value()) << node->id;
+    EXPECT_EQ(part->member_ref->count, static_cast<uint32_t>(n));
+    EXPECT_EQ(part->member_ref->coordinator, coordinator.id);
+    largest_part = std::max<uint64_t>(largest_part, part->ToJson().size());
+    Manifest before = *part;
+    before.member_ref.reset();
+    before.members = coordinator_part->members;
+    before.placement = coordinator_part->placement;
+    largest_as_before = std::max<uint64_t>(largest_as_before, before.ToJson().size());
+  }
+  std::printf("[durable-scale] N=%d largest non-coordinator part manifest=%llu B "
+              "(with the list and placement: %llu B)\n",
+              n, static_cast<unsigned long long>(largest_part), static_cast<unsigned long long>(largest_as_before));
+  EXPECT_LE(largest_part, 640u) << "a non-coordinator's part manifest grew with the members";
+
   for (const auto& node : nodes) {
     Result<PersistStatus> st = node->h.tier->WaitPersist("job", step, std::chrono::seconds(60));
     ASSERT_TRUE(st.ok()) << node->id << ": " << st.status().ToString();
@@ -66,6 +98,7 @@ TEST_P(DurableScaleTest, OneSpanningStepCostsRequestsLinearInItsNodes) {
   EXPECT_EQ(durable->objects.size(), static_cast<size_t>(n));
   std::sort(span.begin(), span.end());  // a manifest lists its members sorted
   EXPECT_EQ(durable->members, span);
+  EXPECT_FALSE(durable->placement.empty()) << "the merged manifest takes the coordinator's placement";
 
   const uint64_t record_reads = store.CallCount(StoreOp::kObjectSize) + store.CallCount(StoreOp::kReadObject);
   const uint64_t manifest_reads = store.CallCount(StoreOp::kReadManifest);
@@ -92,8 +125,11 @@ TEST_P(DurableScaleTest, OneSpanningStepCostsRequestsLinearInItsNodes) {
   // (the whole ring) to the merger's own part, so no record grows with N.
   // Before, the record was the part manifest with both: 716 B at N = 2,
   // 4,052 B at N = 32 (about 107 B per member, most of it the placement).
+  // The coordinator's record lists the members and the placement (decision
+  // 116): a merger whose own part does not takes them from it.
   uint64_t largest_record = 0;
   for (const std::string& member : span) {
+    if (member == coordinator.id) continue;
     Result<uint64_t> size = mem->ObjectSize("job", step, PartRecordName(member));
     ASSERT_TRUE(size.ok()) << member << ": " << size.status().ToString();
     largest_record = std::max(largest_record, *size);

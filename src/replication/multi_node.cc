@@ -5,6 +5,7 @@
 
 #include "cluster/placement_json.h"
 #include "common/log.h"
+#include "tier/part_record.h"
 #include "tier/step_state.h"
 
 namespace tierckpt::agent {
@@ -41,16 +42,46 @@ Result<SubtreeSum> MultiNode::CommitOtherParts(const wire::CommitStepRequest& re
   return sum;
 }
 
+Result<Manifest> MultiNode::CoordinatorPart(const Manifest& own) {
+  const std::string& coordinator = own.member_ref->coordinator;
+  Result<MemoryTier*> copy = d_.replicas->Get(coordinator, /*create=*/false);
+  Result<Manifest> part = copy.ok() && (*copy)->HasCommitted(own.ns, own.step)
+                              ? (*copy)->GetManifest(own.ns, own.step)
+                              : d_.replicator->PartManifest(coordinator, own.ns, own.step);
+  if (!part.ok()) {
+    return part.status().WithContext("reading the member list of " + StepLabel(own.ns, own.step) +
+                                     " from its coordinator's part (node " + coordinator + ")");
+  }
+  if (part->members.empty() || DigestMembers(part->members) != DigestOfPart(own)) {
+    return Corruption("the part of node " + coordinator + ", the coordinator of " + StepLabel(own.ns, own.step) +
+                      ", names " + (part->members.empty() ? std::string("no member list")
+                                                           : DescribeMembers(DigestMembers(part->members))) +
+                      ", not the " + DescribeMembers(DigestOfPart(own)) + " node " + d_.node_id +
+                      "'s part names; they come from different saves of that step number: delete the step "
+                      "and save it again");
+  }
+  return part;
+}
+
 Result<PartObject> MultiNode::OpenFromOtherParts(const Manifest& own, const std::string& name) {
   const std::string& ns = own.ns;
   const uint64_t step = own.step;
-  for (const std::string& member : own.members) {
+  // Decision 116: a non-coordinator part names the members by count and
+  // digest; the coordinator's part (kept by it and its holders) lists them.
+  std::optional<Manifest> coordinator;
+  if (own.member_ref) {
+    TC_ASSIGN_OR_RETURN(coordinator, CoordinatorPart(own));
+  }
+  const std::vector<std::string>& members = coordinator ? coordinator->members : own.members;
+  for (const std::string& member : members) {
     if (member == d_.node_id) continue;
     Result<MemoryTier*> copy = d_.replicas->Get(member, /*create=*/false);
     bool fetched = false;
     if (!copy.ok() || !(*copy)->HasCommitted(ns, step)) {
       // Only fetch a part that has the object: ask for its manifest first.
-      Result<Manifest> part = d_.replicator->PartManifest(member, ns, step);
+      Result<Manifest> part = coordinator && member == coordinator->node
+                                  ? Result<Manifest>(*coordinator)
+                                  : d_.replicator->PartManifest(member, ns, step);
       if (!part.ok()) {
         Log(LogLevel::kWarn, "part_unreachable")
             .Kv("ns", ns)
@@ -70,7 +101,7 @@ Result<PartObject> MultiNode::OpenFromOtherParts(const Manifest& own, const std:
     if (opened.status().code() != Code::kNotFound) return opened.status();
   }
   return NotFound("object " + name + " is in no part of " + StepLabel(ns, step) + " that nodes " +
-                  JoinIds(own.members) + " (or the holders of their replicas) could serve; `tierckpt ls " +
+                  JoinIds(members) + " (or the holders of their replicas) could serve; `tierckpt ls " +
                   ns + "` shows what exists");
 }
 

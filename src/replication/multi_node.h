@@ -65,6 +65,11 @@ class MultiNode final : public Cluster {
   void Stop() override { d_.queue->Stop(); }
 
  private:
+  // The coordinator's part of own's step (own naming the members by
+  // member_ref, decision 116): this node's replica of it, else asked of the
+  // coordinator, then its holders. kCorruption when its list is not own's
+  // (count and digest); the fetch's error, with context, when none serves it.
+  Result<Manifest> CoordinatorPart(const Manifest& own);
   // Const after construction.
   const MultiNodeDeps d_;
 };

@@ -78,8 +78,19 @@ TEST_F(MultiNodeTest, EveryMemberCommitsItsPartAndTheSumsCountEveryObject) {
   for (const std::string node : {"n1", "n2"}) {
     Result<Manifest> part = nodes[node]->h.tier->GetManifest("job", 7);
     ASSERT_TRUE(part.ok()) << node;
-    EXPECT_EQ(part->members, own.members) << node;
     EXPECT_EQ(part->objects.size(), 2u) << node;
+    if (std::string(node) == "n1") {
+      EXPECT_EQ(part->members, own.members) << node;
+      EXPECT_EQ(part->placement, own.placement) << node;
+    } else {
+      // Decision 116: the members by count and digest, no placement.
+      EXPECT_TRUE(part->members.empty()) << node;
+      EXPECT_TRUE(part->placement.empty()) << node;
+      ASSERT_TRUE(part->member_ref.has_value()) << node;
+      EXPECT_EQ(part->member_ref->count, 2u);
+      EXPECT_EQ(part->member_ref->index, 1u);
+      EXPECT_EQ(part->member_ref->coordinator, "n1");
+    }
   }
   // The placement is recorded: who holds each node's replicas.
   Result<cluster::Placement> placement = cluster::ParsePlacementJson(own.placement, "the coordinator's part");
@@ -125,6 +136,36 @@ TEST_F(MultiNodeTest, AnotherMembersPartIsFetchedFromItOrFromItsHolder) {
   o = from_holder->OpenObject("job", 7, "__1_0.distcp");
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(ReadFd(o->fd.get()), parts.at("n2").at("__1_0.distcp"));
+}
+
+// Decision 116: a non-coordinator's part names the members by count and
+// digest; a read of an object in another part takes the list from the
+// coordinator's part, asked of the coordinator or, once it is gone, of its
+// replica's holder.
+TEST_F(MultiNodeTest, AMemberWithoutTheListReadsAnotherPartThroughTheCoordinatorsPart) {
+  Start(4);
+  std::map<std::string, std::map<std::string, std::string>> three = parts;
+  three["n3"] = {{"__3_0.distcp", Bytes(7000, 'd')}};
+  WriteParts(8, three);
+  ASSERT_TRUE(CommitAcross("n1", 8, {"n1", "n2", "n3"}).ok());
+  Result<Manifest> own = nodes["n3"]->h.tier->GetManifest("job", 8);
+  ASSERT_TRUE(own.ok());
+  ASSERT_TRUE(own->member_ref.has_value());
+  // n3 holds no replica of n1 (n2 does): n1 serves its part's manifest and objects.
+  Result<PartObject> o = nodes["n3"]->cluster->OpenFromOtherParts(*own, "__1_0.distcp");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->member, "n2");
+  EXPECT_EQ(ReadFd(o->object.fd.get()), three.at("n2").at("__1_0.distcp"));
+  // The coordinator is gone: its holder n2 serves the list and the part.
+  nodes["n1"]->service->Stop();
+  o = nodes["n3"]->cluster->OpenFromOtherParts(*own, ".metadata");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->member, "n1");
+  EXPECT_EQ(ReadFd(o->object.fd.get()), three.at("n1").at(".metadata"));
+  // An object in no part is named as such, with the members the list gave.
+  Result<PartObject> none = nodes["n3"]->cluster->OpenFromOtherParts(*own, "absent");
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+  EXPECT_NE(none.status().message().find("n1, n2, n3"), std::string::npos) << none.status().ToString();
 }
 
 Result<Manifest> WaitDurable(ObjectStore& store, uint64_t step) {
@@ -174,6 +215,27 @@ TEST_F(MultiNodeTest, AHolderUploadsThePartOfAMemberThatIsGoneAndTheStepBecomesD
   ASSERT_TRUE(store.ReadObject("job", 7, "__1_0.distcp", 0, back.data(), back.size()).ok());
   EXPECT_EQ(back, parts.at("n2").at("__1_0.distcp"));
   Result<PersistStatus> st = nodes["n1"]->h.tier->WaitPersist("job", 7, std::chrono::seconds(10));
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->state, PersistState::kDurable) << st->error.ToString();
+}
+
+// Decision 116: the merger of step 7 (members[7 % 2] = n2) names the members
+// by count and digest only, and the coordinator n1 dies before persisting:
+// its holder uploads n1's record from its replica, with the list the merger
+// takes, and the durable manifest lists both members and the placement.
+TEST_F(MultiNodeTest, AMergerWithoutTheListTakesItFromTheCoordinatorsRecordUploadedByItsHolder) {
+  Start(3, /*durable=*/true);
+  WriteParts(7, parts);
+  nodes["n1"]->persister->Stop(std::chrono::milliseconds(0));
+  ASSERT_TRUE(CommitAcross("n1", 7, {"n1", "n2"}, /*persist=*/true).ok());
+  nodes["n1"]->service->Stop();
+  Result<Manifest> durable = WaitDurable(store, 7);
+  ASSERT_TRUE(durable.ok()) << durable.status().ToString();
+  EXPECT_EQ(durable->members, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(durable->objects.size(), 4u);
+  EXPECT_FALSE(durable->placement.empty());
+  EXPECT_EQ(durable->node, "n2");
+  Result<PersistStatus> st = nodes["n2"]->h.tier->WaitPersist("job", 7, std::chrono::seconds(10));
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->state, PersistState::kDurable) << st->error.ToString();
 }

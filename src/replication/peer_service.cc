@@ -325,14 +325,15 @@ Result<Manifest> PeerService::CommitPart(const std::string& coordinator, std::st
                            ", but the members it names lack " +
                            (member(coordinator) ? deps_.node_id : coordinator));
   }
-  return CommitOwnPart(coordinator, req);
+  return CommitOwnPart(coordinator, coordinator, req);
 }
 
-Result<Manifest> PeerService::CommitOwnPart(const std::string& by, const wire::CommitStepRequest& req) {
+Result<Manifest> PeerService::CommitOwnPart(const std::string& by, const std::string& coordinator,
+                                            const wire::CommitStepRequest& req) {
   const std::string label = StepLabel(req.ns, req.step);
   if (!deps_.commit_part) return FailedPrecondition("node " + deps_.node_id + " cannot commit parts yet (starting)");
   const auto t0 = std::chrono::steady_clock::now();
-  Result<Manifest> m = deps_.commit_part(req);
+  Result<Manifest> m = deps_.commit_part(req, coordinator);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!m.ok()) {
     Log(LogLevel::kWarn, "part_commit_failed")
@@ -415,7 +416,7 @@ Result<SubtreeSum> PeerService::CommitTreeOf(const std::string& parent, const wi
     if (i == 0) {
       children = deps_.commit_children(req, *tree);
     } else {
-      own = CommitOwnPart(parent, req);
+      own = CommitOwnPart(parent, root, req);
     }
     return Status::Ok();
   });

@@ -75,8 +75,9 @@ struct PeerServiceDeps {
   // Caps the bytes per second of this agent's own objects streamed to peers
   // (--replicate-rate); null or unlimited: no cap. Must outlive the service.
   RateLimiter* replicate_rate = nullptr;
-  // This node's part of a step spanning nodes (replication/commit.h CommitOnNode).
-  std::function<Result<Manifest>(const wire::CommitStepRequest&)> commit_part;
+  // This node's part of a step spanning nodes whose coordinator is the
+  // second argument (replication/commit.h CommitOnNode).
+  std::function<Result<Manifest>(const wire::CommitStepRequest&, const std::string&)> commit_part;
   // This node's children's subtrees of a commit tree
   // (Replicator::CommitChildren).
   std::function<Result<SubtreeSum>(const wire::CommitStepRequest&, const CommitTree&)> commit_children;
@@ -119,7 +120,9 @@ class PeerService {
                    const Result<Checksum>& known, RateLimiter* rate);
   Status PullReplica(const std::string& origin, const PeerRequest& r);
   Result<Manifest> CommitPart(const std::string& coordinator, std::string_view payload);
-  Result<Manifest> CommitOwnPart(const std::string& coordinator, const wire::CommitStepRequest& req);
+  // by: the node that asked; coordinator: the step's (the tree's root).
+  Result<Manifest> CommitOwnPart(const std::string& by, const std::string& coordinator,
+                                 const wire::CommitStepRequest& req);
   // kCommitSubtree (the members listed) and kCommitRingSubtree (the members
   // as ring runs): both decode into CommitTreeOf.
   Result<SubtreeSum> CommitSubtree(const std::string& parent, std::string_view payload);

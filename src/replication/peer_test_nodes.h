@@ -72,7 +72,9 @@ struct Node {
     d.timeout = peer::Millis(3000);
     d.replicate_rate = replicate_rate;
     const CommitDeps commit{h.tier.get(), cluster.get()};
-    d.commit_part = [commit](const wire::CommitStepRequest& req) { return CommitOnNode(commit, req); };
+    d.commit_part = [commit](const wire::CommitStepRequest& req, const std::string& coordinator) {
+    return CommitOnNode(commit, req, kAnyWriter, coordinator);
+  };
     d.commit_children = [rep](const wire::CommitStepRequest& req, const CommitTree& tree) {
       return rep->CommitChildren(req, tree);
     };

@@ -237,6 +237,12 @@ struct StepSpan {
   std::vector<std::string> members;
   // The replica placement as "tierckpt.placement" JSON (docs/placement.md); "" = none.
   std::string placement;
+  // The step's coordinator when it is another node: this node's part then
+  // names the members by a MemberRef (their count and digest, its index,
+  // the coordinator) and records no placement, so it is O(its own objects)
+  // whatever N (decision 116). "" (or this node): the coordinator's part,
+  // with the list and the placement.
+  std::string coordinator;
 };
 
 struct PersistLease {

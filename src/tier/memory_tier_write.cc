@@ -11,6 +11,7 @@
 #include "ops/recent_errors.h"
 #include "os/files.h"
 #include "tier/memory_tier.h"
+#include "tier/part_record.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -170,6 +171,19 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
                            JoinNames(span, span.size()) + " without this node (" + options_.node_id +
                            "); a node commits only its own part");
   }
+  std::optional<MemberRef> member_ref;
+  if (!span.empty() && !step_span.coordinator.empty() && step_span.coordinator != options_.node_id) {
+    auto coordinator = std::lower_bound(span.begin(), span.end(), step_span.coordinator);
+    if (coordinator == span.end() || *coordinator != step_span.coordinator) {
+      return InvalidArgument("commit of step " + StepLabel(ns, step) + " names coordinator " +
+                             step_span.coordinator + ", which is not among its members " +
+                             JoinNames(span, span.size()));
+    }
+    const MemberListDigest d = DigestMembers(span);
+    const auto self = std::lower_bound(span.begin(), span.end(), options_.node_id);
+    member_ref = MemberRef{static_cast<uint32_t>(d.count), static_cast<uint32_t>(self - span.begin()), d.digest,
+                           step_span.coordinator};
+  }
   for (const auto& n : expected) TC_RETURN_IF_ERROR(ValidateObjectName(n).WithContext("expected_objects"));
   std::string label = StepLabel(ns, step);
   if (persist && !options_.has_durable) {
@@ -239,8 +253,12 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
   m.world_size = world_size;
   m.created_unix_ms = NowUnixMs();
   m.node = options_.node_id;
-  m.members = span;
-  m.placement = step_span.placement;
+  if (member_ref) {
+    m.member_ref = std::move(member_ref);  // decision 116: O(its own objects)
+  } else {
+    m.members = span;
+    m.placement = step_span.placement;
+  }
   std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> verified;
   for (const auto& [n, o] : s->objects) {
     if (o.check == CheckState::kMismatch) {

@@ -3,6 +3,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -40,17 +41,28 @@ std::string DescribeMembers(const MemberListDigest& d) {
   return std::to_string(d.count) + " members, digest " + Hex(d.digest);
 }
 
+MemberListDigest DigestOfPart(const Manifest& part) {
+  if (part.member_ref) return MemberListDigest{part.member_ref->count, part.member_ref->digest};
+  return DigestMembers(part.members);
+}
+
 std::string EncodePartRecord(const Manifest& part) {
-  const MemberListDigest d = DigestMembers(part.members);
+  const MemberListDigest d = DigestOfPart(part);
   Manifest own = part;
   own.members.clear();
-  // The placement names the whole ring (every agent and its holders, O(M)):
-  // the merged manifest takes it from the merger's own part, never a record's.
-  own.placement.clear();
+  own.member_ref.reset();
   nlohmann::ordered_json j;
   j["format"] = kPartRecordFormat;
   j["version"] = kPartRecordVersion;
   j["members"] = {{"count", d.count}, {"digest", Hex(d.digest)}};
+  if (!part.members.empty()) {
+    // The coordinator's part (or a part written before decision 116): the
+    // one record a merger whose own part has no list reads it from, with
+    // the placement the merged manifest takes.
+    j["members"]["ids"] = part.members;
+  } else {
+    own.placement.clear();  // a non-coordinator part has none anyway
+  }
   j["part"] = nlohmann::ordered_json::parse(own.ToJson());
   return j.dump() + "\n";  // read by agents only: compact
 }
@@ -86,10 +98,25 @@ Result<PartRecord> ParsePartRecord(std::string_view text, std::string_view where
     return Bad(where, "members digest \"" + d + "\" is not xxh3-64:<16 hex digits>");
   }
   out.members_digest = MemberListDigest{count->get<uint64_t>(), static_cast<uint64_t>(value)};
+  if (auto ids = members->find("ids"); ids != members->end()) {
+    if (!ids->is_array()) return Bad(where, "field \"members.ids\" must be an array of node ids");
+    for (const auto& id : *ids) {
+      if (!id.is_string()) return Bad(where, "field \"members.ids\" must be an array of node ids");
+      out.member_ids.push_back(id.get<std::string>());
+    }
+    const bool sorted = std::is_sorted(out.member_ids.begin(), out.member_ids.end());
+    if (!sorted || DigestMembers(out.member_ids) != *out.members_digest) {
+      return Bad(where, "its member ids (" + DescribeMembers(DigestMembers(out.member_ids)) +
+                            (sorted ? "" : ", not sorted") + ") do not match its count and digest (" +
+                            DescribeMembers(*out.members_digest) + ")");
+    }
+  }
   auto part = j.find("part");
   if (part == j.end() || !part->is_object()) return Bad(where, "field \"part\" must be a part manifest");
   TC_ASSIGN_OR_RETURN(out.part, Manifest::Parse(part->dump(), where));
-  if (!out.part.members.empty()) return Bad(where, "its part lists members beside the members' digest");
+  if (!out.part.members.empty() || out.part.member_ref) {
+    return Bad(where, "its part names members beside the members' digest");
+  }
   return out;
 }
 

@@ -5,11 +5,16 @@
 //
 // Format 2, written now: a small JSON object
 //   {"format": "tierckpt.part_record", "version": 1,
-//    "members": {"count": N, "digest": "xxh3-64:<16 hex>"},
-//    "part": <the member's part manifest without its "members" list and
-//             its "placement" (the whole ring, O(M))>}
-// so a record is O(its own part) whatever N: the merger has the member list
-// from its own part and checks each record's count and digest against it.
+//    "members": {"count": N, "digest": "xxh3-64:<16 hex>"[, "ids": [...]]},
+//    "part": <the member's part manifest without its "members" list (or
+//             "member_ref") and, but for the coordinator's, its
+//             "placement" (the whole ring, O(M))>}
+// so a non-coordinator's record is O(its own part) whatever N. The
+// coordinator's record (any part whose manifest lists the members: the
+// coordinator's since decision 116, every part before) keeps the list as
+// "ids" and its placement: a merger whose own part names the members only
+// by count and digest (decision 116) takes them from it; every merger checks
+// each record's count and digest against its list.
 // Format 1, written by agents before decision 113 and still read: the part
 // manifest itself (a "tierckpt.manifest" with the full "members" list).
 // Readers of the durable step (stock DCP, `tierckpt` readers) ignore records.
@@ -39,6 +44,9 @@ struct MemberListDigest {
   bool operator==(const MemberListDigest&) const = default;
 };
 MemberListDigest DigestMembers(const std::vector<std::string>& members);
+// The members' digest of a part manifest of either form (its member_ref,
+// or its list).
+MemberListDigest DigestOfPart(const Manifest& part);
 // "<count> members, digest xxh3-64:<16 hex>", for error messages.
 std::string DescribeMembers(const MemberListDigest& d);
 
@@ -48,6 +56,9 @@ struct PartRecord {
   // `members` is the list.
   Manifest part;
   std::optional<MemberListDigest> members_digest;
+  // The members, sorted, when a format-2 record lists them ("ids": the
+  // coordinator's record); checked against members_digest on parse.
+  std::vector<std::string> member_ids;
 };
 
 // The format-2 record of part (a part of a step spanning nodes).

@@ -18,12 +18,29 @@ PartMerger::PartMerger(const Manifest& reference)
   totals_.placement = reference.placement;
 }
 
+Result<PartMerger> PartMerger::FromCoordinatorRecord(const Manifest& own, PartRecord coordinator) {
+  Manifest reference = coordinator.part;
+  reference.members = coordinator.member_ids.empty() ? coordinator.part.members : coordinator.member_ids;
+  reference.member_ref.reset();
+  const std::string label = StepLabel(own.ns, own.step);
+  if (reference.members.size() < 2) {
+    return Corruption("the part record of node " + coordinator.part.node + ", the coordinator of " + label +
+                      ", does not list the step's members, which node " + own.node +
+                      "'s part names only by count and digest; it was written by another agent version or "
+                      "damaged: have the coordinator (or a holder of its replica) upload its part again");
+  }
+  PartMerger merger(reference);
+  TC_RETURN_IF_ERROR(merger.Add(std::move(coordinator)));
+  return merger;
+}
+
 Status PartMerger::Add(PartRecord record) {
   Manifest& part = record.part;
   if (part.ns != ns_ || part.step != step_) {
     return Corruption("the part of node " + part.node + " describes " + StepLabel(part.ns, part.step) + ", not " +
                       label_);
   }
+  if (!record.members_digest && part.member_ref) record.members_digest = DigestOfPart(part);
   if (record.members_digest && *record.members_digest != members_digest_) {
     return Corruption("the part record of node " + part.node + " of " + label_ + " names " +
                       DescribeMembers(*record.members_digest) + ", not the " + DescribeMembers(members_digest_) +
@@ -50,6 +67,8 @@ Status PartMerger::Add(PartRecord record) {
     std::string name = e.name;
     objects_.emplace(std::move(name), std::move(e));
   }
+  // The coordinator's record carries the placement (decision 116).
+  if (totals_.placement.empty()) totals_.placement = std::move(part.placement);
   totals_.world_size = std::max(totals_.world_size, part.world_size);
   totals_.created_unix_ms = std::max(totals_.created_unix_ms, part.created_unix_ms);
   totals_.checksums_pending = totals_.checksums_pending || part.checksums_pending;  // a commit's answer
@@ -98,11 +117,23 @@ bool ContainsPart(const Manifest& whole, const Manifest& part) {
   return true;
 }
 
-const std::string& MergerOf(const Manifest& part) { return part.members[part.step % part.members.size()]; }
+std::string MergerOf(const Manifest& part) {
+  const size_t n = part.MemberCount();
+  if (n == 0) return "";
+  const size_t merger = static_cast<size_t>(part.step % n);
+  if (!part.members.empty()) return part.members[merger];
+  return merger == part.member_ref->index ? part.node : "";
+}
 
 size_t MergeTurn(const Manifest& part, std::string_view node) {
-  const size_t n = part.members.size();
+  const size_t n = part.MemberCount();
   if (n == 0) return kMaxMergeTurn;
+  if (part.member_ref) {
+    // A part without the list knows its own place only (decision 116).
+    if (node != part.node) return kMaxMergeTurn;
+    const size_t k = (part.member_ref->index + n - static_cast<size_t>(part.step % n)) % n;
+    return std::min(k, kMaxMergeTurn);
+  }
   const size_t merger = static_cast<size_t>(part.step % n);  // MergerOf's index
   for (size_t k = 0; k < n; ++k) {
     if (part.members[(merger + k) % n] == node) return std::min(k, kMaxMergeTurn);

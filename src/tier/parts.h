@@ -42,10 +42,18 @@ Result<Manifest> MergeParts(const std::vector<Manifest>& parts, std::string_view
 // Not thread-safe; one merge per instance.
 class PartMerger {
  public:
-  // reference: a part of the step (the merging node's own); its ns, step,
-  // members and placement are the merged manifest's (an added part's
-  // placement is not read: records carry none). It is not added.
+  // reference: a part of the step listing its members (the merging node's
+  // own, or the coordinator's record with its ids, decision 116); its ns,
+  // step and members are the merged manifest's, and so is its placement, or
+  // else the first added part's that has one (the coordinator's record). It
+  // is not added. Precondition: reference.members is not empty.
   explicit PartMerger(const Manifest& reference);
+  // The merger of own, a part naming its members by member_ref (decision
+  // 116), with the coordinator's record added: its reference is that
+  // record's part with the member list the record carries. kCorruption
+  // naming the record when it lists no members or they are not own's
+  // (count and digest), or as Add.
+  static Result<PartMerger> FromCoordinatorRecord(const Manifest& own, PartRecord coordinator);
 
   // Checks part against the reference (same step, same members, a member
   // not added yet, no object name already added) and keeps its objects; on
@@ -53,8 +61,11 @@ class PartMerger {
   Status Add(Manifest part) { return Add(PartRecord{std::move(part), std::nullopt}); }
   // The same for a part record of either format (part_record.h): the
   // members are checked by their list (format 1) or by its count and digest
-  // (format 2) against the reference's list.
+  // (format 2, or a part manifest with a member_ref) against the
+  // reference's list.
   Status Add(PartRecord record);
+  // The members, sorted.
+  const std::vector<std::string>& members() const { return members_; }
   // Whether the part of node was added.
   bool Has(const std::string& node) const { return added_.count(node) != 0; }
   // The members whose parts are not added yet, in the members' order.
@@ -87,14 +98,17 @@ bool ContainsPart(const Manifest& whole, const Manifest& part);
 // within bounded time.
 inline constexpr size_t kMaxMergeTurn = 4;
 
-// The member that merges the durable manifest of part's step: members[step % N].
-// Precondition: part.members is not empty.
-const std::string& MergerOf(const Manifest& part);
+// The member that merges the durable manifest of part's step: members[step
+// % N], for logs (with its index, step % N). A part naming its members by
+// member_ref (decision 116) knows only its own id: "" when another node
+// merges, as for a part of a step on one node.
+std::string MergerOf(const Manifest& part);
 
 // node's turn to merge the durable manifest of part's step: 0 for the
 // merger, k for the k-th member after it (capped at kMaxMergeTurn); the
 // same on every member, as every part names the same members in the same
-// order. kMaxMergeTurn for a node that is not a member.
+// order. A part with a member_ref gives its own node's turn from its index
+// and the count; kMaxMergeTurn for any other node, or a non-member.
 size_t MergeTurn(const Manifest& part, std::string_view node);
 
 }  // namespace tierckpt::agent

@@ -305,7 +305,10 @@ Status Persister::AwaitParts(const Manifest& part) {
   auto delay = std::chrono::milliseconds(50);
   // Each record found is checked against this node's part and only its
   // objects are kept (decision 112): O(N + N·p) held, not N member lists.
-  PartMerger merger(part);
+  // A part naming its members by member_ref (decision 116) has no list to
+  // merge by: the merger takes it from the coordinator's record, read first.
+  std::optional<PartMerger> merger;
+  if (!part.member_ref) merger.emplace(part);
   // Decision 88: the merger reads the others' records; every other member
   // reads only the manifest until its turn to take over comes.
   const size_t turn = MergeTurn(part, part.node);
@@ -323,7 +326,8 @@ Status Persister::AwaitParts(const Manifest& part) {
         Log(LogLevel::kWarn, "merge_takeover")
             .Kv("ns", part.ns)
             .Kv("step", part.step)
-            .Kv("merger", MergerOf(part))
+            .Kv("merger", MergerOf(part))  // "" when this part has no list (decision 116)
+            .Kv("merger_index", part.step % part.MemberCount())
             .Kv("turn", static_cast<uint64_t>(turn))
             .Kv("waited_ms", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
         continue;
@@ -334,12 +338,25 @@ Status Persister::AwaitParts(const Manifest& part) {
     }
     // Part records found stay found: only the missing ones are read again.
     std::vector<std::string> missing;
-    for (const std::string& member : part.members) {
-      if (merger.Has(member)) continue;
+    if (!merger) {
+      const std::string& coordinator = part.member_ref->coordinator;
+      Result<PartRecord> record = ReadPartRecord(part, coordinator);
+      if (record.ok()) {
+        TC_ASSIGN_OR_RETURN(PartMerger m, PartMerger::FromCoordinatorRecord(part, std::move(record).value()));
+        merger.emplace(std::move(m));
+      } else if (record.status().code() == Code::kNotFound) {
+        missing.push_back(coordinator);
+      } else {
+        return record.status();
+      }
+    }
+    static const std::vector<std::string> kNone;
+    for (const std::string& member : merger ? merger->members() : kNone) {
+      if (merger->Has(member)) continue;
       Result<PartRecord> record =
           member == part.node ? Result<PartRecord>(PartRecord{part, std::nullopt}) : ReadPartRecord(part, member);
       if (record.ok()) {
-        TC_RETURN_IF_ERROR(merger.Add(std::move(record).value()));
+        TC_RETURN_IF_ERROR(merger->Add(std::move(record).value()));
       } else if (record.status().code() == Code::kNotFound) {
         missing.push_back(member);
       } else {
@@ -347,7 +364,7 @@ Status Persister::AwaitParts(const Manifest& part) {
       }
     }
     if (missing.empty()) {
-      TC_ASSIGN_OR_RETURN(Manifest whole, merger.Finish(parts_.node_id.empty() ? part.node : parts_.node_id));
+      TC_ASSIGN_OR_RETURN(Manifest whole, merger->Finish(parts_.node_id.empty() ? part.node : parts_.node_id));
       Status committed = store_->CommitStep(whole);
       if (committed.code() == Code::kAlreadyExists) {
         TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(part.ns, part.step));
@@ -357,7 +374,7 @@ Status Persister::AwaitParts(const Manifest& part) {
         Log(LogLevel::kInfo, "persist_merged")
             .Kv("ns", part.ns)
             .Kv("step", part.step)
-            .Kv("parts", static_cast<uint64_t>(part.members.size()))
+            .Kv("parts", static_cast<uint64_t>(part.MemberCount()))
             .Kv("bytes", whole.TotalBytes());
       }
       return committed;

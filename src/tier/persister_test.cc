@@ -314,7 +314,9 @@ TEST(PersisterTest, APartRecordAsUploadedDoesNotGrowWithTheMembers) {
     std::vector<std::string> members{"node-t"};
     for (int i = 1; i < n; ++i) members.push_back("peer-" + std::to_string(1000 + i));
     std::sort(members.begin(), members.end());
-    ASSERT_TRUE(p.h.tier->CommitStep("job", step, 2, /*persist=*/false, {}, StepSpan{members, ""}).ok());
+    // A non-coordinator's part (decision 116); the coordinator's record lists the members.
+    ASSERT_TRUE(
+        p.h.tier->CommitStep("job", step, 2, /*persist=*/false, {}, StepSpan{members, "", "peer-1001"}).ok());
     ASSERT_TRUE(p.persister->UploadPart(p.h.tier.get(), "job", step).ok());
     Result<uint64_t> size = p.mem->ObjectSize("job", step, PartRecordName("node-t"));
     ASSERT_TRUE(size.ok()) << size.status().ToString();
@@ -324,6 +326,40 @@ TEST(PersisterTest, APartRecordAsUploadedDoesNotGrowWithTheMembers) {
   // 2 bytes: the digits of the members' count and of the step number.
   EXPECT_LE(sizes.back(), sizes.front() + 2) << "a part record of 64 members is " << sizes.back()
                                              << " B, of 2 members " << sizes.front() << " B";
+}
+
+// Decision 116: what a non-coordinator member keeps in its memory tier (and
+// sends with each replica) names the members by count and digest and has no
+// placement, so it does not grow with N; the coordinator's part lists both.
+TEST(PersisterTest, ANonCoordinatorPartAsStoredDoesNotGrowWithTheMembers) {
+  PersistHarness p;
+  std::vector<uint64_t> part_sizes, coordinator_sizes;
+  for (int n = 2; n <= 64; n *= 2) {
+    std::vector<std::string> members{"node-t"};
+    for (int i = 1; i < n; ++i) members.push_back("peer-" + std::to_string(1000 + i));
+    std::sort(members.begin(), members.end());
+    std::string ring;  // a placement names the whole ring, as the agents' does
+    for (const std::string& id : members) ring += (ring.empty() ? "\"" : ",\"") + id + "\"";
+    const std::string placement = "{\"format\":\"tierckpt.placement\",\"ring\":[" + ring + "]}";
+    for (const std::string coordinator : {"peer-1001", ""}) {
+      const uint64_t step = static_cast<uint64_t>(n) * 2 + (coordinator.empty() ? 1 : 0);
+      ASSERT_TRUE(testing::WriteObject(*p.h.tier, "job", step, "a", "aaaa").ok());
+      ASSERT_TRUE(p.h.tier->CommitStep("job", step, 2, false, {}, StepSpan{members, placement, coordinator}).ok());
+      Result<Manifest> stored = p.h.tier->GetManifest("job", step);
+      ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+      (coordinator.empty() ? coordinator_sizes : part_sizes).push_back(stored->ToJson().size());
+      EXPECT_EQ(stored->SpansNodes(), true);
+      EXPECT_EQ(stored->MemberCount(), static_cast<size_t>(n));
+    }
+    std::printf("[part-manifest] N=%d non-coordinator %llu B, coordinator %llu B\n", n,
+                static_cast<unsigned long long>(part_sizes.back()),
+                static_cast<unsigned long long>(coordinator_sizes.back()));
+  }
+  // 3 bytes: the digits of the members' count and of the step number.
+  EXPECT_LE(part_sizes.back(), part_sizes.front() + 3) << "a non-coordinator part of 64 members is "
+                                                       << part_sizes.back() << " B, of 2 members "
+                                                       << part_sizes.front() << " B";
+  EXPECT_GT(coordinator_sizes.back(), coordinator_sizes.front() + 62 * 10);  // the list and the ring
 }
 
 TEST(PersisterTest, DamagedMemoryCopyIsNotPersisted) {

@@ -307,6 +307,12 @@ class Client {
   Result<WritableObject> CreateNextObject(std::string_view ns, uint64_t step,
                                           const ObjectNamePattern& pattern, uint64_t size,
                                           uint64_t* index = nullptr);
+  // BeginSave(ns, step) then CreateNextObject in one round trip: the first
+  // request of a writer's save (its errors are either's). An agent older than
+  // this request answers it with a protocol error ("unknown request type").
+  Result<WritableObject> BeginSaveCreateNext(std::string_view ns, uint64_t step,
+                                             const ObjectNamePattern& pattern, uint64_t size,
+                                             uint64_t* index = nullptr);
   // checksum: "" lets the agent compute it; otherwise the agent verifies it.
   Status Seal(WritableObject& object, std::string_view checksum = "");
   // Create + one-pass copy-and-checksum + seal.

@@ -239,10 +239,13 @@ std::unique_ptr<PyWritable> CreateObject(Client& c, const std::string& ns, uint6
 
 std::unique_ptr<PyWritable> CreateNextObject(Client& c, const std::string& ns, uint64_t step,
                                              const std::string& prefix, uint64_t first, const std::string& suffix,
-                                             uint64_t size) {
+                                             uint64_t size, bool begin_save) {
   auto w = std::make_unique<PyWritable>();
   const ObjectNamePattern pattern{prefix, first, suffix};
-  w->object = Unwrap(Released([&] { return c.CreateNextObject(ns, step, pattern, size, &w->index); }));
+  w->object = Unwrap(Released([&] {
+    return begin_save ? c.BeginSaveCreateNext(ns, step, pattern, size, &w->index)
+                      : c.CreateNextObject(ns, step, pattern, size, &w->index);
+  }));
   return w;
 }
 
@@ -514,10 +517,11 @@ NB_MODULE(_tierckpt, m) {
       .def("create_object", &CreateObject, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::arg("size"),
            nb::keep_alive<0, 1>())
       .def("create_next_object", &CreateNextObject, nb::arg("ns"), nb::arg("step"), nb::arg("prefix"),
-           nb::arg("first"), nb::arg("suffix"), nb::arg("size"), nb::keep_alive<0, 1>(),
+           nb::arg("first"), nb::arg("suffix"), nb::arg("size"), nb::arg("begin_save") = false,
+           nb::keep_alive<0, 1>(),
            "Creates the first object <prefix><n><suffix>, n = first, first + 1, ..., not sealed in the step "
-           "yet; "
-           "its .name and .index say which.")
+           "yet; its .name and .index say which. begin_save: begin_save(ns, step) first, in the same round "
+           "trip.")
       .def("seal", &Seal, nb::arg("object"), nb::arg("checksum") = "")
       .def("write_object", &WriteObject, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::arg("data"))
       .def("write_objects", &WriteObjects, nb::arg("ns"), nb::arg("step"), nb::arg("objects"))

@@ -88,6 +88,8 @@ Reply Handlers::Dispatch(ConnectionState& conn, MsgType type, std::string_view p
       return CreateNextObject(conn, p);
     case MsgType::kBeginSave:
       return BeginSave(conn, p);
+    case MsgType::kBeginSaveCreateNext:
+      return BeginSaveCreateNext(conn, p);
     case MsgType::kSealObject:
       return SealObject(conn, p);
     case MsgType::kCommitStep:
@@ -164,6 +166,20 @@ Reply Handlers::CreateObject(ConnectionState& conn, std::string_view p) {
 Reply Handlers::CreateNextObject(ConnectionState& conn, std::string_view p) {
   wire::CreateNextObjectRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
+  return CreateNext(conn, req);
+}
+
+Reply Handlers::BeginSaveCreateNext(ConnectionState& conn, std::string_view p) {
+  wire::CreateNextObjectRequest req;
+  if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
+  AbortLeftoverSteps(conn, req.ns, req.step);
+  if (Status begun = d_.tier->BeginStep(req.ns, req.step, conn.id, conn.writer); !begun.ok()) {
+    return StatusReply(begun);
+  }
+  return CreateNext(conn, req);
+}
+
+Reply Handlers::CreateNext(ConnectionState& conn, const wire::CreateNextObjectRequest& req) {
   for (uint64_t i = 0; i < wire::kMaxNextObjectNames; ++i) {
     const uint64_t n = req.first + i;
     if (n < req.first) break;  // past 2^64 - 1

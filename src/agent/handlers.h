@@ -105,6 +105,9 @@ class Handlers final : public RequestHandler {
   Reply CreateObject(ConnectionState& conn, std::string_view payload);
   // The first <prefix><n><suffix> not sealed yet (wire::CreateNextObjectRequest).
   Reply CreateNextObject(ConnectionState& conn, std::string_view payload);
+  // BeginSave, then CreateNextObject: the first request of a steady save, one round trip.
+  Reply BeginSaveCreateNext(ConnectionState& conn, std::string_view payload);
+  Reply CreateNext(ConnectionState& conn, const wire::CreateNextObjectRequest& req);
   // BeginStep, after aborting the steps of the namespace that conn created
   // objects in (CreateNextObject) and that are still being written: what an
   // earlier failed save over this connection left half-written.

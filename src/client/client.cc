@@ -95,6 +95,7 @@ struct Client::Impl {
       case MsgType::kBeginSave:
       case MsgType::kCreateObject:
       case MsgType::kCreateNextObject:
+      case MsgType::kBeginSaveCreateNext:
       case MsgType::kSealObject:
       case MsgType::kAbortStep:
       case MsgType::kStats:
@@ -105,6 +106,9 @@ struct Client::Impl {
     }
   }
   Status CallStatus(MsgType type, std::string_view payload) { return Call(type, payload).status(); }
+  // CreateNextObject or BeginSaveCreateNext (type), mapped.
+  Result<WritableObject> CreateNext(MsgType type, std::string_view ns, uint64_t step,
+                                    const ObjectNamePattern& pattern, uint64_t size, uint64_t* index);
 
   // A CreateObject-like request for an object of size bytes (path: ns/step/name
   // for messages).
@@ -226,6 +230,18 @@ Result<WritableObject> Client::CreateObject(std::string_view ns, uint64_t step, 
 Result<WritableObject> Client::CreateNextObject(std::string_view ns, uint64_t step,
                                                 const ObjectNamePattern& pattern, uint64_t size,
                                                 uint64_t* index) {
+  return impl_->CreateNext(MsgType::kCreateNextObject, ns, step, pattern, size, index);
+}
+
+Result<WritableObject> Client::BeginSaveCreateNext(std::string_view ns, uint64_t step,
+                                                   const ObjectNamePattern& pattern, uint64_t size,
+                                                   uint64_t* index) {
+  return impl_->CreateNext(MsgType::kBeginSaveCreateNext, ns, step, pattern, size, index);
+}
+
+Result<WritableObject> Client::Impl::CreateNext(MsgType type, std::string_view ns, uint64_t step,
+                                                const ObjectNamePattern& pattern, uint64_t size,
+                                                uint64_t* index) {
   wire::CreateNextObjectRequest req;
   req.ns = std::string(ns);
   req.step = step;
@@ -234,13 +250,13 @@ Result<WritableObject> Client::CreateNextObject(std::string_view ns, uint64_t st
   req.suffix = pattern.suffix;
   req.size = size;
   const std::string what = ObjectPath(ns, step, pattern.prefix + "<n>" + pattern.suffix);
-  TC_ASSIGN_OR_RETURN(Connection::Reply reply,
-                      impl_->CallCreate(MsgType::kCreateNextObject, req.Encode(), what, size));
+  TC_ASSIGN_OR_RETURN(Connection::Reply reply, CallCreate(type, req.Encode(), what, size));
   Result<wire::CreateNextObjectResponse> resp = wire::CreateNextObjectResponse::Decode(reply.body);
   if (!resp.ok())
-    return resp.status().WithContext("tierckptd's CreateNextObject response for object " + what);
+    return resp.status().WithContext("tierckptd's " + std::string(wire::MsgTypeName(static_cast<uint16_t>(type))) +
+                                     " response for object " + what);
   if (index != nullptr) *index = resp->index;
-  return impl_->MapCreated(std::move(reply.fd), ns, step, resp->name, size);
+  return MapCreated(std::move(reply.fd), ns, step, resp->name, size);
 }
 
 Status Client::Seal(WritableObject& object, std::string_view checksum) {

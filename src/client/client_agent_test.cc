@@ -486,6 +486,30 @@ TEST_F(ClientAgentTest, BeginSaveAbortsOnlyTheStepsAnEarlierFailedSaveOfThisConn
   EXPECT_EQ(memory_state(5), "absent");  // recorded by CreateNextObject: aborted now
 }
 
+TEST_F(ClientAgentTest, BeginSaveCreateNextBeginsTheSaveAndCreatesItsObjectInOneRequest) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  // Step 1 is left half-written by this connection (a failed save).
+  auto left = c->CreateNextObject("job", 1, {"__0_", 0, ".distcp"}, 16);
+  ASSERT_TRUE(left.ok()) << left.status().ToString();
+  ASSERT_TRUE(c->Seal(*left).ok());
+  uint64_t index = 99;
+  auto obj = c->BeginSaveCreateNext("job", 2, {"__0_", 0, ".distcp"}, 16, &index);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  EXPECT_EQ(obj->name(), "__0_0.distcp");
+  EXPECT_EQ(index, 0u);
+  ASSERT_TRUE(c->Seal(*obj).ok());
+  auto m = c->Commit("job", 2, {});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto list = c->List("job");
+  ASSERT_TRUE(list.ok());
+  for (const StepSummary& s : *list) EXPECT_NE(s.step, 1u) << "the leftover step 1 was not aborted";
+  // A committed step is refused as BeginSave refuses it.
+  auto again = c->BeginSaveCreateNext("job", 2, {"__0_", 0, ".distcp"}, 16);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Code::kAlreadyExists) << again.status().ToString();
+}
+
 TEST_F(ClientAgentTest, PersistAndWaitDurable) {
   auto c = ConnectOrDie();
   ASSERT_NE(c, nullptr);

@@ -269,7 +269,9 @@ TIERCKPT_WIRE_MESSAGE(JsonBody, "JsonBody", TIERCKPT_WIRE_JSON_BODY);
   X(kCreateNextObject, 18, "CreateNextObject", CreateNextObjectRequest, CreateNextObjectResponse, \
     kMaxSmallRequestPayload)                                                                      \
   X(kBeginSave, 19, "BeginSave", StepRequest, Empty, kMaxSmallRequestPayload)                     \
-  X(kBindDurable, 20, "BindDurable", BindDurableRequest, JsonBody, kMaxSmallRequestPayload)
+  X(kBindDurable, 20, "BindDurable", BindDurableRequest, JsonBody, kMaxSmallRequestPayload)     \
+  X(kBeginSaveCreateNext, 22, "BeginSaveCreateNext", CreateNextObjectRequest,                   \
+    CreateNextObjectResponse, kMaxSmallRequestPayload)
 
 enum class MsgType : uint16_t {
 #define TIERCKPT_WIRE_MSG_ENUM(name, number, text, Request, Response, limit) name = number,

@@ -79,15 +79,16 @@ TEST(LocalWireFormatGoldenTest, TypeNumbersNamesAndRequestLimitsAreThoseOfVersio
                                "Show",        "OpenObject",  "DeleteStep",       "Prune",
                                "Stats",       "WaitDurable", "Restore",          "Verify",
                                "Shutdown",    "Persist",     "CreateNextObject", "BeginSave",
-                               "BindDurable", "unknown"};
-  for (uint16_t t = 0; t <= 21; ++t) {
+                               "BindDurable", "unknown",     "BeginSaveCreateNext", "unknown"};
+  for (uint16_t t = 0; t <= 23; ++t) {
     EXPECT_EQ(MsgTypeName(t), names[t]) << t;
-    EXPECT_EQ(IsKnownRequestType(t), t >= 1 && t <= 20) << t;
+    EXPECT_EQ(IsKnownRequestType(t), (t >= 1 && t <= 20) || t == 22) << t;
     EXPECT_EQ(MaxRequestPayload(t), t == 5 ? 64u << 20 : 64u << 10) << t;
   }
   EXPECT_EQ(static_cast<uint16_t>(MsgType::kPersist), 17);
   EXPECT_EQ(static_cast<uint16_t>(MsgType::kBeginSave), 19);
   EXPECT_EQ(static_cast<uint16_t>(MsgType::kBindDurable), 20);
+  EXPECT_EQ(static_cast<uint16_t>(MsgType::kBeginSaveCreateNext), 22);
   EXPECT_EQ(MaxRequestPayload(0xffff), 64u << 10);
 }
 

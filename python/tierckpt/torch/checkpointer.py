@@ -196,8 +196,9 @@ class Checkpointer:
             layout = self._layout
             size = (layout.tensors_end + sum(len(v) + _format.ALIGNMENT for v in values)
                     if layout is not None and layout.key == key else planned_size(key, values))
-            c.begin_save(self.namespace, step)
-            obj = c.create_next_object(self.namespace, step, f"__{rank}_", 0, DEFAULT_SUFFIX, max(size, 1))
+            # begin_save and the object in one round trip (decision 125).
+            obj = c.create_next_object(self.namespace, step, f"__{rank}_", 0, DEFAULT_SUFFIX, max(size, 1),
+                                       begin_save=True)
             if layout is None or layout.key != key or layout.name != obj.name:
                 layout = FlatLayout.build(key, obj.name, flat)
                 self._layout = layout

@@ -598,5 +598,11 @@ NB_MODULE(_tierckpt, m) {
             return Unwrap(Released([&] { return c.BindDurable(ns, base); }));
           },
           nb::arg("ns"), nb::arg("base"))
+      .def(
+          "set_policy",
+          [](Client& c, const std::string& ns, uint32_t keep_memory, uint32_t keep_durable, uint64_t persist_every) {
+            Check(Released([&] { return c.SetPolicy(ns, keep_memory, keep_durable, persist_every); }));
+          },
+          nb::arg("ns"), nb::arg("keep_memory") = 0, nb::arg("keep_durable") = 0, nb::arg("persist_every") = 0)
       .def("shutdown", [](Client& c) { Check(Released([&] { return c.Shutdown(); })); });
 }

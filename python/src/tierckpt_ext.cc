@@ -479,7 +479,7 @@ NB_MODULE(_tierckpt, m) {
       .def("copy_to", &CopyTo, nb::arg("destination"),
            "Copies into a writable buffer of at least size bytes, verifying the checksum in the same pass.");
 
-  nb::class_<Client>(m, "Client", "One connection to the local agent (thread-safe).")
+  nb::class_<Client>(m, "Client", "One connection to the local agent (thread-safe).", nb::is_weak_referenceable())
       .def_static("connect", &Connect, nb::arg("socket_path") = "", nb::arg("client_name") = "python",
                   nb::arg("copy_threads") = 2, nb::arg("mapping_cache_bytes") = 16ull << 30,
                   nb::arg("writer_id") = "")

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import threading
 import time
+import weakref
 from pathlib import Path
 
 from . import _bin, _tierckpt
@@ -36,8 +37,9 @@ _lock = threading.Lock()
 _clients: dict[tuple[int, str], _tierckpt.Client] = {}
 # (socket, namespace, base) → the connection over which the agent accepted that binding.
 _bound: dict[tuple[str, str, str], _tierckpt.Client] = {}
-# (socket, namespace, policy) -> the connection that declared that policy (decision 118).
-_declared: dict[tuple[str, str, tuple[int, int, int]], _tierckpt.Client] = {}
+# (socket, namespace, policy) -> the connection that declared that policy (decision 118), weakly:
+# a connection nothing else holds closes (its mappings with it), as before the declaration.
+_declared: dict[tuple[str, str, tuple[int, int, int]], weakref.ref] = {}
 
 
 def socket_path(config: CheckpointConfig) -> str:
@@ -123,7 +125,8 @@ def _declare_policy(c: _tierckpt.Client, config: CheckpointConfig) -> None:
         return
     key = (c.socket_path, config.namespace, policy)
     with _lock:
-        if _declared.get(key) is c:
+        held = _declared.get(key)
+        if held is not None and held() is c:
             return
     try:
         c.set_policy(config.namespace, *policy)
@@ -132,7 +135,7 @@ def _declare_policy(c: _tierckpt.Client, config: CheckpointConfig) -> None:
                       f"(CheckpointConfig keep_last={config.keep_last}, durable_keep={config.durable_keep}, "
                       f"persist_every={config.persist_every}): {e}") from e
     with _lock:
-        _declared[key] = c
+        _declared[key] = weakref.ref(c)
 
 
 def _agent_start_command(config: CheckpointConfig, socket: str) -> list[str]:
@@ -322,7 +325,7 @@ def drop_client(c: _tierckpt.Client) -> None:
     with _lock:
         for key in [k for k, v in _bound.items() if v is c]:
             del _bound[key]
-        for key in [k for k, v in _declared.items() if v is c]:
+        for key in [k for k, v in _declared.items() if v() in (c, None)]:
             del _declared[key]
         for key, value in list(_clients.items()):
             if value is c:

@@ -63,10 +63,11 @@ __all__ = ["TieredWriter"]
 
 log = logging.getLogger("tierckpt")
 
-# The index of a WriteResult naming an object this rank staged that no item of its plan references
-# (a replicated tensor another rank writes: DCP's planner dedups after stage() copied it). finish()
-# takes these out of the metadata and lists them in the commit's expected objects, so the agent
-# commits exactly the step's objects and refuses a step missing one before it is visible.
+# The index of a WriteResult naming an object of this rank in the step that no item of its plan
+# references: one it staged for a replicated tensor another rank writes (DCP's planner dedups after
+# stage() copied it), or one an earlier attempt at the step sealed (CreateNextObject skipped its name).
+# finish() takes these out of the metadata and lists them in the commit's expected objects, so the
+# agent commits exactly the step's objects and refuses a step missing one before it is visible.
 _STAGED_UNUSED = MetadataIndex("__tierckpt_staged_unused__")
 
 
@@ -139,6 +140,7 @@ class TieredWriter(StorageWriter, CompleteStager):
         self.manifest = None  # the committed Manifest, on the coordinator after finish()
         self._staged: dict[MetadataIndex, tuple] = {}
         self._next_object = 0
+        self._skipped: list[str] = []  # this rank's names an earlier attempt at the step sealed (_create)
         self._stage_registered = False
         self._started_pid: int | None = None
         self._begun_on = None  # (client, step) of the BeginSave this process sent last
@@ -198,6 +200,8 @@ class TieredWriter(StorageWriter, CompleteStager):
         if step != self.step and self._staged:
             raise ValueError(f"checkpoint_id {checkpoint_id!r} names step {step}, but this writer already "
                              f"staged step {self.step}; build one writer per save")
+        if step != self.step:
+            self._skipped = []
         self.step = step
 
     @classmethod
@@ -367,8 +371,9 @@ class TieredWriter(StorageWriter, CompleteStager):
                 results += [WriteResult(index=i, size_in_bytes=n, storage_data=info)
                             for i, (info, n) in placed.items()]
             used = {r.storage_data.relative_path for r in results}
+            unused = ({hit[0].relative_path for hit in self._staged.values()} | set(self._skipped)) - used
             results += [WriteResult(index=_STAGED_UNUSED, size_in_bytes=0, storage_data=name)
-                        for name in sorted({hit[0].relative_path for hit in self._staged.values()} - used)]
+                        for name in sorted(unused)]
         except BaseException:
             _round_cache.record_sent(self.namespace, None)
             self._abort_quietly("writing this rank's objects failed")
@@ -599,6 +604,8 @@ class TieredWriter(StorageWriter, CompleteStager):
         """A new object of this rank: the agent takes the first of its names not sealed yet."""
         obj = self._client().create_next_object(self.namespace, self.step, f"__{self.rank}_", self._next_object,
                                                 DEFAULT_SUFFIX, size)
+        # The names the agent skipped are sealed in the step by an earlier attempt: the commit lists them.
+        self._skipped += [f"__{self.rank}_{i}{DEFAULT_SUFFIX}" for i in range(self._next_object, obj.index)]
         self._next_object = obj.index + 1
         return obj
 

@@ -511,6 +511,9 @@ TEST(ServiceTest, SetPolicyIsAppliedAtEveryCommitAndRefusedWhileAnotherHoldsTheN
         << refused.ToString();
     EXPECT_TRUE(other.Body(MsgType::kSetPolicy, PolicyPayload("job", 1, 1, 2)).ok());  // the same: joins
   }
+  Result<json> stats = c.Json(MsgType::kStats, "");
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ((*stats)["policies"], json::parse(R"({"job":{"keep_memory":1,"keep_durable":1,"persist_every":2}})"));
   {
     RawConn c2(a.config.socket_path);  // c still holds the policy
     ASSERT_TRUE(c2.Hello().ok());

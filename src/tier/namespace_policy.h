@@ -13,9 +13,9 @@
 // never undo the agent's.
 //
 // A namespace has at most one declared policy. A declaration equal to it joins
-// it; a different one replaces it only when no connection that declared it is
-// still open, and is refused otherwise (kFailedPrecondition naming both
-// policies and who declared the standing one). A policy outlives its
+// it; a different one replaces it only when no other connection that declared
+// it is still open (its only declarer may change it), and is refused otherwise
+// (kFailedPrecondition naming both policies and who declared the standing one). A policy outlives its
 // declarers' connections (a persist they queued finishes, and its durable
 // retention applies, after the writer is gone) until it is replaced or the
 // agent stops; writers declare again on every new connection.

@@ -33,7 +33,6 @@ from agent_harness import AgentProcess, git_info  # noqa: E402  (tests/harness)
 
 from tierckpt import agent as tc_agent  # noqa: E402
 from tierckpt.torch import CheckpointConfig  # noqa: E402
-from tierckpt.torch._steps import apply_retention  # noqa: E402
 
 PHASES = ("begin", "create", "copy", "seal", "commit")
 
@@ -69,7 +68,6 @@ def run_root(root: Path, work: Path, size: int, steps: int, pause: float) -> lis
             t.append(time.perf_counter())
             c.commit("staging", step, world_size=1, persist=False)
             t.append(time.perf_counter())
-            apply_retention(c, cfg)
             rows.append({p: t[i + 1] - t[i] for i, p in enumerate(PHASES)})
             time.sleep(pause)
         tc_agent._clients.clear()

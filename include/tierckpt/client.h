@@ -379,6 +379,18 @@ class Client {
   // bases"); returns the base now used. kPermissionDenied for a base not
   // allowed, kFailedPrecondition while a step of ns is being persisted.
   Result<std::string> BindDurable(std::string_view ns, std::string_view base);
+  // Declares the save policy of ns (docs/protocol.md, SetPolicy; decision
+  // 118): keep_memory committed steps in memory, keep_durable durable steps,
+  // and persist every step whose number is a multiple of persist_every; 0 =
+  // the agent's own setting. The agent combines it with its flags (the
+  // stricter retention, either cadence) and applies it at every commit of
+  // ns, so the writer sends no Prune and computes no cadence. Send once per
+  // connection and namespace. kFailedPrecondition while another open
+  // connection holds a different policy of ns (the error names both), or for
+  // keep_durable/persist_every on an agent without a durable tier;
+  // kProtocolError from an agent older than SetPolicy (it closes the
+  // connection: run one version of client and agent).
+  Status SetPolicy(std::string_view ns, uint32_t keep_memory, uint32_t keep_durable, uint64_t persist_every);
   Status Shutdown();
 
  private:

@@ -493,7 +493,7 @@ NB_MODULE(_tierckpt, m) {
       .def("copy_to", &CopyTo, nb::arg("destination"),
            "Copies into a writable buffer of at least size bytes, verifying the checksum in the same pass.");
 
-  nb::class_<Client>(m, "Client", "One connection to the local agent (thread-safe).")
+  nb::class_<Client>(m, "Client", "One connection to the local agent (thread-safe).", nb::is_weak_referenceable())
       .def_static("connect", &Connect, nb::arg("socket_path") = "", nb::arg("client_name") = "python",
                   nb::arg("copy_threads") = 2, nb::arg("mapping_cache_bytes") = 16ull << 30,
                   nb::arg("writer_id") = "")
@@ -613,5 +613,11 @@ NB_MODULE(_tierckpt, m) {
             return Unwrap(Released([&] { return c.BindDurable(ns, base); }));
           },
           nb::arg("ns"), nb::arg("base"))
+      .def(
+          "set_policy",
+          [](Client& c, const std::string& ns, uint32_t keep_memory, uint32_t keep_durable, uint64_t persist_every) {
+            Check(Released([&] { return c.SetPolicy(ns, keep_memory, keep_durable, persist_every); }));
+          },
+          nb::arg("ns"), nb::arg("keep_memory") = 0, nb::arg("keep_durable") = 0, nb::arg("persist_every") = 0)
       .def("shutdown", [](Client& c) { Check(Released([&] { return c.Shutdown(); })); });
 }

@@ -246,16 +246,19 @@ def test_writer_and_reader_pickle_without_native_handles(agent):
     assert latest_step(cfg) == 2
 
 
-def test_persist_flag_is_per_writer_and_cadence_comes_from_config(agent):
+def test_persist_flag_is_per_writer_and_cadence_comes_from_the_agent(agent):
     cfg = agent.config("cadence", persist_every=3)
-    assert [TieredWriter(cfg, s).persist for s in (1, 2, 3, 6, 7)] == [False, False, True, True, False]
+    # The writer asks only for what it was told; the agent applies the declared cadence (decision 118).
+    assert [TieredWriter(cfg, s).persist for s in (1, 2, 3, 6, 7)] == [False] * 5
     assert TieredWriter(cfg, 1, persist=True).persist
-    w1, w2 = TieredWriter(cfg, 1, persist=True), TieredWriter(cfg, 2)
+    w1, w2, w3 = TieredWriter(cfg, 1, persist=True), TieredWriter(cfg, 2), TieredWriter(cfg, 3)
     dcp.save({"t": _tensor(1)}, storage_writer=w1, no_dist=True)
     dcp.save({"t": _tensor(2)}, storage_writer=w2, no_dist=True)
+    dcp.save({"t": _tensor(3)}, storage_writer=w3, no_dist=True)
     w1.wait_durable(timeout_s=60)
+    w3.wait_durable(timeout_s=60)
     steps = agent.steps("cadence")
-    assert steps[1]["durable"] == "committed" and steps[2]["durable"] == ""
+    assert steps[1]["durable"] == "committed" and steps[2]["durable"] == "" and steps[3]["durable"] == "committed"
 
 
 def test_committed_step_cannot_be_written_again(agent):

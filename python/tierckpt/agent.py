@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import threading
 import time
+import weakref
 from pathlib import Path
 
 from . import _bin, _tierckpt
@@ -36,6 +37,9 @@ _lock = threading.Lock()
 _clients: dict[tuple[int, str], _tierckpt.Client] = {}
 # (socket, namespace, base) → the connection over which the agent accepted that binding.
 _bound: dict[tuple[str, str, str], _tierckpt.Client] = {}
+# (socket, namespace, policy) -> the connection that declared that policy (decision 118), weakly:
+# a connection nothing else holds closes (its mappings with it), as before the declaration.
+_declared: dict[tuple[str, str, tuple[int, int, int]], weakref.ref] = {}
 
 
 def socket_path(config: CheckpointConfig) -> str:
@@ -103,6 +107,35 @@ def _bind_durable(c: _tierckpt.Client, config: CheckpointConfig) -> None:
                       f"{config.durable} (CheckpointConfig.durable): {e}") from e
     with _lock:
         _bound[key] = c
+
+
+def policy_of(config: CheckpointConfig) -> tuple[int, int, int]:
+    """(keep_memory, keep_durable, persist_every) as config declares them to the agent; 0 = no opinion."""
+    return (config.keep_last or 0, config.durable_keep or 0, config.persist_every or 0)
+
+
+def _declare_policy(c: _tierckpt.Client, config: CheckpointConfig) -> None:
+    """Declares config's persist cadence and retention for its namespace, once per connection (decision 118).
+
+    The agent applies them at every commit of the namespace: no writer computes the cadence or
+    sends a Prune. A config that sets none of them declares nothing (the agent's own flags hold).
+    """
+    policy = policy_of(config)
+    if policy == (0, 0, 0):
+        return
+    key = (c.socket_path, config.namespace, policy)
+    with _lock:
+        held = _declared.get(key)
+        if held is not None and held() is c:
+            return
+    try:
+        c.set_policy(config.namespace, *policy)
+    except (ValueError, RuntimeError, OSError) as e:
+        raise type(e)(f"the agent at {c.socket_path} refused the policy of namespace {config.namespace!r} "
+                      f"(CheckpointConfig keep_last={config.keep_last}, durable_keep={config.durable_keep}, "
+                      f"persist_every={config.persist_every}): {e}") from e
+    with _lock:
+        _declared[key] = weakref.ref(c)
 
 
 def _agent_start_command(config: CheckpointConfig, socket: str) -> list[str]:
@@ -258,6 +291,7 @@ def client(config: CheckpointConfig) -> _tierckpt.Client:
         c = _clients.get(key)
     if c is not None:
         _bind_durable(c, config)  # another namespace of this process may name another base
+        _declare_policy(c, config)
         return c
     try:
         c = _connect(socket)
@@ -267,6 +301,7 @@ def client(config: CheckpointConfig) -> _tierckpt.Client:
                                   "or set auto_start=True / TIERCKPT_AUTO_START=1)") from e
         c = _start_and_connect(config, socket)
     _bind_durable(c, config)
+    _declare_policy(c, config)
     with _lock:
         return _clients.setdefault(key, c)
 
@@ -290,6 +325,8 @@ def drop_client(c: _tierckpt.Client) -> None:
     with _lock:
         for key in [k for k, v in _bound.items() if v is c]:
             del _bound[key]
+        for key in [k for k, v in _declared.items() if v() in (c, None)]:
+            del _declared[key]
         for key, value in list(_clients.items()):
             if value is c:
                 del _clients[key]

@@ -173,12 +173,17 @@ class CheckpointConfig:
             env or config file), the namespace persists there on any agent: its default base, or
             one its ``--durable-allow`` patterns allow (``PermissionError`` otherwise; docs/agent.md
             "Per-job durable bases"). Env ``TIERCKPT_DURABLE``.
-        keep_last: committed steps kept in memory for this namespace; ``None`` leaves the agent's
-            ``--keep-last`` (3). Env ``TIERCKPT_KEEP_LAST``.
-        durable_keep: durable steps kept for this namespace (0 = all); ``None`` leaves the agent's
-            ``--durable-keep``. Env ``TIERCKPT_DURABLE_KEEP``.
-        persist_every: also persist steps whose number is a multiple of N (0 = only when a writer is
-            built with ``persist=True``). Env ``TIERCKPT_PERSIST_EVERY``.
+        keep_last: committed steps kept in memory for this namespace (the smaller of this and the
+            agent's ``--keep-last`` holds); ``None`` leaves the agent's ``--keep-last`` (3). Env
+            ``TIERCKPT_KEEP_LAST``.
+        durable_keep: durable steps kept for this namespace (the smaller of this and the agent's
+            ``--durable-keep`` holds); ``None`` or 0 leaves the agent's ``--durable-keep`` (0 = all).
+            Env ``TIERCKPT_DURABLE_KEEP``.
+        persist_every: the agent also persists steps whose number is a multiple of N (0 = only when a
+            writer is built with ``persist=True``, or on the agent's ``--persist-every``). Env
+            ``TIERCKPT_PERSIST_EVERY``. These three are the namespace's policy: ``agent.client``
+            declares them to the agent, which applies them at every commit (decision 118); every
+            writer of a namespace must declare the same.
         socket: the agent's Unix socket; ``None`` = ``$TIERCKPT_SOCKET``, else
             ``$XDG_RUNTIME_DIR/tierckpt/agent.sock``, else ``/run/tierckpt/agent.sock`` for root,
             else ``/tmp/tierckpt-<uid>/agent.sock``.

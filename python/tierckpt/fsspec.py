@@ -297,18 +297,16 @@ class TieredFileSystem(AbstractFileSystem):
     def _commit(self, p: TieredPath, data: bytes) -> None:
         """Stores .metadata and commits the step with exactly the files that metadata references."""
         from .torch._safe_unpickle import load_metadata
-        from .torch._steps import abort_quietly, apply_retention
+        from .torch._steps import abort_quietly
 
         config = self._config(p.ns)
         metadata = load_metadata(data, p.url)
         names = {getattr(info, "relative_path", None) for info in (metadata.storage_data or {}).values()}
         expected = sorted((names - {None}) | {METADATA})
-        every = config.persist_every
-        persist = bool(every) and p.step % every == 0
-        c = agent.client(config)
+        c = agent.client(config)  # declares config's persist cadence and retention (agent.py)
         try:
             c.write_object(p.ns, p.step, METADATA, data)
-            c.commit(p.ns, p.step, world_size=_world_size(), persist=persist, expected_objects=expected)
+            c.commit(p.ns, p.step, world_size=_world_size(), expected_objects=expected)
         except Exception as e:
             abort_quietly(c, p.ns, p.step, f"committing {p.step_dir}")
             hint = ""
@@ -319,7 +317,6 @@ class TieredFileSystem(AbstractFileSystem):
             raise with_context(e, f"{p.url}: committing step {p.step} of namespace {p.ns!r} "
                                    f"({len(expected)} files) failed: {e}{hint}") from e
         log.info("tierckpt: committed %s (%d files)", p.url, len(expected))
-        apply_retention(c, config)
 
     def mv(self, path1, path2, recursive=False, maxdepth=None, **kwargs):
         src, dst = parse_path(path1), parse_path(path2)

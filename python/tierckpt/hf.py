@@ -53,7 +53,7 @@ from .config import CheckpointConfig
 from .errors import with_context
 from .torch import latest_step
 from .torch._ids import check_step, checkpoint_id
-from .torch._steps import abort_quietly, apply_retention
+from .torch._steps import abort_quietly
 
 __all__ = ["TieredCheckpointCallback", "resume_checkpoint", "restore_directory", "save_directory"]
 
@@ -81,8 +81,9 @@ def save_directory(config: CheckpointConfig, step: int, directory: str | os.Path
                    persist: bool | None = None) -> None:
     """Commits every file under directory as step of config.namespace (one object per file).
 
-    persist None: as ``config.persist_every`` says for step. A committed step of that number is
-    replaced. Raises (after aborting the step) if a file cannot be stored, naming it.
+    persist True: persist this step; otherwise the agent persists it when ``config.persist_every``
+    (declared to it by ``agent.client``, decision 118) or its own ``--persist-every`` says so.
+    A committed step of that number is replaced. Raises (after aborting the step) if a file cannot be stored, naming it.
     """
     config = config.resolve()
     ns, step, directory = config.namespace, check_step(step), os.fspath(directory)
@@ -113,14 +114,10 @@ def save_directory(config: CheckpointConfig, step: int, directory: str | os.Path
                     c.seal(obj)
             except Exception as e:
                 raise with_context(e, f"storing {path} as object {name!r} of {where} failed: {e}") from e
-        every = config.persist_every
-        if persist is None:
-            persist = every > 0 and step % every == 0
         c.commit(ns, step, world_size=1, persist=bool(persist), expected_objects=[name for name, _ in files])
     except BaseException:
         abort_quietly(c, ns, step, f"saving {directory}")
         raise
-    apply_retention(c, config)
 
 
 @contextmanager

@@ -56,7 +56,7 @@ from . import agent
 from ._fsspec_files import PendingFile
 from .errors import Code, code_of, with_context
 from .fsspec import PROTOCOL, TieredFileSystem, TieredPath, _world_size, parse_path, store_object
-from .torch._steps import abort_quietly, apply_retention
+from .torch._steps import abort_quietly
 
 __all__ = ["TieredStorage", "TieredStorageConfig"]
 
@@ -206,12 +206,10 @@ class TieredStorage(Storage):
                                   f"it first (storage.rmdir, `tierckpt rm {dst.ns} {dst.step}`) or save under a "
                                   "new step number")
         config = self._fs._config(dst.ns)
-        every = config.persist_every
-        persist = bool(every) and dst.step % every == 0
-        c = agent.client(config)
+        c = agent.client(config)  # declares config's persist cadence and retention (agent.py)
         try:
             # Every object the ranks stored: the agent refuses while one is still unsealed.
-            c.commit(dst.ns, dst.step, world_size=self._config.world_size or 0, persist=persist)
+            c.commit(dst.ns, dst.step, world_size=self._config.world_size or 0)
         except Exception as e:
             code = code_of(e)
             if code == Code.NOT_FOUND:
@@ -223,8 +221,7 @@ class TieredStorage(Storage):
                                   f"{dst.ns!r} failed: {e}") from e
         with self._lock:
             self._stored.pop((dst.ns, dst.step), None)
-        log.info("tierckpt: committed %s%s", dst.url, " (persisting)" if persist else "")
-        apply_retention(c, config)
+        log.info("tierckpt: committed %s", dst.url)
 
     # ---- reading committed steps ----
 

@@ -74,7 +74,10 @@ Reply Handlers::Handle(ConnectionState& conn, const wire::Frame& frame) {
   return r;
 }
 
-void Handlers::OnClose(ConnectionState& conn) { d_.tier->ReleaseWriter(conn.id); }
+void Handlers::OnClose(ConnectionState& conn) {
+  d_.tier->ReleaseWriter(conn.id);
+  d_.tier->policies().Release(conn.id);
+}
 
 Reply Handlers::Dispatch(ConnectionState& conn, MsgType type, std::string_view p) {
   switch (type) {
@@ -120,6 +123,8 @@ Reply Handlers::Dispatch(ConnectionState& conn, MsgType type, std::string_view p
       return Shutdown(p);
     case MsgType::kBindDurable:
       return BindDurable(p);
+    case MsgType::kSetPolicy:
+      return SetPolicy(conn, p);
   }
   return ProtocolReply(ProtocolError("unknown request type"));
 }

@@ -133,8 +133,9 @@ class Handlers final : public RequestHandler {
   Reply WaitDurable(std::string_view payload);
   Reply Restore(std::string_view payload);
   Reply Shutdown(std::string_view payload);
-  // Per-job durable bases (handlers_durable.cc).
+  // Per-job durable bases and save policies (handlers_durable.cc).
   Reply BindDurable(std::string_view payload);
+  Reply SetPolicy(const ConnectionState& conn, std::string_view payload);
 
   // kNotFound "step ns/step is in no tier; `tierckpt ls ns` lists what exists".
   static Status InNoTier(std::string_view ns, uint64_t step);

@@ -227,6 +227,7 @@ Reply Handlers::Stats(std::string_view p) {
   StatsInput in;
   in.info = d_.info;
   in.tier = d_.tier->Stats();
+  in.policies = d_.tier->policies().All();
   if (Result<MountSpace> m = MountSpaceOf(d_.info.root); m.ok()) in.mount = *m;
   std::map<std::string, NamespaceSummary> ns;
   for (const StepInfo& s : d_.tier->ListSteps("")) {

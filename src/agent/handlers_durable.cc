@@ -1,7 +1,9 @@
-// Handlers: per-job durable bases (BindDurable; agent/durable_bases.h).
+// Handlers: per-job durable bases (BindDurable; agent/durable_bases.h) and
+// save policies (SetPolicy; tier/namespace_policy.h).
 #include <nlohmann/json.hpp>
 
 #include "agent/handlers.h"
+#include "common/log.h"
 #include "common/names.h"
 #include "wire/protocol.h"
 
@@ -49,6 +51,25 @@ Reply Handlers::BindDurable(std::string_view p) {
   Result<std::string> bound = d_.bases->Bind(req.ns, req.base, idle);
   if (!bound.ok()) return StatusReply(bound.status().WithContext("binding namespace " + req.ns));
   return JsonReply(nlohmann::json{{"namespace", req.ns}, {"durable", *bound}}.dump());
+}
+
+Reply Handlers::SetPolicy(const ConnectionState& conn, std::string_view p) {
+  wire::SetPolicyRequest req;
+  if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
+  if (Status st = ValidateNamespace(req.ns); !st.ok()) return StatusReply(st.WithContext("SetPolicy"));
+  const NamespacePolicy policy{req.keep_memory, req.keep_durable, req.persist_every};
+  if ((policy.keep_durable > 0 || policy.persist_every > 0) && !d_.tier->options().has_durable) {
+    return StatusReply(FailedPrecondition("namespace " + req.ns + " declares " + policy.ToString() +
+                                          " but this agent has no durable tier; start tierckptd with --durable URL, "
+                                          "or leave durable_keep and persist_every unset"));
+  }
+  std::string who = (conn.client.empty() ? std::string("a client") : conn.client) + " pid " +
+                    std::to_string(conn.peer.pid) + (conn.writer.empty() ? "" : " writer " + conn.writer);
+  if (Status st = d_.tier->policies().Declare(req.ns, policy, conn.id, std::move(who)); !st.ok()) {
+    return StatusReply(st);
+  }
+  Log(LogLevel::kInfo, "policy").Kv("ns", req.ns).Kv("conn", conn.id).Kv("policy", policy.ToString());
+  return StatusReply(Status::Ok());
 }
 
 }  // namespace tierckpt::agent

@@ -155,6 +155,11 @@ std::string StatsJson(const StatsInput& in) {
       {"last_errors", std::move(errors)},
       {"not_persisted", std::move(not_persisted)},
   };
+  json policies = json::object();
+  for (const auto& [ns, p] : in.policies) {
+    policies[ns] = {{"keep_memory", p.keep_memory}, {"keep_durable", p.keep_durable}, {"persist_every", p.persist_every}};
+  }
+  j["policies"] = std::move(policies);
   if (!in.durable_error.empty()) j["durable_error"] = in.durable_error;
   j["peers"] = nullptr;
   if (in.peers) {

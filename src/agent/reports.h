@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -105,6 +106,7 @@ struct StatsInput {
   std::string durable_error;  // listing the durable tier failed
   std::optional<PeerStatsInput> peers;  // nullopt on a single node
   ScrubCounters scrub;
+  std::map<std::string, NamespacePolicy> policies;  // declared by writers (SetPolicy)
 };
 // {"version","pid","node_id","root","socket","durable","budget_bytes",
 //  "used_bytes","pool_bytes","tmpfs_free_bytes","retention",
@@ -118,6 +120,8 @@ struct StatsInput {
 //  "committed_steps","persist_running","durable_error"?,
 //  "persist_rate_bytes","replicate_rate_bytes" (0 = unlimited),
 //  "background_priority" ("normal"|"low"|"idle"),
+//  "policies": {ns: {"keep_memory","keep_durable","persist_every"}} (what
+//            writers declared with SetPolicy, 0 = no opinion; decision 118),
 //  "scrub": {"interval_ms" (0 = off),"passes","last_pass_unix_ms" (null before
 //            the first pass ends),"objects","corrupt","repaired"} (sums since start),
 //  "peers": null | {"listen","replicas","replica_ack","holders":[id],

@@ -457,6 +457,82 @@ TEST(ServiceTest, PersistWaitDurableAndRestoreOnOpen) {
   EXPECT_TRUE(a.agent->tier()->HasCommitted("job", 2));
 }
 
+std::string PolicyPayload(const std::string& ns, uint32_t keep_memory, uint32_t keep_durable,
+                          uint64_t persist_every) {
+  wire::SetPolicyRequest r;
+  r.ns = ns;
+  r.keep_memory = keep_memory;
+  r.keep_durable = keep_durable;
+  r.persist_every = persist_every;
+  return r.Encode();
+}
+
+// Decision 118: the declared policy is applied at every commit (cadence, memory
+// and durable retention) with no Prune; a different one is refused while its
+// declarer is connected and accepted once it has gone.
+TEST(ServiceTest, SetPolicyIsAppliedAtEveryCommitAndRefusedWhileAnotherHoldsTheNamespace) {
+  AgentHarness a;
+  ASSERT_TRUE(a.start.ok()) << a.start.ToString();
+  RawConn c(a.config.socket_path);
+  ASSERT_TRUE(c.Hello().ok());
+  ASSERT_TRUE(c.Body(MsgType::kSetPolicy, PolicyPayload("job", 1, 1, 2)).ok());
+  for (uint64_t step = 1; step <= 4; ++step) {
+    WriteOverSocket(c, "job", step, "a", "bytes" + std::to_string(step));
+    ASSERT_TRUE(Commit(c, "job", step, /*persist=*/false).ok());
+  }
+  wire::WaitDurableRequest w;
+  w.ns = "job";
+  w.step = 4;
+  w.timeout_ms = 10000;
+  ASSERT_TRUE(c.Body(MsgType::kWaitDurable, w.Encode()).ok());  // on the cadence: persisted
+  EXPECT_FALSE(a.agent->tier()->HasCommitted("job", 3));  // keep_memory 1
+  EXPECT_TRUE(a.agent->tier()->HasCommitted("job", 4));
+  wire::ListRequest l;
+  l.ns = "job";
+  bool durable_kept_one = false;
+  for (int i = 0; i < 200 && !durable_kept_one; ++i) {  // durable retention runs after each persist
+    Result<json> list = c.Json(MsgType::kList, l.Encode());
+    ASSERT_TRUE(list.ok());
+    int durable = 0;
+    for (const auto& st : (*list)["steps"]) durable += st["durable"] == "committed" ? 1 : 0;
+    durable_kept_one = durable == 1;
+    if (!durable_kept_one) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(durable_kept_one);
+
+  {
+    RawConn other(a.config.socket_path);
+    ASSERT_TRUE(other.Hello().ok());
+    Status refused = other.Body(MsgType::kSetPolicy, PolicyPayload("job", 3, 1, 2)).status();
+    EXPECT_EQ(refused.code(), Code::kFailedPrecondition);
+    EXPECT_NE(refused.message().find("keep_memory=1 keep_durable=1 persist_every=2"), std::string::npos)
+        << refused.ToString();
+    EXPECT_NE(refused.message().find("keep_memory=3 keep_durable=1 persist_every=2"), std::string::npos)
+        << refused.ToString();
+    EXPECT_TRUE(other.Body(MsgType::kSetPolicy, PolicyPayload("job", 1, 1, 2)).ok());  // the same: joins
+  }
+  Result<json> stats = c.Json(MsgType::kStats, "");
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ((*stats)["policies"], json::parse(R"({"job":{"keep_memory":1,"keep_durable":1,"persist_every":2}})"));
+  {
+    RawConn c2(a.config.socket_path);  // c still holds the policy
+    ASSERT_TRUE(c2.Hello().ok());
+    EXPECT_EQ(c2.Body(MsgType::kSetPolicy, PolicyPayload("job", 3, 0, 0)).status().code(),
+              Code::kFailedPrecondition);
+  }
+}
+
+TEST(ServiceTest, SetPolicyWithACadenceNeedsADurableTier) {
+  AgentHarness a([](AgentConfig& c) { c.durable_url.clear(); });
+  ASSERT_TRUE(a.start.ok()) << a.start.ToString();
+  RawConn c(a.config.socket_path);
+  ASSERT_TRUE(c.Hello().ok());
+  Status refused = c.Body(MsgType::kSetPolicy, PolicyPayload("job", 0, 0, 5)).status();
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("no durable tier"), std::string::npos) << refused.ToString();
+  EXPECT_TRUE(c.Body(MsgType::kSetPolicy, PolicyPayload("job", 2, 0, 0)).ok());  // memory retention only
+}
+
 TEST(ServiceTest, ShutdownRequestStopsTheAgent) {
   AgentHarness a;
   ASSERT_TRUE(a.start.ok()) << a.start.ToString();

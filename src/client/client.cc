@@ -524,6 +524,15 @@ Result<std::string> Client::BindDurable(std::string_view ns, std::string_view ba
   return client::ParseBindDurable(body);
 }
 
+Status Client::SetPolicy(std::string_view ns, uint32_t keep_memory, uint32_t keep_durable, uint64_t persist_every) {
+  wire::SetPolicyRequest req;
+  req.ns = std::string(ns);
+  req.keep_memory = keep_memory;
+  req.keep_durable = keep_durable;
+  req.persist_every = persist_every;
+  return impl_->CallStatus(MsgType::kSetPolicy, req.Encode());
+}
+
 Status Client::Shutdown() { return impl_->CallStatus(MsgType::kShutdown, ""); }
 
 }  // namespace tierckpt

@@ -97,6 +97,7 @@
 #include "os/fd.h"
 #include "store/object_store.h"
 #include "tier/layout.h"
+#include "tier/namespace_policy.h"
 #include "tier/read_mappings.h"
 #include "tier/segment_pool.h"
 #include "tier/step_index.h"
@@ -353,6 +354,11 @@ class MemoryTier {
   // (0 = back to keep_last); applied at once. Not persisted: whoever sets it
   // (the HTTP API's namespaces) sets it again after a restart.
   void SetNamespaceKeep(std::string_view ns, uint32_t keep);
+  // The save policies writers declare per namespace (SetPolicy): retention
+  // (KeepLocked) and CommitStep's persist decision read them, and so does
+  // the persister's durable retention (decision 118). Thread-safe.
+  NamespacePolicies& policies() { return policies_; }
+  const NamespacePolicies& policies() const { return policies_; }
 
   // ---- Persistence bookkeeping ----
   // Marks a committed step for persistence (marker + kQueued + hook). Ok if
@@ -438,7 +444,8 @@ class MemoryTier {
                                                                   Status* failed) REQUIRES(mu_);
   // Whether a committed step of ns still waits for its hashes.
   bool HashesPendingLocked(std::string_view ns) const REQUIRES(mu_);
-  // The committed steps retention keeps for ns (SetNamespaceKeep, else keep_last).
+  // The committed steps retention keeps for ns: SetNamespaceKeep's, else
+  // keep_last, combined with a declared policy (EffectiveKeepMemory).
   uint32_t KeepLocked(std::string_view ns) const REQUIRES(mu_);
   static constexpr uint64_t kPoolSmallObject = 1u << 20;
   // Bytes of files we hold or are about to: objects, the pool, the segment
@@ -546,6 +553,7 @@ class MemoryTier {
   WorkQueue* const verifier_;
   ReadMappings read_mappings_;  // thread-safe on its own; declared before pool_, which uses it
   const TierFiles files_;       // no state of its own; called without mu_
+  NamespacePolicies policies_;  // thread-safe on its own (a leaf lock, taken under mu_)
 
   mutable Mutex mu_;
   mutable CondVar cv_{&mu_};  // commits, restores, persist progress, dirs made, paths released

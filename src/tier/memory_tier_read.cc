@@ -212,7 +212,7 @@ void MemoryTier::SetNamespaceKeep(std::string_view ns, uint32_t keep) {
 
 uint32_t MemoryTier::KeepLocked(std::string_view ns) const {
   auto it = keep_by_ns_.find(ns);
-  return it != keep_by_ns_.end() ? it->second : options_.keep_last;
+  return EffectiveKeepMemory(it != keep_by_ns_.end() ? it->second : options_.keep_last, policies_.Get(ns));
 }
 
 PruneResult MemoryTier::Prune(std::string_view ns, uint32_t keep, bool caller_checks_durable) {

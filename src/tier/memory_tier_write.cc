@@ -273,8 +273,9 @@ Result<Manifest> MemoryTier::CommitStep(std::string_view ns, uint64_t step, uint
         ObjectEntry{n, o.size, o.check == CheckState::kPending ? "" : o.actual, options_.node_id});
     if (o.verified_at.has_value()) verified.emplace(n, *o.verified_at);
   }
+  // The one place a committed step's persistence is decided (decision 118).
   const bool do_persist =
-      options_.has_durable && (persist || (options_.persist_every > 0 && step % options_.persist_every == 0));
+      options_.has_durable && PersistsStep(step, persist, options_.persist_every, policies_.Get(ns));
   const auto begun = s->begun;
   TC_RETURN_IF_ERROR(PublishLocked(std::string(ns), step, &s, m, do_persist, std::move(verified)));
   std::string ns_name(ns);

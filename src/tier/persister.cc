@@ -410,14 +410,14 @@ Status Persister::AwaitParts(const Manifest& part) {
 }
 
 void Persister::ApplyDurableRetention(const std::string& ns) {
-  if (options_.durable_keep == 0) return;
+  const uint32_t keep = EffectiveKeepDurable(options_.durable_keep, tier_->policies().Get(ns));
+  if (keep == 0) return;
   Result<std::vector<uint64_t>> steps = store_->ListCommittedSteps(ns);
   if (!steps.ok()) {
     errors_->Add("durable retention", steps.status());
     Log(LogLevel::kWarn, "durable retention").Kv("ns", ns).Err(steps.status());
     return;
   }
-  const size_t keep = options_.durable_keep;
   for (size_t i = 0; i + keep < steps->size(); ++i) {
     uint64_t old = (*steps)[i];
     Status st = store_->DeleteStep(ns, old);

@@ -236,6 +236,20 @@ TIERCKPT_WIRE_MESSAGE(WaitDurableRequest, "WaitDurable", TIERCKPT_WIRE_WAIT_DURA
   F(std::string, base, {}, wire::Str())
 TIERCKPT_WIRE_MESSAGE(BindDurableRequest, "BindDurable", TIERCKPT_WIRE_BIND_DURABLE_REQUEST);
 
+// SetPolicy: the save policy of namespace ns from the writers' config
+// (decision 118; agent/namespace_policy.h): keep_memory committed steps in
+// memory, keep_durable durable steps, and persist every step whose number is
+// a multiple of persist_every; 0 = no opinion (the agent's flag). The agent
+// combines it with its own flags (the stricter retention, either cadence).
+// kFailedPrecondition while a different policy of ns is held by another open
+// connection.
+#define TIERCKPT_WIRE_SET_POLICY_REQUEST(F)  \
+  F(std::string, ns, {}, wire::Str())        \
+  F(uint32_t, keep_memory, 0, wire::U32())   \
+  F(uint32_t, keep_durable, 0, wire::U32())  \
+  F(uint64_t, persist_every, 0, wire::U64())
+TIERCKPT_WIRE_MESSAGE(SetPolicyRequest, "SetPolicy", TIERCKPT_WIRE_SET_POLICY_REQUEST);
+
 // Responses whose body is one JSON document (List, Show, Stats, Verify,
 // Prune, DeleteStep, CommitStep — the committed manifest). The JSON shapes
 // are in docs/protocol.md.
@@ -270,6 +284,7 @@ TIERCKPT_WIRE_MESSAGE(JsonBody, "JsonBody", TIERCKPT_WIRE_JSON_BODY);
     kMaxSmallRequestPayload)                                                                      \
   X(kBeginSave, 19, "BeginSave", StepRequest, Empty, kMaxSmallRequestPayload)                     \
   X(kBindDurable, 20, "BindDurable", BindDurableRequest, JsonBody, kMaxSmallRequestPayload)     \
+  X(kSetPolicy, 21, "SetPolicy", SetPolicyRequest, Empty, kMaxSmallRequestPayload)     \
   X(kBeginSaveCreateNext, 22, "BeginSaveCreateNext", CreateNextObjectRequest,                   \
     CreateNextObjectResponse, kMaxSmallRequestPayload)
 

@@ -42,6 +42,7 @@ TEST(LocalWireFormatGoldenTest, EveryRequestEncodesToTheVersion6Bytes) {
                "050000006a6f622d31b004000000000000040000005f5f305f0300000000000000070000002e6469"
                "737463700000100000000000");
   ExpectGolden(BindDurableRequest{"job-1", "s3://b/p"}, "050000006a6f622d310800000073333a2f2f622f70");
+  ExpectGolden(SetPolicyRequest{"job-1", 2, 3, 5}, "050000006a6f622d3102000000030000000500000000000000");
 }
 
 TEST(LocalWireFormatGoldenTest, EveryResponseBodyAndTheEnvelopeEncodeToTheVersion6Bytes) {
@@ -79,15 +80,16 @@ TEST(LocalWireFormatGoldenTest, TypeNumbersNamesAndRequestLimitsAreThoseOfVersio
                                "Show",        "OpenObject",  "DeleteStep",       "Prune",
                                "Stats",       "WaitDurable", "Restore",          "Verify",
                                "Shutdown",    "Persist",     "CreateNextObject", "BeginSave",
-                               "BindDurable", "unknown",     "BeginSaveCreateNext", "unknown"};
+                               "BindDurable", "SetPolicy",   "BeginSaveCreateNext", "unknown"};
   for (uint16_t t = 0; t <= 23; ++t) {
     EXPECT_EQ(MsgTypeName(t), names[t]) << t;
-    EXPECT_EQ(IsKnownRequestType(t), (t >= 1 && t <= 20) || t == 22) << t;
+    EXPECT_EQ(IsKnownRequestType(t), t >= 1 && t <= 22) << t;
     EXPECT_EQ(MaxRequestPayload(t), t == 5 ? 64u << 20 : 64u << 10) << t;
   }
   EXPECT_EQ(static_cast<uint16_t>(MsgType::kPersist), 17);
   EXPECT_EQ(static_cast<uint16_t>(MsgType::kBeginSave), 19);
   EXPECT_EQ(static_cast<uint16_t>(MsgType::kBindDurable), 20);
+  EXPECT_EQ(static_cast<uint16_t>(MsgType::kSetPolicy), 21);
   EXPECT_EQ(static_cast<uint16_t>(MsgType::kBeginSaveCreateNext), 22);
   EXPECT_EQ(MaxRequestPayload(0xffff), 64u << 10);
 }

@@ -1,12 +1,13 @@
 """What TieredWriter and Checkpointer both do to a step around its save: the metadata object's name,
-aborting a failed save, and retention after a commit."""
+aborting a failed save, and checking a step spanning nodes by its sums. Retention and the persist
+cadence are the agent's (decision 118)."""
 from __future__ import annotations
 
 import logging
 
 from ._ids import checkpoint_id
 
-__all__ = ["METADATA_OBJECT", "abort_quietly", "apply_retention", "missing_after_commit", "nodes_of"]
+__all__ = ["METADATA_OBJECT", "abort_quietly", "missing_in_span", "nodes_of"]
 
 log = logging.getLogger("tierckpt")
 
@@ -14,21 +15,21 @@ log = logging.getLogger("tierckpt")
 METADATA_OBJECT = ".metadata"
 
 
-def missing_after_commit(manifest, expected: set[str]) -> str | None:
-    """What of `expected` (object names) the committed step lacks, in words; None when nothing.
+def missing_in_span(manifest, expected: set[str]) -> str | None:
+    """What of `expected` (object names) a committed step spanning nodes lacks, in words; None when nothing.
 
-    A step on one node answers its whole manifest. A step spanning nodes answers the coordinator's own
-    part with the sums of every part (``manifest.span``: the parts' object count and the digest of
-    their names, decision 102), not every member's objects: with as many objects as expected the
-    digests must agree; fewer objects means some are missing; more (sealed leftovers of an earlier
-    attempt at this step number, which nothing references) cannot be told apart here and pass.
+    A step on one node is checked by the agent before it is visible (the commit's ``expected_objects``).
+    A step spanning nodes answers the coordinator's own part with the sums of every part
+    (``manifest.span``: the parts' object count and the digest of their names, decision 102), not
+    every member's objects: with as many objects as expected the digests must agree; fewer objects
+    means some are missing; more (sealed leftovers of an earlier attempt at this step number, which
+    nothing references) cannot be told apart here and pass.
     """
     from .. import _tierckpt
 
     span = manifest.span
     if span is None:
-        missing = expected - {o.name for o in manifest.objects}
-        return f"objects its metadata references ({sorted(missing)})" if missing else None
+        raise ValueError("missing_in_span: the manifest has no span (a step on one node is checked by the agent)")
     if span.objects < len(expected):
         return (f"{len(expected) - span.objects} of the {len(expected)} objects its metadata references "
                 f"({span.objects} committed in {span.parts} parts)")
@@ -44,18 +45,6 @@ def abort_quietly(client, namespace: str, step: int, why: str) -> None:
         client.abort(namespace, step)
     except Exception as e:  # noqa: BLE001 - the save already failed; report the first error
         log.warning("tierckpt: %s; aborting step %s failed too: %s", why, checkpoint_id(namespace, step), e)
-
-
-def apply_retention(client, config) -> None:
-    """Prunes config.namespace to config.keep_last / durable_keep after a commit (best effort: logged)."""
-    keep_last, durable_keep = config.keep_last, config.durable_keep
-    if keep_last is None and durable_keep is None:
-        return
-    try:
-        client.prune(config.namespace, keep_last or 0, durable_keep or 0)
-    except Exception as e:  # noqa: BLE001 - the step is committed; retention is best effort
-        log.warning("tierckpt: retention (keep_last=%s, durable_keep=%s) of %r failed: %s",
-                    keep_last, durable_keep, config.namespace, e)
 
 
 def nodes_of(where: str, reports) -> list[str]:

@@ -64,7 +64,7 @@ from ._flat_layout import FlatLayout, layout_key, planned_size
 from ._ids import check_step, checkpoint_id
 from ._metadata_pickle import MetadataPickle
 from ._safe_unpickle import load_metadata, load_value
-from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, nodes_of
+from ._steps import METADATA_OBJECT, abort_quietly, missing_in_span, nodes_of
 
 __all__ = ["Checkpointer"]
 
@@ -233,19 +233,22 @@ class Checkpointer:
             if members:
                 log.info("tierckpt: committing %s across nodes %s", checkpoint_id(self.namespace, step),
                          ", ".join(members))
-            every = self.config.persist_every
-            # On one node the agent refuses a step that is not exactly these objects (another
+            # The agent persists on config.persist_every's cadence and applies retention (declared
+            # by agent.client, decision 118); persist asks for this step. On one node the agent
+            # refuses a step that is not exactly these objects (another
             # process saving the same step as the same writer adds its own); a step spanning
-            # nodes is checked part by part by the agents.
-            expected = [] if members else [r.name for r in reports] + [METADATA_OBJECT]
-            self.manifest = c.commit(self.namespace, step, world_size=world,
-                                     persist=bool(persist) or (every > 0 and step % every == 0),
-                                     expected_objects=expected, members=members)
+            # nodes is checked by the sums of its parts (decision 102).
+            names = {r.name for r in reports} | {METADATA_OBJECT}
+            self.manifest = c.commit(self.namespace, step, world_size=world, persist=bool(persist),
+                                     expected_objects=[] if members else sorted(names), members=members)
+            missing = missing_in_span(self.manifest, names) if members else None
+            if missing:
+                raise RuntimeError(f"step {checkpoint_id(self.namespace, step)} committed without {missing}; "
+                                   "this is a tierckpt bug, please report it")
             checksum = next((o.checksum for o in self.manifest.objects if o.name == METADATA_OBJECT), "")
         except Exception as e:  # noqa: BLE001 - reported to every rank
             self._abort_quietly(step, "committing the step failed")
             return _Outcome(f"commit: {type(e).__name__}: {e}")
-        apply_retention(c, self.config)
         return _Outcome(None, checksum, self._self_contained)
 
     def _metadata_bytes(self, step: int, reports: list[_Report], token: str) -> bytes:

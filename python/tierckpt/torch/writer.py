@@ -1,9 +1,12 @@
 """TieredWriter: a DCP StorageWriter (and AsyncStager) that saves into the tierckpt agent.
 
 One writer saves one step: ``TieredWriter(config, step, persist=False)``. Its
-``persist`` flag (or the config's ``persist_every`` cadence) is fixed at
-construction and travels with the writer, so saves never share a mutable
-"persist next" switch.
+``persist`` flag is fixed at construction and travels with the writer, so
+saves never share a mutable "persist next" switch. The config's
+``persist_every`` cadence and its retention (``keep_last``, ``durable_keep``)
+are the agent's to apply: ``agent.client`` declares them once per connection
+(SetPolicy, decision 118), and the writer neither computes the cadence nor
+prunes.
 
 A save, per rank (all ranks of a node share that node's agent):
 
@@ -17,7 +20,9 @@ A save, per rank (all ranks of a node share that node's agent):
   out, copied in place and sealed now (_placement.py).
 * ``finish`` (coordinator): write ``.metadata`` — the pickled DCP Metadata
   with ``storage_data`` filled, exactly as FileSystemWriter writes it — then
-  ``Commit`` the step with the world size and the persist flag. A persisted
+  ``Commit`` the step with the world size, the persist flag and, on one node,
+  every object the metadata references (``expected_objects``: the agent
+  refuses a step that is not exactly those before it is visible). A persisted
   step directory is therefore loadable by the stock FileSystemReader. When
   the ranks reached several nodes' agents (their local plans report each
   agent's node id), the commit names those nodes: the coordinator's agent
@@ -52,11 +57,18 @@ from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, fl
 from ._flat_layout import FlatLayout, layout_key, planned_size
 from ._metadata_pickle import MetadataPickle
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
-from ._steps import METADATA_OBJECT, abort_quietly, apply_retention, missing_after_commit, nodes_of
+from ._steps import METADATA_OBJECT, abort_quietly, missing_in_span, nodes_of
 
 __all__ = ["TieredWriter"]
 
 log = logging.getLogger("tierckpt")
+
+# The index of a WriteResult naming an object of this rank in the step that no item of its plan
+# references: one it staged for a replicated tensor another rank writes (DCP's planner dedups after
+# stage() copied it), or one an earlier attempt at the step sealed (CreateNextObject skipped its name).
+# finish() takes these out of the metadata and lists them in the commit's expected objects, so the
+# agent commits exactly the step's objects and refuses a step missing one before it is visible.
+_STAGED_UNUSED = MetadataIndex("__tierckpt_staged_unused__")
 
 
 @dataclass(frozen=True)
@@ -111,8 +123,8 @@ class TieredWriter(StorageWriter, CompleteStager):
     Args:
         config: the job's CheckpointConfig (resolved here).
         step: the step number (an int >= 0); a committed step cannot be written again.
-        persist: also persist this step to the durable tier. Steps that are multiples of
-            ``config.persist_every`` are persisted too.
+        persist: also persist this step to the durable tier. The agent persists steps that are
+            multiples of ``config.persist_every`` too (decision 118).
     """
 
     def __init__(self, config: CheckpointConfig, step: int, persist: bool = False) -> None:
@@ -128,6 +140,7 @@ class TieredWriter(StorageWriter, CompleteStager):
         self.manifest = None  # the committed Manifest, on the coordinator after finish()
         self._staged: dict[MetadataIndex, tuple] = {}
         self._next_object = 0
+        self._skipped: list[str] = []  # this rank's names an earlier attempt at the step sealed (_create)
         self._stage_registered = False
         self._started_pid: int | None = None
         self._begun_on = None  # (client, step) of the BeginSave this process sent last
@@ -143,8 +156,8 @@ class TieredWriter(StorageWriter, CompleteStager):
 
     @property
     def persist(self) -> bool:
-        every = self.config.persist_every
-        return self._persist_requested or (every > 0 and self.step % every == 0)
+        """Whether this writer asks to persist its step (the cadence is the agent's, decision 118)."""
+        return self._persist_requested
 
     @property
     def checkpoint_id(self) -> str:
@@ -187,6 +200,8 @@ class TieredWriter(StorageWriter, CompleteStager):
         if step != self.step and self._staged:
             raise ValueError(f"checkpoint_id {checkpoint_id!r} names step {step}, but this writer already "
                              f"staged step {self.step}; build one writer per save")
+        if step != self.step:
+            self._skipped = []
         self.step = step
 
     @classmethod
@@ -355,6 +370,10 @@ class TieredWriter(StorageWriter, CompleteStager):
                 placed, _ = self._place(c, pieces)
                 results += [WriteResult(index=i, size_in_bytes=n, storage_data=info)
                             for i, (info, n) in placed.items()]
+            used = {r.storage_data.relative_path for r in results}
+            unused = ({hit[0].relative_path for hit in self._staged.values()} | set(self._skipped)) - used
+            results += [WriteResult(index=_STAGED_UNUSED, size_in_bytes=0, storage_data=name)
+                        for name in sorted(unused)]
         except BaseException:
             _round_cache.record_sent(self.namespace, None)
             self._abort_quietly("writing this rank's objects failed")
@@ -397,7 +416,9 @@ class TieredWriter(StorageWriter, CompleteStager):
         c = self._client()
         try:
             results = self._resolve_results(results)
-            storage = {wr.index: wr.storage_data for rank_results in results for wr in rank_results}
+            unused = {wr.storage_data for rank_results in results for wr in rank_results if wr.index == _STAGED_UNUSED}
+            storage = {wr.index: wr.storage_data for rank_results in results for wr in rank_results
+                       if wr.index != _STAGED_UNUSED}
             world_size = len(results)
             if self._cached_metadata is not None:  # the planner saw empty plans: the round's own metadata
                 metadata.state_dict_metadata = self._cached_metadata.state_dict_metadata
@@ -407,16 +428,17 @@ class TieredWriter(StorageWriter, CompleteStager):
             metadata.storage_meta = self.storage_meta()
             data, pickled = self._metadata_bytes(metadata)
             c.write_object(self.namespace, self.step, METADATA_OBJECT, data)
-            # Every rank sealed its objects before reporting its results, so committing "every sealed
-            # object" commits exactly them — plus any sealed leftovers of an earlier failed attempt at
-            # this step number, which nothing references.
+            # On one node the agent commits exactly the objects the metadata references or refuses
+            # the step before it is visible, naming what is missing (or what else is sealed: the
+            # leftovers of another process's attempt at this step as this writer). A step spanning
+            # nodes is checked by the sums of its parts (decision 102).
+            expected = {info.relative_path for info in storage.values()} | {METADATA_OBJECT}
             members = self._members(results)
             if members:
                 log.info("tierckpt: committing %s across nodes %s", self.checkpoint_id, ", ".join(members))
             self.manifest = c.commit(self.namespace, self.step, world_size=world_size, persist=self.persist,
-                                     members=members)
-            expected = {info.relative_path for info in storage.values()} | {METADATA_OBJECT}
-            missing = missing_after_commit(self.manifest, expected)
+                                     expected_objects=[] if members else sorted(expected | unused), members=members)
+            missing = missing_in_span(self.manifest, expected) if members else None
             if missing:
                 raise RuntimeError(f"step {self.checkpoint_id} committed without {missing}; this is a tierckpt "
                                    f"bug, please report it")
@@ -425,7 +447,6 @@ class TieredWriter(StorageWriter, CompleteStager):
             _round_cache.confirm_coordinator(self.namespace, None)
             self._abort_quietly("committing the step failed")
             raise
-        apply_retention(c, self.config)
 
     def _metadata_bytes(self, metadata: Metadata) -> tuple[bytes, tuple | None]:
         """The step's .metadata: pickle.dumps(metadata), or in a round whose last save every rank holds, the
@@ -583,6 +604,8 @@ class TieredWriter(StorageWriter, CompleteStager):
         """A new object of this rank: the agent takes the first of its names not sealed yet."""
         obj = self._client().create_next_object(self.namespace, self.step, f"__{self.rank}_", self._next_object,
                                                 DEFAULT_SUFFIX, size)
+        # The names the agent skipped are sealed in the step by an earlier attempt: the commit lists them.
+        self._skipped += [f"__{self.rank}_{i}{DEFAULT_SUFFIX}" for i in range(self._next_object, obj.index)]
         self._next_object = obj.index + 1
         return obj
 

@@ -87,13 +87,14 @@ TEST(ProtocolTest, MsgTypeNames) {
   EXPECT_EQ(MsgTypeName(static_cast<uint16_t>(MsgType::kBeginSave)), "BeginSave");
   EXPECT_EQ(MsgTypeName(static_cast<uint16_t>(MsgType::kBindDurable)), "BindDurable");
   EXPECT_EQ(MsgTypeName(static_cast<uint16_t>(MsgType::kSetPolicy)), "SetPolicy");
-  EXPECT_EQ(MsgTypeName(22), "unknown");
-  for (uint16_t t = 1; t <= 21; ++t) {
+  EXPECT_EQ(MsgTypeName(static_cast<uint16_t>(MsgType::kBeginSaveCreateNext)), "BeginSaveCreateNext");
+  EXPECT_EQ(MsgTypeName(23), "unknown");
+  for (uint16_t t = 1; t <= 22; ++t) {
     EXPECT_TRUE(IsKnownRequestType(t)) << t;
     EXPECT_NE(MsgTypeName(t), "unknown") << t;
   }
   EXPECT_FALSE(IsKnownRequestType(0));
-  EXPECT_FALSE(IsKnownRequestType(22));
+  EXPECT_FALSE(IsKnownRequestType(23));
   EXPECT_FALSE(IsKnownRequestType(static_cast<uint16_t>(MsgType::kHello) | kResponseBit));
 }
 

@@ -144,6 +144,7 @@ class TieredWriter(StorageWriter, CompleteStager):
         self._stage_registered = False
         self._started_pid: int | None = None
         self._begun_on = None  # (client, step) of the BeginSave this process sent last
+        self._begin_in_create = False  # stage(): the first object's request begins the save (decision 125)
         self._cached_round: int = 0  # this save reuses that round's plans (_plan_cache.py)
         self._layout_key: tuple | None = None  # of the state dict stage() placed, when plan caching may apply
         self._cached_metadata = None  # coordinator: the CoordinatorEntry a cached round's finish() uses
@@ -496,8 +497,10 @@ class TieredWriter(StorageWriter, CompleteStager):
         self._stage_registered = True
         self.rank = _global_rank()
         try:
-            self._begin_save()
             client = self._client()
+            # The save is begun by the request that creates its first object (BeginSaveCreateNext:
+            # one round trip less per save), unless this connection began it already.
+            self._begin_in_create = not self._begun_here()
         except BaseException:
             _inflight.discard(self.socket, self.namespace, self.save_id)
             self._stage_registered = False
@@ -506,11 +509,13 @@ class TieredWriter(StorageWriter, CompleteStager):
             placed = self._stage_flat(state_dict)
             if placed is None:
                 pieces, self._layout_key = staging.pieces_and_layout(state_dict)
-                placed, _ = self._place(client, pieces)
+                placed, _ = self._place(self._client(), pieces)
         except BaseException:
             _inflight.discard(self.socket, self.namespace, self.save_id)
             self._stage_registered = False
-            self._abort_quietly("staging failed")
+            if self._begun_here():  # a save that never began has nothing to abort
+                self._abort_quietly("staging failed")
+            self._begin_in_create = False
             raise
         self._staged.update(placed)
         return staging.with_stand_ins(state_dict)
@@ -538,7 +543,7 @@ class TieredWriter(StorageWriter, CompleteStager):
         # would change nothing, so it is skipped: one round trip less per save. A new connection
         # (PROCESS mode, or a reconnect after the agent restarted) begins the save again.
         # Keyed by step too: a writer reset() to another step begins that one.
-        if self._begun_on is not None and self._begun_on[0] is self._client() and self._begun_on[1] == self.step:
+        if self._begun_here():
             return
 
         def begin(c):
@@ -546,6 +551,10 @@ class TieredWriter(StorageWriter, CompleteStager):
             return c
 
         self._begun_on = (agent.call(self.config, begin), self.step)
+
+    def _begun_here(self) -> bool:
+        """Whether this process's connection began this step's save (BeginSave or BeginSaveCreateNext)."""
+        return self._begun_on is not None and self._begun_on[0] is self._client() and self._begun_on[1] == self.step
 
     def _stage_flat(self, state_dict) -> dict | None:
         """Stages a state dict of plain dense tensors and Python values into one object with a FlatLayout.
@@ -602,8 +611,26 @@ class TieredWriter(StorageWriter, CompleteStager):
 
     def _create(self, size: int):
         """A new object of this rank: the agent takes the first of its names not sealed yet."""
-        obj = self._client().create_next_object(self.namespace, self.step, f"__{self.rank}_", self._next_object,
-                                                DEFAULT_SUFFIX, size)
+        if self._begin_in_create:
+            def begin_and_create(c):
+                return c, c.create_next_object(self.namespace, self.step, f"__{self.rank}_", self._next_object,
+                                               DEFAULT_SUFFIX, size, begin_save=True)
+
+            try:
+                client, obj = agent.call(self.config, begin_and_create)
+            except FileExistsError:  # the step is committed or another writer's: nothing was begun
+                self._begin_in_create = False
+                raise
+            except ConnectionError:
+                self._begin_in_create = False
+                raise
+            except BaseException:  # the save was begun, its object not created: stage() aborts it
+                self._begun_on, self._begin_in_create = (self._client(), self.step), False
+                raise
+            self._begun_on, self._begin_in_create = (client, self.step), False
+        else:
+            obj = self._client().create_next_object(self.namespace, self.step, f"__{self.rank}_",
+                                                    self._next_object, DEFAULT_SUFFIX, size)
         # The names the agent skipped are sealed in the step by an earlier attempt: the commit lists them.
         self._skipped += [f"__{self.rank}_{i}{DEFAULT_SUFFIX}" for i in range(self._next_object, obj.index)]
         self._next_object = obj.index + 1

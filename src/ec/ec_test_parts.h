@@ -37,16 +37,26 @@ inline TestPart MakePart(const std::string& node, std::mt19937& rng, uint64_t mi
   for (int i = 0; i < count; ++i) {
     size_t size = 0;
     switch (rng() % 4) {
-      case 0: size = 0; break;
-      case 1: size = 1 + rng() % 3; break;
-      case 2: size = rng() % 3000; break;
-      default: size = rng() % 40000; break;
+      case 0:
+        size = 0;
+        break;
+      case 1:
+        size = 1 + rng() % 3;
+        break;
+      case 2:
+        size = rng() % 3000;
+        break;
+      default:
+        size = rng() % 40000;
+        break;
     }
     if (i == 0 && size < min_bytes) size = min_bytes;
     std::vector<uint8_t> bytes(size);
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-    ObjectEntry e{.name = "rank" + std::to_string(i) + "/" + node + ".pt", .size = size,
-                  .checksum = ComputeChecksum(bytes.data(), bytes.size()).ToString(), .node = node};
+    ObjectEntry e{.name = "rank" + std::to_string(i) + "/" + node + ".pt",
+                  .size = size,
+                  .checksum = ComputeChecksum(bytes.data(), bytes.size()).ToString(),
+                  .node = node};
     p.manifest.objects.push_back(e);
     p.source.Put(e.name, std::move(bytes));
   }
@@ -67,17 +77,25 @@ inline std::vector<TestPart> MakeParts(uint32_t members, uint32_t seed, uint64_t
 }
 
 inline ParityAccumulatorConfig Config(uint32_t k, uint32_t m, uint32_t members, size_t chunk) {
-  return ParityAccumulatorConfig{.ns = kNs, .step = kStep, .group = 3, .k = k, .m = m, .members = members,
-                                 .held = {}, .chunk_bytes = chunk};
+  return ParityAccumulatorConfig{.ns = kNs,
+                                 .step = kStep,
+                                 .group = 3,
+                                 .k = k,
+                                 .m = m,
+                                 .members = members,
+                                 .held = {},
+                                 .chunk_bytes = chunk};
 }
 
 // The m parity pieces of the parts by ReedSolomon::Encode over the pieces
 // zero-padded to the longest: what the accumulator must equal.
-inline std::vector<std::vector<uint8_t>> EncodedParity(uint32_t k, uint32_t m, const std::vector<TestPart>& parts) {
+inline std::vector<std::vector<uint8_t>> EncodedParity(uint32_t k, uint32_t m,
+                                                       const std::vector<TestPart>& parts) {
   size_t len = 0;
   for (const TestPart& p : parts) len = std::max(len, p.piece.size());
   std::vector<std::vector<uint8_t>> data(k, std::vector<uint8_t>(len, 0));
-  for (size_t i = 0; i < parts.size(); ++i) std::copy(parts[i].piece.begin(), parts[i].piece.end(), data[i].begin());
+  for (size_t i = 0; i < parts.size(); ++i)
+    std::copy(parts[i].piece.begin(), parts[i].piece.end(), data[i].begin());
   std::vector<std::vector<uint8_t>> parity(m, std::vector<uint8_t>(len));
   std::vector<const uint8_t*> in;
   std::vector<uint8_t*> out;

@@ -10,8 +10,8 @@ namespace tierckpt::ec {
 namespace {
 
 std::string Where(const ParityAccumulatorConfig& c) {
-  return "parity of " + c.ns + " step " + std::to_string(c.step) + " group " + std::to_string(c.group) + " (rs:" +
-         std::to_string(c.k) + "+" + std::to_string(c.m) + ")";
+  return "parity of " + c.ns + " step " + std::to_string(c.step) + " group " + std::to_string(c.group) +
+         " (rs:" + std::to_string(c.k) + "+" + std::to_string(c.m) + ")";
 }
 
 std::string JoinIndices(const std::vector<uint32_t>& v) {
@@ -25,8 +25,8 @@ std::string JoinIndices(const std::vector<uint32_t>& v) {
 Result<ParityAccumulator> ParityAccumulator::Create(ParityAccumulatorConfig config) {
   TC_ASSIGN_OR_RETURN(ReedSolomon rs, ReedSolomon::Create(config.k, config.m));
   if (config.members < 1 || config.members > config.k) {
-    return InvalidArgument(Where(config) + ": a group has 1 to " + std::to_string(config.k) + " data members, not " +
-                           std::to_string(config.members));
+    return InvalidArgument(Where(config) + ": a group has 1 to " + std::to_string(config.k) +
+                           " data members, not " + std::to_string(config.members));
   }
   if (config.chunk_bytes == 0) return InvalidArgument(Where(config) + ": chunk_bytes must be above 0");
   if (config.held.empty()) {
@@ -43,8 +43,12 @@ Result<ParityAccumulator> ParityAccumulator::Create(ParityAccumulatorConfig conf
 }
 
 ParityAccumulator::ParityAccumulator(ParityAccumulatorConfig config, ReedSolomon rs)
-    : config_(std::move(config)), rs_(std::move(rs)), held_(config_.m, false), parity_(config_.m),
-      scratch_(config_.m), folded_(config_.members) {
+    : config_(std::move(config)),
+      rs_(std::move(rs)),
+      held_(config_.m, false),
+      parity_(config_.m),
+      scratch_(config_.m),
+      folded_(config_.members) {
   for (uint32_t j : config_.held) held_[j] = true;
   for (uint32_t j = 0; j < config_.m; ++j) {
     if (!held_[j]) scratch_[j].resize(config_.chunk_bytes);
@@ -73,8 +77,8 @@ void ParityAccumulator::Resize(uint64_t length) {
   length_ = length;
 }
 
-ParityAccumulator::Pass ParityAccumulator::FoldBytes(uint32_t index, const Manifest& part, ObjectSource& source,
-                                                    uint64_t upto, bool verify) {
+ParityAccumulator::Pass ParityAccumulator::FoldBytes(uint32_t index, const Manifest& part,
+                                                     ObjectSource& source, uint64_t upto, bool verify) {
   Pass pass;
   pass.hashes.resize(part.objects.size());
   if (chunk_.size() < config_.chunk_bytes) chunk_.resize(config_.chunk_bytes);
@@ -89,12 +93,13 @@ ParityAccumulator::Pass ParityAccumulator::FoldBytes(uint32_t index, const Manif
       pass.status = source.Read(obj.name, at - start, chunk_.data(), n);
       if (!pass.status.ok()) {
         pass.hashes[o] = hasher.Finish();
-        pass.status = pass.status.WithContext(Where(config_) + ": reading data piece " + std::to_string(index) +
-                                              " (node " + part.node + ")");
+        pass.status = pass.status.WithContext(Where(config_) + ": reading data piece " +
+                                              std::to_string(index) + " (node " + part.node + ")");
         return pass;
       }
       hasher.Update(chunk_.data(), n);
-      for (uint32_t j = 0; j < config_.m; ++j) dst[j] = held_[j] ? parity_[j].data() + at : scratch_[j].data();
+      for (uint32_t j = 0; j < config_.m; ++j)
+        dst[j] = held_[j] ? parity_[j].data() + at : scratch_[j].data();
       pass.status = rs_.Update(index, chunk_.data(), dst, n);
       if (!pass.status.ok()) {  // only on a bug: the shapes are ours
         pass.hashes[o] = hasher.Finish();
@@ -105,9 +110,9 @@ ParityAccumulator::Pass ParityAccumulator::FoldBytes(uint32_t index, const Manif
     }
     pass.hashes[o] = hasher.Finish();
     if (verify && end == start + obj.size && pass.hashes[o].ToString() != obj.checksum) {
-      pass.status = Corruption(Where(config_) + ": object " + obj.name + " of data piece " + std::to_string(index) +
-                               " (node " + part.node + ") hashes to " + pass.hashes[o].ToString() +
-                               " but its manifest says " + obj.checksum +
+      pass.status = Corruption(Where(config_) + ": object " + obj.name + " of data piece " +
+                               std::to_string(index) + " (node " + part.node + ") hashes to " +
+                               pass.hashes[o].ToString() + " but its manifest says " + obj.checksum +
                                "; the part was not folded in, send it again from an intact copy");
       return pass;
     }
@@ -140,8 +145,11 @@ Status ParityAccumulator::Undo(uint32_t index, const Manifest& part, ObjectSourc
 }
 
 Status ParityAccumulator::Fold(uint32_t index, const Manifest& part, ObjectSource& source) {
-  if (broken_) return Aborted(Where(config_) + " is broken by an earlier fold; compute it again from scratch");
-  if (sealed_) return FailedPrecondition(Where(config_) + " is sealed; data piece " + std::to_string(index) + " comes too late");
+  if (broken_)
+    return Aborted(Where(config_) + " is broken by an earlier fold; compute it again from scratch");
+  if (sealed_)
+    return FailedPrecondition(Where(config_) + " is sealed; data piece " + std::to_string(index) +
+                              " comes too late");
   if (index >= config_.members) {
     return InvalidArgument(Where(config_) + ": data index " + std::to_string(index) + " of a group of " +
                            std::to_string(config_.members) + " data members");
@@ -158,18 +166,21 @@ Status ParityAccumulator::Fold(uint32_t index, const Manifest& part, ObjectSourc
     return FailedPrecondition(Where(config_) + ": the part of node " + part.node +
                               " is still being hashed; fold it once its checksums are in");
   }
-  TC_RETURN_IF_ERROR(part.Validate().WithContext(Where(config_) + ": the part of data piece " + std::to_string(index)));
+  TC_RETURN_IF_ERROR(
+      part.Validate().WithContext(Where(config_) + ": the part of data piece " + std::to_string(index)));
   TC_RETURN_IF_ERROR(ValidateNamespace(part.node).WithContext(Where(config_) + ": the part's node id"));
   for (uint32_t i = 0; i < folded_.size(); ++i) {
     if (folded_[i] && folded_[i]->member == part.node) {
-      return AlreadyExists(Where(config_) + ": node " + part.node + "'s part was folded already as data piece " +
-                           std::to_string(i) + ", not " + std::to_string(index));
+      return AlreadyExists(Where(config_) + ": node " + part.node +
+                           "'s part was folded already as data piece " + std::to_string(i) + ", not " +
+                           std::to_string(index));
     }
   }
   DataPiece piece{.member = part.node};
   for (const ObjectEntry& o : part.objects) {
     if (o.size > UINT64_MAX - piece.length) {
-      return InvalidArgument(Where(config_) + ": the part of node " + part.node + " is longer than 2^64 bytes");
+      return InvalidArgument(Where(config_) + ": the part of node " + part.node +
+                             " is longer than 2^64 bytes");
     }
     piece.length += o.size;
     piece.objects.push_back(PieceObject{o.name, o.size, o.checksum});
@@ -183,7 +194,8 @@ Status ParityAccumulator::Fold(uint32_t index, const Manifest& part, ObjectSourc
 }
 
 Result<ParityRecord> ParityAccumulator::Seal() {
-  if (broken_) return Aborted(Where(config_) + " is broken by an earlier fold; compute it again from scratch");
+  if (broken_)
+    return Aborted(Where(config_) + " is broken by an earlier fold; compute it again from scratch");
   if (std::vector<uint32_t> missing = Missing(); !missing.empty()) {
     return FailedPrecondition(Where(config_) + ": data pieces " + JoinIndices(missing) + " of " +
                               std::to_string(config_.members) +
@@ -197,7 +209,8 @@ Result<ParityRecord> ParityAccumulator::Seal() {
   r.m = config_.m;
   for (const auto& d : folded_) r.data.push_back(*d);
   for (uint32_t j : config_.held) {
-    r.parity.push_back(ParityPiece{j, length_, ComputeChecksum(parity_[j].data(), parity_[j].size()).ToString()});
+    r.parity.push_back(
+        ParityPiece{j, length_, ComputeChecksum(parity_[j].data(), parity_[j].size()).ToString()});
   }
   TC_RETURN_IF_ERROR(r.Validate().WithContext(Where(config_) + ": sealing"));
   sealed_ = true;

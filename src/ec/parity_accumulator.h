@@ -118,7 +118,8 @@ class ParityAccumulator {
   // manifest's.
   Pass FoldBytes(uint32_t index, const Manifest& part, ObjectSource& source, uint64_t upto, bool verify);
   // Cancels a failed first pass; sets broken_ when it cannot.
-  Status Undo(uint32_t index, const Manifest& part, ObjectSource& source, const Pass& first, uint64_t old_length);
+  Status Undo(uint32_t index, const Manifest& part, ObjectSource& source, const Pass& first,
+              uint64_t old_length);
   void Resize(uint64_t length);
 
   // Const after construction.
@@ -130,7 +131,7 @@ class ParityAccumulator {
   std::vector<std::vector<uint8_t>> scratch_;  // a chunk for each row not held
   std::vector<uint8_t> chunk_;
   std::vector<std::optional<DataPiece>> folded_;  // by data index
-  uint64_t length_ = 0;  // of every held parity piece
+  uint64_t length_ = 0;                           // of every held parity piece
   bool sealed_ = false;
   bool broken_ = false;
 };

@@ -28,11 +28,13 @@ std::vector<std::vector<uint8_t>> Snapshot(const ParityAccumulator& acc, uint32_
 // Shapes × chunk sizes (odd ones, and one above every piece), members in an
 // arbitrary order: the parity is Encode's and the record describes it.
 TEST(ParityAccumulatorTest, FoldingEachPartOnceEqualsEncodingThemAll) {
-  struct Shape { uint32_t k, m, members; };
+  struct Shape {
+    uint32_t k, m, members;
+  };
   for (Shape s : {Shape{4, 2, 4}, Shape{3, 1, 3}, Shape{6, 3, 6}, Shape{4, 2, 3}, Shape{6, 3, 2}}) {
     for (size_t chunk : {size_t{1} << 20, size_t{97}, size_t{4096}}) {
-      SCOPED_TRACE("rs:" + std::to_string(s.k) + "+" + std::to_string(s.m) + " members " + std::to_string(s.members) +
-                   " chunk " + std::to_string(chunk));
+      SCOPED_TRACE("rs:" + std::to_string(s.k) + "+" + std::to_string(s.m) + " members " +
+                   std::to_string(s.members) + " chunk " + std::to_string(chunk));
       std::vector<TestPart> parts = MakeParts(s.members, s.k * 10 + s.m + static_cast<uint32_t>(chunk));
       Result<ParityAccumulator> acc = ParityAccumulator::Create(Config(s.k, s.m, s.members, chunk));
       ASSERT_TRUE(acc.ok()) << acc.status().ToString();
@@ -132,7 +134,8 @@ TEST(ParityAccumulatorTest, ACorruptDataObjectIsRefusedAndLeavesTheParityAsItWas
 // changed bytes instead.
 class FailingSource : public ObjectSource {
  public:
-  FailingSource(ObjectSource& inner, int fail_at, bool flaky) : inner_(inner), fail_at_(fail_at), flaky_(flaky) {}
+  FailingSource(ObjectSource& inner, int fail_at, bool flaky)
+      : inner_(inner), fail_at_(fail_at), flaky_(flaky) {}
   Status Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) override {
     ++reads_;
     if (!flaky_ && reads_ == fail_at_) return IoError("injected read failure on " + std::string(name));

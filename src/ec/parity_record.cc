@@ -106,11 +106,13 @@ Status ParityRecord::Validate() const {
     const ParityPiece& pp = parity[p];
     const std::string where = "parity[" + std::to_string(p) + "]";
     if (pp.index >= m) {
-      return InvalidArgument(where + ".index is " + std::to_string(pp.index) + ", not below m = " + std::to_string(m));
+      return InvalidArgument(where + ".index is " + std::to_string(pp.index) +
+                             ", not below m = " + std::to_string(m));
     }
     if (p > 0 && pp.index <= parity[p - 1].index) {
-      return InvalidArgument(where + ".index " + std::to_string(pp.index) + " is not above the previous one's " +
-                             std::to_string(parity[p - 1].index) + ": parity pieces must be by index and unique");
+      return InvalidArgument(where + ".index " + std::to_string(pp.index) +
+                             " is not above the previous one's " + std::to_string(parity[p - 1].index) +
+                             ": parity pieces must be by index and unique");
     }
     if (pp.length != len) {
       return InvalidArgument(where + ".length is " + std::to_string(pp.length) +
@@ -124,11 +126,12 @@ Status ParityRecord::Validate() const {
 Status ParityRecord::Merge(const ParityRecord& other) {
   if (ns != other.ns || step != other.step || group != other.group || k != other.k || m != other.m ||
       data != other.data) {
-    return InvalidArgument("parity records of " + ns + " step " + std::to_string(step) + " group " +
-                           std::to_string(group) + " and of " + other.ns + " step " + std::to_string(other.step) +
-                           " group " + std::to_string(other.group) +
-                           " differ in more than their parity pieces; they describe different parts and cannot "
-                           "be merged");
+    return InvalidArgument(
+        "parity records of " + ns + " step " + std::to_string(step) + " group " + std::to_string(group) +
+        " and of " + other.ns + " step " + std::to_string(other.step) + " group " +
+        std::to_string(other.group) +
+        " differ in more than their parity pieces; they describe different parts and cannot "
+        "be merged");
   }
   std::vector<ParityPiece> merged = parity;
   for (const ParityPiece& p : other.parity) {
@@ -143,7 +146,8 @@ Status ParityRecord::Merge(const ParityRecord& other) {
     }
     merged.push_back(p);
   }
-  std::sort(merged.begin(), merged.end(), [](const ParityPiece& a, const ParityPiece& b) { return a.index < b.index; });
+  std::sort(merged.begin(), merged.end(),
+            [](const ParityPiece& a, const ParityPiece& b) { return a.index < b.index; });
   parity = std::move(merged);
   return Status::Ok();
 }
@@ -157,18 +161,21 @@ Result<ParityRecord> ParityRecord::Parse(std::string_view text, std::string_view
   if (j.is_discarded() || !j.is_object()) return Bad(source, "is not a JSON object");
   auto str = [&](const json& obj, const char* key, const std::string& where, std::string* out) -> Status {
     auto it = obj.find(key);
-    if (it == obj.end() || !it->is_string()) return Bad(source, "field \"" + where + key + "\" must be a string");
+    if (it == obj.end() || !it->is_string())
+      return Bad(source, "field \"" + where + key + "\" must be a string");
     *out = it->get<std::string>();
     return Status::Ok();
   };
-  auto num = [&](const json& obj, const char* key, const std::string& where, uint64_t max, uint64_t* out) -> Status {
+  auto num = [&](const json& obj, const char* key, const std::string& where, uint64_t max,
+                 uint64_t* out) -> Status {
     auto it = obj.find(key);
     if (it == obj.end() || !it->is_number_unsigned()) {
       return Bad(source, "field \"" + where + key + "\" must be a non-negative integer");
     }
     *out = it->get<uint64_t>();
-    if (*out > max) return Bad(source, "field \"" + where + key + "\" is " + std::to_string(*out) + ", above " +
-                                           std::to_string(max));
+    if (*out > max)
+      return Bad(source, "field \"" + where + key + "\" is " + std::to_string(*out) + ", above " +
+                             std::to_string(max));
     return Status::Ok();
   };
   auto u32 = [&](const json& obj, const char* key, const std::string& where, uint32_t* out) -> Status {
@@ -186,7 +193,8 @@ Result<ParityRecord> ParityRecord::Parse(std::string_view text, std::string_view
   TC_RETURN_IF_ERROR(num(j, "version", "", UINT64_MAX, &version));
   if (version != static_cast<uint64_t>(kParityRecordVersion)) {
     return Bad(source, "has version " + std::to_string(version) + " but this build reads version " +
-                           std::to_string(kParityRecordVersion) + " (upgrade tierckpt to read newer records)");
+                           std::to_string(kParityRecordVersion) +
+                           " (upgrade tierckpt to read newer records)");
   }
   ParityRecord r;
   TC_RETURN_IF_ERROR(str(j, "namespace", "", &r.ns));
@@ -196,7 +204,8 @@ Result<ParityRecord> ParityRecord::Parse(std::string_view text, std::string_view
   TC_RETURN_IF_ERROR(u32(j, "m", "", &r.m));
   auto data = j.find("data");
   if (data == j.end() || !data->is_array()) return Bad(source, "field \"data\" must be an array");
-  if (data->size() > kMaxPieces) return Bad(source, "field \"data\" lists more than " + std::to_string(kMaxPieces));
+  if (data->size() > kMaxPieces)
+    return Bad(source, "field \"data\" lists more than " + std::to_string(kMaxPieces));
   for (size_t i = 0; i < data->size(); ++i) {
     const json& d = (*data)[i];
     const std::string where = DataAt(i) + ".";
@@ -205,12 +214,14 @@ Result<ParityRecord> ParityRecord::Parse(std::string_view text, std::string_view
     TC_RETURN_IF_ERROR(str(d, "member", where, &piece.member));
     TC_RETURN_IF_ERROR(num(d, "piece_length", where, UINT64_MAX, &piece.length));
     auto objs = d.find("objects");
-    if (objs == d.end() || !objs->is_array()) return Bad(source, "field \"" + where + "objects\" must be an array");
+    if (objs == d.end() || !objs->is_array())
+      return Bad(source, "field \"" + where + "objects\" must be an array");
     piece.objects.reserve(objs->size());
     for (size_t o = 0; o < objs->size(); ++o) {
       const json& obj = (*objs)[o];
       const std::string owhere = where + "objects[" + std::to_string(o) + "].";
-      if (!obj.is_object()) return Bad(source, "field \"" + where + "objects[" + std::to_string(o) + "]\" must be an object");
+      if (!obj.is_object())
+        return Bad(source, "field \"" + where + "objects[" + std::to_string(o) + "]\" must be an object");
       PieceObject po;
       TC_RETURN_IF_ERROR(str(obj, "name", owhere, &po.name));
       TC_RETURN_IF_ERROR(num(obj, "size", owhere, UINT64_MAX, &po.size));
@@ -221,7 +232,8 @@ Result<ParityRecord> ParityRecord::Parse(std::string_view text, std::string_view
   }
   auto parity = j.find("parity");
   if (parity == j.end() || !parity->is_array()) return Bad(source, "field \"parity\" must be an array");
-  if (parity->size() > kMaxPieces) return Bad(source, "field \"parity\" lists more than " + std::to_string(kMaxPieces));
+  if (parity->size() > kMaxPieces)
+    return Bad(source, "field \"parity\" lists more than " + std::to_string(kMaxPieces));
   for (size_t p = 0; p < parity->size(); ++p) {
     const json& pj = (*parity)[p];
     const std::string where = "parity[" + std::to_string(p) + "].";

@@ -46,8 +46,8 @@ struct PieceObject {
 };
 
 struct DataPiece {
-  std::string member;               // node id of the member whose part this is
-  uint64_t length = 0;              // sum of the objects' sizes
+  std::string member;                // node id of the member whose part this is
+  uint64_t length = 0;               // sum of the objects' sizes
   std::vector<PieceObject> objects;  // sorted by name, unique
   bool operator==(const DataPiece&) const = default;
 };
@@ -65,8 +65,8 @@ struct ParityRecord {
   uint32_t group = 0;
   uint32_t k = 0;
   uint32_t m = 0;
-  std::vector<DataPiece> data;       // by data index; 1..k entries
-  std::vector<ParityPiece> parity;   // by index, increasing, at least one
+  std::vector<DataPiece> data;      // by data index; 1..k entries
+  std::vector<ParityPiece> parity;  // by index, increasing, at least one
 
   // The longest data piece: every parity piece's length.
   uint64_t PieceLength() const;

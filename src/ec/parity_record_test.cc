@@ -23,7 +23,8 @@ ParityRecord Sample() {
   r.group = 2;
   r.k = 4;
   r.m = 2;
-  r.data.push_back(DataPiece{"node-a", 7, {{"a.pt", 3, Sum("a")}, {"b/c.pt", 0, Sum("")}, {"d.pt", 4, Sum("d")}}});
+  r.data.push_back(
+      DataPiece{"node-a", 7, {{"a.pt", 3, Sum("a")}, {"b/c.pt", 0, Sum("")}, {"d.pt", 4, Sum("d")}}});
   r.data.push_back(DataPiece{"node-b", 10, {{"x.pt", 10, Sum("x")}}});
   r.data.push_back(DataPiece{"node-c", 0, {}});  // a part with no objects
   r.parity.push_back(ParityPiece{0, 10, Sum("p0")});
@@ -75,11 +76,15 @@ TEST(ParityRecordTest, ParseRefusesEachBrokenFieldNamingIt) {
       {"data above k", [](json& j) { j["k"] = 2; }, "data lists 3 pieces"},
       {"data entry", [](json& j) { j["data"][1] = 5; }, "\"data[1]\" must be an object"},
       {"member", [](json& j) { j["data"][1]["member"] = "a b"; }, "data[1].member (a node id)"},
-      {"member missing", [](json& j) { j["data"][1].erase("member"); }, "\"data[1].member\" must be a string"},
-      {"member twice", [](json& j) { j["data"][2]["member"] = "node-a"; }, "data[2].member \"node-a\" is another"},
+      {"member missing", [](json& j) { j["data"][1].erase("member"); },
+       "\"data[1].member\" must be a string"},
+      {"member twice", [](json& j) { j["data"][2]["member"] = "node-a"; },
+       "data[2].member \"node-a\" is another"},
       {"piece length", [](json& j) { j["data"][0]["piece_length"] = 8; }, "data[0].piece_length is 8 but"},
-      {"objects type", [](json& j) { j["data"][0]["objects"] = "x"; }, "\"data[0].objects\" must be an array"},
-      {"object name", [](json& j) { j["data"][0]["objects"][1]["name"] = "b//c"; }, "data[0].objects[1].name"},
+      {"objects type", [](json& j) { j["data"][0]["objects"] = "x"; },
+       "\"data[0].objects\" must be an array"},
+      {"object name", [](json& j) { j["data"][0]["objects"][1]["name"] = "b//c"; },
+       "data[0].objects[1].name"},
       {"object reserved name", [](json& j) { j["data"][0]["objects"][0]["name"] = "_tierckpt_x"; },
        "data[0].objects[0].name"},
       {"objects unsorted", [](json& j) { std::swap(j["data"][0]["objects"][0], j["data"][0]["objects"][2]); },
@@ -88,17 +93,20 @@ TEST(ParityRecordTest, ParseRefusesEachBrokenFieldNamingIt) {
        "data[0].objects[2].name \"b/c.pt\" is not after"},
       {"object size", [](json& j) { j["data"][0]["objects"][0]["size"] = 3.5; },
        "\"data[0].objects[0].size\" must be a non-negative integer"},
-      {"object sizes overflow", [](json& j) {
+      {"object sizes overflow",
+       [](json& j) {
          j["data"][0]["objects"][0]["size"] = UINT64_MAX;
          j["data"][0]["objects"][2]["size"] = 5;
-       }, "data[0].objects[2].size overflows"},
+       },
+       "data[0].objects[2].size overflows"},
       {"object checksum", [](json& j) { j["data"][0]["objects"][2]["checksum"] = "crc32:00"; },
        "data[0].objects[2].checksum"},
       {"parity type", [](json& j) { j["parity"] = 1; }, "\"parity\" must be an array"},
       {"parity empty", [](json& j) { j["parity"] = json::array(); }, "parity lists no piece"},
       {"parity index", [](json& j) { j["parity"][1]["index"] = 2; }, "parity[1].index is 2, not below m = 2"},
       {"parity index twice", [](json& j) { j["parity"][1]["index"] = 0; }, "parity[1].index 0 is not above"},
-      {"parity length", [](json& j) { j["parity"][0]["length"] = 7; }, "parity[0].length is 7 but the longest"},
+      {"parity length", [](json& j) { j["parity"][0]["length"] = 7; },
+       "parity[0].length is 7 but the longest"},
       {"parity checksum", [](json& j) { j["parity"][1]["checksum"] = "xxh3-64:123"; }, "parity[1].checksum"},
       {"parity entry", [](json& j) { j["parity"][0] = json::array(); }, "\"parity[0]\" must be an object"},
   };

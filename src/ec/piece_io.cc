@@ -8,7 +8,8 @@
 namespace tierckpt::ec {
 namespace {
 
-Status ReadSpan(std::span<const uint8_t> bytes, uint64_t offset, uint8_t* buf, size_t len, std::string_view what) {
+Status ReadSpan(std::span<const uint8_t> bytes, uint64_t offset, uint8_t* buf, size_t len,
+                std::string_view what) {
   if (offset > bytes.size() || len > bytes.size() - offset) {
     return IoError(std::string(what) + ": reading " + std::to_string(len) + " bytes at offset " +
                    std::to_string(offset) + " of " + std::to_string(bytes.size()) + " bytes held");
@@ -26,7 +27,8 @@ std::vector<uint8_t>* MemoryObjectSource::Find(std::string_view name) {
 
 Status MemoryObjectSource::Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) {
   auto it = objects_.find(name);
-  if (it == objects_.end()) return NotFound("object " + std::string(name) + " is not among the part's objects");
+  if (it == objects_.end())
+    return NotFound("object " + std::string(name) + " is not among the part's objects");
   return ReadSpan(it->second, offset, buf, len, "object " + std::string(name));
 }
 
@@ -42,15 +44,18 @@ Status MemoryObjectSink::Write(std::string_view name, uint64_t offset, std::span
 }
 
 Status FdObjectSource::Add(std::string name, UniqueFd fd, std::string path) {
-  if (files_.count(name) != 0) return AlreadyExists("object " + name + " was added to the part's source twice");
+  if (files_.count(name) != 0)
+    return AlreadyExists("object " + name + " was added to the part's source twice");
   files_.emplace(std::move(name), File{std::move(fd), std::move(path)});
   return Status::Ok();
 }
 
 Status FdObjectSource::Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) {
   auto it = files_.find(name);
-  if (it == files_.end()) return NotFound("object " + std::string(name) + " is not among the part's open files");
-  return PreadExact(it->second.fd.get(), buf, len, offset, "object " + std::string(name) + " (" + it->second.path + ")");
+  if (it == files_.end())
+    return NotFound("object " + std::string(name) + " is not among the part's open files");
+  return PreadExact(it->second.fd.get(), buf, len, offset,
+                    "object " + std::string(name) + " (" + it->second.path + ")");
 }
 
 Status FdPieceSource::Read(uint64_t offset, uint8_t* buf, size_t len) {

@@ -32,7 +32,8 @@ TEST(PieceIoTest, PartsFoldedFromFilesAndParityReadFromFilesRebuildAsFromMemory)
   std::vector<FdObjectSource> files(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     for (const ObjectEntry& e : parts[i].manifest.objects) {
-      const std::string path = dir.Sub("p" + std::to_string(i) + "_" + std::to_string(&e - &parts[i].manifest.objects[0]));
+      const std::string path =
+          dir.Sub("p" + std::to_string(i) + "_" + std::to_string(&e - &parts[i].manifest.objects[0]));
       ASSERT_TRUE(files[i].Add(e.name, WriteFile(path, *parts[i].source.Find(e.name)), path).ok());
     }
   }
@@ -40,19 +41,22 @@ TEST(PieceIoTest, PartsFoldedFromFilesAndParityReadFromFilesRebuildAsFromMemory)
   ASSERT_TRUE(acc.ok());
   for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(acc->Fold(i, parts[i].manifest, files[i]).ok());
   const auto want = testing::EncodedParity(3, 2, parts);
-  for (uint32_t j = 0; j < 2; ++j) EXPECT_EQ(std::vector<uint8_t>(acc->Parity(j).begin(), acc->Parity(j).end()), want[j]);
+  for (uint32_t j = 0; j < 2; ++j)
+    EXPECT_EQ(std::vector<uint8_t>(acc->Parity(j).begin(), acc->Parity(j).end()), want[j]);
   Result<ParityRecord> record = acc->Seal();
   ASSERT_TRUE(record.ok());
 
   FdPieceSource p0(WriteFile(dir.Sub("parity0"), want[0]), dir.Sub("parity0"));
   FdPieceSource p1(WriteFile(dir.Sub("parity1"), want[1]), dir.Sub("parity1"));
-  std::vector<Survivor> survivors = {{.piece = 2, .part = &files[2]}, {.piece = 3, .parity = &p0},
-                                     {.piece = 4, .parity = &p1}};
+  std::vector<Survivor> survivors = {
+      {.piece = 2, .part = &files[2]}, {.piece = 3, .parity = &p0}, {.piece = 4, .parity = &p1}};
   for (uint32_t lost : {0u, 1u}) {
     MemoryObjectSink sink;
-    Result<RebuildReport> r = RebuildPiece(*record, lost, survivors, sink, RebuildOptions{.chunk_bytes = 100});
+    Result<RebuildReport> r =
+        RebuildPiece(*record, lost, survivors, sink, RebuildOptions{.chunk_bytes = 100});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    for (const ObjectEntry& e : parts[lost].manifest.objects) EXPECT_EQ(sink.objects().at(e.name), *parts[lost].source.Find(e.name));
+    for (const ObjectEntry& e : parts[lost].manifest.objects)
+      EXPECT_EQ(sink.objects().at(e.name), *parts[lost].source.Find(e.name));
   }
 }
 

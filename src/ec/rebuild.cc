@@ -18,7 +18,8 @@ Status ReadDataPiece(const DataPiece& piece, ObjectSource& part, uint64_t offset
   const uint64_t end = offset + len;
   for (const PieceObject& o : piece.objects) {
     const uint64_t s = std::max(start, offset), e = std::min(start + o.size, end);
-    if (s < e) TC_RETURN_IF_ERROR(part.Read(o.name, s - start, buf + (s - offset), static_cast<size_t>(e - s)));
+    if (s < e)
+      TC_RETURN_IF_ERROR(part.Read(o.name, s - start, buf + (s - offset), static_cast<size_t>(e - s)));
     start += o.size;
     if (start >= end) break;
   }
@@ -32,14 +33,17 @@ Status ReadDataPiece(const DataPiece& piece, ObjectSource& part, uint64_t offset
 class Rebuild {
  public:
   Rebuild(const ParityRecord& r, uint32_t lost, ObjectSink& sink, size_t chunk)
-      : r_(r), lost_(lost), sink_(sink), chunk_(chunk), where_("rebuilding data piece " + std::to_string(lost) +
-                                                               " (node " + r.data[lost].member + ") of " + r.ns +
-                                                               " step " + std::to_string(r.step) + " group " +
-                                                               std::to_string(r.group)) {}
+      : r_(r),
+        lost_(lost),
+        sink_(sink),
+        chunk_(chunk),
+        where_("rebuilding data piece " + std::to_string(lost) + " (node " + r.data[lost].member + ") of " +
+               r.ns + " step " + std::to_string(r.step) + " group " + std::to_string(r.group)) {}
 
   const std::string& where() const { return where_; }
   std::string PieceName(uint32_t piece) const {
-    if (piece < r_.data.size()) return "data piece " + std::to_string(piece) + " (node " + r_.data[piece].member + ")";
+    if (piece < r_.data.size())
+      return "data piece " + std::to_string(piece) + " (node " + r_.data[piece].member + ")";
     if (piece < r_.k) return "zero piece " + std::to_string(piece);
     return "parity piece " + std::to_string(piece - r_.k);
   }
@@ -58,7 +62,8 @@ class Rebuild {
     outs[lost_] = out.data();
     std::vector<Hasher> hashers(lost.objects.size());
     for (const PieceObject& o : lost.objects) {  // the empty ones get their one write here
-      if (o.size == 0) TC_RETURN_IF_ERROR(sink_.Write(o.name, 0, {}).WithContext(where_ + ": writing object " + o.name));
+      if (o.size == 0)
+        TC_RETURN_IF_ERROR(sink_.Write(o.name, 0, {}).WithContext(where_ + ": writing object " + o.name));
     }
     for (uint64_t off = 0; off < lost.length; off += chunk_) {
       const size_t len = static_cast<size_t>(std::min<uint64_t>(chunk_, lost.length - off));
@@ -87,7 +92,8 @@ class Rebuild {
         if (s < e) {
           std::span<const uint8_t> bytes(out.data() + (s - off), static_cast<size_t>(e - s));
           hashers[o].Update(bytes.data(), bytes.size());
-          TC_RETURN_IF_ERROR(sink_.Write(po.name, s - start, bytes).WithContext(where_ + ": writing object " + po.name));
+          TC_RETURN_IF_ERROR(
+              sink_.Write(po.name, s - start, bytes).WithContext(where_ + ": writing object " + po.name));
         }
         start += po.size;
       }
@@ -111,12 +117,13 @@ class Rebuild {
         Hasher h;
         for (uint64_t at = 0; at < o.size; at += chunk_) {
           const size_t len = static_cast<size_t>(std::min<uint64_t>(chunk_, o.size - at));
-          TC_RETURN_IF_ERROR(s.part->Read(o.name, at, buf.data(), len).WithContext("reading " + PieceName(s.piece)));
+          TC_RETURN_IF_ERROR(
+              s.part->Read(o.name, at, buf.data(), len).WithContext("reading " + PieceName(s.piece)));
           h.Update(buf.data(), len);
         }
         if (h.Finish().ToString() != o.checksum) {
-          return Corruption(PieceName(s.piece) + ": object " + o.name + " hashes to " + h.Finish().ToString() +
-                            " but the record says " + o.checksum);
+          return Corruption(PieceName(s.piece) + ": object " + o.name + " hashes to " +
+                            h.Finish().ToString() + " but the record says " + o.checksum);
         }
       }
       return Status::Ok();
@@ -146,15 +153,16 @@ class Rebuild {
 
 }  // namespace
 
-Result<RebuildReport> RebuildPiece(const ParityRecord& record, uint32_t lost, std::span<const Survivor> survivors,
-                                   ObjectSink& sink, const RebuildOptions& options) {
-  TC_RETURN_IF_ERROR(record.Validate().WithContext("rebuilding from the parity record of " + record.ns + " step " +
-                                                   std::to_string(record.step) + " group " +
+Result<RebuildReport> RebuildPiece(const ParityRecord& record, uint32_t lost,
+                                   std::span<const Survivor> survivors, ObjectSink& sink,
+                                   const RebuildOptions& options) {
+  TC_RETURN_IF_ERROR(record.Validate().WithContext("rebuilding from the parity record of " + record.ns +
+                                                   " step " + std::to_string(record.step) + " group " +
                                                    std::to_string(record.group)));
   if (lost >= record.data.size()) {
     return InvalidArgument("rebuilding data piece " + std::to_string(lost) + " of " + record.ns + " step " +
-                           std::to_string(record.step) + " group " + std::to_string(record.group) + ": the group has " +
-                           std::to_string(record.data.size()) + " data pieces");
+                           std::to_string(record.step) + " group " + std::to_string(record.group) +
+                           ": the group has " + std::to_string(record.data.size()) + " data pieces");
   }
   if (options.chunk_bytes == 0) return InvalidArgument("rebuilding: chunk_bytes must be above 0");
   TC_ASSIGN_OR_RETURN(ReedSolomon rs, ReedSolomon::Create(record.k, record.m));
@@ -163,7 +171,8 @@ Result<RebuildReport> RebuildPiece(const ParityRecord& record, uint32_t lost, st
 
   // The candidates, in the order they are used: zero pieces, data, parity.
   std::vector<Survivor> zeros;
-  for (uint32_t i = static_cast<uint32_t>(record.data.size()); i < record.k; ++i) zeros.push_back(Survivor{i});
+  for (uint32_t i = static_cast<uint32_t>(record.data.size()); i < record.k; ++i)
+    zeros.push_back(Survivor{i});
   std::vector<const Survivor*> candidates;
   for (const Survivor& z : zeros) candidates.push_back(&z);
   RebuildReport report;
@@ -172,19 +181,22 @@ Result<RebuildReport> RebuildPiece(const ParityRecord& record, uint32_t lost, st
     const std::string name = "survivor " + std::to_string(s.piece);
     if (s.piece >= n || s.piece == lost || !seen.insert(s.piece).second ||
         (s.piece >= record.data.size() && s.piece < record.k)) {
-      return InvalidArgument(rebuild.where() + ": " + name +
-                             " is not a piece to rebuild from (outside the code, the lost piece, given twice, or a "
-                             "zero piece of a short group)");
+      return InvalidArgument(
+          rebuild.where() + ": " + name +
+          " is not a piece to rebuild from (outside the code, the lost piece, given twice, or a "
+          "zero piece of a short group)");
     }
     if ((s.piece < record.k && s.part == nullptr) || (s.piece >= record.k && s.parity == nullptr)) {
-      return InvalidArgument(rebuild.where() + ": " + rebuild.PieceName(s.piece) + " has no source to read it from");
+      return InvalidArgument(rebuild.where() + ": " + rebuild.PieceName(s.piece) +
+                             " has no source to read it from");
     }
   }
   for (const Survivor& s : survivors) {
     if (s.piece >= record.k && record.FindParity(s.piece - record.k) == nullptr) {
-      report.rejected.emplace_back(s.piece, InvalidArgument(rebuild.PieceName(s.piece) +
-                                                            " is not described by the record; merge its holder's "
-                                                            "record first"));
+      report.rejected.emplace_back(
+          s.piece,
+          InvalidArgument(rebuild.PieceName(s.piece) + " is not described by the record; merge its holder's "
+                                                       "record first"));
       continue;
     }
     candidates.push_back(&s);
@@ -195,15 +207,17 @@ Result<RebuildReport> RebuildPiece(const ParityRecord& record, uint32_t lost, st
 
   auto rejected_text = [&] {
     std::string out;
-    for (const auto& [piece, st] : report.rejected) out += "; " + rebuild.PieceName(piece) + ": " + st.message();
+    for (const auto& [piece, st] : report.rejected)
+      out += "; " + rebuild.PieceName(piece) + ": " + st.message();
     return out;
   };
   while (true) {
     if (candidates.size() < record.k) {
-      return FailedPrecondition(rebuild.where() + ": " + std::to_string(candidates.size()) + " usable pieces of the " +
-                                std::to_string(record.k) + " needed (" + std::to_string(survivors.size()) +
-                                " survivors given, " + std::to_string(report.rejected.size()) + " set aside" +
-                                rejected_text() + "); rebuild from the durable tier instead");
+      return FailedPrecondition(rebuild.where() + ": " + std::to_string(candidates.size()) +
+                                " usable pieces of the " + std::to_string(record.k) + " needed (" +
+                                std::to_string(survivors.size()) + " survivors given, " +
+                                std::to_string(report.rejected.size()) + " set aside" + rejected_text() +
+                                "); rebuild from the durable tier instead");
     }
     std::vector<const Survivor*> use(candidates.begin(), candidates.begin() + record.k);
     const Survivor* bad_read = nullptr;
@@ -227,7 +241,8 @@ Result<RebuildReport> RebuildPiece(const ParityRecord& record, uint32_t lost, st
         }
       }
       if (bad.empty()) {
-        return Corruption(st.message() + ", yet every piece it was rebuilt from matches the record: the record does "
+        return Corruption(st.message() +
+                          ", yet every piece it was rebuilt from matches the record: the record does "
                           "not describe these pieces; rebuild from the durable tier");
       }
     }

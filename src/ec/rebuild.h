@@ -64,7 +64,8 @@ struct RebuildReport {
 //   kCorruption: every survivor used matches the record yet a rebuilt object
 //     does not (the record does not describe these pieces);
 //   the sink's error, with context.
-Result<RebuildReport> RebuildPiece(const ParityRecord& record, uint32_t lost, std::span<const Survivor> survivors,
-                                   ObjectSink& sink, const RebuildOptions& options = {});
+Result<RebuildReport> RebuildPiece(const ParityRecord& record, uint32_t lost,
+                                   std::span<const Survivor> survivors, ObjectSink& sink,
+                                   const RebuildOptions& options = {});
 
 }  // namespace tierckpt::ec

@@ -29,7 +29,8 @@ Group MakeGroup(uint32_t k, uint32_t m, uint32_t members, uint32_t seed, uint64_
   Group g{k, m, MakeParts(members, seed, min_bytes), {}, {}};
   Result<ParityAccumulator> acc = ParityAccumulator::Create(Config(k, m, members, 1000));
   EXPECT_TRUE(acc.ok());
-  for (uint32_t i = 0; i < members; ++i) EXPECT_TRUE(acc->Fold(i, g.parts[i].manifest, g.parts[i].source).ok());
+  for (uint32_t i = 0; i < members; ++i)
+    EXPECT_TRUE(acc->Fold(i, g.parts[i].manifest, g.parts[i].source).ok());
   for (uint32_t j = 0; j < m; ++j) g.parity.emplace_back(acc->Parity(j).begin(), acc->Parity(j).end());
   Result<ParityRecord> r = acc->Seal();
   EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -66,7 +67,9 @@ void ExpectRebuilt(const TestPart& part, const MemoryObjectSink& sink) {
 }
 
 TEST(RebuildTest, EveryPatternOfUpToMLostPiecesRebuildsEachLostPartByteForByte) {
-  struct Shape { uint32_t k, m, members; };
+  struct Shape {
+    uint32_t k, m, members;
+  };
   for (Shape sh : {Shape{4, 2, 4}, Shape{3, 1, 3}, Shape{6, 3, 6}, Shape{4, 2, 3}, Shape{6, 3, 4}}) {
     for (size_t chunk : {size_t{1} << 20, size_t{61}}) {
       SCOPED_TRACE("rs:" + std::to_string(sh.k) + "+" + std::to_string(sh.m) + " members " +
@@ -82,7 +85,8 @@ TEST(RebuildTest, EveryPatternOfUpToMLostPiecesRebuildsEachLostPartByteForByte) 
         for (uint32_t i = 0; i < sh.members; ++i) {
           if (!(lost >> i & 1)) continue;
           MemoryObjectSink sink;
-          Result<RebuildReport> r = RebuildPiece(g.record, i, s.list, sink, RebuildOptions{.chunk_bytes = chunk});
+          Result<RebuildReport> r =
+              RebuildPiece(g.record, i, s.list, sink, RebuildOptions{.chunk_bytes = chunk});
           ASSERT_TRUE(r.ok()) << "lost mask " << lost << ", piece " << i << ": " << r.status().ToString();
           EXPECT_TRUE(r->rejected.empty());
           EXPECT_EQ(r->used.size(), sh.k);
@@ -98,7 +102,7 @@ TEST(RebuildTest, EveryPatternOfUpToMLostPiecesRebuildsEachLostPartByteForByte) 
 
 TEST(RebuildTest, ACorruptParityPieceIsDetectedAndAnotherSurvivorUsed) {
   Group g = MakeGroup(4, 2, 4, 21, /*min_bytes=*/200);
-  g.parity[0][100] ^= 0x08;  // inside the lost piece's length: it matters
+  g.parity[0][100] ^= 0x08;                        // inside the lost piece's length: it matters
   Survivors s = SurvivorsOf(g, uint64_t{1} << 0);  // data 1..3, parity 0 (corrupt) and 1
   MemoryObjectSink sink;
   Result<RebuildReport> r = RebuildPiece(g.record, 0, s.list, sink, RebuildOptions{.chunk_bytes = 64});
@@ -117,7 +121,8 @@ TEST(RebuildTest, ACorruptParityPieceWithNoOtherSurvivorFailsNamingIt) {
   MemoryObjectSink sink;
   Result<RebuildReport> r = RebuildPiece(g.record, 0, s.list, sink);
   ASSERT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("3 usable pieces of the 4 needed"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("3 usable pieces of the 4 needed"), std::string::npos)
+      << r.status().message();
   EXPECT_NE(r.status().message().find("parity piece 0 hashes to"), std::string::npos) << r.status().message();
 }
 

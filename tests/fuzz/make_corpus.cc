@@ -160,17 +160,19 @@ Status WriteCorpus(const std::string& root) {
     }
     rec.data.push_back(std::move(d));
   }
-  rec.parity = {{0, rec.PieceLength(), "xxh3-64:0123456789abcdef"}, {1, rec.PieceLength(), "xxh3-64:fedcba9876543210"}};
+  rec.parity = {{0, rec.PieceLength(), "xxh3-64:0123456789abcdef"},
+                {1, rec.PieceLength(), "xxh3-64:fedcba9876543210"}};
   TC_RETURN_IF_ERROR(Write(parity, "group.json", rec.ToJson()));
   ec::ParityRecord short_group = rec;
   short_group.data.resize(2);
   short_group.parity = {{1, short_group.PieceLength(), "xxh3-64:00000000000000ff"}};
   TC_RETURN_IF_ERROR(Write(parity, "short_group.json", short_group.ToJson()));
   TC_RETURN_IF_ERROR(Write(parity, "compact.json",
-                           "{\"parity\":[{\"checksum\":\"xxh3-64:ffffffffffffffff\",\"length\":0,\"index\":0}],"
-                           "\"version\":1,\"format\":\"tierckpt.parity\",\"namespace\":\"n\",\"step\":0,"
-                           "\"group\":4294967295,\"k\":1,\"m\":1,\"data\":[{\"member\":\"x\",\"piece_length\":0,"
-                           "\"objects\":[{\"name\":\"a\",\"size\":0,\"checksum\":\"xxh3-64:2d06800538d394c2\"}]}]}"));
+                           "{\"parity\":[{\"checksum\":\"xxh3-64:ffffffffffffffff\",\"length\":0,"
+                           "\"index\":0}],\"version\":1,\"format\":\"tierckpt.parity\",\"namespace\":\"n\","
+                           "\"step\":0,\"group\":4294967295,\"k\":1,\"m\":1,\"data\":[{\"member\":\"x\","
+                           "\"piece_length\":0,\"objects\":[{\"name\":\"a\",\"size\":0,"
+                           "\"checksum\":\"xxh3-64:2d06800538d394c2\"}]}]}"));
   return Status::Ok();
 }
 
@@ -179,7 +181,9 @@ Status WriteCorpus(const std::string& root) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_corpus <corpus_dir>  (writes <corpus_dir>/frame, /manifest, /parity_record and /peer_messages)\n");
+    std::fprintf(stderr,
+                 "usage: make_corpus <corpus_dir>  (writes <corpus_dir>/frame, /manifest, /parity_record and "
+                 "/peer_messages)\n");
     return 2;
   }
   tierckpt::Status s = tierckpt::WriteCorpus(argv[1]);

@@ -169,7 +169,8 @@ Result<RebuildReport> RebuildPiece(const ParityRecord& record, uint32_t lost,
   Rebuild rebuild(record, lost, sink, options.chunk_bytes);
   const uint32_t n = record.k + record.m;
 
-  // The candidates, in the order they are used: zero pieces, data, parity.
+  // The candidates: a short group's zero pieces (they survive for free) and the survivors
+  // given, less parity pieces the record does not describe.
   std::vector<Survivor> zeros;
   for (uint32_t i = static_cast<uint32_t>(record.data.size()); i < record.k; ++i)
     zeros.push_back(Survivor{i});

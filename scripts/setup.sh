@@ -212,10 +212,10 @@ for t in "${targets[@]}"; do
             -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ ;;
     fuzz)
       if command -v clang++ >/dev/null 2>&1; then
-        build build/fuzz --targets "fuzz_frame fuzz_manifest fuzz_s3_xml fuzz_peer_messages" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        build build/fuzz --targets "fuzz_frame fuzz_manifest fuzz_parity_record fuzz_s3_xml fuzz_peer_messages" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
           -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
       else
-        build build/fuzz --targets "fuzz_frame fuzz_manifest fuzz_s3_xml fuzz_peer_messages" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        build build/fuzz --targets "fuzz_frame fuzz_manifest fuzz_parity_record fuzz_s3_xml fuzz_peer_messages" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
           -DTIERCKPT_TESTS=OFF -DTIERCKPT_FUZZ=ON
       fi ;;
     python)

@@ -5,8 +5,9 @@
 // writes <corpus_dir>/frame/*.bin (one valid frame of every request type and
 // of every response, header + payload as they travel on the socket, plus an
 // error response), <corpus_dir>/peer_messages/* (a selector byte and a valid
-// payload for every peer message and frame kind fuzz_peer_messages decodes)
-// and <corpus_dir>/manifest/*.json (valid manifests). The frames and peer
+// payload for every peer message and frame kind fuzz_peer_messages decodes),
+// <corpus_dir>/manifest/*.json (valid manifests) and
+// <corpus_dir>/parity_record/*.json (valid parity records). The frames and peer
 // payloads are built from the message declarations alone (samples.h over
 // TIERCKPT_WIRE_MSG_TYPES, TIERCKPT_PEER_MSGS and TIERCKPT_PEER_FRAME_KINDS),
 // so a message added there gets its seed here. The output is deterministic,
@@ -22,6 +23,7 @@
 #include "common/checksum.h"
 #include "os/files.h"
 #include "samples.h"
+#include "ec/parity_record.h"
 #include "tierckpt/manifest.h"
 #include "wire/protocol.h"
 
@@ -90,9 +92,11 @@ Status WriteCorpus(const std::string& root) {
   std::string frames = JoinPath(root, "frame");
   std::string peer = JoinPath(root, "peer_messages");
   std::string manifests = JoinPath(root, "manifest");
+  std::string parity = JoinPath(root, "parity_record");
   TC_RETURN_IF_ERROR(MakeDirs(frames, 0755));
   TC_RETURN_IF_ERROR(MakeDirs(peer, 0755));
   TC_RETURN_IF_ERROR(MakeDirs(manifests, 0755));
+  TC_RETURN_IF_ERROR(MakeDirs(parity, 0755));
 
   // Every request and every response of the local protocol, from the table.
   std::vector<std::pair<std::string, std::string>> f = {
@@ -138,6 +142,37 @@ Status WriteCorpus(const std::string& root) {
   empty.ns = "n";
   empty.step = 0;
   TC_RETURN_IF_ERROR(Write(manifests, "empty.json", empty.ToJson()));
+
+  // Parity records (src/ec/parity_record.h): a full group of rs:4+2 with
+  // both pieces, a short group's one holder, and a compact one.
+  ec::ParityRecord rec;
+  rec.ns = "job-1";
+  rec.step = 1200;
+  rec.group = 1;
+  rec.k = 4;
+  rec.m = 2;
+  for (const char* node : {"node-a", "node-b", "node-c", "node-d"}) {
+    Manifest part = SampleManifest(std::string_view(node) == "node-c" ? 0 : 3);
+    ec::DataPiece d{.member = node};
+    for (const ObjectEntry& o : part.objects) {
+      d.objects.push_back({o.name, o.size, o.checksum});
+      d.length += o.size;
+    }
+    rec.data.push_back(std::move(d));
+  }
+  rec.parity = {{0, rec.PieceLength(), "xxh3-64:0123456789abcdef"},
+                {1, rec.PieceLength(), "xxh3-64:fedcba9876543210"}};
+  TC_RETURN_IF_ERROR(Write(parity, "group.json", rec.ToJson()));
+  ec::ParityRecord short_group = rec;
+  short_group.data.resize(2);
+  short_group.parity = {{1, short_group.PieceLength(), "xxh3-64:00000000000000ff"}};
+  TC_RETURN_IF_ERROR(Write(parity, "short_group.json", short_group.ToJson()));
+  TC_RETURN_IF_ERROR(Write(parity, "compact.json",
+                           "{\"parity\":[{\"checksum\":\"xxh3-64:ffffffffffffffff\",\"length\":0,"
+                           "\"index\":0}],\"version\":1,\"format\":\"tierckpt.parity\",\"namespace\":\"n\","
+                           "\"step\":0,\"group\":4294967295,\"k\":1,\"m\":1,\"data\":[{\"member\":\"x\","
+                           "\"piece_length\":0,\"objects\":[{\"name\":\"a\",\"size\":0,"
+                           "\"checksum\":\"xxh3-64:2d06800538d394c2\"}]}]}"));
   return Status::Ok();
 }
 
@@ -146,7 +181,9 @@ Status WriteCorpus(const std::string& root) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_corpus <corpus_dir>  (writes <corpus_dir>/frame and /manifest)\n");
+    std::fprintf(stderr,
+                 "usage: make_corpus <corpus_dir>  (writes <corpus_dir>/frame, /manifest, /parity_record and "
+                 "/peer_messages)\n");
     return 2;
   }
   tierckpt::Status s = tierckpt::WriteCorpus(argv[1]);

@@ -17,7 +17,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/tierckpt_fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-targets=(frame manifest s3_xml peer_messages)
+targets=(frame manifest parity_record s3_xml peer_messages)
 for target in "${targets[@]}"; do
   bin="$build/tests/fuzz/fuzz_$target"
   if [ ! -x "$bin" ]; then

@@ -1,0 +1,139 @@
+// parity_accumulator.h — a parity holder's parity of one group and one step
+// (issue 23, decision 123): the group's data members' parts are folded in one
+// at a time, as they arrive, never more than one bounded chunk of a part in
+// memory, and once every member's is in, Seal gives the record that
+// describes the parity (ec/parity_record.h).
+//
+// A member's piece is its part's objects back to back in manifest order; the
+// parity pieces grow (zero-filled) to the longest piece folded so far, and a
+// shorter piece is folded over its own bytes only (zero padding contributes
+// nothing, decision 121).
+//
+// Fold streams the part from an ObjectSource in chunks of chunk_bytes,
+// folding each chunk into the parity (ReedSolomon::Update at the chunk's
+// piece offset) and hashing each object as it goes. A part whose bytes do not
+// match its manifest's checksums, or whose source fails mid-way, is taken out
+// again: the bytes folded so far are read and folded a second time, which
+// cancels them (GF(2^8) addition is XOR), and the second reading's hashes must
+// equal the first's, so the cancel is exact. The accumulator is then as
+// before the Fold and the index can be folded again. Why cancel rather than
+// verify first: the good case, by far the common one, reads each part once
+// (a part arriving from a peer is read as it streams); only a refused part is
+// read twice. Should the second reading differ from the first or fail (the
+// source changed under it), the parity is unknown: the accumulator is broken
+// and refuses everything after with kAborted; its parity must be computed
+// again from scratch.
+//
+// Each parity row is computed for every Fold (ISA-L updates all M rows in one
+// pass); a holder that keeps only some (`held`) gives the others a chunk of
+// scratch, so it holds only its own pieces.
+//
+// Thread-compatible: one caller at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/checksum.h"
+#include "ec/parity_record.h"
+#include "ec/piece_io.h"
+#include "ec/reed_solomon.h"
+#include "tierckpt/manifest.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt::ec {
+
+struct ParityAccumulatorConfig {
+  std::string ns;
+  uint64_t step = 0;
+  uint32_t group = 0;
+  uint32_t k = 0;  // the code: rs:k+m
+  uint32_t m = 0;
+  // The group's data members, 1..k: fewer than k in a short last group,
+  // whose missing pieces are zeros.
+  uint32_t members = 0;
+  // The parity pieces this holder keeps, each in [0, m); empty: all m.
+  std::vector<uint32_t> held;
+  // The bytes read and folded at once. Default 4 MiB.
+  size_t chunk_bytes = size_t{4} << 20;
+};
+
+class ParityAccumulator {
+ public:
+  // kInvalidArgument on a bad code (ReedSolomon::Create), members outside
+  // 1..k, a held index ≥ m or repeated, or chunk_bytes 0.
+  static Result<ParityAccumulator> Create(ParityAccumulatorConfig config);
+
+  ParityAccumulator(ParityAccumulator&&) = default;
+  ParityAccumulator& operator=(ParityAccumulator&&) = default;
+  ParityAccumulator(const ParityAccumulator&) = delete;
+  ParityAccumulator& operator=(const ParityAccumulator&) = delete;
+
+  // Folds data member `index`'s part, reading its objects from source.
+  // Errors, after which the parity is as before the call:
+  //   kInvalidArgument: index ≥ members (or ≥ k); the part is of another
+  //     namespace or step; the part does not validate or its node id is not
+  //     a valid id;
+  //   kAlreadyExists: index, or the part's node, was folded already;
+  //   kFailedPrecondition: the part's checksums are pending, or Seal ran;
+  //   kCorruption: an object's bytes do not match its checksum (named);
+  //   the source's error (with context) when a read fails.
+  // kAborted when a refused part could not be taken out again (see above):
+  // the accumulator is broken from then on.
+  Status Fold(uint32_t index, const Manifest& part, ObjectSource& source);
+
+  // True once every data index in [0, members) was folded.
+  bool Complete() const;
+  // The data indices not folded yet, increasing.
+  std::vector<uint32_t> Missing() const;
+  bool broken() const { return broken_; }
+
+  // Parity piece j's bytes so far (as long as the longest piece folded);
+  // empty when j is not held.
+  std::span<const uint8_t> Parity(uint32_t j) const;
+
+  // The record of the held parity pieces (their checksums computed now).
+  // kFailedPrecondition naming the missing data indices before Complete;
+  // kAborted when broken. After Seal, Fold is refused; Seal may be called
+  // again and gives the same record.
+  Result<ParityRecord> Seal();
+
+ private:
+  // Where a pass over a part stopped, and the hash of what it read of each
+  // object (a prefix for the object it stopped in).
+  struct Pass {
+    uint64_t folded = 0;
+    std::vector<Checksum> hashes;
+    Status status;
+  };
+
+  ParityAccumulator(ParityAccumulatorConfig config, ReedSolomon rs);
+
+  // Reads the part's first `upto` piece bytes and folds them in; with
+  // verify, stops after the first object whose hash differs from the
+  // manifest's.
+  Pass FoldBytes(uint32_t index, const Manifest& part, ObjectSource& source, uint64_t upto, bool verify);
+  // Cancels a failed first pass; sets broken_ when it cannot.
+  Status Undo(uint32_t index, const Manifest& part, ObjectSource& source, const Pass& first,
+              uint64_t old_length);
+  void Resize(uint64_t length);
+
+  // Const after construction.
+  ParityAccumulatorConfig config_;
+  ReedSolomon rs_;
+  std::vector<bool> held_;  // by parity index
+
+  std::vector<std::vector<uint8_t>> parity_;   // by parity index; empty when not held
+  std::vector<std::vector<uint8_t>> scratch_;  // a chunk for each row not held
+  std::vector<uint8_t> chunk_;
+  std::vector<std::optional<DataPiece>> folded_;  // by data index
+  uint64_t length_ = 0;                           // of every held parity piece
+  bool sealed_ = false;
+  bool broken_ = false;
+};
+
+}  // namespace tierckpt::ec

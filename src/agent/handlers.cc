@@ -177,10 +177,7 @@ Reply Handlers::CreateNextObject(ConnectionState& conn, std::string_view p) {
 Reply Handlers::BeginSaveCreateNext(ConnectionState& conn, std::string_view p) {
   wire::CreateNextObjectRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
-  AbortLeftoverSteps(conn, req.ns, req.step);
-  if (Status begun = d_.tier->BeginStep(req.ns, req.step, conn.id, conn.writer); !begun.ok()) {
-    return StatusReply(begun);
-  }
+  if (Status begun = BeginSaveOf(conn, req.ns, req.step); !begun.ok()) return StatusReply(begun);
   return CreateNext(conn, req);
 }
 
@@ -216,8 +213,12 @@ Reply Handlers::CreateNext(ConnectionState& conn, const wire::CreateNextObjectRe
 Reply Handlers::BeginSave(ConnectionState& conn, std::string_view p) {
   wire::StepRequest req;
   if (Reply bad; !DecodeRequest(p, &req, &bad)) return bad;
-  AbortLeftoverSteps(conn, req.ns, req.step);
-  return StatusReply(d_.tier->BeginStep(req.ns, req.step, conn.id, conn.writer));
+  return StatusReply(BeginSaveOf(conn, req.ns, req.step));
+}
+
+Status Handlers::BeginSaveOf(ConnectionState& conn, const std::string& ns, uint64_t step) {
+  AbortLeftoverSteps(conn, ns, step);
+  return d_.tier->BeginStep(ns, step, conn.id, conn.writer);
 }
 
 void Handlers::AbortLeftoverSteps(ConnectionState& conn, const std::string& ns, uint64_t step) {

@@ -108,6 +108,8 @@ class Handlers final : public RequestHandler {
   // BeginSave, then CreateNextObject: the first request of a steady save, one round trip.
   Reply BeginSaveCreateNext(ConnectionState& conn, std::string_view payload);
   Reply CreateNext(ConnectionState& conn, const wire::CreateNextObjectRequest& req);
+  // What BeginSave does: this connection's leftover steps of ns aborted, then BeginStep.
+  Status BeginSaveOf(ConnectionState& conn, const std::string& ns, uint64_t step);
   // BeginStep, after aborting the steps of the namespace that conn created
   // objects in (CreateNextObject) and that are still being written: what an
   // earlier failed save over this connection left half-written.

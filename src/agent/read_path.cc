@@ -128,6 +128,12 @@ Result<Manifest> ReadPath::DurableOfThisSave(const Manifest& own) {
   return read;
 }
 
+Status ReadPath::RestorePartFromDurable(MemoryTier* copy, const Manifest& own, const std::string& member) {
+  return copy->Restore(*d_.store, own.ns, own.step, member)
+      .WithContext("restoring node " + member + "'s part of " + StepLabel(own.ns, own.step) + " from " +
+                   d_.store->DescribeNamespace(own.ns));
+}
+
 Result<ReadPath::Found> ReadPath::OpenFromDurablePart(const Manifest& own, const std::string& name) {
   const std::string label = StepLabel(own.ns, own.step);
   const std::string where = d_.store->DescribeNamespace(own.ns);
@@ -142,8 +148,7 @@ Result<ReadPath::Found> ReadPath::OpenFromDurablePart(const Manifest& own, const
   }
   const std::string member = wanted->node;
   TC_ASSIGN_OR_RETURN(MemoryTier * copy, d_.cluster->PartCopy(member));
-  TC_RETURN_IF_ERROR(copy->Restore(*d_.store, own.ns, own.step, member)
-                         .WithContext("restoring node " + member + "'s part of " + label + " from " + where));
+  TC_RETURN_IF_ERROR(RestorePartFromDurable(copy, own, member));
   Result<OpenedObject> opened = copy->OpenObject(own.ns, own.step, name);
   if (!opened.ok()) return opened.status().WithContext("opening " + label + "/" + name + " restored from " + where);
   return Found{std::move(opened).value(), copy, member, /*restored=*/true};
@@ -243,7 +248,7 @@ Result<ServedObject> ReadPath::Replace(const std::string& ns, uint64_t step, con
     if (!st.ok() && d_.store != nullptr) {
       Result<Manifest> own_part = d_.tier->GetManifest(ns, step);
       Status durable = own_part.ok() ? DurableOfThisSave(*own_part).status() : own_part.status();
-      if (durable.ok()) durable = found.tier->Restore(*d_.store, ns, step, found.member);
+      if (durable.ok()) durable = RestorePartFromDurable(found.tier, *own_part, found.member);
       if (durable.ok()) from = "the durable tier (" + d_.store->DescribeNamespace(ns) + ")";
       st = durable.ok() ? durable : Status(st.code(), st.message() + "; from the durable tier: " + durable.message());
     }

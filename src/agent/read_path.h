@@ -113,6 +113,10 @@ class ReadPath {
   // when it is this save of it (it holds own's objects with their sizes and
   // checksums); kFailedPrecondition naming the object that differs.
   Result<Manifest> DurableOfThisSave(const Manifest& own);
+  // Restores member's part of own's step from the durable tier into copy
+  // (this node's copy of member's parts); the caller checked the durable copy
+  // with DurableOfThisSave first.
+  Status RestorePartFromDurable(MemoryTier* copy, const Manifest& own, const std::string& member);
   Result<ServedObject> Repair(const std::string& ns, uint64_t step, const std::string& name);
   // Replaces the corrupt copy `found` ("damage" says how it is corrupt).
   Result<ServedObject> Replace(const std::string& ns, uint64_t step, const std::string& name,

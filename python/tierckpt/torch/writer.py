@@ -618,10 +618,7 @@ class TieredWriter(StorageWriter, CompleteStager):
 
             try:
                 client, obj = agent.call(self.config, begin_and_create)
-            except FileExistsError:  # the step is committed or another writer's: nothing was begun
-                self._begin_in_create = False
-                raise
-            except ConnectionError:
+            except (FileExistsError, ConnectionError):  # committed or another writer's, or no agent: not begun
                 self._begin_in_create = False
                 raise
             except BaseException:  # the save was begun, its object not created: stage() aborts it

@@ -223,7 +223,10 @@ class Span:
         files = sorted(p.name for p in d.iterdir())
         assert files == sorted([*written, MANIFEST, *(part_record(n) for n in self.nodes)]), files
 
-    def merged_by(self, step):
+    def merged_by(self, step, merger):
+        """The nodes that logged merging the step, once merger did: the manifest is in the durable
+        directory a moment before its merger logs `persist_merged`, so the log is waited for."""
+        self.wait_event(merger, "persist_merged", step, timeout=30)
         return [n for n in self.nodes if self.events(n, "persist_merged", step)]
 
 
@@ -247,7 +250,7 @@ def test_a_merger_killed_while_it_uploads_is_taken_over_by_its_first_follower(tm
             done = c.wait_event(n, "persist", step, timeout=30)
             assert "level=info" in done[0], done
             assert c.durable_state(n, step) == "committed"
-        assert c.merged_by(step) == [first]
+        assert c.merged_by(step, first) == [first]
         c.assert_whole(step)
         c.restore_from_durable_alone(step)
     finally:
@@ -271,7 +274,7 @@ def test_a_merger_and_its_first_follower_killed_as_it_takes_over_leave_the_step_
         assert c.names_merger(take[0], merger) and "turn=2" in take[0], take
         m = c.wait_manifest(step)
         assert m["node"] == second, f"the manifest was merged by {m['node']}, not the second follower {second}"
-        assert c.merged_by(step) == [second]
+        assert c.merged_by(step, second) == [second]
         assert not c.events(third, "merge_takeover", step), "the third follower merged too: the second was late"
         c.assert_whole(step)
         c.restore_from_durable_alone(step)
@@ -289,7 +292,7 @@ def test_a_merger_stopped_past_its_takeover_and_continued_commits_the_step_once(
         c.aim_at_upload(merger, step, signal.SIGSTOP)
         take = c.wait_event(first, "merge_takeover", step)
         assert c.names_merger(take[0], merger) and "turn=1" in take[0], take
-        c.wait_manifest(step)
+        m = c.wait_manifest(step)
         d = c.step_dir(step)
         before = {p.name: (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns) for p in d.iterdir()}
         assert c.agents[merger].alive()
@@ -308,7 +311,7 @@ def test_a_merger_stopped_past_its_takeover_and_continued_commits_the_step_once(
         assert set(after) == set(before), f"the durable step changed: {set(before) ^ set(after)}"
         for name, (data, _, _) in after.items():
             assert data == before[name][0], f"{name} changed content after the merger continued"
-        assert len(c.merged_by(step)) == 1, c.merged_by(step)
+        assert c.merged_by(step, m["node"]) == [m["node"]]
         c.assert_whole(step)
         c.restore_from_durable_alone(step)
     finally:

@@ -28,6 +28,14 @@ def pytest_configure(config):
     for b in BINARIES.missing():
         raise pytest.UsageError(f"{b} is missing: build first with scripts/setup.sh release")
     config.addinivalue_line("markers", "ceph: runs against the session's Ceph RGW (the `rgw` fixture)")
+    config.addinivalue_line("markers", "long: takes 15 s or more; started before the others (issue 38)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests marked `long` first, in their order, then the rest in theirs. xdist hands tests out
+    in this order, so the long ones start early on both workers instead of one worker running the
+    longest (the stress campaign, ~90 s) alone at the end of the phase while the other idles."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 # ---- Ceph RGW: one throwaway cluster per pytest process ----------------------------------------

@@ -16,6 +16,7 @@ MiB = 1 << 20
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a FUSE filesystem (root only)")
 
 
+@pytest.mark.long
 def test_a_durable_filesystem_failing_with_eio_loses_no_acknowledged_step_says_why_and_persists_after(
         agents, tmp_path):
     with FaultyFs(tmp_path / "fs") as fs:

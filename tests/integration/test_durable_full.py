@@ -58,6 +58,7 @@ def start_agent_on(agents, durable, *args):
     return a
 
 
+@pytest.mark.long
 def test_a_full_durable_filesystem_loses_no_acknowledged_step_says_why_and_persists_after(agents, tmp_path):
     a = agents("--memory-budget", "256MiB", "--keep-last", "20", start=False)
     base = a.durable

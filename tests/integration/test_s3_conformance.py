@@ -65,6 +65,7 @@ def test_conformance_suite(server):
     run_s3_conformance(server, server.endpoint)
 
 
+@pytest.mark.long
 def test_conformance_suite_through_periodic_faults(signed_moto):
     with FaultProxy(signed_moto.endpoint) as proxy:
         slow = Fault("slowdown", nth=frozenset(range(3, 100000, 28)))

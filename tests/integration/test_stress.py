@@ -75,6 +75,7 @@ def test_fixed_seed_campaign_breaks_no_invariant(tmp_path):
     assert summary["netns_left"] == [], summary
 
 
+@pytest.mark.long
 def test_random_seed_campaign_breaks_no_invariant(tmp_path):
     """The same on a fresh seed (printed: replay it with --seed)."""
     needs_netns()

@@ -202,6 +202,7 @@ def test_sigterm_flushes_pending_uploads_and_exits_0_when_everything_is_remote(m
     assert "last.pt" in remote_files(moto.boto3_client(), bucket, prefix), err
 
 
+@pytest.mark.long
 def test_an_s3_outage_is_retried_until_the_upload_lands(moto, bucket, tmp_path):
     from fault_proxy import Fault, FaultProxy  # noqa: PLC0415
     local = tmp_path / "ckpt"

@@ -170,13 +170,11 @@ Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what, Space
       io_.unlink_segments.push_back(seg->path);
       continue;
     }
-    pending_need_ = size;  // the evicted step's files go to the pool only if there is room for both
-    const bool evicted = EvictOneLocked(purpose);
-    pending_need_ = 0;
-    if (evicted) continue;
     // Files on their way to the pool (ours queued, or another call's moving)
-    // count as used but cannot be released yet: let them land, then retry.
-    // The caller re-finds its step afterwards (mu_ may have been released).
+    // count as used but cannot be released yet: let them land, then retry,
+    // before evicting more (the last eviction's file may be the one this
+    // object takes). The caller re-finds its step afterwards (mu_ may have
+    // been released).
     if (!io_.empty()) {
       FileJobs jobs = std::move(io_);
       io_ = FileJobs{};
@@ -189,6 +187,10 @@ Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what, Space
       cv_.Wait();
       continue;
     }
+    pending_need_ = size;  // the evicted step's best-fitting file goes to the pool for this object
+    const bool evicted = EvictOneLocked(purpose);
+    pending_need_ = 0;
+    if (evicted) continue;
     const std::string kept = index_.KeptSteps();
     const bool restore = purpose == SpaceFor::kRestore;
     return ResourceExhausted(
@@ -277,6 +279,26 @@ void MemoryTier::DropLocked(const std::string& ns, uint64_t step, std::string_vi
   io_.trash.push_back(TrashJob{files->dir, layout_.TrashDir() + "/" + files->trash_name, files});
 }
 
+const StepFiles::DroppedObject* MemoryTier::FileForNeedLocked(
+    const std::vector<StepFiles::DroppedObject>& objects) const {
+  if (pending_need_ == 0) return nullptr;
+  // As SegmentPool::Take picks: the smallest file that holds the need, else the largest (grown).
+  const StepFiles::DroppedObject* best = nullptr;
+  for (const StepFiles::DroppedObject& o : objects) {
+    if (!o.writer_done || o.size == 0) continue;
+    const bool holds = o.size >= pending_need_;
+    if (best == nullptr) {
+      best = &o;
+    } else if (holds ? best->size < pending_need_ || o.size < best->size
+                     : best->size < pending_need_ && o.size > best->size) {
+      best = &o;
+    }
+  }
+  // PoolFitLocked's rule: a small object does not take a file many times its size.
+  if (best != nullptr && pending_need_ < kPoolSmallObject && best->size > 4 * pending_need_) return nullptr;
+  return best;
+}
+
 bool MemoryTier::PoolMayKeepLocked(uint64_t size) const {
   return size > 0 && UsedLocked() + pending_need_ + size <= options_.budget_bytes;
 }
@@ -294,10 +316,12 @@ void MemoryTier::RecycleLocked(const std::shared_ptr<StepFiles>& files) {
     job.reserved = true;
     busy_paths_.insert(job.dir);
   }
+  for (const StepFiles::DroppedObject& o : files->objects) object_bytes_ -= std::min(object_bytes_, o.size);
+  const StepFiles::DroppedObject* for_need = FileForNeedLocked(files->objects);
   for (const StepFiles::DroppedObject& o : files->objects) {
-    object_bytes_ -= std::min(object_bytes_, o.size);
     RecycledFile f{o.name, o.size, std::nullopt};
-    if (o.writer_done && PoolMayKeepLocked(o.size)) {
+    const bool keep = &o == for_need ? UsedLocked() + o.size <= options_.budget_bytes : PoolMayKeepLocked(o.size);
+    if (o.writer_done && keep) {
       f.pool_id = pool_.NewId();
       to_pool_bytes_ += o.size;
     }

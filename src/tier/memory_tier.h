@@ -510,6 +510,13 @@ class MemoryTier {
                            bool writer_done) REQUIRES(mu_);
   // Whether a file of size bytes may go to the pool now (the budget).
   bool PoolMayKeepLocked(uint64_t size) const REQUIRES(mu_);
+  // During EnsureSpaceLocked's eviction: the dropped file that will hold the
+  // object being made room for (the one SegmentPool::Take would pick), which
+  // goes to the pool whenever it fits the budget by itself, so that its pages
+  // (faulted in, and mapped by the client that wrote them) are written again
+  // instead of freed and faulted in anew; nullptr outside an eviction.
+  const StepFiles::DroppedObject* FileForNeedLocked(const std::vector<StepFiles::DroppedObject>& objects) const
+      REQUIRES(mu_);
   // Runs I/O queued under mu_ (without it), then records what happened.
   void RunIo(FileJobs jobs) EXCLUDES(mu_);
   void RecordLocked(FileOutcomes out) REQUIRES(mu_);
@@ -565,8 +572,9 @@ class MemoryTier {
   uint64_t object_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t preallocating_bytes_ GUARDED_BY(mu_) = 0;  // the segment Preallocate is writing
   uint64_t to_pool_bytes_ GUARDED_BY(mu_) = 0;        // recorded bytes of files moving to the pool
-  // During EnsureSpaceLocked: the bytes being made room for, so that the
-  // files of the steps it evicts go to the pool only if both fit.
+  // During EnsureSpaceLocked: the bytes being made room for: the evicted
+  // step's file that best fits them goes to the pool for them
+  // (FileForNeedLocked), its other files only if they fit beside them.
   uint64_t pending_need_ GUARDED_BY(mu_) = 0;
   uint64_t next_id_ GUARDED_BY(mu_) = 1;  // instances, objects, trash and aside entries
   uint64_t next_commit_seq_ GUARDED_BY(mu_) = 1;

@@ -47,9 +47,9 @@ ParityFoldState ParityHolder::StateOf(const Group& g) {
 
 Status ParityHolder::ReserveLocked(Group& g, uint64_t bytes, std::string_view what) {
   if (bytes > g.reserved && used_ - g.reserved + bytes > options_.budget_bytes) {
-    return ResourceExhausted(std::string(what) + " needs " + FormatBytes(bytes) + " of parity in memory, and the " +
-                             "memory budget " + FormatBytes(options_.budget_bytes) + " has " +
-                             FormatBytes(options_.budget_bytes - used_) +
+    return ResourceExhausted(std::string(what) + " needs " + FormatBytes(bytes) +
+                             " of parity in memory, and the memory budget " +
+                             FormatBytes(options_.budget_bytes) + " has " + FormatBytes(options_.budget_bytes - used_) +
                              " left for parity; delete old steps, lower retention or raise --memory-budget");
   }
   used_ = used_ - g.reserved + bytes;
@@ -150,7 +150,11 @@ Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Mani
   g->by_index[t.index] = part.node;
   if (complete) {
     g->sealed = true;
-    Log(LogLevel::kInfo, "parity_sealed").Kv("ns", t.ns).Kv("step", t.step).Kv("group", t.group).Kv("bytes", g->reserved);
+    Log(LogLevel::kInfo, "parity_sealed")
+        .Kv("ns", t.ns)
+        .Kv("step", t.step)
+        .Kv("group", t.group)
+        .Kv("bytes", g->reserved);
   }
   sealed_cv_.SignalAll();
   return StateOf(*g);

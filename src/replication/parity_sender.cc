@@ -25,7 +25,8 @@ std::vector<T> EachHolder(const std::vector<std::string>& holders, Fn fn) {
 
 bool ParityReport::redundant() const {
   if (holders.empty()) return false;
-  return std::all_of(holders.begin(), holders.end(), [](const ParityAck& a) { return a.status.ok() && a.state.sealed; });
+  return std::all_of(holders.begin(), holders.end(),
+                     [](const ParityAck& a) { return a.status.ok() && a.state.sealed; });
 }
 
 std::string ParityReport::Describe() const {
@@ -43,7 +44,8 @@ std::string ParityReport::Describe() const {
   return out;
 }
 
-Result<ParitySender> ParitySender::Create(Replicator* replicator, cluster::ParityLayout layout, std::string node_id) {
+Result<ParitySender> ParitySender::Create(Replicator* replicator, cluster::ParityLayout layout,
+                                          std::string node_id) {
   const cluster::ParityGroup* g = layout.GroupOf(node_id);
   if (g == nullptr) {
     return InvalidArgument("node " + node_id + " has no group in the rs:" + std::to_string(layout.k) + "+" +
@@ -94,6 +96,22 @@ ParityReport ParitySender::SendParity(std::string_view ns, uint64_t step, std::c
       .Kv("redundant", report.redundant())
       .Kv("holders", report.Describe());
   return report;
+}
+
+Status ParitySender::MakeRedundant(std::string_view ns, uint64_t step, std::chrono::milliseconds wait) const {
+  const ParityReport report = SendParity(ns, step, wait);
+  if (report.redundant()) return Status::Ok();
+  Code code = Code::kUnavailable;
+  for (const ParityAck& a : report.holders) {
+    if (!a.status.ok()) {
+      code = a.status.code();
+      break;
+    }
+  }
+  return Status(code, "the parity of " + std::string(ns) + " step " + std::to_string(step) + " of node " +
+                          node_id_ + " (group " + std::to_string(group_) + ") is not complete: " +
+                          report.Describe() + "; the step is committed in this node's memory, but not redundant "
+                          "until every member's part is folded on every holder");
 }
 
 Result<std::vector<std::string>> ParitySender::DropParity(std::string_view ns, uint64_t step) const {

@@ -53,6 +53,12 @@ class ParitySender {
   // wait: how long a holder may wait for the rest of the group (0: answer
   // once this part is folded).
   ParityReport SendParity(std::string_view ns, uint64_t step, std::chrono::milliseconds wait) const;
+  // SendParity as a commit's outcome, as Replicator::Replicate is for
+  // replicas: Ok only when the report is redundant; otherwise the error
+  // names each holder and its state (the first failure's code, else
+  // kUnavailable: some member's part has not reached the holders in time)
+  // and says the step is committed here but not yet redundant.
+  Status MakeRedundant(std::string_view ns, uint64_t step, std::chrono::milliseconds wait) const;
   // Asks each holder to forget its parity of (ns, step); returns the holders
   // that held some. The error names each holder that failed.
   Result<std::vector<std::string>> DropParity(std::string_view ns, uint64_t step) const;
@@ -60,7 +66,11 @@ class ParitySender {
  private:
   ParitySender(Replicator* replicator, cluster::ParityLayout layout, std::string node_id, uint32_t group,
                uint32_t index)
-      : replicator_(replicator), layout_(std::move(layout)), node_id_(std::move(node_id)), group_(group), index_(index) {}
+      : replicator_(replicator),
+        layout_(std::move(layout)),
+        node_id_(std::move(node_id)),
+        group_(group),
+        index_(index) {}
 
   Replicator* replicator_;
   cluster::ParityLayout layout_;

@@ -74,7 +74,12 @@ Result<peer::ParityFolded> PeerService::FoldParity(const std::string& origin, st
   Result<ParityFoldState> state = deps_.parity->Fold(target, *part, source);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!state.ok()) {
-    Log(LogLevel::kWarn, "parity_fold_failed").Kv("origin", origin).Kv("ns", r.ns).Kv("step", r.step).Kv("group", r.group).Err(state.status());
+    Log(LogLevel::kWarn, "parity_fold_failed")
+        .Kv("origin", origin)
+        .Kv("ns", r.ns)
+        .Kv("step", r.step)
+        .Kv("group", r.group)
+        .Err(state.status());
     return state.status().WithContext("on node " + deps_.node_id);
   }
   Log(LogLevel::kInfo, "parity_folded")

@@ -161,7 +161,10 @@ TEST_F(ParityTierTest, AHolderThatSawOnlySomePartsPublishesNothing) {
   // Waiting does not make a missing part appear: the answer says so in time.
   ParityReport waited = SenderOf(g.data[0]).SendParity("job", kStep, 100ms);
   EXPECT_FALSE(waited.redundant());
-  EXPECT_EQ(waited.Describe().find("2 of 3 folded") != std::string::npos, true) << waited.Describe();
+  EXPECT_NE(waited.Describe().find("2 of 3 folded"), std::string::npos) << waited.Describe();
+  Status not_yet = SenderOf(g.data[1]).MakeRedundant("job", kStep, 0ms);
+  EXPECT_EQ(not_yet.code(), Code::kUnavailable) << not_yet.ToString();
+  EXPECT_NE(not_yet.message().find("not redundant"), std::string::npos) << not_yet.ToString();
   for (uint32_t j = 0; j < g.parity.size(); ++j) {
     ParityHolder& holder = *nodes[g.parity[j]]->parity;
     EXPECT_EQ(holder.Record("job", kStep, g.index).status().code(), Code::kNotFound);
@@ -169,7 +172,7 @@ TEST_F(ParityTierTest, AHolderThatSawOnlySomePartsPublishesNothing) {
     EXPECT_GT(holder.used_bytes(), 0u);  // the folding piece counts against the budget
   }
   // The last part seals it.
-  EXPECT_TRUE(SenderOf(g.data.back()).SendParity("job", kStep, 0ms).redundant());
+  EXPECT_TRUE(SenderOf(g.data.back()).MakeRedundant("job", kStep, 0ms).ok());
   const std::vector<std::string> expected = ExpectedParity(g);
   for (uint32_t j = 0; j < g.parity.size(); ++j) {
     EXPECT_TRUE(ReadPiece(g.parity[j], g.index, j) == expected[j]) << j;

@@ -179,6 +179,33 @@ TEST_F(ParityTierTest, AHolderThatSawOnlySomePartsPublishesNothing) {
   }
 }
 
+TEST_F(ParityTierTest, AShortLastGroupSealsWithItsFewerMembersAsIfTheRestWereZeros) {
+  Start(5, 3, 2);  // groups of 3 and 2 members
+  ASSERT_EQ(layout.groups.size(), 2u);
+  const cluster::ParityGroup& g = layout.groups[1];
+  ASSERT_EQ(g.data.size(), 2u);
+  CommitGroupParts(g);
+  // Both at once, each waiting for the group (one after the other, the
+  // first would wait for a part not sent yet).
+  std::vector<Status> results(g.data.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < g.data.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = SenderOf(g.data[i]).MakeRedundant("job", kStep, 20s); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_TRUE(results[i].ok()) << g.data[i] << ": " << results[i].ToString();
+  }
+  const std::vector<std::string> expected = ExpectedParity(g);
+  for (uint32_t j = 0; j < g.parity.size(); ++j) {
+    EXPECT_TRUE(ReadPiece(g.parity[j], g.index, j) == expected[j]) << j;
+    Result<ec::ParityRecord> record = nodes[g.parity[j]]->parity->Record("job", kStep, g.index);
+    ASSERT_TRUE(record.ok()) << record.status().ToString();
+    EXPECT_EQ(record->data.size(), 2u);
+    EXPECT_EQ(record->k, 3u);
+  }
+}
+
 TEST_F(ParityTierTest, APartCorruptedInTransitIsRefusedAndFoldsCleanlyWhenSentAgain) {
   Start(4, 2, 1);  // rs:2+1, XOR
   const cluster::ParityGroup& g = layout.groups[0];

@@ -11,6 +11,7 @@
 #include "agent/durable_bases.h"
 #include "cluster/address.h"
 #include "cluster/dns_peers.h"
+#include "cluster/parity_groups.h"
 #include "ops/http_server.h"
 #include "os/process.h"
 #include "os/files.h"
@@ -84,6 +85,8 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--replica-spacing", c.replica_spacing, "ring distance between replicas (default 1)");
   app.add_option("--replica-ack", c.replica_ack,
                  "all: a commit returns once every replica is verified (default); none: replicate after commit");
+  app.add_option("--redundancy", c.redundancy,
+                 "rs:K+M or xor:K: an erasure-coded memory tier (not available yet, issue 23)");
   app.add_option("--commit-fan-out", c.commit_fan_out,
                  "children per node of the tree a commit spanning nodes goes down (default 16)");
   app.add_option("--peer-timeout-ms", c.peer_timeout_ms,
@@ -337,6 +340,19 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
     Result<cluster::DnsPeersSpec> dns = cluster::ParseDnsPeers(c->peers_file);
     if (!dns.ok()) return dns.status();
     if (c->peer_listen.empty()) c->peer_listen = "0.0.0.0:" + std::to_string(dns->port);
+  }
+  if (!c->redundancy.empty()) {
+    // Decision 122: nothing accepts a scheme it would not honour. The parity
+    // path exists (decision 126), recovery from it does not yet.
+    Result<cluster::Redundancy> r = cluster::ParseRedundancy(c->redundancy);
+    if (!r.ok()) return r.status().WithContext("--redundancy");
+    if (r->kind == cluster::Redundancy::Kind::kReplicas) {
+      return InvalidArgument("--redundancy " + c->redundancy + ": use --replicas " + std::to_string(r->replicas) +
+                             " (--redundancy takes only erasure codes, and not yet)");
+    }
+    return Unimplemented("--redundancy " + c->redundancy + " is not available yet: this agent cannot rebuild a "
+                         "lost node's checkpoints from parity (issue 23), so it would claim a redundancy it does "
+                         "not have; use --replicas R");
   }
   if (c->replica_ack != "all" && c->replica_ack != "none") {
     return InvalidArgument("--replica-ack " + c->replica_ack +

@@ -39,6 +39,8 @@
 //   replicas         --replicas         2 (copies of each step, this node's included; 1 = none)
 //   replica_spacing  --replica-spacing  1 (ring distance between replicas)
 //   replica_ack      --replica-ack      all (commit waits for every replica) | none
+//   redundancy       --redundancy       "" ; refused for now whatever its value (decisions 122, 126):
+//                                      rs:K+M until recovery from parity works, replicas:R is --replicas R
 //   commit_fan_out   --commit-fan-out   16 (children per node of the tree a commit spanning nodes goes
 //                                      down, decision 102; 1..1024)
 //   peer_timeout_ms  --peer-timeout-ms  30000 (connect, handshake and each read from a peer; 100..600000)
@@ -115,6 +117,7 @@ struct AgentConfig {
   uint32_t replicas = 2;
   uint32_t replica_spacing = 1;
   std::string replica_ack = "all";
+  std::string redundancy;  // refused when given (decision 122)
   uint32_t commit_fan_out = 16;  // kDefaultCommitFanOut (replication/commit_tree.h)
   uint32_t peer_timeout_ms = 30000;
   uint32_t peers_count = 0;

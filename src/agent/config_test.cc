@@ -83,6 +83,22 @@ TEST(ConfigTest, FlagsAreParsed) {
   EXPECT_EQ(cfg.shutdown_grace_s, 5);
 }
 
+// Decision 122: the erasure-coded tier's flag is refused, with why, until
+// recovery from parity works.
+TEST(ConfigTest, RedundancyIsRefusedUntilTheParityTierRecovers) {
+  Result<CommandLine> rs = Parse({"--redundancy", "rs:4+2"});
+  ASSERT_FALSE(rs.ok());
+  EXPECT_EQ(rs.status().code(), Code::kUnimplemented);
+  EXPECT_NE(rs.status().message().find("not available yet"), std::string::npos) << rs.status().ToString();
+  EXPECT_EQ(Parse({"--redundancy", "xor:3"}).status().code(), Code::kUnimplemented);
+  Result<CommandLine> replicas = Parse({"--redundancy", "replicas:3"});
+  ASSERT_FALSE(replicas.ok());
+  EXPECT_NE(replicas.status().message().find("--replicas 3"), std::string::npos) << replicas.status().ToString();
+  Result<CommandLine> bad = Parse({"--redundancy", "rs:4"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--redundancy"), std::string::npos) << bad.status().ToString();
+}
+
 TEST(ConfigTest, TheHttpApiNeedsAnAllowListOffLoopback) {
   Result<CommandLine> off = Parse({});
   ASSERT_TRUE(off.ok());

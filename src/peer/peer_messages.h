@@ -17,6 +17,8 @@
 //   kCommitSubtree {fan_out, root, CommitStep request} → kSubtreeCommitted {sums} | kError
 //   kCommitRingSubtree {fan_out, root, ring, member runs, CommitStep request without members}
 //                                           → kSubtreeCommitted {sums} | kError
+//   kFoldParity   {ns, step, k, m, group, index, wait_ms} → kParityFolded {folded, members, sealed} | kError
+//   kDropParity   {ns, step}                → kDone {u32 1 = dropped, 0 = held none} | kError
 //
 // `origin` is the node whose data is asked for: the serving agent's own node
 // id means its own memory tier; another node id means the replicas it holds
@@ -42,6 +44,19 @@
 // committed, or the error naming the member that failed. kCommitPart (one
 // member, answered with its manifest) is what coordinators before it send;
 // it is still answered.
+//
+// The erasure-coded tier (issue 23, decisions 126–127): kFoldParity asks
+// the receiver, one of the M parity holders of the caller's group under an
+// rs:k+m layout, to pull the caller's committed part of (ns, step) (its
+// manifest and objects, as kReplicate pulls a replica) and fold it into its
+// parity piece as data piece `index` of `group`. The receiver checks every
+// field against its own layout (the caller is that group's data member
+// `index`, and the receiver holds a parity piece of it). It answers once the
+// part is folded and verified, or, with wait_ms > 0, once the group's last
+// part is too (sealed, the record written) or wait_ms passed; kParityFolded
+// says how many of the group's data members are folded and whether the
+// parity is sealed. kDropParity asks the receiver to forget its parity of
+// (ns, step), folding or sealed (a delete or retention on the members).
 //
 // Declared once: the fields a request may carry are TIERCKPT_PEER_REQUEST
 // (one line each, wire/message.h); each message is one line of
@@ -143,6 +158,27 @@ TIERCKPT_WIRE_MESSAGE(CommitRingSubtreeRequest, "CommitRingSubtree",
   F(uint32_t, depth, 0, wire::U32())
 TIERCKPT_WIRE_MESSAGE(SubtreeCommitted, "SubtreeCommitted", TIERCKPT_PEER_SUBTREE_COMMITTED);
 
+// kFoldParity's payload. wait_ms is at most kMaxParityWaitMs.
+inline constexpr uint32_t kMaxParityWaitMs = 600000;
+#define TIERCKPT_PEER_FOLD_PARITY_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str())        \
+  F(uint64_t, step, 0, wire::U64())          \
+  F(uint32_t, k, 0, wire::U32())             \
+  F(uint32_t, m, 0, wire::U32())             \
+  F(uint32_t, group, 0, wire::U32())         \
+  F(uint32_t, index, 0, wire::U32())         \
+  F(uint32_t, wait_ms, 0, wire::U32())
+TIERCKPT_WIRE_MESSAGE(FoldParityRequest, "FoldParity", TIERCKPT_PEER_FOLD_PARITY_REQUEST);
+
+// kParityFolded's payload: the group's data members folded so far (this
+// caller's included), of how many, and whether the parity is sealed (every
+// member folded and verified, the record written).
+#define TIERCKPT_PEER_PARITY_FOLDED(F) \
+  F(uint32_t, folded, 0, wire::U32())  \
+  F(uint32_t, members, 0, wire::U32()) \
+  F(bool, sealed, false, wire::Bool())
+TIERCKPT_WIRE_MESSAGE(ParityFolded, "ParityFolded", TIERCKPT_PEER_PARITY_FOLDED);
+
 // What a payload without a declared message holds (the Payload column).
 struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's stream
 
@@ -166,7 +202,10 @@ struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's str
   X(kDropReplica, 12, "DropReplica", PeerRequest, Carries(PeerField::ns, PeerField::step))                  \
   X(kCommitSubtree, 13, "CommitSubtree", CommitSubtreeRequest, 0)                                            \
   X(kSubtreeCommitted, 14, "SubtreeCommitted", SubtreeCommitted, 0)                                        \
-  X(kCommitRingSubtree, 15, "CommitRingSubtree", CommitRingSubtreeRequest, 0)
+  X(kCommitRingSubtree, 15, "CommitRingSubtree", CommitRingSubtreeRequest, 0)                                \
+  X(kFoldParity, 16, "FoldParity", FoldParityRequest, 0)                                                     \
+  X(kParityFolded, 17, "ParityFolded", ParityFolded, 0)                                                     \
+  X(kDropParity, 18, "DropParity", PeerRequest, Carries(PeerField::ns, PeerField::step))
 
 enum class PeerMsg : uint16_t {
 #define TIERCKPT_PEER_MSG_ENUM(name, number, text, Payload, fields) name = number,

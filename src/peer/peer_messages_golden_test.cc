@@ -28,6 +28,7 @@ TEST(PeerMessagesWireFormatGoldenTest, EveryRequestEncodesToTheVersion1Bytes) {
       {PeerMsg::kReplicate, "030000006a6f622a00000000000000"},
       {PeerMsg::kPersistPart, "020000006e31030000006a6f622a00000000000000"},
       {PeerMsg::kDropReplica, "030000006a6f622a00000000000000"},
+      {PeerMsg::kDropParity, "030000006a6f622a00000000000000"},
   };
   for (const Case& c : cases) {
     const std::string bytes = EncodePeerRequest(c.type, r);
@@ -60,8 +61,8 @@ TEST(PeerMessagesWireFormatGoldenTest, TypeNumbersAndNamesAreThoseOfVersion1) {
   const char* const names[] = {"unknown",    "Error",       "GetManifest", "Manifest",  "ListSteps",
                                "Steps",      "GetObject",   "Object",      "Replicate", "Done",
                                "CommitPart", "PersistPart", "DropReplica", "CommitSubtree", "SubtreeCommitted",
-                               "CommitRingSubtree", "unknown"};
-  for (uint16_t t = 0; t <= 16; ++t) EXPECT_EQ(PeerMsgName(t), names[t]) << t;
+                               "CommitRingSubtree", "FoldParity", "ParityFolded", "DropParity", "unknown"};
+  for (uint16_t t = 0; t <= 19; ++t) EXPECT_EQ(PeerMsgName(t), names[t]) << t;
 }
 
 // The commit tree's request and answer (decision 102), as first sent.
@@ -90,6 +91,32 @@ TEST(PeerMessagesWireFormatGoldenTest, TheRingSubtreeRequestEncodesToItsFirstByt
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->Encode(), r.Encode());
   EXPECT_FALSE(CommitRingSubtreeRequest::Decode(r.Encode() + "x").ok());
+}
+
+// The erasure-coded tier's fold request and answer (decision 126), as first sent.
+TEST(PeerMessagesWireFormatGoldenTest, TheParityMessagesEncodeToTheirFirstBytes) {
+  const FoldParityRequest r{"job", 42, 4, 2, 1, 3, 5000};
+  EXPECT_EQ(Hex(r.Encode()),
+            "030000006a6f62"    // ns
+            "2a00000000000000"  // step
+            "04000000"          // k
+            "02000000"          // m
+            "01000000"          // group
+            "03000000"          // index
+            "88130000");        // wait_ms
+  Result<FoldParityRequest> back = FoldParityRequest::Decode(r.Encode());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->Encode(), r.Encode());
+  EXPECT_FALSE(FoldParityRequest::Decode(r.Encode() + "x").ok());
+  EXPECT_FALSE(FoldParityRequest::Decode(r.Encode().substr(0, 10)).ok());
+
+  const ParityFolded a{3, 4, true};
+  EXPECT_EQ(Hex(a.Encode()), "030000000400000001");
+  Result<ParityFolded> answer = ParityFolded::Decode(a.Encode());
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_TRUE(answer->sealed);
+  EXPECT_FALSE(ParityFolded::Decode("\x03\x00\x00\x00\x04\x00\x00\x00\x02").ok());  // a bool of 2
+  EXPECT_FALSE(ParityFolded::Decode(a.Encode() + "x").ok());
 }
 
 }  // namespace

@@ -137,7 +137,19 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
     case PeerMsg::kReplicate:
     case PeerMsg::kPersistPart:
     case PeerMsg::kDropReplica:
+    case PeerMsg::kDropParity:
       break;
+    case PeerMsg::kFoldParity: {
+      Result<peer::ParityFolded> folded = FoldParity(conn->peer().node_id, request.payload);
+      if (!folded.ok()) {
+        if (folded.status().code() == Code::kProtocolError) {
+          Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Err(folded.status());
+          return false;
+        }
+        return fail(folded.status());
+      }
+      return reply(PeerMsg::kParityFolded, folded->Encode());
+    }
     case PeerMsg::kCommitSubtree:
     case PeerMsg::kCommitRingSubtree: {
       Result<SubtreeSum> sum = type == PeerMsg::kCommitSubtree
@@ -194,6 +206,17 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
       dropped = *d;
     }
     Log(LogLevel::kInfo, "replica_deleted").Kv("origin", origin).Kv("ns", r->ns).Kv("step", r->step).Kv("held", dropped);
+    return reply(PeerMsg::kDone, DropReplicaAnswer{dropped ? 1u : 0u}.Encode());
+  }
+  if (type == PeerMsg::kDropParity) {
+    bool dropped = false;
+    if (deps_.parity != nullptr) {
+      Result<bool> d = deps_.parity->Drop(r->ns, r->step);
+      if (!d.ok()) return fail(d.status().WithContext("dropping the parity of " + r->ns + " step " +
+                                                      std::to_string(r->step)));
+      dropped = *d;
+    }
+    Log(LogLevel::kInfo, "parity_deleted").Kv("by", conn->peer().node_id).Kv("ns", r->ns).Kv("step", r->step).Kv("held", dropped);
     return reply(PeerMsg::kDone, DropReplicaAnswer{dropped ? 1u : 0u}.Encode());
   }
   if (type == PeerMsg::kReplicate) {

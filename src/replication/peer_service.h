@@ -55,7 +55,9 @@
 #include "ops/metrics.h"
 #include "peer/transport.h"
 #include "replication/commit_tree.h"
+#include "cluster/parity_groups.h"
 #include "replication/member_runs.h"
+#include "replication/parity_holder.h"
 #include "replication/peer_messages.h"
 #include "replication/replica_tiers.h"
 #include "tier/memory_tier.h"
@@ -88,6 +90,12 @@ struct PeerServiceDeps {
   // Uploads origin's part of (ns, step) from tier with its part record;
   // nullptr without a durable tier.
   std::function<Status(MemoryTier* tier, const std::string& ns, uint64_t step)> persist_part;
+  // The erasure-coded tier (issue 23): the parity pieces this agent holds and
+  // the groups of the cluster's rs:K+M layout (cluster/parity_groups.h); both
+  // must outlive the service. nullptr: FoldParity is refused (this agent
+  // keeps no parity), DropParity answers that it held none.
+  ParityHolder* parity = nullptr;
+  const cluster::ParityLayout* parity_layout = nullptr;
 };
 
 class PeerService {
@@ -132,6 +140,8 @@ class PeerService {
   Result<SubtreeSum> CommitTreeOf(const std::string& parent, const wire::CommitStepRequest& req,
                                   const std::string& root, uint32_t fan_out, size_t request_bytes);
   Status PersistPart(const PeerRequest& r);
+  // kFoldParity from node origin (parity_service.cc).
+  Result<peer::ParityFolded> FoldParity(const std::string& origin, std::string_view payload);
 
   const PeerServiceDeps deps_;
   const RingId ring_id_;  // of deps_.ring (zero without one)

@@ -3,7 +3,8 @@
 // fault-injecting transport over an in-memory network, a Replicator, the
 // MultiNode cluster over them (as the handlers see it) and a PeerService;
 // every part reports into the harness's Metrics (h.metrics). With a shared
-// durable store it has a Persister too, wired for steps spanning nodes as
+// durable store it has a Persister too, and a ParityHolder whose layout a
+// test sets (parity_layout) for the erasure-coded tier, wired for steps spanning nodes as
 // the agent wires it (agent.cc).
 #pragma once
 
@@ -18,11 +19,14 @@
 #include "peer/peer_test_util.h"
 #include "replication/commit.h"
 #include "replication/multi_node.h"
+#include "replication/parity_holder.h"
 #include "replication/peer_service.h"
 #include "replication/replica_tiers.h"
 #include "replication/replicator.h"
 #include "store/object_store.h"
 #include "testing/fault_transport.h"
+#include "os/files.h"
+#include "tier/layout.h"
 #include "tier/persister.h"
 #include "tier/tier_test_util.h"
 
@@ -96,6 +100,13 @@ struct Node {
         return p->UploadPart(tier, ns, step);
       };
     }
+    ParityHolderOptions parity_options;
+    parity_options.root = JoinPath(h.options.root, kParityDirName);
+    parity_options.budget_bytes = h.options.budget_bytes;
+    parity_options.chunk_bytes = 256u << 10;  // several chunks per part
+    parity = std::make_unique<ParityHolder>(parity_options);
+    d.parity = parity.get();
+    d.parity_layout = &parity_layout;
     service = std::make_unique<PeerService>(std::move(d));
     EXPECT_TRUE(service->Start(Address(id)).ok());
   }
@@ -114,6 +125,10 @@ struct Node {
   std::unique_ptr<MultiNode> cluster;
   RecentErrors errors{&h.metrics};
   std::unique_ptr<Persister> persister;
+  // The rs:K+M layout this node's service checks FoldParity against: empty
+  // (no groups) until a test sets it, before any request.
+  cluster::ParityLayout parity_layout;
+  std::unique_ptr<ParityHolder> parity;
   std::unique_ptr<PeerService> service;
 };
 

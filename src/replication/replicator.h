@@ -92,6 +92,14 @@ class Replicator {
   // (true) or failed to reach it (false); peers never asked are absent.
   std::map<std::string, bool> PeerHealth() const;
 
+  // One request (on a connection of its own) to node and its control reply (kError decoded into the
+  // Status, and *answered_error set when given; any other type than `want`
+  // is a protocol error).
+  Result<std::string> Call(const std::string& node, PeerMsg type, std::string payload, PeerMsg want,
+                           peer::Millis reply_timeout, bool* answered_error = nullptr);
+  // The timeout each request's connect uses.
+  peer::Millis timeout() const { return timeout_; }
+
   // ---- Steps spanning nodes ----
   // The holders of node's replicas, replica 1 first (node itself excluded).
   std::vector<std::string> HoldersOf(std::string_view node) const;
@@ -127,11 +135,6 @@ class Replicator {
         holders_(std::move(holders)),
         timeout_(timeout) {}
   Status AskToHold(const std::string& holder, std::string_view ns, uint64_t step);
-  // One request to node and its control reply (kError decoded into the
-  // Status, and *answered_error set when given; any other type than `want`
-  // is a protocol error).
-  Result<std::string> Call(const std::string& node, PeerMsg type, std::string payload, PeerMsg want,
-                           peer::Millis reply_timeout, bool* answered_error = nullptr);
   // origin's data on node `on`; nullptr if `on` is not a member.
   std::unique_ptr<PeerObjectStore> StoreOn(const std::string& on, std::string_view origin) const;
   // origin first, then its holders (this node among them only with include_self).

@@ -9,6 +9,9 @@
 //   <root>/pool/seg_<n>                       recycled segments (already faulted-in files)
 //   <root>/trash/<n>/...                      dropped steps still read by an agent thread;
 //                                             recycled into the pool once released
+//   <root>/replicas/<origin>/...              replicas held for other nodes (replica_tiers.h)
+//   <root>/parity/<ns>/step_<10d>/group_<g>/  parity pieces held for a group of an rs:K+M
+//                                             cluster, record.json last (parity_holder.h)
 //
 // Layout: pure functions over a root path; thread-safe. Callers validate
 // names with common/names.h before building paths.
@@ -35,6 +38,7 @@ inline constexpr std::string_view kNamespacesDirName = "ns";
 inline constexpr std::string_view kPoolDirName = "pool";
 inline constexpr std::string_view kTrashDirName = "trash";
 inline constexpr std::string_view kReplicasDirName = "replicas";
+inline constexpr std::string_view kParityDirName = "parity";
 inline constexpr std::string_view kPersistMarkerName = "_tierckpt_persist";
 inline constexpr std::string_view kPartialSuffix = ".partial";
 inline constexpr std::string_view kPoolSegmentPrefix = "seg_";

@@ -1,0 +1,240 @@
+// parity_holder.cc — see parity_holder.h.
+#include "replication/parity_holder.h"
+
+#include <fcntl.h>
+
+#include "common/log.h"
+#include "common/names.h"
+#include "os/files.h"
+#include "tier/budget.h"
+
+namespace tierckpt::agent {
+namespace {
+
+constexpr std::string_view kRecordName = "record.json";
+
+std::string GroupLabel(std::string_view ns, uint64_t step, uint32_t group) {
+  return "parity group " + std::to_string(group) + " of " + std::string(ns) + " step " + std::to_string(step);
+}
+
+uint32_t HeldCount(const ParityFoldTarget& t) {
+  return t.held.empty() ? t.m : static_cast<uint32_t>(t.held.size());
+}
+
+bool SameGroup(const ParityFoldTarget& a, const ParityFoldTarget& b) {
+  return a.k == b.k && a.m == b.m && a.members == b.members && a.held == b.held;
+}
+
+}  // namespace
+
+ParityHolder::ParityHolder(ParityHolderOptions options) : options_(std::move(options)) {}
+
+std::string ParityHolder::GroupDir(std::string_view ns, uint64_t step, uint32_t group) const {
+  return JoinPath(JoinPath(JoinPath(options_.root, ns), StepDirName(step)), "group_" + std::to_string(group));
+}
+
+std::string ParityHolder::PiecePath(std::string_view ns, uint64_t step, uint32_t group, uint32_t j) const {
+  return JoinPath(GroupDir(ns, step, group), "parity_" + std::to_string(j));
+}
+
+ParityFoldState ParityHolder::StateOf(const Group& g) {
+  ParityFoldState s;
+  for (const std::string& m : g.by_index) s.folded += m.empty() ? 0 : 1;
+  s.members = static_cast<uint32_t>(g.by_index.size());
+  s.sealed = g.sealed;
+  return s;
+}
+
+Status ParityHolder::ReserveLocked(Group& g, uint64_t bytes, std::string_view what) {
+  if (bytes > g.reserved && used_ - g.reserved + bytes > options_.budget_bytes) {
+    return ResourceExhausted(std::string(what) + " needs " + FormatBytes(bytes) +
+                             " of parity in memory, and the memory budget " +
+                             FormatBytes(options_.budget_bytes) + " has " + FormatBytes(options_.budget_bytes - used_) +
+                             " left for parity; delete old steps, lower retention or raise --memory-budget");
+  }
+  used_ = used_ - g.reserved + bytes;
+  g.reserved = bytes;
+  return Status::Ok();
+}
+
+Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Manifest& part,
+                                           ec::ObjectSource& source) {
+  TC_RETURN_IF_ERROR(ValidateNamespace(t.ns));
+  TC_RETURN_IF_ERROR(ValidateStep(t.step));
+  const std::string what = GroupLabel(t.ns, t.step, t.group) + " (data piece " + std::to_string(t.index) +
+                           " from node " + part.node + ")";
+  if (t.members == 0 || t.members > t.k || t.index >= t.members) {
+    return InvalidArgument(what + ": data index " + std::to_string(t.index) + " outside a group of " +
+                           std::to_string(t.members) + " members under rs:" + std::to_string(t.k) + "+" +
+                           std::to_string(t.m));
+  }
+  std::shared_ptr<Group> g;
+  {
+    MutexLock lock(&mu_);
+    std::shared_ptr<Group>& slot = groups_[Key{t.ns, t.step, t.group}];
+    if (slot == nullptr) {
+      ec::ParityAccumulatorConfig c;
+      c.ns = t.ns;
+      c.step = t.step;
+      c.group = t.group;
+      c.k = t.k;
+      c.m = t.m;
+      c.members = t.members;
+      c.held = t.held;
+      c.chunk_bytes = options_.chunk_bytes;
+      Result<ec::ParityAccumulator> acc = ec::ParityAccumulator::Create(std::move(c));
+      if (!acc.ok()) {
+        groups_.erase(Key{t.ns, t.step, t.group});
+        return acc.status().WithContext(what);
+      }
+      auto made = std::make_shared<Group>(t);
+      MutexLock fold(&made->fold_mu);
+      made->acc.emplace(std::move(*acc));
+      made->by_index.assign(t.members, "");
+      slot = std::move(made);
+    } else if (!SameGroup(slot->target, t)) {
+      return InvalidArgument(what + ": the group was begun as rs:" + std::to_string(slot->target.k) + "+" +
+                             std::to_string(slot->target.m) + " with " + std::to_string(slot->target.members) +
+                             " members and " + std::to_string(HeldCount(slot->target)) +
+                             " pieces held here, not as this request says; check that every agent has the "
+                             "same --redundancy and peer list");
+    }
+    g = slot;
+    const std::string& had = g->by_index[t.index];
+    if (had == part.node) return StateOf(*g);  // a retry: folded already
+    if (!had.empty()) {
+      return AlreadyExists(what + ": data piece " + std::to_string(t.index) + " was folded from node " + had);
+    }
+    if (g->sealed) return FailedPrecondition(what + ": the group is sealed");
+    TC_RETURN_IF_ERROR(ReserveLocked(*g, std::max<uint64_t>(g->reserved, part.TotalBytes() * HeldCount(t)), what));
+  }
+
+  MutexLock fold(&g->fold_mu);
+  Status folded = g->acc.has_value() ? g->acc->Fold(t.index, part, source)
+                                     : FailedPrecondition(what + ": the group is sealed or was dropped");
+  bool complete = false;
+  bool broken = false;
+  uint64_t length = 0;
+  if (g->acc.has_value()) {
+    complete = folded.ok() && g->acc->Complete();
+    broken = g->acc->broken();
+    const uint32_t first = t.held.empty() ? 0 : t.held.front();
+    length = g->acc->Parity(first).size();
+  }
+  Result<ec::ParityRecord> record = FailedPrecondition("not sealed");
+  Status wrote = Status::Ok();
+  if (complete) {
+    bool dropped = false;
+    {
+      MutexLock lock(&mu_);
+      dropped = g->dropped;
+    }
+    record = g->acc->Seal();
+    wrote = dropped ? Aborted(what + ": the step was deleted while its parity was folded")
+            : record.ok() ? WriteSealed(*g, *record)
+                          : record.status();
+    g->acc.reset();  // the pieces are in their files now (or lost with the group)
+  }
+
+  MutexLock lock(&mu_);
+  if (!folded.ok()) {
+    if (broken) ForgetLocked(*g, Key{t.ns, t.step, t.group});
+    else if (!g->dropped) ReserveLocked(*g, length * HeldCount(t), what).IgnoreError();  // shrinks: never refused
+    return folded.WithContext(what);
+  }
+  if (!wrote.ok()) {
+    ForgetLocked(*g, Key{t.ns, t.step, t.group});
+    sealed_cv_.SignalAll();
+    return wrote.WithContext(what + ": writing the sealed parity");
+  }
+  g->by_index[t.index] = part.node;
+  if (complete) {
+    g->sealed = true;
+    Log(LogLevel::kInfo, "parity_sealed")
+        .Kv("ns", t.ns)
+        .Kv("step", t.step)
+        .Kv("group", t.group)
+        .Kv("bytes", g->reserved);
+  }
+  sealed_cv_.SignalAll();
+  return StateOf(*g);
+}
+
+void ParityHolder::ForgetLocked(Group& g, const Key& key) {
+  if (g.dropped) return;  // dropped already (its entry may be another group's now)
+  g.dropped = true;
+  used_ -= g.reserved;
+  g.reserved = 0;
+  groups_.erase(key);
+}
+
+Status ParityHolder::WriteSealed(Group& g, const ec::ParityRecord& record) {
+  const ParityFoldTarget& t = g.target;
+  const std::string dir = GroupDir(t.ns, t.step, t.group);
+  // A group folded again after a failed write starts from nothing.
+  TC_RETURN_IF_ERROR(RemoveTree(dir));
+  TC_RETURN_IF_ERROR(MakeDirs(dir));
+  for (const ec::ParityPiece& p : record.parity) {
+    std::span<const uint8_t> bytes = g.acc->Parity(p.index);
+    const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    TC_RETURN_IF_ERROR(WriteFileAtomic(PiecePath(t.ns, t.step, t.group, p.index), view, /*durable=*/false));
+  }
+  // The record last: it exists only beside every piece it describes.
+  return WriteFileAtomic(JoinPath(dir, kRecordName), record.ToJson(), /*durable=*/false);
+}
+
+ParityFoldState ParityHolder::WaitSealed(std::string_view ns, uint64_t step, uint32_t group,
+                                         std::chrono::steady_clock::time_point deadline) {
+  MutexLock lock(&mu_);
+  const Key key{std::string(ns), step, group};
+  for (;;) {
+    auto it = groups_.find(key);
+    if (it == groups_.end()) return {};
+    if (it->second->sealed || std::chrono::steady_clock::now() >= deadline) return StateOf(*it->second);
+    sealed_cv_.WaitUntil(deadline);
+  }
+}
+
+Result<ec::ParityRecord> ParityHolder::Record(std::string_view ns, uint64_t step, uint32_t group) const {
+  {
+    MutexLock lock(&mu_);
+    auto it = groups_.find(Key{std::string(ns), step, group});
+    if (it == groups_.end() || !it->second->sealed) {
+      return NotFound(GroupLabel(ns, step, group) + " is not sealed on this node");
+    }
+  }
+  const std::string path = JoinPath(GroupDir(ns, step, group), kRecordName);
+  TC_ASSIGN_OR_RETURN(std::string json, ReadFileToString(path, ec::kMaxParityRecordBytes));
+  return ec::ParityRecord::Parse(json, path);
+}
+
+Result<bool> ParityHolder::Drop(std::string_view ns, uint64_t step) {
+  TC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  TC_RETURN_IF_ERROR(ValidateStep(step));
+  std::vector<std::shared_ptr<Group>> gone;
+  {
+    MutexLock lock(&mu_);
+    auto it = groups_.lower_bound(Key{std::string(ns), step, 0});
+    while (it != groups_.end() && std::get<0>(it->first) == ns && std::get<1>(it->first) == step) {
+      it->second->dropped = true;
+      used_ -= it->second->reserved;
+      it->second->reserved = 0;
+      gone.push_back(it->second);
+      it = groups_.erase(it);
+    }
+    sealed_cv_.SignalAll();
+  }
+  for (const std::shared_ptr<Group>& g : gone) {
+    MutexLock fold(&g->fold_mu);  // a fold in flight ends (and writes nothing) first
+    g->acc.reset();
+  }
+  TC_RETURN_IF_ERROR(RemoveTree(JoinPath(JoinPath(options_.root, ns), StepDirName(step))));
+  return !gone.empty();
+}
+
+uint64_t ParityHolder::used_bytes() const {
+  MutexLock lock(&mu_);
+  return used_;
+}
+
+}  // namespace tierckpt::agent

@@ -1,0 +1,145 @@
+// parity_holder.h — the parity pieces this agent holds for the groups of an
+// erasure-coded memory tier (issue 23, decisions 126–127): one
+// ec::ParityAccumulator per (namespace, step, group) while the group's data
+// members' parts arrive, and once every one of them is folded and verified,
+// its sealed pieces and ParityRecord in this agent's tmpfs root:
+//
+//   <root>/<ns>/step_<0000000123>/group_<g>/parity_<j>   held piece j's bytes
+//   <root>/<ns>/step_<0000000123>/group_<g>/record.json  written last
+//
+// where root is <agent root>/parity (tier/layout.h kParityDirName). A group some of whose parts never
+// arrived has no file at all: nothing partial is ever published (a record
+// exists only beside every piece it describes, each whole).
+//
+// Budget: the bytes of every held piece, folding (in this process's memory,
+// as long as the longest part folded so far) or sealed (its tmpfs file), are
+// counted against budget_bytes (the agent's --memory-budget, as each
+// replica tier's are); a fold that would pass it is refused with
+// kResourceExhausted naming the group, the bytes it needs and the budget,
+// before any byte is read.
+//
+// What it does not do yet: re-index the pieces on disk at start (an agent
+// restarted forgets them until it is asked again), scrub them, or rebuild a
+// lost part from them (ec/rebuild.h; the next slice of issue 23).
+//
+// Thread-safe. Folds of different groups run at once; folds of one group run
+// one at a time (a per-group mutex held while the part streams in, never the
+// holder's own mutex, which guards only the index and the budget).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "common/mutex.h"
+#include "ec/parity_accumulator.h"
+#include "ec/parity_record.h"
+#include "ec/piece_io.h"
+#include "tierckpt/manifest.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt::agent {
+
+struct ParityHolderOptions {
+  std::string root;           // <agent root>/parity; made at the first sealed group
+  uint64_t budget_bytes = 0;  // the agent's --memory-budget; 0 = no room at all
+  size_t chunk_bytes = size_t{4} << 20;  // ParityAccumulatorConfig::chunk_bytes
+};
+
+// Which piece of which group a part is, from the layout
+// (cluster/parity_groups.h) both ends agree on.
+struct ParityFoldTarget {
+  std::string ns;
+  uint64_t step = 0;
+  uint32_t group = 0;
+  uint32_t k = 0;
+  uint32_t m = 0;
+  uint32_t members = 0;         // the group's data members (< k in a short last group)
+  uint32_t index = 0;           // the part's data index in the group
+  std::vector<uint32_t> held;   // the parity pieces this holder keeps, increasing
+};
+
+struct ParityFoldState {
+  uint32_t folded = 0;   // data members folded and verified
+  uint32_t members = 0;  // of how many
+  bool sealed = false;   // every one, and the pieces and record are written
+};
+
+class ParityHolder {
+ public:
+  explicit ParityHolder(ParityHolderOptions options);
+  ParityHolder(const ParityHolder&) = delete;
+  ParityHolder& operator=(const ParityHolder&) = delete;
+
+  // Folds `part` (its objects read from source) into the group's held
+  // pieces as data piece target.index, and seals the group when it was the
+  // last: writes each piece, then the record. Folding the index again with
+  // the same member's part once it is in answers the state without reading
+  // anything (a member retrying after a lost answer).
+  // Errors: kInvalidArgument for a target that does not match the group's
+  // earlier folds (code, members or pieces held) or a bad name; kAlreadyExists
+  // for the index folded from another member; kResourceExhausted over the
+  // budget; the accumulator's (kCorruption for a part that does not match its
+  // checksums, the source's error; the parity is then as before); a failed
+  // write of the sealed pieces (the group then forgets everything and must be
+  // folded again). Each names the group and the member.
+  Result<ParityFoldState> Fold(const ParityFoldTarget& target, const Manifest& part, ec::ObjectSource& source);
+
+  // The group's state now, or once it is sealed, whichever comes first by
+  // deadline. A group never folded is {0, 0, false}.
+  ParityFoldState WaitSealed(std::string_view ns, uint64_t step, uint32_t group,
+                             std::chrono::steady_clock::time_point deadline);
+
+  // The sealed group's record, read back from its file: kNotFound when the
+  // group is not sealed here (never seen, or some parts missing), kCorruption
+  // for a damaged file.
+  Result<ec::ParityRecord> Record(std::string_view ns, uint64_t step, uint32_t group) const;
+  // Where piece j of the group is (or would be) kept.
+  std::string PiecePath(std::string_view ns, uint64_t step, uint32_t group, uint32_t j) const;
+
+  // Forgets every group of (ns, step), folding or sealed, and removes its
+  // files (a delete or retention on the members). Waits for a fold in flight
+  // of those groups to end. Returns whether it held anything.
+  Result<bool> Drop(std::string_view ns, uint64_t step);
+
+  // Bytes counted against the budget now.
+  uint64_t used_bytes() const;
+
+ private:
+  struct Group {
+    explicit Group(ParityFoldTarget t) : target(std::move(t)) {}
+    const ParityFoldTarget target;  // index unused
+    Mutex fold_mu;
+    std::optional<ec::ParityAccumulator> acc GUARDED_BY(fold_mu);  // reset once sealed
+    // Guarded by the holder's mu_ (the analysis cannot name it from here).
+    std::vector<std::string> by_index;  // member folded at each index ("" = not yet)
+    uint64_t reserved = 0;              // bytes counted against the budget
+    bool sealed = false;
+    bool dropped = false;
+  };
+  using Key = std::tuple<std::string, uint64_t, uint32_t>;
+
+  std::string GroupDir(std::string_view ns, uint64_t step, uint32_t group) const;
+  static ParityFoldState StateOf(const Group& g);
+  // Writes the held pieces and then the record; the caller holds g.fold_mu.
+  Status WriteSealed(Group& g, const ec::ParityRecord& record) REQUIRES(g.fold_mu);
+  // Sets g's reservation to bytes; kResourceExhausted (unchanged) when over.
+  Status ReserveLocked(Group& g, uint64_t bytes, std::string_view what) REQUIRES(mu_);
+
+  // Forgets g (under key): its reservation back, its entry gone.
+  void ForgetLocked(Group& g, const Key& key) REQUIRES(mu_);
+
+  const ParityHolderOptions options_;
+
+  mutable Mutex mu_;
+  CondVar sealed_cv_{&mu_};
+  std::map<Key, std::shared_ptr<Group>> groups_ GUARDED_BY(mu_);
+  uint64_t used_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tierckpt::agent

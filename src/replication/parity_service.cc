@@ -1,0 +1,99 @@
+// parity_service.cc — PeerService's answer to kFoldParity (peer_service.h,
+// decision 126): who may ask, which piece of which group, and the pull of the
+// caller's part into the ParityHolder.
+#include <algorithm>
+#include <chrono>
+
+#include "common/log.h"
+#include "common/names.h"
+#include "replication/peer_part_source.h"
+#include "replication/peer_service.h"
+#include "replication/peer_store.h"
+
+namespace tierckpt::agent {
+
+Result<peer::ParityFolded> PeerService::FoldParity(const std::string& origin, std::string_view payload) {
+  TC_ASSIGN_OR_RETURN(peer::FoldParityRequest r, peer::FoldParityRequest::Decode(payload));
+  if (r.wait_ms > peer::kMaxParityWaitMs) {
+    return ProtocolError("FoldParity from node " + origin + ": wait_ms " + std::to_string(r.wait_ms) +
+                         " is above the limit " + std::to_string(peer::kMaxParityWaitMs));
+  }
+  TC_RETURN_IF_ERROR(ValidateNamespace(r.ns));
+  TC_RETURN_IF_ERROR(ValidateStep(r.step));
+  const std::string what = "folding data piece " + std::to_string(r.index) + " of parity group " +
+                           std::to_string(r.group) + " of " + r.ns + " step " + std::to_string(r.step) +
+                           " from node " + origin + " on node " + deps_.node_id;
+  if (deps_.parity == nullptr || deps_.parity_layout == nullptr) {
+    return FailedPrecondition(what + ": this agent keeps no parity (it runs without --redundancy rs:K+M); give "
+                              "every agent the same --redundancy");
+  }
+  const cluster::ParityLayout& layout = *deps_.parity_layout;
+  if (r.k != layout.k || r.m != layout.m) {
+    return InvalidArgument(what + ": the request is rs:" + std::to_string(r.k) + "+" + std::to_string(r.m) +
+                           ", this agent's layout rs:" + std::to_string(layout.k) + "+" +
+                           std::to_string(layout.m) + "; give every agent the same --redundancy");
+  }
+  const cluster::ParityGroup* group = layout.GroupOf(origin);
+  if (group == nullptr || group->index != r.group || r.index >= group->data.size() ||
+      group->data[r.index] != origin) {
+    std::string mine = "no group";
+    if (group != nullptr) {
+      const auto at = std::find(group->data.begin(), group->data.end(), origin) - group->data.begin();
+      mine = "data piece " + std::to_string(at) + " of group " + std::to_string(group->index);
+    }
+    return InvalidArgument(what + ": this agent's layout gives node " + origin + " " + mine +
+                           "; give every agent the same peer list and --redundancy");
+  }
+  ParityFoldTarget target;
+  target.ns = r.ns;
+  target.step = r.step;
+  target.group = r.group;
+  target.k = layout.k;
+  target.m = layout.m;
+  target.members = static_cast<uint32_t>(group->data.size());
+  target.index = r.index;
+  for (uint32_t j = 0; j < group->parity.size(); ++j) {
+    if (group->parity[j] == deps_.node_id) target.held.push_back(j);
+  }
+  if (target.held.empty()) {
+    return InvalidArgument(what + ": this agent's layout has it hold no parity piece of group " +
+                           std::to_string(r.group) + "; give every agent the same peer list and --redundancy");
+  }
+  std::optional<std::string> address = deps_.address_of(origin);
+  if (!address) {
+    return FailedPrecondition(what + ": node " + origin + " is not in this agent's peer list (--peers)");
+  }
+  PeerObjectStore from(deps_.transport, PeerStoreTarget{origin, *address, origin}, deps_.timeout);
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<Manifest> part = from.ReadManifest(r.ns, r.step);
+  if (!part.ok()) return part.status().WithContext(what);
+  if (part->node != origin) {
+    return InvalidArgument(what + ": its part names node " + QuoteForMessage(part->node) + " as its writer");
+  }
+  PeerPartSource source(&from, *part);
+  Result<ParityFoldState> state = deps_.parity->Fold(target, *part, source);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!state.ok()) {
+    Log(LogLevel::kWarn, "parity_fold_failed")
+        .Kv("origin", origin)
+        .Kv("ns", r.ns)
+        .Kv("step", r.step)
+        .Kv("group", r.group)
+        .Err(state.status());
+    return state.status().WithContext("on node " + deps_.node_id);
+  }
+  Log(LogLevel::kInfo, "parity_folded")
+      .Kv("origin", origin)
+      .Kv("ns", r.ns)
+      .Kv("step", r.step)
+      .Kv("group", r.group)
+      .Kv("folded", static_cast<uint64_t>(state->folded))
+      .Kv("ms", ms);
+  if (!state->sealed && r.wait_ms > 0) {
+    *state = deps_.parity->WaitSealed(r.ns, r.step, r.group,
+                                      std::chrono::steady_clock::now() + std::chrono::milliseconds(r.wait_ms));
+  }
+  return peer::ParityFolded{state->folded, state->members, state->sealed};
+}
+
+}  // namespace tierckpt::agent

@@ -2,7 +2,7 @@
 """staging_bench.py - what one object of a save costs the client, step by step, on two roots.
 
     python bench/staging_bench.py [--size 512MiB] [--steps 8] [--pause 0.3]
-                                  [--roots /dev/shm,huge] [--json out.json]
+                                  [--roots /dev/shm,huge] [--budgets roomy,tight] [--json out.json]
 
 For each root, one agent (the installed package's tierckptd, keep_last 2) and the Python client save
 --steps steps of one object of --size bytes each: begin_save, create_next_object (the agent's segment,
@@ -10,6 +10,9 @@ mapped and populated by the client), a numpy copy of --size bytes into it (the l
 commit. It prints each phase's median over the steady steps (the first three take fresh pages: they
 are printed apart) and the ratio of (create + copy + seal) to the copy alone. `huge` is a tmpfs the
 bench mounts with huge=always (root only) and unmounts after: docs/agent.md, "Huge pages for the root".
+--budgets: `roomy` gives the agent room for every step retention keeps plus the next; `tight` a budget of
+two steps, so that every save evicts the oldest step to make room for its object (a job that sized
+--memory-budget to what the node spares; decision 129: the evicted file becomes the new object).
 --pause sleeps between steps, as a training step would (the agent hashes each object in the
 background; back to back, begin_save waits for that hash).
 """
@@ -45,10 +48,19 @@ def parse_size(text: str) -> int:
     raise SystemExit(f"staging_bench: --size {text!r}: give bytes or a number with KiB, MiB or GiB")
 
 
-def run_root(root: Path, work: Path, size: int, steps: int, pause: float) -> list[dict]:
+BUDGETS = ("roomy", "tight")
+
+
+def budget_bytes(kind: str, size: int) -> int:
+    """roomy: keep_last 2 steps, the one being saved and a spare; tight: two steps and the small
+    records, so that each save's object evicts the oldest step (retention alone would keep it)."""
+    return 4 * size + (1 << 30) if kind == "roomy" else 2 * size + (1 << 20)
+
+
+def run_root(root: Path, work: Path, size: int, steps: int, pause: float, budget: str = "roomy") -> list[dict]:
     agent = AgentProcess(str(work / "agent.sock"), cli=tc_agent.find_binary("tierckpt"), output=work / "agent.log")
     agent.launch([tc_agent.find_binary("tierckptd"), "--socket", agent.socket, "--root", str(root),
-                  "--memory-budget", str(4 * size + (1 << 30)), "--keep-last", "2"])
+                  "--memory-budget", str(budget_bytes(budget, size)), "--keep-last", "2"])
     try:
         cfg = CheckpointConfig("staging", socket=agent.socket, auto_start=False, keep_last=2).resolve()
         c = tc_agent.client(cfg)
@@ -83,13 +95,18 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--pause", type=float, default=0.3)
     ap.add_argument("--roots", default="/dev/shm,huge", help="comma-separated: a directory on a tmpfs, or huge")
+    ap.add_argument("--budgets", default="roomy,tight",
+                    help="comma-separated: roomy (every kept step fits) and/or tight (each save evicts one)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     size = parse_size(args.size)
+    budgets = args.budgets.split(",")
+    if not budgets or any(b not in BUDGETS for b in budgets):
+        raise SystemExit(f"staging_bench: --budgets {args.budgets!r}: a comma list of {', '.join(BUDGETS)}")
     if args.steps < 4:
         raise SystemExit("staging_bench: --steps must be at least 4 (three first saves, then steady ones)")
     report = {"git": git_info(), "size": size, "steps": args.steps, "roots": {}}
-    for name in args.roots.split(","):
+    for name, budget in [(r, b) for r in args.roots.split(",") for b in budgets]:
         work = Path(tempfile.mkdtemp(prefix="staging-bench-"))
         mount = None
         try:
@@ -103,16 +120,16 @@ def main() -> None:
                 root = mount / "root"
             else:
                 root = Path(name) / f"staging-bench-{os.getpid()}"
-            rows = run_root(root, work, size, args.steps, args.pause)
+            rows = run_root(root, work, size, args.steps, args.pause, budget)
         finally:
             if mount is not None:
                 subprocess.run(["umount", str(mount)], check=False)
             shutil.rmtree(work, ignore_errors=True)
         steady = {p: statistics.median(r[p] for r in rows[3:]) for p in PHASES}
         first = {p: statistics.median(r[p] for r in rows[:3]) for p in PHASES}
-        report["roots"][name] = {"first": first, "steady": steady, "rows": rows}
+        report["roots"][f"{name} {budget}"] = {"first": first, "steady": steady, "rows": rows}
         over = (steady["create"] + steady["copy"] + steady["seal"]) / steady["copy"]
-        print(f"{name:>10}  steady ms: " + "  ".join(f"{p} {1e3 * steady[p]:.1f}" for p in PHASES)
+        print(f"{name:>10} {budget:>5}  steady ms: " + "  ".join(f"{p} {1e3 * steady[p]:.1f}" for p in PHASES)
               + f"  | (create+copy+seal)/copy {over:.2f}x | first saves: create {1e3 * first['create']:.0f} ms")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))

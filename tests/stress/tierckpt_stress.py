@@ -336,6 +336,8 @@ class Campaign:
         self.filler = None
         self.round_marks = []
         running = []
+        t_round = time.time()
+        before = {k: v[1] for k, v in self.o.timing.items()}
         early = plan["kind"] == "tenant_fill"  # the tmpfs is full before the writers start
         if early:
             self.injected[plan["kind"]] += 1
@@ -363,8 +365,10 @@ class Campaign:
             w = plan["writers"][0]
             running.append(self.launch(w, self.next_step[w["ns"]] - 1, w["content"] ^ 0xABCDEF))
             self.note(f"two writers race for {w['ns']}/{self.next_step[w['ns']] - 1}")
+        self.o.timing["round_start_writers"][1] += time.time() - t_round
         time.sleep(plan["delay"])
         target = None
+        t_fault = time.time()
         if link:
             hold, separated = link
             t_link = time.time()
@@ -379,6 +383,7 @@ class Campaign:
             self.injected[plan["kind"]] += 1
             target = self.inject(plan, running)
         t0 = time.time()
+        self.o.timing["round_fault"][1] += t0 - t_fault
         self.drain(running)
         for s in self.hostile:
             s.close()
@@ -388,6 +393,7 @@ class Campaign:
             self.filler.unlink()
             self.filler = None
         self.recovery[plan["kind"] + "_drain"].append(time.time() - t0)
+        self.o.timing["round_drain"][1] += time.time() - t0
         # What to read back: every step written this round, the fault's target, each namespace's
         # newest, and one older acknowledged step.
         keys = {(a.ns, a.step) for a, _ in running}
@@ -399,9 +405,20 @@ class Campaign:
         acked = sorted(self.o.acked)
         if acked:
             keys.add(acked[plan["check_pick"] % len(acked)])
-        self.o.check_cluster(keys, self.namespaces)
+        with self.o.timed("round_check"):
+            self.o.check_cluster(keys, self.namespaces)
+        self.o.timing["round"][0] += 1
+        self.o.timing["round"][1] += time.time() - t_round
+        if self.args.profile:
+            spent = {k: v[1] - before.get(k, 0.0) for k, v in self.o.timing.items()}
+            print(f"[profile] round {i} {plan['kind']:<16} dcp={int(bool(self.dcp_ns and plan['dcp']))} "
+                  + " ".join(f"{k}={v:.2f}" for k, v in sorted(spent.items()) if v >= 0.005), flush=True)
 
     def final_check(self):
+        with self.o.timed("final_check"):
+            return self._final_check()
+
+    def _final_check(self):
         keys = set(self.o.acked)
         for a in self.c.agents.values():
             keys |= {k for k in a.ls() if k[0] in self.namespaces}
@@ -448,6 +465,7 @@ class Campaign:
                     self.report_violation(v)
             status = "violation" if self.violations else "ok"
         finally:
+            self.o.close()  # the DCP checker (counted restarts go into the summary's oracle counters)
             elapsed = time.time() - start
             summary = self.summary(status, elapsed)
             self.c.stop()  # agents killed, roots and the private tmpfs gone; logs stay in the workdir
@@ -477,6 +495,9 @@ class Campaign:
                            for v in self.violations],
             "findings": self.o.findings,
             "recovery": {k: stats(v) for k, v in sorted(self.recovery.items())},
+            # Where the time went: phase -> calls and seconds in all (round_*: the parts of a round;
+            # check_*: the oracle's reads, within round_check and final_check).
+            "profile": {k: {"calls": n, "s": round(t, 1)} for k, (n, t) in sorted(self.o.timing.items())},
             "schedule": self.schedule,
             "netns_left": getattr(self, "netns_left", []),  # --network netns: namespaces close() left behind
             "workdir": str(self.workdir) if self.args.keep else None,
@@ -512,6 +533,8 @@ def main(argv=None):
     p.add_argument("--keep", action="store_true", help="keep the work directory (the agents' logs, hosts, durable tier)")
     p.add_argument("--workdir", default=None, help="parent of the work directory (default: $TMPDIR)")
     p.add_argument("--log-window", type=float, default=3.0, help="seconds of agent log printed before a violation")
+    p.add_argument("--profile", action="store_true",
+                   help="print each round's time per phase (the summary's `profile` has the totals)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every fault as it is injected")
     args = p.parse_args(argv)
     if args.replay:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A real DCP writer and its checker for the stress campaign (issue 42 item 4).
 
-    dcp_job.py save  --ns NS --step S --seed X --sockets A[,B...] [--wait-durable SECONDS]
+    dcp_job.py save  --ns NS --step S --seed X --sockets A[,B...] [--wait-durable SECONDS] [--go FILE]
     dcp_job.py check --ns NS --step S --seed X --world W (--socket A | --durable-dir DIR)
     dcp_job.py serve     # checks asked for on stdin, one JSON line each (the campaign's oracle)
 
@@ -11,7 +11,9 @@ through the coordinator's agent to the other's, decision 102). Each rank's state
 (seed, step, rank): four float32 tensors of 16 K elements and a small dict. `dcp.save` through
 `TieredWriter(persist=True)`; rank 0 then waits until the coordinator's agent lists the step
 durable and prints `COMMITTED <ns> <step>`, the campaign's acknowledgement (as tc_test_writer's with
---wait-durable). Exit 0 only then.
+--wait-durable). Exit 0 only then. With --go FILE the job is started ahead of its round: every rank
+imports torch and joins the process group, then waits until FILE says `go` before it makes its
+writer (no agent is touched until then); `abort` ends it unsaved (exit 1).
 
 check: one process, no process group: `dcp.load` of every rank's keys through `TieredReader` on
 one agent (what a restarted job reads), or through stock DCP's `FileSystemReader` on the step's
@@ -61,6 +63,22 @@ def blank_state(world: int):
     return out
 
 
+def wait_for_go(path: str, limit_s: float = 3600.0) -> bool:
+    """--go: the job started ahead of its round (its imports and process group are ready); the
+    campaign writes "go" into `path` when the round starts its writers, or "abort" to call it off."""
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        try:
+            with open(path) as f:
+                word = f.read().strip()
+        except FileNotFoundError:
+            word = ""
+        if word:
+            return word == "go"
+        time.sleep(0.01)
+    return False
+
+
 def rank_main(args) -> int:
     """One rank of the torchrun job (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun)."""
     import torch.distributed as dist
@@ -73,6 +91,8 @@ def rank_main(args) -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo")
     try:
+        if args.go and not wait_for_go(args.go):
+            return 1  # called off before it began: nothing saved, not acknowledged
         cfg = CheckpointConfig(args.ns, socket=sockets[rank], auto_start=False, world_size=world)
         dcp.save(expected_state(args.seed, args.step, rank), storage_writer=TieredWriter(cfg, args.step, persist=True))
         dist.barrier()
@@ -89,6 +109,8 @@ def save(args) -> int:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-addr",
            "127.0.0.1", "--master-port", str(port), "--max-restarts", "0", os.path.abspath(__file__), "rank",
            "--ns", args.ns, "--step", str(args.step), "--seed", str(args.seed), "--sockets", args.sockets]
+    if args.go:
+        cmd += ["--go", args.go]
     r = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     if r.returncode != 0:  # a rank raised or was killed: not acknowledged
@@ -204,6 +226,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int)
     p.add_argument("--sockets", help="save: the agents' sockets, one per rank")
     p.add_argument("--wait-durable", type=float, default=60.0)
+    p.add_argument("--go", help="save: start now, but let every rank (torch imported, process group up) wait "
+                                "until this file says go (or abort) before it touches an agent")
     p.add_argument("--world", type=int, help="check: the ranks the step was saved with")
     p.add_argument("--socket", help="check: the agent to load through")
     p.add_argument("--durable-dir", help="check: load the durable copy with stock DCP instead")

@@ -100,14 +100,25 @@ class DcpChecker:
     def __init__(self, log: Path):
         self.log = log
         self.proc = None
+        self.ready = False
         self.restarts = 0
         self.checks = 0
 
+    def spawn(self):
+        """Starts the server without waiting for it (its imports take seconds): the first check waits."""
+        if self.proc is None:
+            with open(self.log, "ab") as logf:
+                self.proc = subprocess.Popen([sys.executable, str(DCP_JOB), "serve"], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=logf, text=True,
+                                             start_new_session=True)
+            self.ready = False
+
     def _start(self):
-        with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen([sys.executable, str(DCP_JOB), "serve"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=logf, text=True, start_new_session=True)
+        self.spawn()
+        if self.ready:
+            return
         line = self._readline(DCP_CHECK_TIMEOUT_S)
+        self.ready = line == "READY\n"
         if line != "READY\n":
             self.close()
             raise RuntimeError(f"dcp_job.py serve did not start (said {line!r}; its log: {self.log})")
@@ -142,7 +153,7 @@ class DcpChecker:
         req[where[0].lstrip("-").replace("-", "_")] = str(where[1])
         cmd = ["dcp_job.py", "check", a.ns, a.step, *where]
         for attempt in (1, 2):
-            if self.proc is None:
+            if self.proc is None or not self.ready:
                 self._start()
             try:
                 self.proc.stdin.write(json.dumps(req) + "\n")

@@ -399,6 +399,7 @@ class Campaign:
             step = self.next_step[self.dcp_ns]
             self.next_step[self.dcp_ns] += 1
             running.append(self.launch_dcp(i, step, plan["dcp_content"]))
+            self.start_dcp(i + 1)  # the next DCP round's job: its start-up beside this round
         if plan["kind"] == "writer_kill":
             # The victim: a bigger step (8..16 objects of 256 KiB) still being written when the kill lands.
             w = dict(plan["writers"][0], objects=8 + plan["pick"] % 9, size=262144)

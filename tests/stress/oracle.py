@@ -200,15 +200,18 @@ class Oracle:
         # Where the checks' time goes (--profile): phase -> [calls, seconds].
         self.timing = defaultdict(lambda: [0, 0.0])
 
+    def tally(self, phase, seconds):
+        t = self.timing[phase]
+        t[0] += 1
+        t[1] += seconds
+
     @contextmanager
     def timed(self, phase):
         t0 = time.time()
         try:
             yield
         finally:
-            t = self.timing[phase]
-            t[0] += 1
-            t[1] += time.time() - t0
+            self.tally(phase, time.time() - t0)
 
     def close(self):
         """Ends the DCP checker; its restarts, if any, are counted."""

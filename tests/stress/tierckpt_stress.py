@@ -411,7 +411,7 @@ class Campaign:
             w = plan["writers"][0]
             running.append(self.launch(w, self.next_step[w["ns"]] - 1, w["content"] ^ 0xABCDEF))
             self.note(f"two writers race for {w['ns']}/{self.next_step[w['ns']] - 1}")
-        self.o.timing["round_start_writers"][1] += time.time() - t_round
+        self.o.tally("round_start_writers", time.time() - t_round)
         time.sleep(plan["delay"])
         target = None
         t_fault = time.time()
@@ -429,7 +429,7 @@ class Campaign:
             self.injected[plan["kind"]] += 1
             target = self.inject(plan, running)
         t0 = time.time()
-        self.o.timing["round_fault"][1] += t0 - t_fault
+        self.o.tally("round_fault", t0 - t_fault)
         self.drain(running)
         for s in self.hostile:
             s.close()
@@ -439,7 +439,7 @@ class Campaign:
             self.filler.unlink()
             self.filler = None
         self.recovery[plan["kind"] + "_drain"].append(time.time() - t0)
-        self.o.timing["round_drain"][1] += time.time() - t0
+        self.o.tally("round_drain", time.time() - t0)
         self.start_dcp(i + 1)  # the next DCP round's job: its start-up beside this round's checks
         # What to read back: every step written this round, the fault's target, each namespace's
         # newest, and one older acknowledged step.
@@ -454,8 +454,7 @@ class Campaign:
             keys.add(acked[plan["check_pick"] % len(acked)])
         with self.o.timed("round_check"):
             self.o.check_cluster(keys, self.namespaces)
-        self.o.timing["round"][0] += 1
-        self.o.timing["round"][1] += time.time() - t_round
+        self.o.tally("round", time.time() - t_round)
         if self.args.profile:
             spent = {k: v[1] - before.get(k, 0.0) for k, v in self.o.timing.items()}
             print(f"[profile] round {i} {plan['kind']:<16} dcp={int(bool(self.dcp_ns and plan['dcp']))} "

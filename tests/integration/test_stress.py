@@ -133,3 +133,34 @@ def test_a_replay_repeats_the_recorded_schedule(tmp_path):
     assert (again["seed"], again["kinds"], again["nodes"], again["budget"]) == \
         (first["seed"], first["kinds"], first["nodes"], first["budget"])
     assert again["status"] == "ok" and not again["violations"], again
+
+
+def test_the_dcp_checker_answers_as_a_check_process_would(tmp_path):
+    """The oracle's long-lived DCP checker (dcp_job.py serve, one forked process per check) gives the
+    exit status and reason a `dcp_job.py check` process gives: 0 for the saved values, 3 for a step
+    loaded with other values, 2 for one that does not load; and a checker that died is restarted."""
+    pytest.importorskip("torch.distributed.checkpoint")
+    sys.path.insert(0, str(STRESS.parent))
+    import torch.distributed.checkpoint as dcp  # noqa: PLC0415
+
+    import dcp_job  # noqa: PLC0415
+    from oracle import Attempt, DcpChecker, run_dcp_check  # noqa: PLC0415
+
+    saved = tmp_path / "step"
+    dcp.save(dcp_job.expected_state(5, 3, 0), storage_writer=dcp.FileSystemWriter(str(saved)), no_dist=True)
+    checker = DcpChecker(tmp_path / "checker.log")
+    try:
+        for seed, where, rc in ((5, saved, 0), (6, saved, 3), (5, tmp_path / "absent", 2)):
+            a = Attempt("n1-dcp", 3, "n1", seed, 0, 0, dcp_world=1)
+            got = checker.check(a, "--durable-dir", where)
+            assert got.returncode == rc, (seed, where, got)
+            if rc == 3:  # the same verdict and reason as a process of its own
+                alone = run_dcp_check(a, "--durable-dir", where)
+                assert (alone.returncode, alone.stderr.strip()) == (3, got.stderr.strip()), (alone, got)
+                assert "loaded with other values than seed 6" in got.stderr, got
+        checker.proc.kill()
+        checker.proc.wait()
+        got = checker.check(Attempt("n1-dcp", 3, "n1", 5, 0, 0, dcp_world=1), "--durable-dir", saved)
+        assert got.returncode == 0 and checker.restarts == 1, (got, checker.restarts)
+    finally:
+        checker.close()

@@ -22,7 +22,12 @@ Invariants (docs/reliability.md):
   writer_stuck           a writer still ran 60 s after the fault was over
 """
 import hashlib
+import json
+import os
 import shutil
+import signal
+from collections import defaultdict
+from contextlib import contextmanager
 import subprocess
 import sys
 import time
@@ -75,10 +80,97 @@ DCP_JOB = Path(__file__).resolve().parent / "dcp_job.py"
 DCP_BYTES_PER_RANK = 4 * 16 * 1024 * 4  # dcp_job.py: TENSORS x ELEMENTS float32
 
 
+DCP_CHECK_TIMEOUT_S = 180
+
+
 def run_dcp_check(a: "Attempt", *where):
+    """One `dcp_job.py check` in a process of its own (torch imported afresh: seconds)."""
     return subprocess.run([sys.executable, str(DCP_JOB), "check", "--ns", a.ns, "--step", str(a.step), "--seed",
                            str(a.seed), "--world", str(a.dcp_world), *map(str, where)],
-                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=DCP_CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL)
+
+
+class DcpChecker:
+    """`dcp_job.py serve`: the same check as run_dcp_check, each still in a process of its own (forked
+    by the server, which imported torch, DCP and tierckpt once), asked for over a pipe. A check that
+    outlasts DCP_CHECK_TIMEOUT_S raises subprocess.TimeoutExpired as run_dcp_check's did (the server
+    is killed and the next check starts a new one); a server that dies without answering is restarted
+    and asked again once, in a fresh server (counted: `restarts`)."""
+
+    def __init__(self, log: Path):
+        self.log = log
+        self.proc = None
+        self.ready = False
+        self.restarts = 0
+        self.checks = 0
+
+    def spawn(self):
+        """Starts the server without waiting for it (its imports take seconds): the first check waits."""
+        if self.proc is None:
+            with open(self.log, "ab") as logf:
+                self.proc = subprocess.Popen([sys.executable, str(DCP_JOB), "serve"], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=logf, text=True,
+                                             start_new_session=True)
+            self.ready = False
+
+    def _start(self):
+        self.spawn()
+        if self.ready:
+            return
+        line = self._readline(DCP_CHECK_TIMEOUT_S)
+        self.ready = line == "READY\n"
+        if line != "READY\n":
+            self.close()
+            raise RuntimeError(f"dcp_job.py serve did not start (said {line!r}; its log: {self.log})")
+
+    def _readline(self, timeout):
+        import selectors  # noqa: PLC0415
+
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if not sel.select(timeout):
+                return None
+        return self.proc.stdout.readline()
+
+    def close(self):
+        if self.proc is None:
+            return
+        p, self.proc = self.proc, None
+        try:
+            p.stdin.close()
+            p.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # the server's session: it and any check it forked and left
+        except ProcessLookupError:
+            pass
+        p.wait()
+        p.stdout.close()
+
+    def check(self, a: "Attempt", *where):
+        req = {"ns": a.ns, "step": a.step, "seed": a.seed, "world": a.dcp_world}
+        req[where[0].lstrip("-").replace("-", "_")] = str(where[1])
+        cmd = ["dcp_job.py", "check", a.ns, a.step, *where]
+        for attempt in (1, 2):
+            if self.proc is None or not self.ready:
+                self._start()
+            try:
+                self.proc.stdin.write(json.dumps(req) + "\n")
+                self.proc.stdin.flush()
+                line = self._readline(DCP_CHECK_TIMEOUT_S)
+            except (BrokenPipeError, ValueError):
+                line = ""
+            if line is None:
+                self.close()
+                raise subprocess.TimeoutExpired(cmd, DCP_CHECK_TIMEOUT_S)
+            if line:
+                self.checks += 1
+                r = json.loads(line)
+                return subprocess.CompletedProcess(cmd, r["rc"], "", r["stderr"])
+            self.close()  # the server died (not the check: that is the child's exit status)
+            self.restarts += 1
+        raise RuntimeError(f"dcp_job.py serve died twice on {a.ns}/{a.step} (its log: {self.log})")
 
 
 def dir_shas(d: Path, names):
@@ -101,9 +193,31 @@ class Oracle:
         self.counters = dict(restores=0, restores_ok=0, bytes_verified=0, excused_losses=0,
                              restore_failed_durable_intact=0, unacked_visible_checked=0,
                              checks=0)
+        self.dcp = DcpChecker(scratch.parent / "dcp-checker.log")
         self.findings = []
         self.excused_keys = set()
         self.finding_keys = set()
+        # Where the checks' time goes (--profile): phase -> [calls, seconds].
+        self.timing = defaultdict(lambda: [0, 0.0])
+
+    def tally(self, phase, seconds):
+        t = self.timing[phase]
+        t[0] += 1
+        t[1] += seconds
+
+    @contextmanager
+    def timed(self, phase):
+        t0 = time.time()
+        try:
+            yield
+        finally:
+            self.tally(phase, time.time() - t0)
+
+    def close(self):
+        """Ends the DCP checker; its restarts, if any, are counted."""
+        self.dcp.close()
+        if self.dcp.restarts:
+            self.counters["dcp_checker_restarts"] = self.dcp.restarts
 
     # --- recording -------------------------------------------------------------------------
     def attempt(self, a: Attempt):
@@ -159,11 +273,15 @@ class Oracle:
         return dir_shas(ddir, shas) if ddir.is_dir() else None
 
     def check_dcp(self, key, a: Attempt):
+        with self.timed("check_dcp"):
+            return self._check_dcp(key, a)
+
+    def _check_dcp(self, key, a: Attempt):
         """Load a DCP job's step through its origin's agent (dcp_job.py check) and compare every value."""
         ns, step = key
         agent = self.c.agents[a.node]
         self.counters["restores"] += 1
-        r = run_dcp_check(a, "--socket", agent.socket)
+        r = self.dcp.check(a, "--socket", agent.socket)
         if r.returncode == 0:
             self.counters["restores_ok"] += 1
             self.counters["bytes_verified"] += a.dcp_world * DCP_BYTES_PER_RANK
@@ -180,7 +298,7 @@ class Oracle:
             return False
         if not self.s3:
             ddir = self.c.durable / ns / f"step_{step:010d}"
-            if ddir.is_dir() and run_dcp_check(a, "--durable-dir", ddir).returncode == 0:
+            if ddir.is_dir() and self.dcp.check(a, "--durable-dir", ddir).returncode == 0:
                 self.durable_intact(key, f"DCP load of {ns}/{step} on {a.node} failed ({why[:240]}) while its "
                                          f"durable copy loads with stock DCP")
                 return True
@@ -195,6 +313,11 @@ class Oracle:
         dcp = [a for a in cands if a.dcp_world]
         if dcp:
             return self.check_dcp(key, dcp[0])
+        with self.timed("check_restore"):
+            return self._check_restore(key, cands)
+
+    def _check_restore(self, key, cands):
+        ns, step = key
         node = cands[0].node if cands else self.c.nodes()[0]
         agent = self.c.agents[node]
         out = self.scratch / uuid.uuid4().hex[:12]
@@ -245,8 +368,9 @@ class Oracle:
             owned = [ns for ns in namespaces if ns.startswith(node + "-")]
             # Per namespace: only then does ls ask the replica holders (memory "peer").
             lst = {}
-            for ns in owned:
-                lst.update(a.ls(ns))
+            with self.timed("check_ls"):
+                for ns in owned:
+                    lst.update(a.ls(ns))
             writing = [k for k, e in lst.items() if k[0] in owned and e.get("memory") == "writing"]
             if writing:
                 time.sleep(1.0)
@@ -278,8 +402,12 @@ class Oracle:
         for k in keys:
             if k in self.acked:
                 self.check_step(k)
+        with self.timed("check_tmpfs"):
+            self.check_tmpfs()
+        return listings
+
+    def check_tmpfs(self):
         for a in self.c.agents.values():
             used = sum(p.stat().st_size for p in a.root.rglob("*") if p.is_file() and not p.is_symlink())
             if used > 2 * self.c.budget_bytes + (8 << 20):
                 raise Violation("tmpfs_leak", f"{a.root} holds {used} bytes, over 2 x budget", [a.node])
-        return listings

@@ -92,6 +92,7 @@ class Campaign:
         self.recovery = defaultdict(list)
         self.writer_outcomes = defaultdict(int)
         self.violations = []
+        self.dcp_ahead = None  # the DCP job started ahead of its round (start_dcp)
         self.events = []  # (t, text): what the schedule did, for the replay print
 
     def note(self, text):
@@ -109,17 +110,63 @@ class Campaign:
                 "--persist", "--wait-durable"] + (["--direct"] if w["direct"] else [])
         return a, self.c.agents[node].writer(*args)
 
-    def launch_dcp(self, step, content):
-        nodes = self.c.nodes()
-        members = [self.c.agents[n] for n in nodes[:2]]
-        a = Attempt(self.dcp_ns, step, nodes[0], content, 0, 0, dcp_world=len(members))
+    def plan(self, i):
+        # The C++ writers' namespaces only: the DCP job's (n1-dcp) is written by the DCP job alone.
+        return plan_round(self.seed, i, self.kinds, [ns for ns in self.namespaces if ns != self.dcp_ns],
+                          self.c.nodes())
+
+    def start_dcp(self, i):
+        """Starts, ahead of its round, the DCP job of the first round from i on that has one (looking at
+        most 12 rounds ahead): torchrun, its two ranks' imports of torch and their process group take
+        seconds here, and the ranks then wait on a file (dcp_job.py --go) without touching an agent,
+        until launch_dcp lets them save in their own round, where the old harness started the job
+        (decision 128). Its step is the namespace's next: only DCP rounds take n1-dcp's steps."""
+        if not self.dcp_ns or self.dcp_ahead is not None:
+            return
+        for j in range(i, min(i + 12, self.args.faults)):
+            plan = self.plan(j)
+            if not plan["dcp"]:
+                continue
+            step = self.next_step[self.dcp_ns]
+            nodes = self.c.nodes()
+            members = [self.c.agents[n] for n in nodes[:2]]
+            go = self.workdir / f"dcp-go-{step}"
+            env = dict(os.environ, TIERCKPT_CLI=str(CLI_BIN), PYTHONUNBUFFERED="1")
+            p = subprocess.Popen([sys.executable, str(DCP_JOB), "save", "--ns", self.dcp_ns, "--step", str(step),
+                                  "--seed", str(plan["dcp_content"]), "--sockets",
+                                  ",".join(str(m.socket) for m in members), "--wait-durable", "40", "--go", str(go)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                                 env=env)
+            self.dcp_ahead = dict(round=j, step=step, content=plan["dcp_content"], world=len(members), go=go, p=p)
+            return
+
+    def say_dcp(self, go: Path, word: str):
+        tmp = go.with_suffix(".tmp")
+        tmp.write_text(word)
+        tmp.rename(go)
+
+    def stop_dcp_ahead(self):
+        """A job started for a round that did not run (--duration, a violation): called off, unsaved."""
+        job, self.dcp_ahead = self.dcp_ahead, None
+        if job is None:
+            return
+        self.say_dcp(job["go"], "abort")
+        try:
+            job["p"].communicate(timeout=WRITER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            job["p"].kill()
+            job["p"].communicate()
+
+    def launch_dcp(self, i, step, content):
+        if self.dcp_ahead is None or self.dcp_ahead["round"] != i:
+            self.stop_dcp_ahead()
+            self.start_dcp(i)
+        job, self.dcp_ahead = self.dcp_ahead, None
+        assert (job["round"], job["step"], job["content"]) == (i, step, content), (job, i, step, content)
+        a = Attempt(self.dcp_ns, step, self.c.nodes()[0], content, 0, 0, dcp_world=job["world"])
         self.o.attempt(a)
-        env = dict(os.environ, TIERCKPT_CLI=str(CLI_BIN), PYTHONUNBUFFERED="1")
-        p = subprocess.Popen([sys.executable, str(DCP_JOB), "save", "--ns", a.ns, "--step", str(step), "--seed",
-                              str(content), "--sockets", ",".join(str(m.socket) for m in members),
-                              "--wait-durable", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             stdin=subprocess.DEVNULL, env=env)
-        return a, p
+        self.say_dcp(job["go"], "go")
+        return a, job["p"]
 
     def apply_marks(self, records):
         for r in records:
@@ -328,14 +375,14 @@ class Campaign:
 
     # --- the loop --------------------------------------------------------------------------
     def run_round(self, i):
-        # The C++ writers' namespaces only: the DCP job's (n1-dcp) is written by the DCP job alone.
-        plan = plan_round(self.seed, i, self.kinds, [ns for ns in self.namespaces if ns != self.dcp_ns],
-                          self.c.nodes())
+        plan = self.plan(i)
         self.schedule.append({k: plan[k] for k in ("round", "kind", "node", "pick")})
         self.hostile = []
         self.filler = None
         self.round_marks = []
         running = []
+        t_round = time.time()
+        before = {k: v[1] for k, v in self.o.timing.items()}
         early = plan["kind"] == "tenant_fill"  # the tmpfs is full before the writers start
         if early:
             self.injected[plan["kind"]] += 1
@@ -351,7 +398,8 @@ class Campaign:
         if self.dcp_ns and plan["dcp"]:
             step = self.next_step[self.dcp_ns]
             self.next_step[self.dcp_ns] += 1
-            running.append(self.launch_dcp(step, plan["dcp_content"]))
+            running.append(self.launch_dcp(i, step, plan["dcp_content"]))
+            self.start_dcp(i + 1)  # the next DCP round's job: its start-up beside this round
         if plan["kind"] == "writer_kill":
             # The victim: a bigger step (8..16 objects of 256 KiB) still being written when the kill lands.
             w = dict(plan["writers"][0], objects=8 + plan["pick"] % 9, size=262144)
@@ -363,8 +411,10 @@ class Campaign:
             w = plan["writers"][0]
             running.append(self.launch(w, self.next_step[w["ns"]] - 1, w["content"] ^ 0xABCDEF))
             self.note(f"two writers race for {w['ns']}/{self.next_step[w['ns']] - 1}")
+        self.o.tally("round_start_writers", time.time() - t_round)
         time.sleep(plan["delay"])
         target = None
+        t_fault = time.time()
         if link:
             hold, separated = link
             t_link = time.time()
@@ -379,6 +429,7 @@ class Campaign:
             self.injected[plan["kind"]] += 1
             target = self.inject(plan, running)
         t0 = time.time()
+        self.o.tally("round_fault", t0 - t_fault)
         self.drain(running)
         for s in self.hostile:
             s.close()
@@ -388,6 +439,8 @@ class Campaign:
             self.filler.unlink()
             self.filler = None
         self.recovery[plan["kind"] + "_drain"].append(time.time() - t0)
+        self.o.tally("round_drain", time.time() - t0)
+        self.start_dcp(i + 1)  # the next DCP round's job: its start-up beside this round's checks
         # What to read back: every step written this round, the fault's target, each namespace's
         # newest, and one older acknowledged step.
         keys = {(a.ns, a.step) for a, _ in running}
@@ -399,9 +452,19 @@ class Campaign:
         acked = sorted(self.o.acked)
         if acked:
             keys.add(acked[plan["check_pick"] % len(acked)])
-        self.o.check_cluster(keys, self.namespaces)
+        with self.o.timed("round_check"):
+            self.o.check_cluster(keys, self.namespaces)
+        self.o.tally("round", time.time() - t_round)
+        if self.args.profile:
+            spent = {k: v[1] - before.get(k, 0.0) for k, v in self.o.timing.items()}
+            print(f"[profile] round {i} {plan['kind']:<16} dcp={int(bool(self.dcp_ns and plan['dcp']))} "
+                  + " ".join(f"{k}={v:.2f}" for k, v in sorted(spent.items()) if v >= 0.005), flush=True)
 
     def final_check(self):
+        with self.o.timed("final_check"):
+            return self._final_check()
+
+    def _final_check(self):
         keys = set(self.o.acked)
         for a in self.c.agents.values():
             keys |= {k for k in a.ls() if k[0] in self.namespaces}
@@ -429,6 +492,9 @@ class Campaign:
         status = "ok"
         try:
             self.c.start()
+            if self.dcp_ns:
+                self.o.dcp.spawn()  # the DCP checker's imports beside the first rounds
+            self.start_dcp(0)
             while self.round < self.args.faults and (time.time() - start < self.args.duration
                                                      or self.round < self.args.min_rounds):
                 try:
@@ -448,6 +514,8 @@ class Campaign:
                     self.report_violation(v)
             status = "violation" if self.violations else "ok"
         finally:
+            self.stop_dcp_ahead()
+            self.o.close()  # the DCP checker (counted restarts go into the summary's oracle counters)
             elapsed = time.time() - start
             summary = self.summary(status, elapsed)
             self.c.stop()  # agents killed, roots and the private tmpfs gone; logs stay in the workdir
@@ -477,6 +545,9 @@ class Campaign:
                            for v in self.violations],
             "findings": self.o.findings,
             "recovery": {k: stats(v) for k, v in sorted(self.recovery.items())},
+            # Where the time went: phase -> calls and seconds in all (round_*: the parts of a round;
+            # check_*: the oracle's reads, within round_check and final_check).
+            "profile": {k: {"calls": n, "s": round(t, 1)} for k, (n, t) in sorted(self.o.timing.items())},
             "schedule": self.schedule,
             "netns_left": getattr(self, "netns_left", []),  # --network netns: namespaces close() left behind
             "workdir": str(self.workdir) if self.args.keep else None,
@@ -512,6 +583,8 @@ def main(argv=None):
     p.add_argument("--keep", action="store_true", help="keep the work directory (the agents' logs, hosts, durable tier)")
     p.add_argument("--workdir", default=None, help="parent of the work directory (default: $TMPDIR)")
     p.add_argument("--log-window", type=float, default=3.0, help="seconds of agent log printed before a violation")
+    p.add_argument("--profile", action="store_true",
+                   help="print each round's time per phase (the summary's `profile` has the totals)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every fault as it is injected")
     args = p.parse_args(argv)
     if args.replay:

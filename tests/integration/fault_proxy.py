@@ -139,6 +139,7 @@ class Logged:
     bytes_in: int = 0               # request body bytes read from the client
     bytes_out: int = 0              # response body bytes sent to the client
     seconds: float = 0.0
+    started: float = 0.0            # time.monotonic() when the request arrived
 
     def has(self, param: str) -> bool:
         return param in self.query
@@ -240,7 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
         t0 = time.monotonic()
         split = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
-        entry = Logged(self.command, split.path, query, {k.lower(): v for k, v in self.headers.items()})
+        entry = Logged(self.command, split.path, query, {k.lower(): v for k, v in self.headers.items()}, started=t0)
         proxy = self.server.proxy
         fault = proxy._pick(self.command, split.path, query)
         entry.fault = fault.action if fault else None

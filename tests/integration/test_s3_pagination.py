@@ -6,6 +6,7 @@ import uuid
 import pytest
 
 from conftest import assert_dirs_equal
+from fault_proxy import Fault
 from conftest_s3 import (MANIFEST, FaultProxy, list_keys, new_bucket, s3_agent, start_moto,  # noqa: F401
                          step_prefix, wipe_tmpfs_and_restart)
 
@@ -64,6 +65,30 @@ def test_many_steps_and_namespaces_are_all_listed(agents, paged, tmp_path):
         out = tmp_path / f"out-{ns}-{step}"
         a.cli("restore", ns, step, "--to", out)
         assert_dirs_equal(refs[ns, step], out)
+
+
+def test_steps_only_the_durable_tier_holds_are_listed_with_their_manifests_read_in_parallel(agents, paged):
+    """`ls` reads the manifest of each step only S3 holds (its size and object count): with each such
+    GET held 0.3 s by the proxy, the reads overlap (they ran one after another: a namespace of
+    hundreds of durable steps took seconds to list, the S3 campaign's checks grew round by round)."""
+    moto, proxy, bucket, prefix = paged
+    a = agent_for(agents, paged)
+    for step in range(1, 7):
+        a.writer("--ns", "wide", "--step", step, "--objects", 1 + step % 3, "--size", 1024 * step,
+                 "--seed", step, "--persist", "--wait-durable")
+    wipe_tmpfs_and_restart(a)
+    proxy.add(Fault("delay", method="GET", path=MANIFEST + "$", delay_s=0.3))
+    proxy.reset_log()
+    steps = {s["step"]: s for s in a.cli_json("ls", "wide")["steps"]}
+    assert sorted(steps) == list(range(1, 7))
+    for step, s in steps.items():
+        assert s["durable"] == "committed" and s["memory"] != "committed", s
+        assert (s["objects"], s["bytes"]) == (1 + step % 3, (1 + step % 3) * 1024 * step), s
+    reads = [(e.started, e.started + e.seconds) for e in proxy.log
+             if e.method == "GET" and e.path.endswith(MANIFEST) and e.status == 200]
+    assert len(reads) >= 6, reads
+    overlapping = max(sum(1 for b, e in reads if b <= t < e) for t, _ in reads)
+    assert overlapping >= 2, f"the manifest reads ran one at a time: {reads}"
 
 
 def test_step_with_many_objects_restores_and_deletes(agents, paged, tmp_path):

@@ -142,6 +142,7 @@ std::string StatsJson(const StatsInput& in) {
       {"object_bytes", in.tier.object_bytes},
       {"pool_bytes", in.tier.pool_bytes},
       {"pool_segments", in.tier.pool_segments},
+      {"budget_evictions", in.tier.budget_evictions},
       {"read_mappings", in.tier.read_mappings},
       {"read_mapped_bytes", in.tier.read_mapped_bytes},
       {"tmpfs_free_bytes", in.mount ? json(in.mount->free_bytes) : json(nullptr)},

@@ -222,6 +222,7 @@ std::optional<uint64_t> MemoryTier::PoolFitLocked(uint64_t size) const {
 bool MemoryTier::EvictOneLocked(SpaceFor purpose) {
   std::optional<StepRef> victim = index_.PickEviction(purpose);
   if (!victim) return false;
+  ++budget_evictions_;
   DropLocked(victim->first, victim->second, "evicted to make room in the memory budget");
   return true;
 }
@@ -382,6 +383,7 @@ TierStats MemoryTier::Stats() const {
   t.read_mapped_bytes = rm.mapped_bytes;
   t.writing_steps = index_.WritingSteps();
   t.committed_steps = index_.CommittedSteps();
+  t.budget_evictions = budget_evictions_;
   return t;
 }
 

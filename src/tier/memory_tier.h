@@ -222,6 +222,9 @@ struct TierStats {
   size_t committed_steps = 0;
   size_t read_mappings = 0;        // files the agent keeps mapped for its own reads
   uint64_t read_mapped_bytes = 0;  // their mapped length
+  // Committed steps dropped since start to make room in the budget (not by
+  // retention): the budget, not --keep-last, limits the steps kept.
+  uint64_t budget_evictions = 0;
 };
 
 struct MemoryVerifyResult {
@@ -572,6 +575,7 @@ class MemoryTier {
   uint64_t object_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t preallocating_bytes_ GUARDED_BY(mu_) = 0;  // the segment Preallocate is writing
   uint64_t to_pool_bytes_ GUARDED_BY(mu_) = 0;        // recorded bytes of files moving to the pool
+  uint64_t budget_evictions_ GUARDED_BY(mu_) = 0;     // TierStats::budget_evictions
   // During EnsureSpaceLocked: the bytes being made room for: the evicted
   // step's file that best fits them goes to the pool for them
   // (FileForNeedLocked), its other files only if they fit beside them.

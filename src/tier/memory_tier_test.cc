@@ -222,6 +222,7 @@ TEST(MemoryTierTest, RetentionKeepsTheLastKAndRecyclesSegments) {
   EXPECT_EQ(s.pool_segments, 1u);
   EXPECT_EQ(s.pool_bytes, 8192u);
   EXPECT_EQ(s.used_bytes, 3u * 8192u);
+  EXPECT_EQ(s.budget_evictions, 0u);  // retention's drops are not the budget's
   // The next object of that size reuses the evicted segment (same inode).
   Result<CreatedObject> o = t.CreateObject("job", 4, "a", 8192, 1);
   ASSERT_TRUE(o.ok());
@@ -341,6 +342,7 @@ TEST(MemoryTierTest, AStepEvictedForRoomHandsItsFileToTheObjectItMadeRoomFor) {
   for (uint64_t step = 6; step <= 8; ++step) {
     EXPECT_EQ(ReadObject(t, "job", step, "x"), Bytes(kObj, static_cast<int>(step)));
   }
+  EXPECT_EQ(t.Stats().budget_evictions, 5u);  // steps 1-5, each for the next save; retention dropped none
 }
 
 TEST(MemoryTierTest, BudgetErrorWhenNothingCanBeEvictedLosesNothing) {

@@ -33,6 +33,19 @@ def test_budget_pressure_evicts_old_steps_and_keeps_newest(agents, tmp_path):
     assert_dirs_equal(refs[5], out)
     status = a.cli_json("agent", "status")
     assert status["used_bytes"] <= status["budget_bytes"]
+    # Retention (10) would keep them all: the budget dropped them, and the status says so.
+    assert status["budget_evictions"] == 5 - len(mem), status
+    text = a.cli("agent", "status").stdout
+    assert f"evictions      {5 - len(mem)} committed step(s) dropped to make room" in text, text
+    assert "raise --memory-budget or lower --keep-last" in text, text
+
+
+def test_retention_alone_reports_no_budget_eviction(agents):
+    a = agents("--memory-budget", "256MiB", "--keep-last", "1")
+    for step in range(1, 4):
+        a.writer("--ns", "calm", "--step", step, "--objects", 1, "--size", MiB)
+    assert a.cli_json("agent", "status")["budget_evictions"] == 0
+    assert "evictions" not in a.cli("agent", "status").stdout
 
 
 def test_step_larger_than_budget_is_a_clear_error_and_loses_nothing(agents, tmp_path):

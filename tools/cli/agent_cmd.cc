@@ -134,6 +134,11 @@ void PrintStatus(const json& j) {
   // "keep_last" is what agents send; docs/protocol.md calls it "retention".
   const std::string keep = Num(j, "keep_last") != "-" ? Num(j, "keep_last") : Num(j, "retention");
   std::printf("  retention      newest %s committed steps per namespace in memory\n", keep.c_str());
+  if (auto ev = j.find("budget_evictions"); ev != j.end() && ev->is_number_unsigned() && ev->get<uint64_t>() > 0) {
+    std::printf("  evictions      %s committed step(s) dropped to make room since start: the budget, not retention, "
+                "limits the steps kept (raise --memory-budget or lower --keep-last)\n",
+                Num(j, "budget_evictions").c_str());
+  }
   std::printf("  persist queue  %s step(s) queued, %s running\n", Num(j, "persist_queue").c_str(),
               Num(j, "persist_running").c_str());
   std::printf("  writing        %s step(s) in flight\n", Num(j, "in_flight_steps").c_str());

@@ -56,7 +56,10 @@
 // part is too (sealed, the record written) or wait_ms passed; kParityFolded
 // says how many of the group's data members are folded and whether the
 // parity is sealed. kDropParity asks the receiver to forget its parity of
-// (ns, step), folding or sealed (a delete or retention on the members).
+// (ns, step), folding or sealed (a delete or retention on the members), of
+// the group the caller is a data member of only; a caller that is a data
+// member of no group whose parity the receiver holds is refused with
+// kPermissionDenied (decision 131).
 //
 // Declared once: the fields a request may carry are TIERCKPT_PEER_REQUEST
 // (one line each, wire/message.h); each message is one line of

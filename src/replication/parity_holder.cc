@@ -5,8 +5,10 @@
 
 #include "common/log.h"
 #include "common/names.h"
+#include "os/beneath.h"
 #include "os/files.h"
 #include "tier/budget.h"
+#include "tier/layout.h"
 
 namespace tierckpt::agent {
 namespace {
@@ -15,6 +17,23 @@ constexpr std::string_view kRecordName = "record.json";
 
 std::string GroupLabel(std::string_view ns, uint64_t step, uint32_t group) {
   return "parity group " + std::to_string(group) + " of " + std::string(ns) + " step " + std::to_string(step);
+}
+
+std::string GroupDirName(uint32_t group) { return "group_" + std::to_string(group); }
+std::string PieceName(uint32_t j) { return "parity_" + std::to_string(j); }
+
+// The last component of path ("a/b/parity" → "parity").
+std::string LastComponent(std::string_view path) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  const size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+// Writes `bytes` as `name` in dir_fd through "<name>.tmp" (a fold of a
+// group runs one at a time, so the name is the group's own).
+Status WriteInDir(int dir_fd, const std::string& dir, const std::string& name, std::string_view bytes) {
+  return WriteFileViaAt(dir_fd, name + ".tmp", name, 0600, /*sync_data=*/false, /*exclusive=*/false, dir,
+                        [&](int fd) { return PwriteAll(fd, bytes.data(), bytes.size(), 0, JoinPath(dir, name)); });
 }
 
 uint32_t HeldCount(const ParityFoldTarget& t) {
@@ -30,11 +49,22 @@ bool SameGroup(const ParityFoldTarget& a, const ParityFoldTarget& b) {
 ParityHolder::ParityHolder(ParityHolderOptions options) : options_(std::move(options)) {}
 
 std::string ParityHolder::GroupDir(std::string_view ns, uint64_t step, uint32_t group) const {
-  return JoinPath(JoinPath(JoinPath(options_.root, ns), StepDirName(step)), "group_" + std::to_string(group));
+  return JoinPath(JoinPath(JoinPath(options_.root, ns), StepDirName(step)), GroupDirName(group));
 }
 
 std::string ParityHolder::PiecePath(std::string_view ns, uint64_t step, uint32_t group, uint32_t j) const {
-  return JoinPath(GroupDir(ns, step, group), "parity_" + std::to_string(j));
+  return JoinPath(GroupDir(ns, step, group), PieceName(j));
+}
+
+Result<std::optional<UniqueFd>> ParityHolder::OpenRoot(bool create) const {
+  // The agent root is the user's choice (its path is followed as given);
+  // below it nothing is (layout.h).
+  const std::string agent_root = DirName(options_.root);
+  const std::string name = LastComponent(options_.root);
+  TC_ASSIGN_OR_RETURN(UniqueFd parent, OpenDirNoFollow(agent_root));
+  if (!create) return OpenExistingLayoutDir(parent.get(), name, options_.root, "the parity directory");
+  TC_ASSIGN_OR_RETURN(UniqueFd root, OpenLayoutDir(parent.get(), name, options_.root));
+  return std::optional<UniqueFd>(std::move(root));
 }
 
 ParityFoldState ParityHolder::StateOf(const Group& g) {
@@ -170,17 +200,24 @@ void ParityHolder::ForgetLocked(Group& g, const Key& key) {
 
 Status ParityHolder::WriteSealed(Group& g, const ec::ParityRecord& record) {
   const ParityFoldTarget& t = g.target;
+  // <root>/<ns>/step_N/group_g, each made or opened without following a
+  // link (a link in place of one is removed as a link, layout.h).
+  TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> root, OpenRoot(/*create=*/true));
+  const std::string ns_dir = JoinPath(options_.root, t.ns);
+  const std::string step_dir = JoinPath(ns_dir, StepDirName(t.step));
   const std::string dir = GroupDir(t.ns, t.step, t.group);
+  TC_ASSIGN_OR_RETURN(UniqueFd ns_fd, OpenLayoutDir(root->get(), t.ns, ns_dir));
+  TC_ASSIGN_OR_RETURN(UniqueFd step_fd, OpenLayoutDir(ns_fd.get(), StepDirName(t.step), step_dir));
   // A group folded again after a failed write starts from nothing.
-  TC_RETURN_IF_ERROR(RemoveTree(dir));
-  TC_RETURN_IF_ERROR(MakeDirs(dir));
+  TC_RETURN_IF_ERROR(RemoveTreeAt(step_fd.get(), GroupDirName(t.group), dir));
+  TC_ASSIGN_OR_RETURN(UniqueFd group_fd, MakeDirAt(step_fd.get(), GroupDirName(t.group), 0700, dir));
   for (const ec::ParityPiece& p : record.parity) {
     std::span<const uint8_t> bytes = g.acc->Parity(p.index);
     const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    TC_RETURN_IF_ERROR(WriteFileAtomic(PiecePath(t.ns, t.step, t.group, p.index), view, /*durable=*/false));
+    TC_RETURN_IF_ERROR(WriteInDir(group_fd.get(), dir, PieceName(p.index), view));
   }
   // The record last: it exists only beside every piece it describes.
-  return WriteFileAtomic(JoinPath(dir, kRecordName), record.ToJson(), /*durable=*/false);
+  return WriteInDir(group_fd.get(), dir, std::string(kRecordName), record.ToJson());
 }
 
 ParityFoldState ParityHolder::WaitSealed(std::string_view ns, uint64_t step, uint32_t group,
@@ -204,18 +241,29 @@ Result<ec::ParityRecord> ParityHolder::Record(std::string_view ns, uint64_t step
     }
   }
   const std::string path = JoinPath(GroupDir(ns, step, group), kRecordName);
-  TC_ASSIGN_OR_RETURN(std::string json, ReadFileToString(path, ec::kMaxParityRecordBytes));
+  TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> root, OpenRoot(/*create=*/false));
+  if (!root.has_value()) return NotFound(path + " is missing");
+  const std::string rel = std::string(ns) + "/" + StepDirName(step) + "/" + GroupDirName(group) + "/" +
+                          std::string(kRecordName);
+  TC_ASSIGN_OR_RETURN(std::string json, ReadFileBeneath(root->get(), rel, ec::kMaxParityRecordBytes, path));
   return ec::ParityRecord::Parse(json, path);
 }
 
-Result<bool> ParityHolder::Drop(std::string_view ns, uint64_t step) {
+Result<bool> ParityHolder::Drop(std::string_view ns, uint64_t step) { return DropWhere(ns, step, std::nullopt); }
+
+Result<bool> ParityHolder::DropGroup(std::string_view ns, uint64_t step, uint32_t group) {
+  return DropWhere(ns, step, group);
+}
+
+Result<bool> ParityHolder::DropWhere(std::string_view ns, uint64_t step, std::optional<uint32_t> group) {
   TC_RETURN_IF_ERROR(ValidateNamespace(ns));
   TC_RETURN_IF_ERROR(ValidateStep(step));
   std::vector<std::shared_ptr<Group>> gone;
   {
     MutexLock lock(&mu_);
-    auto it = groups_.lower_bound(Key{std::string(ns), step, 0});
-    while (it != groups_.end() && std::get<0>(it->first) == ns && std::get<1>(it->first) == step) {
+    auto it = groups_.lower_bound(Key{std::string(ns), step, group.value_or(0)});
+    while (it != groups_.end() && std::get<0>(it->first) == ns && std::get<1>(it->first) == step &&
+           (!group.has_value() || std::get<2>(it->first) == *group)) {
       it->second->dropped = true;
       used_ -= it->second->reserved;
       it->second->reserved = 0;
@@ -228,7 +276,24 @@ Result<bool> ParityHolder::Drop(std::string_view ns, uint64_t step) {
     MutexLock fold(&g->fold_mu);  // a fold in flight ends (and writes nothing) first
     g->acc.reset();
   }
-  TC_RETURN_IF_ERROR(RemoveTree(JoinPath(JoinPath(options_.root, ns), StepDirName(step))));
+  // The files, reached without following a link (one in place of a
+  // directory is removed as a link).
+  TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> root, OpenRoot(/*create=*/false));
+  if (!root.has_value()) return !gone.empty();
+  const std::string ns_dir = JoinPath(options_.root, ns);
+  TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> ns_fd,
+                      OpenExistingLayoutDir(root->get(), std::string(ns), ns_dir, "a namespace's parity directory"));
+  if (!ns_fd.has_value()) return !gone.empty();
+  const std::string step_dir = JoinPath(ns_dir, StepDirName(step));
+  if (!group.has_value()) {
+    TC_RETURN_IF_ERROR(RemoveTreeAt(ns_fd->get(), StepDirName(step), step_dir));
+    return !gone.empty();
+  }
+  TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> step_fd,
+                      OpenExistingLayoutDir(ns_fd->get(), StepDirName(step), step_dir, "a step's parity directory"));
+  if (step_fd.has_value()) {
+    TC_RETURN_IF_ERROR(RemoveTreeAt(step_fd->get(), GroupDirName(*group), GroupDir(ns, step, *group)));
+  }
   return !gone.empty();
 }
 

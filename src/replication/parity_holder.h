@@ -18,9 +18,18 @@
 // kResourceExhausted naming the group, the bytes it needs and the budget,
 // before any byte is read.
 //
-// What it does not do yet: re-index the pieces on disk at start (an agent
-// restarted forgets them until it is asked again), scrub them, or rebuild a
-// lost part from them (ec/rebuild.h; the next slice of issue 23).
+// Nothing under root is trusted to be what this layout says (tier/layout.h):
+// the directories are reached and made from directory fds without following
+// a symbolic link (OpenLayoutDir: a link in place of one is removed as a
+// link, its target untouched), and the files are written and read there
+// (decision 131). Only root's parent, the agent root, is opened by its path.
+//
+// At start, Recover re-indexes root (decision 132): a sealed group whose
+// record and pieces check out is held again, anything else is removed.
+//
+// What it does not do yet: scrub the pieces while it runs (only Recover
+// checks them), or rebuild a lost part from them (ec/rebuild.h; the next
+// slice of issue 23).
 //
 // Thread-safe. Folds of different groups run at once; folds of one group run
 // one at a time (a per-group mutex held while the part streams in, never the
@@ -40,6 +49,7 @@
 #include "ec/parity_accumulator.h"
 #include "ec/parity_record.h"
 #include "ec/piece_io.h"
+#include "os/fd.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
 
@@ -70,6 +80,13 @@ struct ParityFoldState {
   bool sealed = false;   // every one, and the pieces and record are written
 };
 
+// What ParityHolder::Recover found under root.
+struct ParityRecoveryReport {
+  uint32_t groups = 0;          // sealed groups held again, every piece checked
+  uint64_t bytes = 0;           // their pieces' bytes, now counted against the budget
+  std::vector<Status> removed;  // each thing removed and why (each logged too)
+};
+
 class ParityHolder {
  public:
   explicit ParityHolder(ParityHolderOptions options);
@@ -90,6 +107,23 @@ class ParityHolder {
   // folded again). Each names the group and the member.
   Result<ParityFoldState> Fold(const ParityFoldTarget& target, const Manifest& part, ec::ObjectSource& source);
 
+  // Re-indexes root at agent start, before any other call (it is not
+  // meant to run beside folds). A group directory whose record.json parses,
+  // names the (namespace, step, group) its path says and describes pieces
+  // that are all there, regular files of the record's length whose XXH3
+  // matches, is held again as sealed (Record answers it, a member folding
+  // again gets "sealed", Drop removes it) and its pieces' bytes are counted
+  // against the budget, even past it (new folds are then refused until room
+  // is made; logged). Anything else is logged, reported and removed, never
+  // trusted: a group without a record (a fold interrupted while writing), a
+  // record that does not parse or does not match its path, a missing,
+  // short or damaged piece, a stray file (a leftover .tmp), an entry whose
+  // name is not of the layout, a link (removed as a link, layout.h). Empty
+  // step and namespace directories go too. Errors: a failure to open or
+  // list root or to remove what must go (the rest is still walked; the
+  // first such error is returned).
+  Result<ParityRecoveryReport> Recover();
+
   // The group's state now, or once it is sealed, whichever comes first by
   // deadline. A group never folded is {0, 0, false}.
   ParityFoldState WaitSealed(std::string_view ns, uint64_t step, uint32_t group,
@@ -103,9 +137,16 @@ class ParityHolder {
   std::string PiecePath(std::string_view ns, uint64_t step, uint32_t group, uint32_t j) const;
 
   // Forgets every group of (ns, step), folding or sealed, and removes its
-  // files (a delete or retention on the members). Waits for a fold in flight
-  // of those groups to end. Returns whether it held anything.
+  // files (this holder's own retention, or a delete on the members). Waits
+  // for a fold in flight of those groups to end. Returns whether it held
+  // anything.
   Result<bool> Drop(std::string_view ns, uint64_t step);
+  // The same for one group of the step only (a data member of that group
+  // deleted its part: PeerService scopes a peer's DropParity to the group
+  // the caller is a data member of, decision 131). An empty step directory
+  // may stay behind (a fold of another group of the step may be writing
+  // there).
+  Result<bool> DropGroup(std::string_view ns, uint64_t step, uint32_t group);
 
   // Bytes counted against the budget now.
   uint64_t used_bytes() const;
@@ -125,11 +166,27 @@ class ParityHolder {
   using Key = std::tuple<std::string, uint64_t, uint32_t>;
 
   std::string GroupDir(std::string_view ns, uint64_t step, uint32_t group) const;
+  // root, opened from its parent without following a link; with create it
+  // is made (a non-directory there removed as layout.h says), without it a
+  // missing root is nullopt.
+  Result<std::optional<UniqueFd>> OpenRoot(bool create) const;
+  // Forgets group `group` of (ns, step), or every group of the step when
+  // nullopt, and removes their files.
+  Result<bool> DropWhere(std::string_view ns, uint64_t step, std::optional<uint32_t> group);
   static ParityFoldState StateOf(const Group& g);
   // Writes the held pieces and then the record; the caller holds g.fold_mu.
   Status WriteSealed(Group& g, const ec::ParityRecord& record) REQUIRES(g.fold_mu);
   // Sets g's reservation to bytes; kResourceExhausted (unchanged) when over.
   Status ReserveLocked(Group& g, uint64_t bytes, std::string_view what) REQUIRES(mu_);
+
+  // Recover's walk of one namespace, step and group directory (parity_recover.cc).
+  Status RecoverNamespace(int root_fd, const std::string& ns, ParityRecoveryReport* report);
+  Status RecoverStep(int ns_fd, const std::string& ns, uint64_t step, ParityRecoveryReport* report);
+  // The group's record when its directory checks out; otherwise the reason
+  // it does not (the caller removes it).
+  Result<ec::ParityRecord> CheckGroup(int group_fd, const std::string& ns, uint64_t step, uint32_t group) const;
+  // Holds the checked group again as sealed, counted against the budget.
+  void AdoptSealed(const ec::ParityRecord& record) EXCLUDES(mu_);
 
   // Forgets g (under key): its reservation back, its entry gone.
   void ForgetLocked(Group& g, const Key& key) REQUIRES(mu_);

@@ -1,6 +1,7 @@
-// parity_service.cc — PeerService's answer to kFoldParity (peer_service.h,
+// parity_service.cc — PeerService's answers to kFoldParity (peer_service.h,
 // decision 126): who may ask, which piece of which group, and the pull of the
-// caller's part into the ParityHolder.
+// caller's part into the ParityHolder; and to kDropParity (decision 131):
+// only a data member of a group drops that group's parity.
 #include <algorithm>
 #include <chrono>
 
@@ -94,6 +95,32 @@ Result<peer::ParityFolded> PeerService::FoldParity(const std::string& origin, st
                                       std::chrono::steady_clock::now() + std::chrono::milliseconds(r.wait_ms));
   }
   return peer::ParityFolded{state->folded, state->members, state->sealed};
+}
+
+Result<bool> PeerService::DropParity(const std::string& origin, const PeerRequest& r) {
+  if (deps_.parity == nullptr || deps_.parity_layout == nullptr) return false;  // keeps no parity: held none
+  const std::string what = "dropping the parity of " + r.ns + " step " + std::to_string(r.step) +
+                           " for node " + origin + " on node " + deps_.node_id;
+  // Scoped to the caller's own group, as DropReplica is to the caller's own
+  // copy: a peer that is no data member of a group whose pieces this node
+  // holds cannot drop them (the pieces protect the other members' parts).
+  const cluster::ParityGroup* group = deps_.parity_layout->GroupOf(origin);
+  const bool holds =
+      group != nullptr && std::find(group->parity.begin(), group->parity.end(), deps_.node_id) != group->parity.end();
+  if (!holds) {
+    return PermissionDenied(what + ": this agent's layout makes node " + origin +
+                            " a data member of no group whose parity this node holds; only a group's data "
+                            "members may drop its parity (give every agent the same peer list and --redundancy)");
+  }
+  Result<bool> dropped = deps_.parity->DropGroup(r.ns, r.step, group->index);
+  if (!dropped.ok()) return dropped.status().WithContext(what);
+  Log(LogLevel::kInfo, "parity_deleted")
+      .Kv("by", origin)
+      .Kv("ns", r.ns)
+      .Kv("step", r.step)
+      .Kv("group", group->index)
+      .Kv("held", *dropped);
+  return *dropped;
 }
 
 }  // namespace tierckpt::agent

@@ -4,6 +4,7 @@
 // transport (peer_test_nodes.h), and one ParityHolder alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -258,6 +259,38 @@ TEST_F(ParityTierTest, AFoldTheHoldersLayoutDoesNotGiveAndBadFramesAreRefused) {
   // Nothing was folded by the refused requests: one of two parts is in.
   EXPECT_EQ(nodes[g.parity[0]]->parity->WaitSealed("job", kStep, g.index, std::chrono::steady_clock::now()).folded,
             1u);
+}
+
+TEST_F(ParityTierTest, DropParityFromANodeThatIsNoDataMemberOfTheGroupIsRefusedAndDropsNothing) {
+  Start(6, 4, 2);  // group 0: four members; group 1: two, its parity held elsewhere or here
+  const cluster::ParityGroup& g = layout.groups[0];
+  CommitGroupParts(g);
+  std::vector<std::thread> threads;
+  for (const std::string& id : g.data) {
+    threads.emplace_back([&, id] { EXPECT_TRUE(SenderOf(id).MakeRedundant("job", kStep, 20s).ok()) << id; });
+  }
+  for (std::thread& t : threads) t.join();
+  const std::string& holder = g.parity[0];
+  // Every node that is no data member of group 0 (the holders themselves,
+  // the members of group 1) is refused by the holder, naming the rule.
+  int refused = 0;
+  for (const auto& [id, node] : nodes) {
+    if (id == holder || std::find(g.data.begin(), g.data.end(), id) != g.data.end()) continue;
+    ++refused;
+    const std::string request = EncodePeerRequest(PeerMsg::kDropParity, {"", "job", kStep, ""});
+    Status s = node->replicator->Call(holder, PeerMsg::kDropParity, request, PeerMsg::kDone, 5000ms).status();
+    EXPECT_EQ(s.code(), Code::kPermissionDenied) << id << ": " << s.ToString();
+    EXPECT_NE(s.message().find("only a group's data members may drop its parity"), std::string::npos)
+        << s.ToString();
+  }
+  EXPECT_EQ(refused, 1);  // the other holder, a data member of group 1
+  EXPECT_TRUE(nodes[holder]->parity->Record("job", kStep, g.index).ok());
+  EXPECT_TRUE(std::filesystem::exists(nodes[holder]->parity->PiecePath("job", kStep, g.index, 0)));
+  // A data member may.
+  Result<std::vector<std::string>> dropped = SenderOf(g.data[3]).DropParity("job", kStep);
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  EXPECT_EQ(dropped->size(), 2u);
+  EXPECT_EQ(nodes[holder]->parity->Record("job", kStep, g.index).status().code(), Code::kNotFound);
 }
 
 // ---- one holder, no network ----

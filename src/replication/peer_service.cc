@@ -209,15 +209,9 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
     return reply(PeerMsg::kDone, DropReplicaAnswer{dropped ? 1u : 0u}.Encode());
   }
   if (type == PeerMsg::kDropParity) {
-    bool dropped = false;
-    if (deps_.parity != nullptr) {
-      Result<bool> d = deps_.parity->Drop(r->ns, r->step);
-      if (!d.ok()) return fail(d.status().WithContext("dropping the parity of " + r->ns + " step " +
-                                                      std::to_string(r->step)));
-      dropped = *d;
-    }
-    Log(LogLevel::kInfo, "parity_deleted").Kv("by", conn->peer().node_id).Kv("ns", r->ns).Kv("step", r->step).Kv("held", dropped);
-    return reply(PeerMsg::kDone, DropReplicaAnswer{dropped ? 1u : 0u}.Encode());
+    Result<bool> dropped = DropParity(conn->peer().node_id, *r);
+    if (!dropped.ok()) return fail(dropped.status());
+    return reply(PeerMsg::kDone, DropReplicaAnswer{*dropped ? 1u : 0u}.Encode());
   }
   if (type == PeerMsg::kReplicate) {
     const std::string origin = conn->peer().node_id;

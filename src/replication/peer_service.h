@@ -142,6 +142,10 @@ class PeerService {
   Status PersistPart(const PeerRequest& r);
   // kFoldParity from node origin (parity_service.cc).
   Result<peer::ParityFolded> FoldParity(const std::string& origin, std::string_view payload);
+  // kDropParity from node origin (parity_service.cc): drops the parity of
+  // the group origin is a data member of, nothing else (decision 131);
+  // whether any was held.
+  Result<bool> DropParity(const std::string& origin, const PeerRequest& r);
 
   const PeerServiceDeps deps_;
   const RingId ring_id_;  // of deps_.ring (zero without one)

@@ -59,4 +59,16 @@ Result<UniqueFd> OpenLayoutDir(int parent_fd, const std::string& name, const std
   return MakeDirAt(parent_fd, name, 0700, path);
 }
 
+Result<std::optional<UniqueFd>> OpenExistingLayoutDir(int parent_fd, const std::string& name,
+                                                      const std::string& path, std::string_view expected) {
+  TC_ASSIGN_OR_RETURN(DirEntry e, StatAt(parent_fd, name, path));
+  if (e.type == EntryType::kMissing) return std::optional<UniqueFd>();
+  if (e.type != EntryType::kDirectory) {
+    RemovePlantedEntry(parent_fd, name, path, expected).IgnoreError();
+    return std::optional<UniqueFd>();
+  }
+  TC_ASSIGN_OR_RETURN(UniqueFd fd, OpenDirAt(parent_fd, name, path));
+  return std::optional<UniqueFd>(std::move(fd));
+}
+
 }  // namespace tierckpt::agent

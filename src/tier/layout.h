@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -78,5 +79,12 @@ Status RemovePlantedEntry(int dir_fd, const std::string& name, const std::string
 // is not a directory (a symbolic link above all) is removed as
 // RemovePlantedEntry does and a fresh directory made in its place.
 Result<UniqueFd> OpenLayoutDir(int parent_fd, const std::string& name, const std::string& path);
+
+// Opens the layout directory `name` inside parent_fd when there is one:
+// nullopt when absent, and nullopt when the entry is not a directory, which
+// is then removed as RemovePlantedEntry does (`expected` names it). For walks
+// that read or remove and must not create.
+Result<std::optional<UniqueFd>> OpenExistingLayoutDir(int parent_fd, const std::string& name,
+                                                      const std::string& path, std::string_view expected);
 
 }  // namespace tierckpt::agent

@@ -1,0 +1,218 @@
+// ParityHolder alone, over a real directory (decisions 127, 131, 132): what it
+// writes under <root>/parity and what it does with what it finds there.
+#include "replication/parity_holder.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/names.h"
+#include "ec/ec_test_parts.h"
+#include "os/files.h"
+#include "testing/temp_dir.h"
+
+namespace tierckpt::agent {
+namespace {
+
+using ec::testing::kNs;
+using ec::testing::kStep;
+namespace fs = std::filesystem;
+
+// rs:2+1, two members, this holder keeping piece 0 of `group`.
+ParityFoldTarget TargetOf(uint32_t group, uint32_t index, uint64_t step = kStep) {
+  return ParityFoldTarget{kNs, step, group, 2, 1, 2, index, {0}};
+}
+
+class ParityHolderFilesTest : public ::testing::Test {
+ protected:
+  ParityHolderOptions Options() const { return {dir.Sub("root/parity"), 64u << 20, 4096}; }
+  // Folds both parts of `group` of `step`; the group seals.
+  void Seal(ParityHolder& holder, uint32_t group, uint64_t step = kStep) {
+    std::vector<ec::testing::TestPart> parts = ec::testing::MakeParts(2, 7 + group);
+    for (uint32_t i = 0; i < 2; ++i) {
+      parts[i].manifest.step = step;
+      Result<ParityFoldState> s = holder.Fold(TargetOf(group, i, step), parts[i].manifest, parts[i].source);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      EXPECT_EQ(s->sealed, i == 1);
+    }
+  }
+  void SetUp() override {
+    ASSERT_TRUE(MakeDirs(dir.Sub("root")).ok());
+    ASSERT_TRUE(MakeDirs(dir.Sub("outside")).ok());
+    ASSERT_TRUE(WriteFileAtomic(dir.Sub("outside/keep"), "mine", false).ok());
+  }
+  // The directory a link pointed at holds what it held.
+  void ExpectOutsideUntouched() {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir.Sub("outside"))) names.push_back(e.path().filename());
+    EXPECT_EQ(names, std::vector<std::string>{"keep"});
+  }
+
+  testing_util::TempDir dir;
+};
+
+TEST_F(ParityHolderFilesTest, ALinkPlantedAsTheParityRootIsRemovedAsALinkAndNeverWrittenThrough) {
+  ASSERT_EQ(::symlink(dir.Sub("outside").c_str(), dir.Sub("root/parity").c_str()), 0);
+  ParityHolder holder(Options());
+  Seal(holder, 3);
+  ExpectOutsideUntouched();
+  EXPECT_FALSE(fs::is_symlink(dir.Sub("root/parity")));
+  EXPECT_TRUE(fs::is_directory(dir.Sub("root/parity")));
+  EXPECT_TRUE(holder.Record(kNs, kStep, 3).ok());
+}
+
+TEST_F(ParityHolderFilesTest, LinksPlantedAsANamespaceStepOrGroupDirectoryAreRemovedAndNeverWrittenThrough) {
+  ASSERT_TRUE(MakeDirs(dir.Sub("root/parity/other")).ok());
+  ASSERT_EQ(::symlink(dir.Sub("outside").c_str(), dir.Sub("root/parity/job").c_str()), 0);
+  ParityHolder holder(Options());
+  Seal(holder, 3);
+  ExpectOutsideUntouched();
+  EXPECT_FALSE(fs::is_symlink(dir.Sub("root/parity/job")));
+  EXPECT_TRUE(holder.Record(kNs, kStep, 3).ok());
+
+  const std::string step_dir = dir.Sub("root/parity/job/" + StepDirName(kStep + 1));
+  ASSERT_TRUE(MakeDirs(step_dir).ok());
+  ASSERT_EQ(::symlink(dir.Sub("outside").c_str(), JoinPath(step_dir, "group_4").c_str()), 0);
+  Seal(holder, 4, kStep + 1);
+  ExpectOutsideUntouched();
+  EXPECT_FALSE(fs::is_symlink(JoinPath(step_dir, "group_4")));
+  EXPECT_TRUE(holder.Record(kNs, kStep + 1, 4).ok());
+
+  // A drop removes a link in place of the step directory as a link.
+  ASSERT_TRUE(RemoveTree(step_dir).ok());
+  ASSERT_EQ(::symlink(dir.Sub("outside").c_str(), step_dir.c_str()), 0);
+  Result<bool> dropped = holder.Drop(kNs, kStep + 1);
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  EXPECT_TRUE(*dropped);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(step_dir)));
+  ExpectOutsideUntouched();
+}
+
+TEST_F(ParityHolderFilesTest, DropGroupForgetsThatGroupOnlyAndGivesItsBudgetBack) {
+  ParityHolder holder(Options());
+  Seal(holder, 3);
+  const uint64_t one = holder.used_bytes();
+  Seal(holder, 4);
+  ASSERT_GT(holder.used_bytes(), one);
+  Result<bool> dropped = holder.DropGroup(kNs, kStep, 4);
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  EXPECT_TRUE(*dropped);
+  EXPECT_EQ(holder.Record(kNs, kStep, 4).status().code(), Code::kNotFound);
+  EXPECT_FALSE(fs::exists(holder.PiecePath(kNs, kStep, 4, 0)));
+  EXPECT_TRUE(holder.Record(kNs, kStep, 3).ok());
+  EXPECT_TRUE(fs::exists(holder.PiecePath(kNs, kStep, 3, 0)));
+  EXPECT_EQ(holder.used_bytes(), one);
+  EXPECT_FALSE(*holder.DropGroup(kNs, kStep, 4));
+}
+
+// ---- Recover: a restarted holder (decision 132) ----
+
+TEST_F(ParityHolderFilesTest, ARestartedHolderHoldsItsSealedGroupsAgainCountedAgainstTheBudget) {
+  uint64_t used = 0;
+  {
+    ParityHolder before(Options());
+    Seal(before, 3);
+    Seal(before, 4);
+    used = before.used_bytes();
+  }
+  ParityHolder holder(Options());
+  EXPECT_EQ(holder.used_bytes(), 0u);
+  Result<ParityRecoveryReport> report = holder.Recover();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->groups, 2u);
+  EXPECT_EQ(report->bytes, used);
+  EXPECT_TRUE(report->removed.empty()) << report->removed[0].ToString();
+  EXPECT_EQ(holder.used_bytes(), used);
+  EXPECT_TRUE(holder.Record(kNs, kStep, 3).ok());
+  EXPECT_TRUE(holder.WaitSealed(kNs, kStep, 4, std::chrono::steady_clock::now()).sealed);
+  // A member retrying after the restart is told the group is sealed; nothing folds twice.
+  std::vector<ec::testing::TestPart> parts = ec::testing::MakeParts(2, 7 + 3);
+  Result<ParityFoldState> again = holder.Fold(TargetOf(3, 1), parts[1].manifest, parts[1].source);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->sealed);
+  EXPECT_EQ(again->folded, 2u);
+  // And the groups drop as any other, their bytes back.
+  EXPECT_TRUE(*holder.Drop(kNs, kStep));
+  EXPECT_EQ(holder.used_bytes(), 0u);
+  EXPECT_FALSE(fs::exists(holder.PiecePath(kNs, kStep, 3, 0)));
+}
+
+TEST_F(ParityHolderFilesTest, ARestartedHolderRemovesWhatDoesNotCheckOutAndNeverTrustsIt) {
+  {
+    ParityHolder before(Options());
+    for (uint32_t g = 1; g <= 6; ++g) Seal(before, g);
+  }
+  ParityHolder holder(Options());
+  const std::string step_dir = dir.Sub("root/parity/job/" + StepDirName(kStep));
+  auto group_dir = [&](uint32_t g) { return JoinPath(step_dir, "group_" + std::to_string(g)); };
+  // 1: interrupted before its record; 2: a record that does not parse;
+  // 3: a piece damaged; 4: a piece short; 5: another group's record.
+  ASSERT_TRUE(RemoveFile(JoinPath(group_dir(1), "record.json"), IfMissing::kFail).ok());
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(group_dir(2), "record.json"), "{\"format\": ", false).ok());
+  Result<std::string> piece = ReadFileToString(holder.PiecePath(kNs, kStep, 3, 0), 1u << 20);
+  ASSERT_TRUE(piece.ok() && !piece->empty());
+  (*piece)[piece->size() / 2] ^= 0x20;
+  ASSERT_TRUE(WriteFileAtomic(holder.PiecePath(kNs, kStep, 3, 0), *piece, false).ok());
+  ASSERT_EQ(::truncate(holder.PiecePath(kNs, kStep, 4, 0).c_str(), 10), 0);
+  Result<std::string> six = ReadFileToString(JoinPath(group_dir(6), "record.json"), 1u << 20);
+  ASSERT_TRUE(six.ok());
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(group_dir(5), "record.json"), *six, false).ok());
+  // 6 is whole, beside a leftover temporary file.
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(group_dir(6), "parity_0.tmp"), "x", false).ok());
+  // Names not of the layout, a link, empty directories.
+  ASSERT_TRUE(MakeDirs(JoinPath(step_dir, "group_07")).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir.Sub("root/parity/job/notastep"), "x", false).ok());
+  ASSERT_TRUE(MakeDirs(dir.Sub("root/parity/bad name")).ok());
+  ASSERT_TRUE(MakeDirs(dir.Sub("root/parity/other/" + StepDirName(1))).ok());
+  ASSERT_EQ(::symlink(dir.Sub("outside").c_str(), dir.Sub("root/parity/job/" + StepDirName(kStep + 1)).c_str()), 0);
+
+  Result<ParityRecoveryReport> report = holder.Recover();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->groups, 1u);
+  std::string removed;
+  for (const Status& s : report->removed) removed += s.ToString() + "\n";
+  EXPECT_EQ(report->removed.size(), 10u) << removed;
+  for (const char* why : {"no record.json", "has checksum", "bytes, the record says", "not its directory's",
+                          "not a file of the group's record", "symbolic link"}) {
+    EXPECT_NE(removed.find(why), std::string::npos) << why << " in\n" << removed;
+  }
+  ExpectOutsideUntouched();
+  Result<ec::ParityRecord> kept = holder.Record(kNs, kStep, 6);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(holder.used_bytes(), report->bytes);
+  EXPECT_EQ(report->bytes, kept->PieceLength());
+  for (uint32_t g = 1; g <= 5; ++g) {
+    EXPECT_EQ(holder.Record(kNs, kStep, g).status().code(), Code::kNotFound) << g;
+    EXPECT_FALSE(fs::exists(group_dir(g))) << g;
+  }
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(dir.Sub("root/parity"))) {
+    left.push_back(fs::relative(e.path(), dir.Sub("root/parity")).string());
+  }
+  std::sort(left.begin(), left.end());
+  const std::string group6 = "job/" + StepDirName(kStep) + "/group_6";
+  EXPECT_EQ(left, (std::vector<std::string>{"job", "job/" + StepDirName(kStep), group6, group6 + "/parity_0",
+                                            group6 + "/record.json"}));
+  // A second start finds nothing to remove.
+  ParityHolder again(Options());
+  Result<ParityRecoveryReport> second = again.Recover();
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->groups, 1u);
+  EXPECT_TRUE(second->removed.empty());
+}
+
+TEST_F(ParityHolderFilesTest, ARestartedHolderWithNoParityDirectoryHoldsNothing) {
+  ParityHolder holder(Options());
+  Result<ParityRecoveryReport> report = holder.Recover();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->groups, 0u);
+  EXPECT_FALSE(fs::exists(dir.Sub("root/parity")));
+}
+
+}  // namespace
+}  // namespace tierckpt::agent

@@ -19,7 +19,7 @@ Invariants (docs/reliability.md):
   agent_died             an agent exited that the schedule did not kill
   double_ack             two racing writers were both acknowledged for one step
   tmpfs_leak             an agent's root holds more than 2 x budget (own tier + one origin's replicas)
-  writer_stuck           a writer still ran 60 s after the fault was over
+  writer_stuck           a writer still ran 120 s after the fault was over
 """
 import hashlib
 import json

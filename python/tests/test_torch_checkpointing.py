@@ -66,9 +66,14 @@ def test_a_killed_trainers_committed_save_loads_byte_identical_and_its_staged_sa
     byte-identical, from memory, and again from the durable tier once the agent lost its memory."""
     ns, marker, out = "tcp", tmp_path / "staged", tmp_path / "trainer.out"
     with open(out, "w") as stdout, open(tmp_path / "trainer.err", "w") as stderr:
+        # SIGINT at its default: torch ends the writer processes of a dead trainer with SIGINT
+        # (PR_SET_PDEATHSIG), which a trainer started as a background job of a non-interactive shell
+        # (`nohup ... &`, or this suite started so) inherits ignored: its writers then outlive it
+        # (docs/frameworks.md, "torch-checkpointing").
         trainer = subprocess.Popen([sys.executable, str(WORKER), "save", "--ns", ns],
                                    env=_env(agent, TIERCKPT_PERSIST_EVERY="10", TC_TEST_MARKER=str(marker)),
-                                   stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
+                                   stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     writers: list[int] = []
     try:
         deadline = time.monotonic() + 240

@@ -209,12 +209,16 @@ Status MemoryTier::EnsureSpaceLocked(uint64_t size, std::string_view what, Space
 
 std::optional<uint64_t> MemoryTier::PoolFitLocked(uint64_t size) const {
   std::optional<uint64_t> fit = pool_.BestFit(size);
+  if (fit && TooLargeFor(size, *fit)) return std::nullopt;
+  return fit;
+}
+
+bool MemoryTier::TooLargeFor(uint64_t size, uint64_t file_size) {
   // A small object does not take a segment many times its size: truncating
   // it would free warm pages (a preallocated 256 MiB segment for a 4 KiB
   // `.metadata`) that a large object is about to need, and fresh pages for a
   // small file cost next to nothing.
-  if (fit && size<kPoolSmallObject&& * fit> 4 * size) return std::nullopt;
-  return fit;
+  return size < kPoolSmallObject && file_size > 4 * size;
 }
 
 // ---- Eviction and retention ----
@@ -295,8 +299,7 @@ const StepFiles::DroppedObject* MemoryTier::FileForNeedLocked(
       best = &o;
     }
   }
-  // PoolFitLocked's rule: a small object does not take a file many times its size.
-  if (best != nullptr && pending_need_ < kPoolSmallObject && best->size > 4 * pending_need_) return nullptr;
+  if (best != nullptr && TooLargeFor(pending_need_, best->size)) return nullptr;
   return best;
 }
 

@@ -471,6 +471,9 @@ class MemoryTier {
   // (SegmentPool::BestFit), nullopt for a fresh file: an empty pool, or an
   // object under kPoolSmallObject whose best fit is over 4x its size.
   std::optional<uint64_t> PoolFitLocked(uint64_t size) const REQUIRES(mu_);
+  // Whether a pooled file of file_size bytes is too large to become an
+  // object of size bytes (PoolFitLocked's and FileForNeedLocked's one rule).
+  static bool TooLargeFor(uint64_t size, uint64_t file_size);
   // Makes room for size more bytes (pool first, then eviction). May release
   // mu_ (to let files moving to the pool land): callers re-find their step.
   Status EnsureSpaceLocked(uint64_t size, std::string_view what, SpaceFor purpose = SpaceFor::kWrite)

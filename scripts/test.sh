@@ -37,7 +37,23 @@ FUZZ_SECONDS=${TIERCKPT_FUZZ_SECONDS:-15}
 # skips whose reason starts "does not apply: " stay skips (tests/harness/strict.py, decision 97).
 export TIERCKPT_STRICT=${TIERCKPT_STRICT:-1}
 JOBS=$(nproc)
-step() { printf '\n==== %s (at %d s) ====\n' "$*" $((SECONDS - START)); }
+# cpu_ticks: "busy total" clock ticks of every core since boot (/proc/stat's first line).
+cpu_ticks() { awk '/^cpu /{t=0; for (i=2; i<=9 && i<=NF; i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+read -r LAST_BUSY LAST_TOTAL < <(cpu_ticks)
+# cores_busy: how busy the cores were since the previous call (every process on the machine: a
+# measure of how much room the phases left each other).
+cores_busy() {
+  local busy total
+  read -r busy total < <(cpu_ticks)
+  if [ "$total" -gt "$LAST_TOTAL" ]; then
+    printf '(cores busy %d %% since the previous header)\n' $(((busy - LAST_BUSY) * 100 / (total - LAST_TOTAL)))
+  fi
+  LAST_BUSY=$busy LAST_TOTAL=$total
+}
+step() {
+  cores_busy
+  printf '\n==== %s (at %d s) ====\n' "$*" $((SECONDS - START))
+}
 
 QUICK=0
 AREA=""
@@ -261,5 +277,6 @@ if [ ${#failures[@]} -gt 0 ]; then
   [ ${#failed_ids[@]} -eq 0 ] || printf '  %s\n' "${failed_ids[@]}"
   echo "FAILED: ${failures[*]}"
 fi
+cores_busy
 echo "${passed} passed, ${failed} failed in $((SECONDS - START)) s"
 [ ${#failures[@]} -eq 0 ]

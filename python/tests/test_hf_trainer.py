@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import accelerate  # noqa: F401  (requirements-dev.txt; a missing package must fail, not skip)
@@ -129,9 +130,27 @@ def test_two_processes_killed_resume_from_the_step_process_0_committed(agent, tm
                 + "\n".join(f"--- {f.name}\n{f.read_text()[-4000:]}" for f in files)
                 + f"\n--- agent log\n{agent.log_text()[-2000:]}")
 
+    def wait_all(procs: list[subprocess.Popen], timeout: float, only_first: bool = False) -> list:
+        """The exit codes; a rank still running at the deadline is sent SIGABRT first, so that
+        PYTHONFAULTHANDLER writes every thread's stack into its log, and the test fails with the logs
+        (a hang at the end of a run was seen once in CI, at barrier or destroy_process_group)."""
+        deadline = time.monotonic() + timeout
+        codes = []
+        for p in procs[:1] if only_first else procs:
+            try:
+                codes.append(p.wait(timeout=max(0.1, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    if q.poll() is None:
+                        q.send_signal(signal.SIGABRT)
+                time.sleep(3)
+                raise AssertionError(f"a rank did not finish within {timeout} s (SIGABRT: its stacks are in its "
+                                     f"log)\n{logs([q.poll() for q in procs])}") from None
+        return codes
+
     procs = launch("--kill-step", "7")
     try:
-        assert procs[0].wait(timeout=240) == -signal.SIGKILL, logs()
+        assert wait_all(procs, 240, only_first=True) == [-signal.SIGKILL], logs()
     finally:
         for p in procs:
             p.kill()
@@ -144,7 +163,7 @@ def test_two_processes_killed_resume_from_the_step_process_0_committed(agent, tm
     events.unlink()
     procs = launch()
     try:
-        codes = [p.wait(timeout=240) for p in procs]
+        codes = wait_all(procs, 240)
     finally:
         for p in procs:
             if p.poll() is None:

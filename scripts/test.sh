@@ -10,7 +10,7 @@
 #      which also checks the lock annotations: -Wthread-safety -Werror),
 #   4. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 15),
 #   5. the Python package's tests (real torch 2.13.0, multi-process gloo
-#      groups, real agents; the Ray Train ones run beside step 2),
+#      groups, real agents; the Ray Train ones run beside steps 1 and 2),
 #   6. a subset of them on torch 2.14.1 in .venv-torch2.14, with steps saved
 #      under each release loaded under the other (scripts/torch_matrix.sh),
 #   7. the wheel: scripts/wheel.sh builds and repairs it, tests/wheel installs
@@ -69,6 +69,9 @@ elif [ $# -gt 0 ]; then
   exit 2
 fi
 
+# The Ray Train tests, run beside the others (below); the Python phase leaves them out.
+RAY_TESTS=(python/tests/test_ray.py
+           "python/tests/test_http_api.py::test_the_references_ray_train_suite_passes_against_tierckptd")
 step "setup: packages, venv, builds"
 if [ "$QUICK" -eq 1 ]; then
   scripts/setup.sh release python || { echo "test.sh: setup failed" >&2; exit 1; }
@@ -80,6 +83,18 @@ else
   scripts/torch_matrix.sh prefetch 2.14.1 >/tmp/tierckpt-torch-prefetch.log 2>&1 &
   prefetch_pid=$!
   scripts/setup.sh release python || { echo "test.sh: setup failed" >&2; exit 1; }
+  # The Ray Train tests (python/tests/test_ray.py: four Ray Train runs one after another, ~180 s
+  # alone; then the HyperPod client's own Ray Train suite against tierckptd, ~135 s, decision 111)
+  # run in the background from here on, beside the release unit tests and the integration tests,
+  # whose workers mostly wait on agents (timeouts, kills, restarts); their log is printed and counted
+  # after the integration phase (decision 104). They start as soon as the package is installed, since
+  # they are the longest chain of the run (decision 137). One pytest process, one after the other:
+  # the reference suite's cleanup (`ray stop --force`) ends every Ray process.
+  ray_start=$SECONDS
+  echo "[test] the Ray Train tests start in the background (log: /tmp/tierckpt-pytest-ray.log)"
+  PATH="$ROOT/.venv/bin:$PATH" VIRTUAL_ENV="$ROOT/.venv" .venv/bin/python -m pytest -q --durations=5 "${RAY_TESTS[@]}" \
+    >/tmp/tierckpt-pytest-ray.log 2>&1 &
+  ray_pid=$!
   # The ASan+UBSan and fuzz trees compile in the background, at the lowest CPU priority, while the
   # release tree's unit tests and the integration tests run (decision 105): those mostly wait on
   # agents (190 CPU-s in 259 s of wall on 2 cores), so a cold compile takes the idle cores and the
@@ -199,17 +214,6 @@ run_pytest() {  # run_pytest <label> <log> <pytest args...>
   count_pytest "$label" "$log" "${PIPESTATUS[0]}"
 }
 
-# The Ray Train tests (python/tests/test_ray.py: four Ray clusters started one after another, ~115 s;
-# then the HyperPod client's own Ray Train suite against tierckptd, ~150 s, decision 111) run in the
-# background beside the integration tests, whose workers mostly wait on agents (timeouts, kills,
-# restarts); their log is printed and counted after that phase (decision 104). One pytest process,
-# one after the other: the reference suite's cleanup (`ray stop --force`) ends every Ray process.
-RAY_TESTS=(python/tests/test_ray.py
-           "python/tests/test_http_api.py::test_the_references_ray_train_suite_passes_against_tierckptd")
-step "Ray Train tests, in the background beside the integration tests"
-ray_start=$SECONDS
-python -m pytest -q --durations=5 "${RAY_TESTS[@]}" >/tmp/tierckpt-pytest-ray.log 2>&1 &
-ray_pid=$!
 
 # Two pytest workers (pytest-xdist): each test has its own agent root, socket, ports and network
 # namespaces, and most of the suite's time is spent waiting on agents (timeouts, kills, restarts), so

@@ -100,7 +100,8 @@ Reply Handlers::List(std::string_view p) {
   // Durable listing first: the durable column of memory steps is the store's
   // word when it answered, the persister's state otherwise.
   std::string durable_error;
-  std::map<std::string, std::map<uint64_t, std::string>> durable;  // namespaces the store listed: step → tag
+  // The namespaces the store listed: their committed steps, each with its manifest's tag.
+  std::map<std::string, std::map<uint64_t, std::string>> durable;
   if (req.include_durable && d_.store != nullptr) {
     std::vector<std::string> namespaces;
     if (req.ns.empty()) {

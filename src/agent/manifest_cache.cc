@@ -19,8 +19,8 @@ std::optional<ManifestSummary> DurableManifestCache::Find(std::string_view base,
   return it->second.summary;
 }
 
-void DurableManifestCache::Put(std::string_view base, std::string_view ns, uint64_t step, std::string_view tag,
-                               ManifestSummary summary) {
+void DurableManifestCache::Put(std::string_view base, std::string_view ns, uint64_t step,
+                               std::string_view tag, ManifestSummary summary) {
   if (tag.empty()) return;
   MutexLock lock(&mu_);
   auto it = entries_.find(std::make_tuple(base, ns, step));
@@ -36,7 +36,8 @@ void DurableManifestCache::Put(std::string_view base, std::string_view ns, uint6
   while (entries_.size() > capacity_) EraseLocked(entries_.find(lru_.back()));
 }
 
-void DurableManifestCache::Retain(std::string_view base, std::string_view ns, const std::set<uint64_t>& listed) {
+void DurableManifestCache::Retain(std::string_view base, std::string_view ns,
+                                  const std::set<uint64_t>& listed) {
   MutexLock lock(&mu_);
   auto it = entries_.lower_bound(std::make_tuple(base, ns, uint64_t{0}));
   while (it != entries_.end() && std::get<0>(it->first) == base && std::get<1>(it->first) == ns) {

@@ -275,7 +275,8 @@ Result<std::vector<CommittedStep>> LayoutStore::CommittedFromOneListing(std::str
     }
     out.push_back({step, std::move(b.tag)});
   }
-  std::sort(out.begin(), out.end(), [](const CommittedStep& a, const CommittedStep& b) { return a.step < b.step; });
+  std::sort(out.begin(), out.end(),
+            [](const CommittedStep& a, const CommittedStep& b) { return a.step < b.step; });
   return out;
 }
 

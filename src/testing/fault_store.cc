@@ -157,7 +157,8 @@ Result<std::vector<uint64_t>> FaultInjectingStore::ListCommittedSteps(std::strin
 }
 
 // The tagged forms count and fail as the calls they extend.
-Result<Manifest> FaultInjectingStore::ReadManifestTagged(std::string_view ns, uint64_t step, std::string* tag) {
+Result<Manifest> FaultInjectingStore::ReadManifestTagged(std::string_view ns, uint64_t step,
+                                                         std::string* tag) {
   tag->clear();
   TC_RETURN_IF_ERROR(OnCall(StoreOp::kReadManifest));
   return base_->ReadManifestTagged(ns, step, tag);

@@ -13,7 +13,7 @@ std::optional<ManifestSummary> DurableManifestCache::Find(std::string_view base,
                                                           uint64_t step, std::string_view tag) {
   if (tag.empty()) return std::nullopt;
   MutexLock lock(&mu_);
-  auto it = entries_.find(std::make_tuple(base, ns, step));
+  auto it = entries_.find(Key(base, ns, step));
   if (it == entries_.end() || it->second.tag != tag) return std::nullopt;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
   return it->second.summary;
@@ -23,9 +23,9 @@ void DurableManifestCache::Put(std::string_view base, std::string_view ns, uint6
                                std::string_view tag, ManifestSummary summary) {
   if (tag.empty()) return;
   MutexLock lock(&mu_);
-  auto it = entries_.find(std::make_tuple(base, ns, step));
+  auto it = entries_.find(Key(base, ns, step));
   if (it == entries_.end()) {
-    Key key(std::string(base), std::string(ns), step);
+    Key key(base, ns, step);
     lru_.push_front(key);
     it = entries_.emplace(std::move(key), Entry{std::string(tag), summary, lru_.begin()}).first;
   } else {
@@ -39,7 +39,7 @@ void DurableManifestCache::Put(std::string_view base, std::string_view ns, uint6
 void DurableManifestCache::Retain(std::string_view base, std::string_view ns,
                                   const std::set<uint64_t>& listed) {
   MutexLock lock(&mu_);
-  auto it = entries_.lower_bound(std::make_tuple(base, ns, uint64_t{0}));
+  auto it = entries_.lower_bound(Key(base, ns, 0));
   while (it != entries_.end() && std::get<0>(it->first) == base && std::get<1>(it->first) == ns) {
     auto next = std::next(it);
     if (listed.count(std::get<2>(it->first)) == 0) EraseLocked(it);
@@ -52,7 +52,7 @@ size_t DurableManifestCache::size() const {
   return entries_.size();
 }
 
-void DurableManifestCache::EraseLocked(std::map<Key, Entry, std::less<>>::iterator it) {
+void DurableManifestCache::EraseLocked(std::map<Key, Entry>::iterator it) {
   lru_.erase(it->second.lru);
   entries_.erase(it);
 }

@@ -66,13 +66,13 @@ class DurableManifestCache {
     ManifestSummary summary;
     std::list<Key>::iterator lru;  // its place in lru_
   };
-  void EraseLocked(std::map<Key, Entry, std::less<>>::iterator it) REQUIRES(mu_);
+  void EraseLocked(std::map<Key, Entry>::iterator it) REQUIRES(mu_);
 
   // Const after construction.
   const size_t capacity_;
 
   mutable Mutex mu_;
-  std::map<Key, Entry, std::less<>> entries_ GUARDED_BY(mu_);
+  std::map<Key, Entry> entries_ GUARDED_BY(mu_);
   std::list<Key> lru_ GUARDED_BY(mu_);  // most recently used first
 };
 

@@ -33,6 +33,7 @@
 #include <string>
 
 #include "agent/durable_bases.h"
+#include "agent/manifest_cache.h"
 #include "agent/read_path.h"
 #include "agent/scrubber.h"
 #include "agent/service.h"
@@ -149,6 +150,8 @@ class Handlers final : public RequestHandler {
   // Const after construction.
   const HandlerDeps d_;
   ReadPath read_path_;
+  // The summaries of durable manifests List has read, by tag (thread-safe).
+  DurableManifestCache manifest_cache_;
 };
 
 // A Reply carrying st (and no body).

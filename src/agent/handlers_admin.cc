@@ -10,7 +10,6 @@
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
-#include "os/parallel.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {
@@ -101,7 +100,8 @@ Reply Handlers::List(std::string_view p) {
   // Durable listing first: the durable column of memory steps is the store's
   // word when it answered, the persister's state otherwise.
   std::string durable_error;
-  std::map<std::string, std::set<uint64_t>> durable;  // namespaces the store listed
+  // The namespaces the store listed: their committed steps, each with its manifest's tag.
+  std::map<std::string, std::map<uint64_t, std::string>> durable;
   if (req.include_durable && d_.store != nullptr) {
     std::vector<std::string> namespaces;
     if (req.ns.empty()) {
@@ -115,12 +115,17 @@ Reply Handlers::List(std::string_view p) {
       namespaces.push_back(req.ns);
     }
     for (const auto& ns : namespaces) {
-      Result<std::vector<uint64_t>> steps = d_.store->ListCommittedSteps(ns);
+      Result<std::vector<CommittedStep>> steps = d_.store->ListCommittedStepsTagged(ns);
       if (!steps.ok()) {
         durable_error = steps.status().ToString();
         continue;
       }
-      durable[ns].insert(steps->begin(), steps->end());
+      std::set<uint64_t> listed;
+      for (CommittedStep& c : *steps) {
+        listed.insert(c.step);
+        durable[ns].emplace(c.step, std::move(c.manifest_tag));
+      }
+      manifest_cache_.Retain(d_.store->DescribeNamespace(ns), ns, listed);
     }
   }
   std::map<std::pair<std::string, uint64_t>, ListEntry> rows;
@@ -143,31 +148,34 @@ Reply Handlers::List(std::string_view p) {
       e.durable.clear();  // deleted from the durable tier since
     }
   }
-  // Steps only the durable tier holds: their sizes are in their manifests, one read each (a GET on
-  // S3), kListManifestReads at a time; each call fills its own row.
+  // Steps only the durable tier holds: their sizes are in their manifests, read once per manifest tag
+  // (manifest_cache.h: an unchanged ETag is not read again; untagged stores read every time, a GET
+  // each on S3 without ETags), kListManifestReads at a time.
   std::vector<ListEntry*> durable_only;
+  std::vector<ListedDurableStep> to_summarize;
   for (const auto& [ns, steps] : durable) {
-    for (uint64_t step : steps) {
+    for (const auto& [step, tag] : steps) {
       if (rows.count({ns, step}) != 0) continue;
       ListEntry& e = rows[{ns, step}];
       e.ns = ns;
       e.step = step;
       durable_only.push_back(&e);
+      to_summarize.push_back({ns, CommittedStep{step, tag}});
     }
   }
-  (void)ParallelFor(durable_only.size(), kListManifestReads, [&](size_t i) {
+  std::vector<Result<ManifestSummary>> summaries =
+      ReadManifestSummaries(*d_.store, manifest_cache_, to_summarize, kListManifestReads);
+  for (size_t i = 0; i < durable_only.size(); ++i) {
     ListEntry& e = *durable_only[i];
-    Result<Manifest> m = d_.store->ReadManifest(e.ns, e.step);
-    if (m.ok()) {
-      e.bytes = m->TotalBytes();
-      e.objects = static_cast<uint32_t>(m->objects.size());
+    if (summaries[i].ok()) {
+      e.bytes = summaries[i]->bytes;
+      e.objects = summaries[i]->objects;
       e.durable = "committed";
     } else {
       e.durable = "damaged";
-      e.durable_error = m.status().ToString();
+      e.durable_error = summaries[i].status().ToString();
     }
-    return Status::Ok();
-  });
+  }
   if (!req.ns.empty() && !d_.cluster->holders().empty()) {
     // This node's steps that only replica holders keep (memory "peer").
     for (const auto& [step, holder] : d_.cluster->StepsOnHolders(req.ns)) {

@@ -55,6 +55,17 @@ Result<std::vector<uint64_t>> RoutedStore::ListCommittedSteps(std::string_view n
   return s->ListCommittedSteps(ns);
 }
 
+Result<Manifest> RoutedStore::ReadManifestTagged(std::string_view ns, uint64_t step, std::string* tag) {
+  tag->clear();
+  TC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> s, bases_->For(ns));
+  return s->ReadManifestTagged(ns, step, tag);
+}
+
+Result<std::vector<CommittedStep>> RoutedStore::ListCommittedStepsTagged(std::string_view ns) {
+  TC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> s, bases_->For(ns));
+  return s->ListCommittedStepsTagged(ns);
+}
+
 Result<std::vector<std::string>> RoutedStore::ListNamespaces() {
   TC_ASSIGN_OR_RETURN(std::vector<std::string> names, bases_->default_store()->ListNamespaces());
   for (const auto& [ns, url] : bases_->Bindings()) names.push_back(ns);

@@ -42,6 +42,8 @@ class RoutedStore final : public ObjectStore {
   Status CommitStep(const Manifest& manifest) override;
   Result<Manifest> ReadManifest(std::string_view ns, uint64_t step) override;
   Result<std::vector<uint64_t>> ListCommittedSteps(std::string_view ns) override;
+  Result<Manifest> ReadManifestTagged(std::string_view ns, uint64_t step, std::string* tag) override;
+  Result<std::vector<CommittedStep>> ListCommittedStepsTagged(std::string_view ns) override;
   Result<std::vector<std::string>> ListNamespaces() override;
   Status DeleteStep(std::string_view ns, uint64_t step) override;
   Result<int> SweepUncommitted(std::string_view ns, const SweepOptions& options) override;

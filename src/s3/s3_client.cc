@@ -268,11 +268,15 @@ Status S3Client::Download(std::string_view key, uint64_t offset, const ByteSink&
   });
 }
 
-Result<std::string> S3Client::GetObject(std::string_view key, size_t max_bytes) {
+Result<std::string> S3Client::GetObject(std::string_view key, size_t max_bytes, std::string* etag) {
   Call call;
   call.op = "GetObject";
   call.key = key;
   TC_ASSIGN_OR_RETURN(HttpResponse r, Execute(call));
+  if (etag != nullptr) {
+    auto header = FindHeader(r.headers, "etag");
+    *etag = header ? std::string(*header) : std::string();
+  }
   if (r.body.size() > max_bytes) {
     return ResourceExhausted(What("GetObject", key) + ": the object is " +
                              std::to_string(r.body.size()) + " bytes, more than the " +

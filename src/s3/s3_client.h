@@ -186,7 +186,8 @@ class S3Client {
     return Download(key, offset, ByteSink::Memory(dst), size);
   }
   // A whole (small) object; kResourceExhausted if it exceeds max_bytes.
-  Result<std::string> GetObject(std::string_view key, size_t max_bytes);
+  // With etag, sets *etag to the response's ETag ("" when it has none).
+  Result<std::string> GetObject(std::string_view key, size_t max_bytes, std::string* etag = nullptr);
   // Size and ETag; kNotFound if absent.
   Result<ObjectInfo> HeadObject(std::string_view key);
 

@@ -30,6 +30,11 @@ Status BlobStore::ReadToFile(std::string_view path, int fd, uint64_t size) {
   return Read(path, 0, map.data(), map.size());
 }
 
+Result<std::string> BlobStore::ReadSmallTagged(std::string_view path, size_t max_bytes, std::string* tag) {
+  tag->clear();
+  return ReadSmall(path, max_bytes);
+}
+
 Status BlobStore::SyncParents(const std::vector<std::string>&) { return Status::Ok(); }
 
 Result<int> BlobStore::AbortUploads(std::string_view, const std::function<bool(std::string_view)>&) {

@@ -41,6 +41,11 @@ namespace tierckpt {
 struct BlobInfo {
   std::string path;  // relative to the base
   uint64_t size = 0;
+  // What the medium calls this version of the blob: an opaque tag that
+  // differs whenever the bytes differ (S3: the ETag), or "" where the medium
+  // keeps none (the filesystem, memory). Callers may trust bytes they read
+  // under a tag for as long as a listing shows the same tag, never for "".
+  std::string tag;
 };
 
 // What List returns: blobs sorted by path; with one_level, the blobs right
@@ -80,6 +85,11 @@ class BlobStore {
   // True when a crashed put can leave its temporary behind as a listed blob
   // named "<path>.tmp.<pid>.<n>" (the filesystem); callers sweep them.
   virtual bool KeepsTemporaries() const { return false; }
+  // True when one List of everything below a prefix costs less than a Size()
+  // of each blob a caller looks for there (S3: a request per 1,000 keys
+  // against a HEAD each). The filesystem walks every directory to list, so
+  // it says false and its callers stat instead.
+  virtual bool ListingIsCheaperThanSizes() const { return false; }
 
   // Writes `size` bytes as `path`, replacing an earlier blob (creating
   // parent directories where the medium has them). Durable on return where
@@ -106,6 +116,9 @@ class BlobStore {
   virtual Status ReadToFile(std::string_view path, int fd, uint64_t size);
   // The whole blob; kResourceExhausted if it is larger than max_bytes.
   virtual Result<std::string> ReadSmall(std::string_view path, size_t max_bytes) = 0;
+  // ReadSmall that also sets *tag to the tag (BlobInfo::tag) of the bytes it
+  // returns, "" where the medium keeps none. The default: ReadSmall, "".
+  virtual Result<std::string> ReadSmallTagged(std::string_view path, size_t max_bytes, std::string* tag);
   // Size of a blob.
   virtual Result<uint64_t> Size(std::string_view path) = 0;
 

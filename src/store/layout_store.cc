@@ -212,13 +212,21 @@ Status LayoutStore::CommitImpl(const Manifest& m) {
 }
 
 Result<Manifest> LayoutStore::ReadManifest(std::string_view ns, uint64_t step) {
-  TC_RETURN_IF_ERROR(ValidateStepFor("ReadManifest", describe_, ns, step));
-  return Ctx(ReadManifestImpl(ns, step), "ReadManifest", StepLabel(describe_, ns, step));
+  std::string tag;
+  return ReadManifestTagged(ns, step, &tag);
 }
 
-Result<Manifest> LayoutStore::ReadManifestImpl(std::string_view ns, uint64_t step) {
+Result<Manifest> LayoutStore::ReadManifestTagged(std::string_view ns, uint64_t step, std::string* tag) {
+  tag->clear();
+  TC_RETURN_IF_ERROR(ValidateStepFor("ReadManifest", describe_, ns, step));
+  Result<Manifest> m = ReadManifestImpl(ns, step, tag);
+  if (!m.ok()) tag->clear();
+  return Ctx(std::move(m), "ReadManifest", StepLabel(describe_, ns, step));
+}
+
+Result<Manifest> LayoutStore::ReadManifestImpl(std::string_view ns, uint64_t step, std::string* tag) {
   const std::string path = ManifestPath(ns, step);
-  Result<std::string> text = blobs_->ReadSmall(path, kMaxManifestBytes);
+  Result<std::string> text = blobs_->ReadSmallTagged(path, kMaxManifestBytes, tag);
   switch (text.status().code()) {
     case Code::kOk:
       break;
@@ -238,19 +246,51 @@ Result<Manifest> LayoutStore::ReadManifestImpl(std::string_view ns, uint64_t ste
 // ---- listing and deletion ---------------------------------------------------
 
 Result<std::vector<uint64_t>> LayoutStore::ListCommittedSteps(std::string_view ns) {
+  TC_ASSIGN_OR_RETURN(std::vector<CommittedStep> committed, ListCommittedStepsTagged(ns));
+  std::vector<uint64_t> out;
+  out.reserve(committed.size());
+  for (const CommittedStep& c : committed) out.push_back(c.step);
+  return out;
+}
+
+Result<std::vector<CommittedStep>> LayoutStore::ListCommittedStepsTagged(std::string_view ns) {
   TC_RETURN_IF_ERROR(ValidateNamespaceFor("ListCommittedSteps", describe_, ns));
-  const std::string label = NsLabel(describe_, ns);
-  TC_ASSIGN_OR_RETURN(std::vector<uint64_t> steps, Ctx(StepsOf(ns), "ListCommittedSteps", label));
+  return Ctx(blobs_->ListingIsCheaperThanSizes() ? CommittedFromOneListing(ns) : CommittedFromSizes(ns),
+             "ListCommittedSteps", NsLabel(describe_, ns));
+}
+
+Result<std::vector<CommittedStep>> LayoutStore::CommittedFromOneListing(std::string_view ns) {
+  // Every key below "<ns>/": a step is committed when "<ns>/step_N/<manifest>" is among them (a
+  // manifest is a blob, never a directory, on S3); anything else there is ignored as StepsOf does.
+  const std::string prefix = NsPrefix(ns);
+  TC_ASSIGN_OR_RETURN(BlobListing listed, blobs_->List(prefix));
+  std::vector<CommittedStep> out;
+  for (BlobInfo& b : listed.blobs) {
+    std::string_view rest = std::string_view(b.path).substr(prefix.size());
+    const size_t slash = rest.find('/');
+    uint64_t step = 0;
+    if (slash == std::string_view::npos || rest.substr(slash + 1) != kManifestName ||
+        !ParseStepDirName(rest.substr(0, slash), &step)) {
+      continue;
+    }
+    out.push_back({step, std::move(b.tag)});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CommittedStep& a, const CommittedStep& b) { return a.step < b.step; });
+  return out;
+}
+
+Result<std::vector<CommittedStep>> LayoutStore::CommittedFromSizes(std::string_view ns) {
+  TC_ASSIGN_OR_RETURN(std::vector<uint64_t> steps, StepsOf(ns));
   std::vector<char> committed(steps.size(), 0);
-  Status s = ParallelFor(steps.size(), blobs_->Concurrency(), [&](size_t i) -> Status {
+  TC_RETURN_IF_ERROR(ParallelFor(steps.size(), blobs_->Concurrency(), [&](size_t i) -> Status {
     TC_ASSIGN_OR_RETURN(bool exists, Exists(ManifestPath(ns, steps[i])));
     committed[i] = exists ? 1 : 0;
     return Status::Ok();
-  });
-  TC_RETURN_IF_ERROR(Ctx(s, "ListCommittedSteps", label));
-  std::vector<uint64_t> out;
+  }));
+  std::vector<CommittedStep> out;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (committed[i] != 0) out.push_back(steps[i]);
+    if (committed[i] != 0) out.push_back({steps[i], ""});
   }
   return out;
 }
@@ -331,7 +371,8 @@ Status LayoutStore::AbortUncommittedUploads(std::string_view ns, const SweepOpti
 }
 
 void LayoutStore::RemoveStrayTemporaries(std::string_view ns, uint64_t step) {
-  auto manifest = ReadManifestImpl(ns, step);
+  std::string tag;
+  auto manifest = ReadManifestImpl(ns, step, &tag);
   auto listed = manifest.ok() ? blobs_->List(StepPrefix(ns, step)) : Result<BlobListing>(manifest.status());
   if (!listed.ok()) {
     Log(LogLevel::kWarn, "store_sweep_skipped_step")

@@ -23,8 +23,14 @@
 //                 then the manifest is put exclusively (link(2) /
 //                 If-None-Match: *): of two concurrent commits one wins, the
 //                 other gets kAlreadyExists.
-//   ListCommittedSteps  one-level listing of "<ns>/", the manifest's Size of
-//                 each step (BlobStore::Concurrency() at once).
+//   ListCommittedSteps  where a listing is cheaper than sizes (S3,
+//                 BlobStore::ListingIsCheaperThanSizes): one listing of
+//                 everything below "<ns>/", the steps whose manifest it
+//                 holds, tagged with the manifest's tag (its ETag); else
+//                 (the filesystem, memory) a one-level listing of "<ns>/" and
+//                 the manifest's Size of each step (BlobStore::Concurrency()
+//                 at once), untagged. ListCommittedStepsTagged is the same.
+//   ReadManifestTagged  ReadSmallTagged of the manifest.
 //   DeleteStep    the manifest first, durably (the step is invisible from
 //                 then on), then everything below the step.
 //   SweepUncommitted  steps without a manifest (unless options skip them)
@@ -85,6 +91,8 @@ class LayoutStore : public ObjectStore {
   Status CommitStep(const Manifest& manifest) override;
   Result<Manifest> ReadManifest(std::string_view ns, uint64_t step) override;
   Result<std::vector<uint64_t>> ListCommittedSteps(std::string_view ns) override;
+  Result<std::vector<CommittedStep>> ListCommittedStepsTagged(std::string_view ns) override;
+  Result<Manifest> ReadManifestTagged(std::string_view ns, uint64_t step, std::string* tag) override;
   Result<std::vector<std::string>> ListNamespaces() override;
   Status DeleteStep(std::string_view ns, uint64_t step) override;
   // Returns the number of uncommitted steps (with objects) removed; aborted
@@ -107,7 +115,10 @@ class LayoutStore : public ObjectStore {
   Status PutManyImpl(std::string_view ns, uint64_t step, const std::vector<ObjectBytes>& objects,
                      const std::function<bool()>& cancelled);
   Status CommitImpl(const Manifest& manifest);
-  Result<Manifest> ReadManifestImpl(std::string_view ns, uint64_t step);
+  Result<Manifest> ReadManifestImpl(std::string_view ns, uint64_t step, std::string* tag);
+  // ListCommittedStepsTagged's two ways (see above).
+  Result<std::vector<CommittedStep>> CommittedFromOneListing(std::string_view ns);
+  Result<std::vector<CommittedStep>> CommittedFromSizes(std::string_view ns);
   // Best effort; called with the step's lock held exclusively.
   void RemoveStrayTemporaries(std::string_view ns, uint64_t step);
   Status AbortUncommittedUploads(std::string_view ns, const SweepOptions& options);

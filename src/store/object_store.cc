@@ -28,4 +28,17 @@ Result<std::string> ObjectStore::ReadObjectToFileHashed(std::string_view ns, uin
   return std::string();
 }
 
+Result<std::vector<CommittedStep>> ObjectStore::ListCommittedStepsTagged(std::string_view ns) {
+  TC_ASSIGN_OR_RETURN(std::vector<uint64_t> steps, ListCommittedSteps(ns));
+  std::vector<CommittedStep> out;
+  out.reserve(steps.size());
+  for (uint64_t step : steps) out.push_back({step, ""});
+  return out;
+}
+
+Result<Manifest> ObjectStore::ReadManifestTagged(std::string_view ns, uint64_t step, std::string* tag) {
+  tag->clear();
+  return ReadManifest(ns, step);
+}
+
 }  // namespace tierckpt

@@ -54,6 +54,15 @@ struct SweepOptions {
   }
 };
 
+// A committed step and the tag of its manifest: an opaque string that
+// differs whenever the manifest's bytes differ (S3: its ETag), "" where the
+// store keeps none. Manifest bytes read under a tag (ReadManifestTagged) may
+// be trusted while a listing shows the same tag, never under "".
+struct CommittedStep {
+  uint64_t step = 0;
+  std::string manifest_tag;
+};
+
 // One object of PutObjects: `size` bytes at `data`, borrowed for the call.
 struct ObjectBytes {
   std::string name;
@@ -127,6 +136,16 @@ class ObjectStore {
   // Committed steps of a namespace, ascending; empty if the namespace is
   // unknown.
   virtual Result<std::vector<uint64_t>> ListCommittedSteps(std::string_view ns) = 0;
+
+  // ListCommittedSteps with the tag of each step's manifest, in as few
+  // requests as the store can (S3: one listing of the namespace, a request
+  // per 1,000 keys, instead of a HEAD per step). The default calls
+  // ListCommittedSteps and tags nothing.
+  virtual Result<std::vector<CommittedStep>> ListCommittedStepsTagged(std::string_view ns);
+  // ReadManifest that also sets *tag to the tag of the manifest bytes it
+  // parsed ("" where the store keeps none, or on failure). The default
+  // calls ReadManifest and tags nothing.
+  virtual Result<Manifest> ReadManifestTagged(std::string_view ns, uint64_t step, std::string* tag);
 
   // Namespaces that have at least one step directory (committed or not),
   // sorted.

@@ -258,6 +258,38 @@ TEST_P(ObjectStoreConformance, UncommittedStepsAreInvisibleButTheirObjectsReadab
   EXPECT_TRUE(Committed("unknown-ns").empty());
 }
 
+// What `ls` relies on to read a manifest once per tag (agent/manifest_cache.h): the tagged listing lists
+// exactly the committed steps, a manifest read carries the tag the listing shows, and a step committed
+// again with other bytes shows another tag (or none, where the store keeps none).
+TEST_P(ObjectStoreConformance, TaggedListingListsTheCommittedStepsAndTheTagFollowsTheManifest) {
+  PutAndCommit("job", 1, {{"a", "1"}});
+  PutAndCommit("job", 2, {{"a", "2"}});
+  Put("job", 3, "a", "uncommitted");
+  auto listed = store_->ListCommittedStepsTagged("job");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].step, 1u);
+  EXPECT_EQ((*listed)[1].step, 2u);
+  std::string tag = "stale";
+  auto m = store_->ReadManifestTagged("job", 2, &tag);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->step, 2u);
+  EXPECT_EQ(tag, (*listed)[1].manifest_tag);
+  ASSERT_TRUE(store_->DeleteStep("job", 2).ok());
+  PutAndCommit("job", 2, {{"a", "two, longer"}});
+  auto again = store_->ListCommittedStepsTagged("job");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ(again->size(), 2u);
+  if (!tag.empty()) {
+    EXPECT_NE((*again)[1].manifest_tag, tag);
+  }
+  EXPECT_EQ(store_->ReadManifestTagged("job", 3, &tag).status().code(), Code::kNotFound);
+  EXPECT_EQ(tag, "");
+  auto none = store_->ListCommittedStepsTagged("unknown-ns");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+}
+
 TEST_P(ObjectStoreConformance, CommitWithAMissingObjectFailsAndCommitsNothing) {
   Contents objects = {{"a", "aaa"}, {"b", "bbb"}};
   Put("job", 5, "a", "aaa");

@@ -112,7 +112,13 @@ Status S3BlobStore::ReadToFile(std::string_view path, int fd, uint64_t size) {
 }
 
 Result<std::string> S3BlobStore::ReadSmall(std::string_view path, size_t max_bytes) {
-  Result<std::string> text = client_.GetObject(Key(path), max_bytes);
+  std::string etag;
+  return ReadSmallTagged(path, max_bytes, &etag);
+}
+
+Result<std::string> S3BlobStore::ReadSmallTagged(std::string_view path, size_t max_bytes, std::string* tag) {
+  tag->clear();
+  Result<std::string> text = client_.GetObject(Key(path), max_bytes, tag);
   if (text.status().code() == Code::kNotFound) return NotFound("no " + Url(path));
   return text;
 }
@@ -135,7 +141,7 @@ Result<BlobListing> S3BlobStore::List(std::string_view prefix, bool one_level) {
   out.blobs.reserve(listed.objects.size());
   for (s3::ListedObject& o : listed.objects) {
     if (o.key.compare(0, key_prefix.size(), key_prefix) != 0) continue;
-    out.blobs.push_back({o.key.substr(base_.size()), o.size});
+    out.blobs.push_back({o.key.substr(base_.size()), o.size, std::move(o.etag)});
   }
   for (const std::string& p : listed.common_prefixes) {
     if (p.size() > key_prefix.size() && p.compare(0, key_prefix.size(), key_prefix) == 0) {

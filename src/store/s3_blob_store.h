@@ -14,7 +14,8 @@
 //   Read       parallel ranged GETs of exactly the bytes asked for; a short
 //              blob is kCorruption; zero-length reads HEAD. ReadToFile: each
 //              range pwritten into the file as it arrives (no mapping).
-//   ReadSmall GET; Size HEAD; List ListObjectsV2 (with '/' for one_level);
+//   ReadSmall GET; Size HEAD; List ListObjectsV2 (with '/' for one_level),
+//              each blob tagged with its ETag (as ReadSmallTagged's GET);
 //   Delete / DeleteBelow DeleteObjects batches; AbortUploads lists the
 //   in-progress multipart uploads and aborts the accepted ones.
 //
@@ -50,6 +51,7 @@ class S3BlobStore final : public BlobStore {
 
   std::string Describe() const override;  // "s3://bucket/prefix"
   int Concurrency() const override;
+  bool ListingIsCheaperThanSizes() const override { return true; }
   Status Put(std::string_view path, const void* data, size_t size,
              const BlobPutOptions& options = {}) override;
   Status PutMany(const std::vector<BlobBytes>& blobs, const std::function<bool()>& cancelled,
@@ -57,6 +59,7 @@ class S3BlobStore final : public BlobStore {
   Status Read(std::string_view path, uint64_t offset, void* dst, size_t size) override;
   Status ReadToFile(std::string_view path, int fd, uint64_t size) override;
   Result<std::string> ReadSmall(std::string_view path, size_t max_bytes) override;
+  Result<std::string> ReadSmallTagged(std::string_view path, size_t max_bytes, std::string* tag) override;
   Result<uint64_t> Size(std::string_view path) override;
   Result<BlobListing> List(std::string_view prefix, bool one_level = false) override;
   Status Delete(const std::vector<std::string>& paths) override;

@@ -63,6 +63,12 @@ class SharedStoreRef final : public ObjectStore {
   Result<std::vector<uint64_t>> ListCommittedSteps(std::string_view ns) override {
     return store_->ListCommittedSteps(ns);
   }
+  Result<Manifest> ReadManifestTagged(std::string_view ns, uint64_t step, std::string* tag) override {
+    return store_->ReadManifestTagged(ns, step, tag);
+  }
+  Result<std::vector<CommittedStep>> ListCommittedStepsTagged(std::string_view ns) override {
+    return store_->ListCommittedStepsTagged(ns);
+  }
   Result<std::vector<std::string>> ListNamespaces() override { return store_->ListNamespaces(); }
   Status DeleteStep(std::string_view ns, uint64_t step) override {
     return store_->DeleteStep(ns, step);

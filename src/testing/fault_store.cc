@@ -156,6 +156,19 @@ Result<std::vector<uint64_t>> FaultInjectingStore::ListCommittedSteps(std::strin
   return base_->ListCommittedSteps(ns);
 }
 
+// The tagged forms count and fail as the calls they extend.
+Result<Manifest> FaultInjectingStore::ReadManifestTagged(std::string_view ns, uint64_t step,
+                                                         std::string* tag) {
+  tag->clear();
+  TC_RETURN_IF_ERROR(OnCall(StoreOp::kReadManifest));
+  return base_->ReadManifestTagged(ns, step, tag);
+}
+
+Result<std::vector<CommittedStep>> FaultInjectingStore::ListCommittedStepsTagged(std::string_view ns) {
+  TC_RETURN_IF_ERROR(OnCall(StoreOp::kListCommittedSteps));
+  return base_->ListCommittedStepsTagged(ns);
+}
+
 Result<std::vector<std::string>> FaultInjectingStore::ListNamespaces() {
   TC_RETURN_IF_ERROR(OnCall(StoreOp::kListNamespaces));
   return base_->ListNamespaces();

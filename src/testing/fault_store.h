@@ -28,7 +28,8 @@
 // Observation: CallCount(op) counts every call of op since construction,
 // failed ones included; InjectedFaults() counts the faults injected;
 // PutObjectsBatches() lists the object count of every PutObjects call.
-// PutObjects is the default one (PutObject of each object, through this
+// ReadManifestTagged and ListCommittedStepsTagged count (and fail) as
+// ReadManifest and ListCommittedSteps. PutObjects is the default one (PutObject of each object, through this
 // wrapper, so its faults apply per object).
 //
 // Thread safety: safe for concurrent use; one mutex guards the plan and the
@@ -94,6 +95,8 @@ class FaultInjectingStore final : public ObjectStore {
   Status CommitStep(const Manifest& manifest) override;
   Result<Manifest> ReadManifest(std::string_view ns, uint64_t step) override;
   Result<std::vector<uint64_t>> ListCommittedSteps(std::string_view ns) override;
+  Result<Manifest> ReadManifestTagged(std::string_view ns, uint64_t step, std::string* tag) override;
+  Result<std::vector<CommittedStep>> ListCommittedStepsTagged(std::string_view ns) override;
   Result<std::vector<std::string>> ListNamespaces() override;
   Status DeleteStep(std::string_view ns, uint64_t step) override;
   Result<int> SweepUncommitted(std::string_view ns, const SweepOptions& options) override;

@@ -46,6 +46,10 @@ Actions:
   "reset_response" as drop_response, but reset (RST) after the kept bytes
 Each applied fault is recorded in the request's log entry (`fault`).
 
+Address: the proxy listens on 127.0.0.1 unless given listen_host (e.g. the
+test machine's address on a netns.Hosts switch, so that agents in network
+namespaces reach it); it still forwards to the upstream where that is.
+
 Listings: FaultProxy(upstream, max_keys=N) lowers the max-keys parameter of
 every ListObjectsV2 request (list-type=2) to N, or adds it (moto's
 MOTO_S3_DEFAULT_MAX_KEYS only applies when a request gives none), so a
@@ -158,7 +162,7 @@ class _Server(ThreadingHTTPServer):
         self.proxy = proxy
         self.open_sockets: set = set()
         self.sockets_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__((proxy.listen_host, 0), _Handler)
 
     def process_request_thread(self, request, client_address):
         with self.sockets_lock:
@@ -370,7 +374,8 @@ class _Handler(BaseHTTPRequestHandler):
 class FaultProxy:
     """The proxy; see the module docstring."""
 
-    def __init__(self, upstream: str, upstream_timeout: float = 120.0, max_keys: int | None = None):
+    def __init__(self, upstream: str, upstream_timeout: float = 120.0, max_keys: int | None = None,
+                 listen_host: str = "127.0.0.1"):
         u = urllib.parse.urlsplit(upstream)
         if u.scheme != "http" or not u.hostname or not u.port:
             raise ValueError(f"upstream {upstream!r} must be http://host:port")
@@ -378,6 +383,7 @@ class FaultProxy:
         self.upstream_port = u.port
         self.upstream_timeout = upstream_timeout
         self.max_keys = max_keys
+        self.listen_host = listen_host
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self._log: list[Logged] = []
@@ -390,7 +396,7 @@ class FaultProxy:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.listen_host}:{self.port}"
 
     def start(self) -> "FaultProxy":
         self._server = _Server(self)

@@ -91,6 +91,48 @@ def test_steps_only_the_durable_tier_holds_are_listed_with_their_manifests_read_
     assert overlapping >= 2, f"the manifest reads ran one at a time: {reads}"
 
 
+def test_a_second_ls_of_durable_steps_costs_the_listing_pages_and_no_manifest_request(agents, paged):
+    """`ls` of steps only S3 holds: the first reads each manifest once (a GET), the second only lists
+    (decision 133): committed is read off the listing's keys, not a HEAD per step, and a manifest
+    whose ETag the listing shows unchanged is not fetched again. It cost a HEAD per durable step and
+    a GET per durable-only step on every call, which slowed the S3 campaign's rounds from ~1 s to
+    ~11 s. A manifest rewritten behind the agent (another ETag) is read again, and only it."""
+    moto, proxy, bucket, prefix = paged
+    a = agent_for(agents, paged)
+    steps = 12
+    for step in range(1, steps + 1):
+        a.writer("--ns", "twice", "--step", step, "--objects", 1, "--size", 512 * step, "--seed", step,
+                 "--persist", "--wait-durable")
+    wipe_tmpfs_and_restart(a)
+
+    def ls():
+        proxy.reset_log()
+        listed = {s["step"]: s for s in a.cli_json("ls", "twice")["steps"]}
+        assert sorted(listed) == list(range(1, steps + 1)), listed
+        for step, s in listed.items():
+            assert s["durable"] == "committed" and (s["objects"], s["bytes"]) == (1, 512 * step), s
+        manifests = [e for e in proxy.log if e.path.endswith(MANIFEST)]
+        return (sum(e.method == "HEAD" for e in manifests), sum(e.method == "GET" for e in manifests),
+                len(list_requests(proxy)), len(proxy.log))
+
+    keys = 2 * steps  # each step: its object and its manifest
+    pages = -(-keys // PAGE)
+    heads, gets, lists, total = ls()
+    assert (heads, gets) == (0, steps), (heads, gets)
+    assert pages <= lists <= pages + 1, lists
+    heads, gets, lists, total = ls()
+    assert (heads, gets) == (0, 0), f"the second ls sent {heads} manifest HEADs and {gets} GETs"
+    assert pages <= lists <= pages + 1 and total == lists, (lists, total)
+
+    # Step 5's manifest rewritten (the same step committed again elsewhere): another ETag, read again.
+    s3 = moto.boto3_client()
+    key = step_prefix(prefix, "twice", 5) + MANIFEST
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    s3.put_object(Bucket=bucket, Key=key, Body=body + b" ")
+    heads, gets, lists, total = ls()
+    assert (heads, gets) == (0, 1), (heads, gets)
+
+
 def test_step_with_many_objects_restores_and_deletes(agents, paged, tmp_path):
     moto, proxy, bucket, prefix = paged
     a = agent_for(agents, paged)

@@ -166,3 +166,32 @@ def test_the_dcp_checker_answers_as_a_check_process_would(tmp_path):
         assert got.returncode == 0 and checker.restarts == 1, (got, checker.restarts)
     finally:
         checker.close()
+
+
+def test_agents_in_network_namespaces_reach_the_campaigns_s3(tmp_path):
+    """`--network netns --durable s3`: the fault proxy in front of moto listens on this machine's address on
+    the hosts' switch, so an agent's namespace reaches it (it listened on 127.0.0.1 only, which a namespace's own
+    loopback does not reach: a 4-round try acknowledged 0 of 13 steps). A request from host 1's namespace gets
+    moto's answer through the proxy."""
+    needs_netns()
+    sys.path.insert(0, str(STRESS.parent))
+    from netns import Hosts  # noqa: PLC0415
+    from s3_tier import S3Tier  # noqa: PLC0415
+
+    hosts = Hosts(1)
+    try:
+        s3 = S3Tier(tmp_path, listen_host=hosts.own_ip)
+        try:
+            assert f"endpoint=http://{hosts.own_ip}:" in s3.url, s3.url
+            probe = ("import sys, urllib.request, urllib.error\n"
+                     "try:\n    urllib.request.urlopen(sys.argv[1], timeout=10)\n"
+                     "except urllib.error.HTTPError:\n    pass\nprint('answered')\n")
+            url = f"{s3.proxy.endpoint}/{s3.bucket}"
+            r = subprocess.run([*hosts.prefix(1), sys.executable, "-c", probe, url],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0 and "answered" in r.stdout, r.stderr[-2000:]
+            assert s3.proxy.requests(method="GET"), "the request did not pass through the fault proxy"
+        finally:
+            s3.stop()
+    finally:
+        hosts.close()

@@ -2,6 +2,9 @@
 
 The agents persist to s3://<bucket>/ckpt through FaultProxy; the oracle and the
 corruption faults talk to moto directly (boto3), so they see the stored bytes.
+With --network netns the proxy listens on the test machine's address on the
+hosts' switch (netns.Hosts.own_ip), which the agents in their namespaces reach;
+moto stays on loopback behind it.
 """
 import sys
 import uuid
@@ -18,10 +21,10 @@ ACTIONS = ["slowdown", "internal", "delay", "drop_response", "reset_request", "r
 
 class S3Tier:
     actions = ACTIONS  # what an s3_faults round picks from
-    def __init__(self, log_dir: Path):
+    def __init__(self, log_dir: Path, listen_host: str = "127.0.0.1"):
         self.moto = MotoServer(log_dir=log_dir).start()
         self.bucket = self.moto.create_bucket(f"stress-{uuid.uuid4().hex[:12]}")
-        self.proxy = FaultProxy(self.moto.endpoint).start()
+        self.proxy = FaultProxy(self.moto.endpoint, listen_host=listen_host).start()
         self.client = self.moto.boto3_client()
         self.url = f"s3://{self.bucket}/{PREFIX}?endpoint={self.proxy.endpoint}"
         self.env = isolated_aws_env()

@@ -74,7 +74,8 @@ class Campaign:
             self.hosts = Hosts(args.nodes)
         if args.durable == "s3":
             from s3_tier import S3Tier  # noqa: PLC0415  (moto and boto3 only when asked for)
-            self.s3 = S3Tier(self.workdir)
+            # With --network netns the agents reach the proxy at this machine's address on their switch.
+            self.s3 = S3Tier(self.workdir, listen_host=self.hosts.own_ip if self.hosts else "127.0.0.1")
             self.c = Cluster(self.workdir / "cluster", n=args.nodes, budget=args.budget, durable_url=self.s3.url,
                              env=self.s3.env, hosts=self.hosts)
         else:
@@ -575,7 +576,8 @@ def main(argv=None):
                         "so that the link kinds can cut, split and degrade the links between them")
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--durable", choices=["fs", "s3"], default="fs",
-                   help="durable tier: a directory (fs, default) or moto S3 behind the fault proxy (s3)")
+                   help="durable tier: a directory (fs, default) or moto S3 behind the fault proxy (s3; with "
+                        "--network netns the proxy listens on this machine's address on the hosts' switch)")
     p.add_argument("--budget", default="64MiB", help="--memory-budget of each agent (default 64MiB)")
     p.add_argument("--dcp", action="store_true",
                    help="also a real DCP job (two gloo ranks through TieredWriter, one step spanning n1's and "

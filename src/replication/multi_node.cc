@@ -16,6 +16,8 @@ std::string MultiNode::PlacementJson() const {
 }
 
 Status MultiNode::ReplicateCommitted(std::string_view ns, uint64_t step) {
+  // Parity first: queued, so it never waits for the replicas nor they for it.
+  if (d_.parity_member != nullptr) d_.parity_member->Committed(ns, step);
   if (holders().empty()) return Status::Ok();
   // With kAll the step stays committed here either way; the error tells the
   // writer the replicas it asked for are missing (docs/replication.md).
@@ -105,6 +107,17 @@ Result<PartObject> MultiNode::OpenFromOtherParts(const Manifest& own, const std:
                   ns + "` shows what exists");
 }
 
+Result<std::vector<std::string>> MultiNode::DropReplicas(std::string_view ns, uint64_t step) {
+  Result<std::vector<std::string>> dropped = d_.replicator->DropReplicas(ns, step);
+  if (d_.parity_member == nullptr) return dropped;
+  Status parity = d_.parity_member->Drop(ns, step);
+  if (!parity.ok()) {
+    Log(LogLevel::kWarn, "parity_delete_failed").Kv("ns", ns).Kv("step", step).Err(parity);
+    if (dropped.ok()) return parity;
+  }
+  return dropped;
+}
+
 std::optional<PeerStatsInput> MultiNode::Stats() const {
   PeerStatsInput peers;
   peers.listen = d_.listen ? d_.listen() : "";
@@ -122,6 +135,10 @@ std::optional<PeerStatsInput> MultiNode::Stats() const {
       h.bytes += st.bytes;
     }
     peers.held.push_back(std::move(h));
+  }
+  if (d_.parity_member != nullptr) {
+    peers.parity = d_.parity_member->Stats();
+    if (d_.parity_holder != nullptr) peers.parity->held_bytes = d_.parity_holder->used_bytes();
   }
   return peers;
 }

@@ -46,6 +46,7 @@ class ParitySender {
   // kInvalidArgument when node_id has no group in layout.
   static Result<ParitySender> Create(Replicator* replicator, cluster::ParityLayout layout, std::string node_id);
 
+  const cluster::ParityLayout& layout() const { return layout_; }
   const cluster::ParityGroup& group() const { return layout_.groups[group_]; }
   uint32_t index() const { return index_; }  // this node's data index in its group
 

@@ -1,0 +1,156 @@
+"""The erasure-coded memory tier between real agents (issue 23, decision 135).
+
+Six real tierckptd processes on loopback, one hostfile and one cluster secret,
+started with --redundancy rs:4+2 (beside the default --replicas 2, which the
+flag needs until recovery from parity exists). Each agent reports its group,
+its group's parity holders and each step's redundancy in
+`tierckpt agent status --json` ("peers.parity"); a holder keeps a sealed
+group's pieces and record under <root>/parity/<ns>/step_<n>/group_<g>/.
+Failures are real SIGKILLs.
+"""
+import json
+import signal
+import time
+
+import pytest
+
+from agent_harness import write_hostfile  # tests/harness, on the path from conftest.py
+
+MiB = 1 << 20
+STEP = 3
+
+
+def wait_for(pred, timeout=30.0, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Cluster:
+    def __init__(self, agents, tmp_path, n, extra):
+        self.secret = tmp_path / "secret"
+        self.secret.write_bytes(b"0123456789abcdef-cluster-secret\n")
+        self.secret.chmod(0o600)
+        self.hostfile = tmp_path / "hosts"
+        write_hostfile(self.hostfile, n)
+        self.nodes = {}
+        for i in range(n):
+            node = f"n{i + 1}"
+            self.nodes[node] = agents("--memory-budget", "256MiB", "--node-id", node, "--peers", self.hostfile,
+                                      "--peer-secret-file", self.secret, *extra, start=False)
+        for a in self.nodes.values():
+            a.start(wait=False)
+        for a in self.nodes.values():
+            a.wait_ready()
+
+    def __getitem__(self, node):
+        return self.nodes[node]
+
+    def parity(self, node):
+        return json.loads(self.nodes[node].cli("agent", "status", "--json").stdout)["peers"]["parity"]
+
+    def groups(self):
+        """{group: (data members, parity holders)} from every agent's own report."""
+        out = {}
+        for node in self.nodes:
+            p = self.parity(node)
+            data, holders = out.setdefault(p["group"], ([], p["holders"]))
+            assert holders == p["holders"], f"{node} names other holders of group {p['group']}"
+            data.append(node)
+        return out
+
+    def step_state(self, node, ns, step):
+        for s in self.parity(node)["steps"]:
+            if s["ns"] == ns and s["step"] == step:
+                return s
+        return None
+
+    def group_dir(self, holder, ns, step, group):
+        return self.nodes[holder].root / "parity" / ns / f"step_{step:010d}" / f"group_{group}"
+
+
+@pytest.fixture
+def cluster(agents, tmp_path):
+    def make(n=6, *extra):
+        return Cluster(agents, tmp_path, n, ("--redundancy", "rs:4+2", *extra))
+    return make
+
+
+def write_part(agent, ns, step, i):
+    # Parts of different lengths: a group's parity pieces are as long as its longest part.
+    agent.writer("--ns", ns, "--step", step, "--objects", 2, "--size", MiB + 4096 * i, "--seed", 100 + i)
+
+
+def test_after_a_commit_every_holder_seals_its_groups_pieces_and_every_member_reports_the_step_redundant(
+        cluster):
+    c = cluster()
+    groups = c.groups()
+    assert sorted(groups) == [0, 1], groups  # 6 nodes, K = 4: a full group and a short one
+    for g, (data, holders) in groups.items():
+        assert len(holders) == 2 and not set(holders) & set(data), (g, data, holders)
+    for i, node in enumerate(sorted(c.nodes)):
+        write_part(c[node], "j", STEP, i)
+    for node in c.nodes:
+        wait_for(lambda: (c.step_state(node, "j", STEP) or {}).get("state") == "redundant",
+                 what=f"{node} to report j/{STEP} redundant: {c.step_state(node, 'j', STEP)}")
+        assert c.step_state(node, "j", STEP)["redundant"] is True
+    for g, (data, holders) in groups.items():
+        for j, holder in enumerate(holders):
+            d = c.group_dir(holder, "j", STEP, g)
+            record = json.loads((d / "record.json").read_text())
+            assert record["format"] == "tierckpt.parity", record
+            assert [m["member"] for m in record["data"]] == data, record
+            longest = max(m["piece_length"] for m in record["data"])
+            assert [p["index"] for p in record["parity"]] == [j], record
+            assert (d / f"parity_{j}").stat().st_size == longest
+    # A delete on a member reaches its group's parity holders (DropParity), not another group's.
+    g0_data, g0_holders = groups[0]
+    c[g0_data[0]].cli("rm", "j", STEP)
+    for holder in g0_holders:
+        wait_for(lambda: not c.group_dir(holder, "j", STEP, 0).exists(), what=f"{holder} to drop group 0")
+    assert c.step_state(g0_data[0], "j", STEP) is None
+    for holder in groups[1][1]:
+        assert (c.group_dir(holder, "j", STEP, 1) / "record.json").exists()
+
+
+def test_a_holder_killed_while_its_group_folds_leaves_no_member_claiming_redundancy_after_its_restart(cluster):
+    c = cluster(6, "--peer-timeout-ms", "3000")
+    data, holders = c.groups()[0]
+    victim, survivor = holders
+    # Three of four members commit: each holder folds their parts in memory and waits for the fourth.
+    for i, node in enumerate(data[:3]):
+        write_part(c[node], "j", STEP, i)
+    for node in data[:3]:
+        assert c.step_state(node, "j", STEP)["state"] in ("pending", "incomplete")
+    c[victim].kill(signal.SIGKILL)
+    assert not c.group_dir(victim, "j", STEP, 0).exists(), "a holder published a group it never saw whole"
+    c[victim].start()
+    write_part(c[data[3]], "j", STEP, 3)
+    for node in data:
+        wait_for(lambda: c.step_state(node, "j", STEP)["state"] == "incomplete",
+                 what=f"{node}'s send to end: {c.step_state(node, 'j', STEP)}")
+        s = c.step_state(node, "j", STEP)
+        assert s["redundant"] is False and victim in s["detail"], s
+    # The restarted holder saw only the fourth part: nothing of the group is published there.
+    assert not (c.group_dir(victim, "j", STEP, 0) / "record.json").exists()
+    assert not list((c[victim].root / "parity").rglob("parity_*"))
+    # The other holder saw every part and sealed; that alone makes no one redundant.
+    assert (c.group_dir(survivor, "j", STEP, 0) / "record.json").exists()
+
+
+def test_fewer_agents_than_k_plus_m_is_refused_at_start_naming_both_counts(agents, tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"0123456789abcdef-cluster-secret\n")
+    secret.chmod(0o600)
+    hosts = tmp_path / "hosts"
+    write_hostfile(hosts, 4)
+    a = agents("--memory-budget", "64MiB", "--node-id", "n1", "--peers", hosts, "--peer-secret-file", secret,
+               "--redundancy", "rs:4+2", start=False)
+    a.start(wait=False)
+    assert a.proc.wait(timeout=30) == 2
+    log = a.log_text()
+    assert "--redundancy rs:4+2 over the 4 agents" in log, log
+    assert "at least K+M agents" in log, log

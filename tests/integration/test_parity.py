@@ -154,3 +154,22 @@ def test_fewer_agents_than_k_plus_m_is_refused_at_start_naming_both_counts(agent
     log = a.log_text()
     assert "--redundancy rs:4+2 over the 4 agents" in log, log
     assert "at least K+M agents" in log, log
+
+
+def test_retention_on_the_members_drops_the_parity_of_the_steps_they_no_longer_keep(cluster):
+    c = cluster(6, "--keep-last", "1")
+    groups = c.groups()
+    for step in (STEP, STEP + 1):
+        for i, node in enumerate(sorted(c.nodes)):
+            write_part(c[node], "j", step, i)
+        for node in c.nodes:
+            wait_for(lambda: (c.step_state(node, "j", step) or {}).get("state") == "redundant",
+                     what=f"{node} to report j/{step} redundant: {c.step_state(node, 'j', step)}")
+    # --keep-last 1: each member evicted step 3 when step 4 committed, and its next send dropped step 3's parity.
+    for g, (data, holders) in groups.items():
+        for holder in holders:
+            wait_for(lambda: not c.group_dir(holder, "j", STEP, g).exists(),
+                     what=f"{holder} to drop group {g} of step {STEP}")
+            assert (c.group_dir(holder, "j", STEP + 1, g) / "record.json").exists()
+    for node in c.nodes:
+        wait_for(lambda: c.step_state(node, "j", STEP) is None, what=f"{node} to forget step {STEP}")

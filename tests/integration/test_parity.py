@@ -97,6 +97,11 @@ def test_after_a_commit_every_holder_seals_its_groups_pieces_and_every_member_re
         wait_for(lambda: (c.step_state(node, "j", STEP) or {}).get("state") == "redundant",
                  what=f"{node} to report j/{STEP} redundant: {c.step_state(node, 'j', STEP)}")
         assert c.step_state(node, "j", STEP)["redundant"] is True
+    # The human status says what the scheme does not do (decision 135).
+    text = c["n1"].cli("agent", "status").stdout
+    assert "parity         rs:4+2 (experimental, no recovery from parity yet: replicas protect)" in text, text
+    assert f"parity step    j/{STEP}: redundant" in text, text
+    assert c.parity("n1")["recovery"] is False
     for g, (data, holders) in groups.items():
         for j, holder in enumerate(holders):
             d = c.group_dir(holder, "j", STEP, g)

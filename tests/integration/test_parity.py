@@ -10,11 +10,13 @@ Failures are real SIGKILLs.
 """
 import json
 import signal
+import subprocess
 import time
 
 import pytest
 
 from agent_harness import write_hostfile  # tests/harness, on the path from conftest.py
+from conftest import WRITER_BIN
 
 MiB = 1 << 20
 STEP = 3
@@ -178,3 +180,34 @@ def test_retention_on_the_members_drops_the_parity_of_the_steps_they_no_longer_k
             assert (c.group_dir(holder, "j", STEP + 1, g) / "record.json").exists()
     for node in c.nodes:
         wait_for(lambda: c.step_state(node, "j", STEP) is None, what=f"{node} to forget step {STEP}")
+
+
+def test_a_step_spanning_every_node_is_redundant_on_every_member_though_its_coordinator_commits_last(cluster):
+    # Decision 136: the parity is sent after each part's commit, off the commit's path, so a member whose
+    # group waits for the coordinator's part (committed last, after the tree answered) does not hold it up.
+    c = cluster(6, "--commit-fan-out", "2")
+    nodes = sorted(c.nodes)
+    held = []
+    for i, node in enumerate(nodes[1:], start=2):
+        args = ["--ns", "s", "--step", STEP, "--objects", 2, "--size", 65536 + 512 * i, "--prefix", f"{node}_",
+                "--seed", i, "--no-commit", "--hold"]
+        p = subprocess.Popen([str(WRITER_BIN), "--socket", str(c[node].socket), *map(str, args)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        held.append(p)
+    try:
+        for p in held:
+            line = p.stdout.readline()
+            assert line.startswith("SEALED"), f"a part's writer did not seal: {line!r} {p.stderr.read()}"
+        c["n1"].writer("--ns", "s", "--step", STEP, "--objects", 2, "--size", 65536, "--prefix", "n1_",
+                       "--seed", 1, "--members", ",".join(nodes), timeout=60)
+    finally:
+        for p in held:
+            if p.poll() is None:
+                p.stdin.close()
+                p.wait(timeout=30)
+    for node in nodes:
+        wait_for(lambda: (c.step_state(node, "s", STEP) or {}).get("state") == "redundant",
+                 what=f"{node} to report s/{STEP} redundant: {c.step_state(node, 's', STEP)}")
+    for g, (data, holders) in c.groups().items():
+        for holder in holders:
+            assert (c.group_dir(holder, "s", STEP, g) / "record.json").exists()

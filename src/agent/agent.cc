@@ -562,6 +562,7 @@ void Agent::StopPeers() {
   if (address_refresher_ != nullptr) address_refresher_->Stop();
   if (peer_service_ != nullptr) peer_service_->Stop();
   cluster_->Stop();
+  if (parity_member_ != nullptr) parity_member_->Stop();  // its sends end within a slice of their wait
   if (parity_queue_ != nullptr) parity_queue_->Stop();
 }
 

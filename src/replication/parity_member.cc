@@ -1,6 +1,8 @@
 // parity_member.cc — see parity_member.h.
 #include "replication/parity_member.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 
 namespace tierckpt::agent {
@@ -51,8 +53,31 @@ void ParityMember::Committed(std::string_view ns, uint64_t step) {
   }
 }
 
+void ParityMember::Stop() {
+  MutexLock l(&mu_);
+  stopping_ = true;
+}
+
 void ParityMember::Send(const std::string& ns, uint64_t step) {
-  const Status st = sender_.MakeRedundant(ns, step, wait_);
+  using std::chrono::milliseconds;
+  const auto deadline = std::chrono::steady_clock::now() + wait_;
+  ParityReport report;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    report = sender_.Ask(ns, step, std::clamp(left, milliseconds(0), kParityWaitSlice));
+    const bool failed = std::any_of(report.holders.begin(), report.holders.end(),
+                                    [](const ParityAck& a) { return !a.status.ok(); });
+    if (report.redundant() || failed || std::chrono::steady_clock::now() >= deadline) break;
+    MutexLock l(&mu_);
+    if (stopping_) break;
+  }
+  Log(report.redundant() ? LogLevel::kInfo : LogLevel::kWarn, "parity_sent")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("group", sender_.group().index)
+      .Kv("redundant", report.redundant())
+      .Kv("holders", report.Describe());
+  const Status st = sender_.Outcome(ns, step, report);
   MutexLock l(&mu_);
   auto it = steps_.find(Key{ns, step});
   if (it == steps_.end()) return;  // dropped meanwhile

@@ -19,6 +19,11 @@
 // Steps committed before a restart are remembered as "unknown" (their state
 // is not asked again: reported not redundant) so that they are dropped too.
 //
+// A send waits for its group in slices of at most kParityWaitSlice (each a
+// FoldParity asked again, which a holder answers from its state without
+// reading the part again), so Stop ends it within one slice rather than
+// after the whole wait.
+//
 // Thread-safe: the state map under mu_; sends and drops run without it.
 // The sender's replicator, the tier and the queue must outlive it.
 #pragma once
@@ -38,6 +43,8 @@
 #include "tier/memory_tier.h"
 
 namespace tierckpt::agent {
+
+inline constexpr std::chrono::milliseconds kParityWaitSlice{1000};
 
 class ParityMember {
  public:
@@ -67,6 +74,10 @@ class ParityMember {
   ParityStatsInput Stats() const;
   // Blocks until every queued send has run (tests).
   void Drain() { queue_->Drain(); }
+  // Ends the sends in flight within one slice of their wait (at shutdown,
+  // before the queue is stopped): their steps stay as the last answer left
+  // them (incomplete unless redundant).
+  void Stop();
 
  private:
   using Key = std::pair<std::string, uint64_t>;
@@ -82,6 +93,7 @@ class ParityMember {
 
   mutable Mutex mu_;
   std::map<Key, ParityStepState> steps_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tierckpt::agent

@@ -211,3 +211,16 @@ def test_a_step_spanning_every_node_is_redundant_on_every_member_though_its_coor
     for g, (data, holders) in c.groups().items():
         for holder in holders:
             assert (c.group_dir(holder, "s", STEP, g) / "record.json").exists()
+
+
+def test_a_member_stopped_while_its_group_waits_for_the_others_stops_at_once(cluster):
+    # Regression: the send waited for the group for the whole --peer-timeout-ms (30 s) in one request,
+    # and a graceful stop waited for it; now the wait is asked in slices and the stop ends it.
+    c = cluster()
+    data, _ = c.groups()[0]
+    write_part(c[data[0]], "j", STEP, 0)
+    assert c.step_state(data[0], "j", STEP)["state"] == "pending"
+    started = time.time()
+    c[data[0]].proc.send_signal(signal.SIGTERM)
+    assert c[data[0]].proc.wait(timeout=60) == 0
+    assert time.time() - started < 10, f"the stop took {time.time() - started:.1f} s"

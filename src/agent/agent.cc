@@ -510,7 +510,8 @@ Status Agent::StartParity(const MemoryTierOptions& tier_options, peer::Millis ti
     for (const Status& removed : recovered->removed) errors_.Add("parity recovery", removed);
     Log(LogLevel::kInfo, "parity_recovered").Kv("groups", recovered->groups).Kv("bytes", recovered->bytes);
   }
-  TC_ASSIGN_OR_RETURN(ParitySender sender, ParitySender::Create(replicator_.get(), *parity_layout_, config_.node_id));
+  TC_ASSIGN_OR_RETURN(ParitySender sender,
+                      ParitySender::Create(replicator_.get(), *parity_layout_, config_.node_id));
   const ThreadPriority background = config_.background_priority_value;
   // Two threads: a send waits (up to the peer timeout) for the rest of its
   // group, and one group that never completes must not hold every later step.

@@ -111,12 +111,14 @@ TEST(ConfigTest, RedundancyIsAcceptedOnlyWithPeersAndBesideReplicas) {
   ASSERT_FALSE(alone.ok());
   EXPECT_EQ(alone.status().code(), Code::kInvalidArgument);
   EXPECT_NE(alone.status().message().find("--replicas 2"), std::string::npos) << alone.status().ToString();
-  EXPECT_NE(alone.status().message().find("cannot yet rebuild"), std::string::npos) << alone.status().ToString();
+  EXPECT_NE(alone.status().message().find("cannot yet rebuild"), std::string::npos)
+      << alone.status().ToString();
   // Without peers there is no group.
   Result<CommandLine> single = Parse({"--redundancy", "rs:4+2"});
   ASSERT_FALSE(single.ok());
   EXPECT_NE(single.status().message().find("needs --peers"), std::string::npos) << single.status().ToString();
-  EXPECT_NE(single.status().message().find("at least 6 agents"), std::string::npos) << single.status().ToString();
+  EXPECT_NE(single.status().message().find("at least 6 agents"), std::string::npos)
+      << single.status().ToString();
 
   Result<CommandLine> replicas = with_peers({"--redundancy", "replicas:3"});
   ASSERT_FALSE(replicas.ok());

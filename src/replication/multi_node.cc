@@ -2,6 +2,7 @@
 #include "replication/multi_node.h"
 
 #include <algorithm>
+#include <map>
 
 #include "cluster/placement_json.h"
 #include "common/log.h"
@@ -156,6 +157,19 @@ void MultiNode::AddGauges(std::vector<Gauge>* out) const {
     const TierStats rs = (*r)->Stats();
     add("tierckpt_replica_bytes", "bytes of the replicas this node holds, by origin node",
         static_cast<double>(rs.object_bytes), {{"origin", origin}});
+  }
+  if (d_.parity_holder != nullptr) {
+    add("tierckpt_parity_held_bytes", "bytes of the parity pieces this node holds for groups (--redundancy)",
+        static_cast<double>(d_.parity_holder->used_bytes()));
+  }
+  if (d_.parity_member != nullptr) {
+    std::map<ParityStepState::Kind, size_t> by_kind;
+    for (const ParityStepState& st : d_.parity_member->Stats().steps) ++by_kind[st.kind];
+    for (ParityStepState::Kind k : {ParityStepState::Kind::kPending, ParityStepState::Kind::kRedundant,
+                                    ParityStepState::Kind::kIncomplete, ParityStepState::Kind::kUnknown}) {
+      add("tierckpt_parity_steps", "this node's committed steps by the state of their parity (--redundancy)",
+          static_cast<double>(by_kind[k]), {{"state", std::string(ParityStepState::Name(k))}});
+    }
   }
   for (const auto& [peer, up] : d_.replicator->PeerHealth()) {
     add("tierckpt_peer_up", "1 if the last request to the peer was answered, 0 if it failed", up ? 1 : 0,

@@ -21,7 +21,8 @@ std::string_view ParityStepState::Name(Kind k) {
   return "unknown";
 }
 
-ParityMember::ParityMember(ParitySender sender, MemoryTier* tier, WorkQueue* queue, std::chrono::milliseconds wait)
+ParityMember::ParityMember(ParitySender sender, MemoryTier* tier, WorkQueue* queue,
+                           std::chrono::milliseconds wait)
     : sender_(std::move(sender)), tier_(tier), queue_(queue), wait_(wait) {}
 
 void ParityMember::AdoptCommitted() {
@@ -29,9 +30,9 @@ void ParityMember::AdoptCommitted() {
   MutexLock l(&mu_);
   for (const StepInfo& s : steps) {
     if (!s.committed) continue;
-    steps_.try_emplace(Key{s.ns, s.step},
-                       ParityStepState{s.ns, s.step, ParityStepState::Kind::kUnknown,
-                                       "committed before this agent started; its parity was not asked again"});
+    steps_.try_emplace(Key{s.ns, s.step}, ParityStepState{s.ns, s.step, ParityStepState::Kind::kUnknown,
+                                                          "committed before this agent started; its parity "
+                                                          "was not asked again"});
   }
 }
 

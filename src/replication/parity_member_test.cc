@@ -12,6 +12,7 @@
 
 #include "cluster/parity_groups.h"
 #include "ec/ec_test_parts.h"
+#include "replication/multi_node.h"
 #include "replication/peer_test_nodes.h"
 
 namespace tierckpt::agent {
@@ -33,7 +34,8 @@ class ParityMemberTest : public ::testing::Test {
       const std::string id = "n" + std::to_string(i);
       nodes[id] = std::make_unique<Node>(id, net, members);
     }
-    Result<cluster::ParityLayout> placed = cluster::PlaceParity(nodes["n1"]->replicator->placement().ring, 4, 2);
+    Result<cluster::ParityLayout> placed =
+        cluster::PlaceParity(nodes["n1"]->replicator->placement().ring, 4, 2);
     ASSERT_TRUE(placed.ok()) << placed.status().ToString();
     layout = *placed;
     for (auto& [id, node] : nodes) node->parity_layout = layout;
@@ -42,14 +44,15 @@ class ParityMemberTest : public ::testing::Test {
       Result<ParitySender> sender = ParitySender::Create(nodes[id]->replicator.get(), layout, id);
       ASSERT_TRUE(sender.ok()) << sender.status().ToString();
       queues[id] = std::make_unique<WorkQueue>("parity", 2);
-      parity[id] = std::make_unique<ParityMember>(std::move(*sender), nodes[id]->h.tier.get(), queues[id].get(), 300ms);
+      MemoryTier* tier = nodes[id]->h.tier.get();
+      parity[id] = std::make_unique<ParityMember>(std::move(*sender), tier, queues[id].get(), 300ms);
     }
   }
   void Commit(size_t i, uint64_t step) {
     const std::string& id = group.data[i];
-    ASSERT_TRUE(WriteStep(*nodes[id]->h.tier, "job", step,
-                          {{"a", Bytes(100000 + 1000 * i, static_cast<char>('a' + i))}, {"b", Bytes(3000, 'z')}})
-                    .ok());
+    const std::map<std::string, std::string> part = {
+        {"a", Bytes(100000 + 1000 * i, static_cast<char>('a' + i))}, {"b", Bytes(3000, 'z')}};
+    ASSERT_TRUE(WriteStep(*nodes[id]->h.tier, "job", step, part).ok());
     parity[id]->Committed("job", step);
   }
   ParityStepState::Kind KindOf(size_t i, uint64_t step) {
@@ -122,6 +125,48 @@ TEST_F(ParityMemberTest, TheParityOfAStepTheMemberNoLongerHoldsIsDroppedAfterIts
   EXPECT_TRUE(HoldersHave(kStep + 1));
   EXPECT_TRUE(HoldersHaveNothingOf(kStep));
   EXPECT_EQ(parity[group.data[1]]->State("job", kStep).status().code(), Code::kNotFound);
+}
+
+// What status and a scrape show (reports.cc "peers.parity", docs/operations.md).
+TEST_F(ParityMemberTest, TheClusterReportsEachStepsStateAndTheParityHeld) {
+  CommitWholeGroup(kStep);
+  auto cluster_of = [&](const std::string& id, ParityMember* member) {
+    Node& n = *nodes[id];
+    MultiNodeDeps md;
+    md.node_id = id;
+    md.replicator = n.replicator.get();
+    md.replicas = n.replica_tiers.get();
+    md.queue = n.replication_queue.get();
+    md.parity_member = member;
+    md.parity_holder = n.parity.get();
+    return std::make_unique<MultiNode>(std::move(md));
+  };
+  auto gauge = [](const std::vector<Gauge>& gauges, const std::string& name, const std::string& state) {
+    for (const Gauge& g : gauges) {
+      const bool labelled = !g.labels.empty() && g.labels[0].second == state;
+      if (g.name == name && (state.empty() || labelled)) return g.value;
+    }
+    return -1.0;
+  };
+  const std::string& id = group.data[0];
+  std::unique_ptr<MultiNode> member = cluster_of(id, parity[id].get());
+  std::optional<PeerStatsInput> stats = member->Stats();
+  ASSERT_TRUE(stats.has_value() && stats->parity.has_value());
+  EXPECT_EQ(stats->parity->scheme, "rs:4+2");
+  ASSERT_EQ(stats->parity->steps.size(), 1u);
+  EXPECT_EQ(stats->parity->steps[0].kind, ParityStepState::Kind::kRedundant);
+  std::vector<Gauge> gauges;
+  member->AddGauges(&gauges);
+  EXPECT_EQ(gauge(gauges, "tierckpt_parity_steps", "redundant"), 1.0);
+  EXPECT_EQ(gauge(gauges, "tierckpt_parity_steps", "incomplete"), 0.0);
+  // A holder of group 0 (no member here): its pieces' bytes, no parity object in Stats.
+  std::unique_ptr<MultiNode> holder = cluster_of(group.parity[0], nullptr);
+  std::vector<Gauge> held;
+  holder->AddGauges(&held);
+  const uint64_t held_bytes = nodes[group.parity[0]]->parity->used_bytes();
+  EXPECT_GT(held_bytes, 100000u);
+  EXPECT_EQ(gauge(held, "tierckpt_parity_held_bytes", ""), static_cast<double>(held_bytes));
+  EXPECT_FALSE(holder->Stats()->parity.has_value());
 }
 
 TEST_F(ParityMemberTest, StepsCommittedBeforeAStartAreUnknownNeverRedundant) {

@@ -45,6 +45,7 @@ void ParityMember::Committed(std::string_view ns, uint64_t step) {
   const bool queued = queue_->Submit([this, ns = std::string(ns), step] {
     Send(ns, step);
     DropRetired();
+    Recheck(Key{ns, step});
   });
   if (!queued) {
     MutexLock l(&mu_);
@@ -97,6 +98,32 @@ void ParityMember::DropRetired() {
   for (const Key& k : retired) {
     Status st = Drop(k.first, k.second);
     if (!st.ok()) Log(LogLevel::kWarn, "parity_retire_failed").Kv("ns", k.first).Kv("step", k.second).Err(st);
+  }
+}
+
+void ParityMember::Recheck(const Key& except) {
+  std::vector<Key> redundant;
+  {
+    MutexLock l(&mu_);
+    if (stopping_) return;
+    for (const auto& [key, state] : steps_) {
+      if (key != except && state.redundant()) redundant.push_back(key);
+    }
+  }
+  for (const Key& k : redundant) {
+    const ParityReport report = sender_.Ask(k.first, k.second, std::chrono::milliseconds(0));
+    if (report.redundant()) continue;
+    const Status st = sender_.Outcome(k.first, k.second, report);
+    Log(LogLevel::kWarn, "parity_lost")
+        .Kv("ns", k.first)
+        .Kv("step", k.second)
+        .Kv("group", sender_.group().index)
+        .Kv("holders", report.Describe());
+    MutexLock l(&mu_);
+    auto it = steps_.find(k);
+    if (it == steps_.end() || !it->second.redundant()) continue;
+    it->second.kind = ParityStepState::Kind::kIncomplete;
+    it->second.detail = "asked again after a later commit: " + st.message();
   }
 }
 

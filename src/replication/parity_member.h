@@ -18,6 +18,9 @@
 // (evicted by retention or the budget, deleted) is dropped the same way.
 // Steps committed before a restart are remembered as "unknown" (their state
 // is not asked again: reported not redundant) so that they are dropped too.
+// A step reported redundant is asked again after each later commit of this
+// node (Recheck), so a holder that lost its pieces is noticed at the next
+// save, not never.
 //
 // A send waits for its group in slices of at most kParityWaitSlice (each a
 // FoldParity asked again, which a holder answers from its state without
@@ -61,7 +64,8 @@ class ParityMember {
   // After the memory commit of this node's part of (ns, step): the step is
   // kPending, and a send is queued; its outcome becomes kRedundant or
   // kIncomplete. Then every remembered step the tier no longer holds is
-  // dropped from the holders. Returns at once.
+  // dropped from the holders, and every other step still reported
+  // redundant is asked again without waiting (Recheck). Returns at once.
   void Committed(std::string_view ns, uint64_t step);
   // Asks the group's holders to forget (ns, step) and forgets it here (a
   // delete). The error names each holder that failed (the state stays, so a
@@ -84,6 +88,12 @@ class ParityMember {
   void Send(const std::string& ns, uint64_t step);
   // Drops the parity of each remembered step the tier no longer holds committed.
   void DropRetired();
+  // Asks the holders again (wait 0) about each remembered step other than
+  // `except` that is reported redundant: a holder that lost the group since
+  // (restarted and found a piece damaged, its memory gone) makes it
+  // kIncomplete (and, as any fold, has that holder fold this part again).
+  // "Redundant" is thus as of this node's last commit.
+  void Recheck(const Key& except);
 
   // Const after construction.
   const ParitySender sender_;

@@ -224,3 +224,31 @@ def test_a_member_stopped_while_its_group_waits_for_the_others_stops_at_once(clu
     c[data[0]].proc.send_signal(signal.SIGTERM)
     assert c[data[0]].proc.wait(timeout=60) == 0
     assert time.time() - started < 10, f"the stop took {time.time() - started:.1f} s"
+
+
+def test_a_corrupt_parity_piece_is_detected_at_its_holders_restart_and_the_member_stops_claiming_redundancy(
+        cluster):
+    c = cluster(6, "--peer-timeout-ms", "3000")
+    data, holders = c.groups()[0]
+    for i, node in enumerate(data):
+        write_part(c[node], "j", STEP, i)
+    for node in data:
+        wait_for(lambda: c.step_state(node, "j", STEP)["state"] == "redundant", what=f"{node} redundant")
+    victim = holders[0]
+    piece = c.group_dir(victim, "j", STEP, 0) / "parity_0"
+    with open(piece, "r+b") as f:  # one flipped byte in the middle of the piece
+        f.seek(piece.stat().st_size // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0xFF]))
+    c[victim].kill(signal.SIGKILL)
+    c[victim].start()
+    # The restart's re-index checks every piece against its record and removes the group (decision 132).
+    assert not c.group_dir(victim, "j", STEP, 0).exists()
+    assert "parity" in c[victim].log_text() and "checksum" in c[victim].log_text().lower()
+    # The member's next commit asks again about the steps it reported redundant: step 3 no longer is.
+    write_part(c[data[0]], "j", STEP + 1, 0)
+    wait_for(lambda: c.step_state(data[0], "j", STEP)["state"] == "incomplete",
+             what=f"{data[0]} to notice: {c.step_state(data[0], 'j', STEP)}")
+    assert victim in c.step_state(data[0], "j", STEP)["detail"]
+    assert "event=parity_lost" in c[data[0]].log_text()

@@ -31,8 +31,8 @@ void ParityMember::AdoptCommitted() {
   for (const StepInfo& s : steps) {
     if (!s.committed) continue;
     steps_.try_emplace(Key{s.ns, s.step}, ParityStepState{s.ns, s.step, ParityStepState::Kind::kUnknown,
-                                                          "committed before this agent started; its parity "
-                                                          "was not asked again"});
+                                                          "committed before this agent started; asked again "
+                                                          "after its next commit"});
   }
 }
 
@@ -107,12 +107,21 @@ void ParityMember::Recheck(const Key& except) {
     MutexLock l(&mu_);
     if (stopping_) return;
     for (const auto& [key, state] : steps_) {
-      if (key != except && state.redundant()) redundant.push_back(key);
+      const bool ask = state.redundant() || state.kind == ParityStepState::Kind::kUnknown;
+      if (key != except && ask) redundant.push_back(key);
     }
   }
   for (const Key& k : redundant) {
     const ParityReport report = sender_.Ask(k.first, k.second, std::chrono::milliseconds(0));
-    if (report.redundant()) continue;
+    if (report.redundant()) {
+      MutexLock l(&mu_);
+      auto it = steps_.find(k);
+      if (it != steps_.end() && it->second.kind == ParityStepState::Kind::kUnknown) {
+        it->second.kind = ParityStepState::Kind::kRedundant;
+        it->second.detail = "every holder sealed the group (asked again after this agent started)";
+      }
+      continue;
+    }
     const Status st = sender_.Outcome(k.first, k.second, report);
     Log(LogLevel::kWarn, "parity_lost")
         .Kv("ns", k.first)
@@ -121,7 +130,10 @@ void ParityMember::Recheck(const Key& except) {
         .Kv("holders", report.Describe());
     MutexLock l(&mu_);
     auto it = steps_.find(k);
-    if (it == steps_.end() || !it->second.redundant()) continue;
+    if (it == steps_.end() || it->second.kind == ParityStepState::Kind::kPending ||
+        it->second.kind == ParityStepState::Kind::kIncomplete) {
+      continue;
+    }
     it->second.kind = ParityStepState::Kind::kIncomplete;
     it->second.detail = "asked again after a later commit: " + st.message();
   }

@@ -16,8 +16,8 @@
 // step's parity of this node's group (DropParity, decision 131), and after
 // each send every remembered step this node's tier no longer holds committed
 // (evicted by retention or the budget, deleted) is dropped the same way.
-// Steps committed before a restart are remembered as "unknown" (their state
-// is not asked again: reported not redundant) so that they are dropped too.
+// Steps committed before a restart are remembered as "unknown" (reported not
+// redundant) so that they are dropped too, until the next commit asks again.
 // A step reported redundant is asked again after each later commit of this
 // node (Recheck), so a holder that lost its pieces is noticed at the next
 // save, not never.
@@ -89,7 +89,9 @@ class ParityMember {
   // Drops the parity of each remembered step the tier no longer holds committed.
   void DropRetired();
   // Asks the holders again (wait 0) about each remembered step other than
-  // `except` that is reported redundant: a holder that lost the group since
+  // `except` that is reported redundant or unknown (adopted at start: it
+  // becomes redundant when every holder still has the group sealed, else
+  // kIncomplete). For a redundant step, a holder that lost the group since
   // (restarted and found a piece damaged, its memory gone) makes it
   // kIncomplete (and, as any fold, has that holder fold this part again).
   // "Redundant" is thus as of this node's last commit.

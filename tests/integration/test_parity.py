@@ -252,3 +252,19 @@ def test_a_corrupt_parity_piece_is_detected_at_its_holders_restart_and_the_membe
              what=f"{data[0]} to notice: {c.step_state(data[0], 'j', STEP)}")
     assert victim in c.step_state(data[0], "j", STEP)["detail"]
     assert "event=parity_lost" in c[data[0]].log_text()
+
+
+def test_a_restarted_member_reports_its_steps_unknown_until_its_next_commit_asks_the_holders_again(cluster):
+    c = cluster(6, "--peer-timeout-ms", "3000")  # step 4's own group never completes: its send waits 3 s
+    data, _ = c.groups()[0]
+    for i, node in enumerate(data):
+        write_part(c[node], "j", STEP, i)
+    for node in data:
+        wait_for(lambda: c.step_state(node, "j", STEP)["state"] == "redundant", what=f"{node} redundant")
+    c[data[0]].kill(signal.SIGKILL)
+    c[data[0]].start()
+    s = c.step_state(data[0], "j", STEP)
+    assert s["state"] == "unknown" and s["redundant"] is False, s  # never claimed without asking
+    write_part(c[data[0]], "j", STEP + 1, 0)
+    wait_for(lambda: c.step_state(data[0], "j", STEP)["state"] == "redundant",
+             what=f"{data[0]} to learn step {STEP} is still redundant: {c.step_state(data[0], 'j', STEP)}")

@@ -427,7 +427,10 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   replication_queue_ = std::make_unique<WorkQueue>(
       "replicate", 1, [background] { LowerThisThreadForBackgroundWork(background, "replicate"); });
   TC_ASSIGN_OR_RETURN(ReplicaAck ack, ParseReplicaAck(config_.replica_ack));
+  if (config_.redundancy_value.has_value()) TC_RETURN_IF_ERROR(StartParity(tier_options, timeout));
   MultiNodeDeps md;
+  md.parity_member = parity_member_.get();
+  md.parity_holder = parity_holder_.get();
   md.node_id = config_.node_id;
   md.replicator = replicator_.get();
   md.replicas = replicas_.get();
@@ -448,6 +451,8 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   Replicator* rep = replicator_.get();
   pd.address_of = [rep](std::string_view id) { return rep->AddressOf(id); };
   pd.ring = &rep->membership();
+  pd.parity = parity_holder_.get();
+  pd.parity_layout = parity_layout_.get();
   const CommitDeps commit{tier_.get(), cluster_.get()};
   pd.commit_part = [commit](const wire::CommitStepRequest& req, const std::string& coordinator) {
     return CommitOnNode(commit, req, kAnyWriter, coordinator);
@@ -481,6 +486,46 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
     return Status::Ok();
   }
   return peer_service_->Start(listen);
+}
+
+Status Agent::StartParity(const MemoryTierOptions& tier_options, peer::Millis timeout) {
+  const cluster::Redundancy& r = *config_.redundancy_value;
+  Result<cluster::ParityLayout> layout = cluster::PlaceParity(replicator_->placement().ring, r.k, r.m);
+  if (!layout.ok()) {
+    return layout.status().WithContext("--redundancy " + r.ToString() + " over the " +
+                                       std::to_string(replicator_->placement().ring.size()) +
+                                       " agents of --peers " + config_.peers_file +
+                                       " (list at least K+M agents, or choose a smaller code)");
+  }
+  parity_layout_ = std::make_unique<cluster::ParityLayout>(std::move(layout).value());
+  ParityHolderOptions ho;
+  ho.root = JoinPath(tier_options.root, std::string(kParityDirName));
+  ho.budget_bytes = tier_options.budget_bytes;
+  parity_holder_ = std::make_unique<ParityHolder>(ho);
+  // Before the peer service answers a fold (decision 132).
+  Result<ParityRecoveryReport> recovered = parity_holder_->Recover();
+  if (!recovered.ok()) {
+    errors_.Add("parity recovery", recovered.status());
+  } else {
+    for (const Status& removed : recovered->removed) errors_.Add("parity recovery", removed);
+    Log(LogLevel::kInfo, "parity_recovered").Kv("groups", recovered->groups).Kv("bytes", recovered->bytes);
+  }
+  TC_ASSIGN_OR_RETURN(ParitySender sender,
+                      ParitySender::Create(replicator_.get(), *parity_layout_, config_.node_id));
+  const ThreadPriority background = config_.background_priority_value;
+  // Two threads: a send waits (up to the peer timeout) for the rest of its
+  // group, and one group that never completes must not hold every later step.
+  parity_queue_ = std::make_unique<WorkQueue>(
+      "parity", 2, [background] { LowerThisThreadForBackgroundWork(background, "parity"); });
+  parity_member_ = std::make_unique<ParityMember>(std::move(sender), tier_.get(), parity_queue_.get(),
+                                                  std::chrono::milliseconds(timeout.count()));
+  parity_member_->AdoptCommitted();
+  Log(LogLevel::kWarn, "parity_experimental")
+      .Kv("redundancy", r.ToString())
+      .Kv("group", parity_member_->Stats().group)
+      .Kv("why", "the erasure-coded tier folds and reports parity but cannot recover from it yet; the "
+                 "replicas (--replicas) are what protects committed steps");
+  return Status::Ok();
 }
 
 std::vector<Gauge> Agent::Gauges() const {
@@ -518,6 +563,8 @@ void Agent::StopPeers() {
   if (address_refresher_ != nullptr) address_refresher_->Stop();
   if (peer_service_ != nullptr) peer_service_->Stop();
   cluster_->Stop();
+  if (parity_member_ != nullptr) parity_member_->Stop();  // its sends end within a slice of their wait
+  if (parity_queue_ != nullptr) parity_queue_->Stop();
 }
 
 void Agent::Stop() {

@@ -37,6 +37,8 @@
 #include "os/file_lock.h"
 #include "os/signal_fd.h"
 #include "replication/cluster.h"
+#include "replication/parity_holder.h"
+#include "replication/parity_member.h"
 #include "replication/peer_service.h"
 #include "replication/replica_tiers.h"
 #include "replication/replicator.h"
@@ -73,6 +75,10 @@ class Agent {
   // The gauges of a scrape (metrics_server.h): tier, queues, replicas, peers.
   std::vector<Gauge> Gauges() const;
   Status StartPeers(const MemoryTierOptions& tier_options);
+  // --redundancy rs:K+M (decision 135): the groups over the peers' ring, the
+  // parity holder (re-indexed) and this node's ParityMember; kInvalidArgument
+  // when the ring has fewer than K+M agents. Part of StartPeers.
+  Status StartParity(const MemoryTierOptions& tier_options, peer::Millis timeout);
   // --peers dns: listens (early_listener_), then resolves and probes until
   // the members are known (cluster/dns_peers.h).
   Result<cluster::Membership> DiscoverDnsPeers(const cluster::DnsPeersSpec& spec, peer::Millis timeout);
@@ -102,6 +108,13 @@ class Agent {
   std::unique_ptr<ReplicaTiers> replicas_;
   std::unique_ptr<Replicator> replicator_;
   std::unique_ptr<WorkQueue> replication_queue_;
+  // --redundancy rs:K+M (decision 135): the groups, the parity this node
+  // holds, this node's side as a data member, and the queue its sends run
+  // on (declared after the member, so it stops first).
+  std::unique_ptr<cluster::ParityLayout> parity_layout_;
+  std::unique_ptr<ParityHolder> parity_holder_;
+  std::unique_ptr<ParityMember> parity_member_;
+  std::unique_ptr<WorkQueue> parity_queue_;
   // This node's place in a cluster, what the handlers ask: a SingleNode, or
   // with --peers the MultiNode over the parts above.
   std::unique_ptr<Cluster> cluster_ = std::make_unique<SingleNode>();

@@ -86,7 +86,9 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--replica-ack", c.replica_ack,
                  "all: a commit returns once every replica is verified (default); none: replicate after commit");
   app.add_option("--redundancy", c.redundancy,
-                 "rs:K+M or xor:K: an erasure-coded memory tier (not available yet, issue 23)");
+                 "rs:K+M or xor:K: also fold each committed part into its group's parity on M other agents "
+                 "(experimental: redundancy is reported in `tierckpt agent status`, nothing is "
+                 "recovered from parity yet; needs --peers with >= K+M agents and --replicas >= 2, which still protect)");
   app.add_option("--commit-fan-out", c.commit_fan_out,
                  "children per node of the tree a commit spanning nodes goes down (default 16)");
   app.add_option("--peer-timeout-ms", c.peer_timeout_ms,
@@ -342,17 +344,28 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
     if (c->peer_listen.empty()) c->peer_listen = "0.0.0.0:" + std::to_string(dns->port);
   }
   if (!c->redundancy.empty()) {
-    // Decision 122: nothing accepts a scheme it would not honour. The parity
-    // path exists (decision 126), recovery from it does not yet.
+    // Decision 135: nothing accepts a scheme it would not honour. The parity
+    // path is wired (each part folded on its group's holders, redundancy
+    // reported), recovery from it is not: parity only beside replicas.
     Result<cluster::Redundancy> r = cluster::ParseRedundancy(c->redundancy);
     if (!r.ok()) return r.status().WithContext("--redundancy");
     if (r->kind == cluster::Redundancy::Kind::kReplicas) {
       return InvalidArgument("--redundancy " + c->redundancy + ": use --replicas " + std::to_string(r->replicas) +
-                             " (--redundancy takes only erasure codes, and not yet)");
+                             " (--redundancy takes only erasure codes: rs:K+M or xor:K)");
     }
-    return Unimplemented("--redundancy " + c->redundancy + " is not available yet: this agent cannot rebuild a "
-                         "lost node's checkpoints from parity (issue 23), so it would claim a redundancy it does "
-                         "not have; use --replicas R");
+    if (c->peers_file.empty()) {
+      return InvalidArgument("--redundancy " + c->redundancy + " needs --peers: the parity of a group of " +
+                             std::to_string(r->k) + " agents is held by " + std::to_string(r->m) +
+                             " others, so at least " + std::to_string(r->k + r->m) +
+                             " agents must be listed in the peer hostfile");
+    }
+    if (c->replicas < 2) {
+      return InvalidArgument("--redundancy " + c->redundancy + " with --replicas " +
+                             std::to_string(c->replicas) + ": the erasure-coded tier is experimental and cannot yet rebuild a lost node's "
+                             "checkpoints from parity (issue 23), so alone it would protect nothing; keep "
+                             "--replicas 2 (or more) beside it, or drop --redundancy");
+    }
+    c->redundancy_value = *r;
   }
   if (c->replica_ack != "all" && c->replica_ack != "none") {
     return InvalidArgument("--replica-ack " + c->replica_ack +

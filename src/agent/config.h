@@ -39,8 +39,12 @@
 //   replicas         --replicas         2 (copies of each step, this node's included; 1 = none)
 //   replica_spacing  --replica-spacing  1 (ring distance between replicas)
 //   replica_ack      --replica-ack      all (commit waits for every replica) | none
-//   redundancy       --redundancy       "" ; refused for now whatever its value (decisions 122, 126):
-//                                      rs:K+M until recovery from parity works, replicas:R is --replicas R
+//   redundancy       --redundancy       "" (none); rs:K+M or xor:K (= rs:K+1): each committed part is
+//                                      also folded into its group's parity on M other agents (issue 23).
+//                                      Experimental and reported only, never relied on: accepted only with
+//                                      --peers and --replicas >= 2, since no recovery from parity exists
+//                                      yet (decision 135); replicas:R is refused (use --replicas R). Fewer
+//                                      than K+M agents in --peers is refused at start.
 //   commit_fan_out   --commit-fan-out   16 (children per node of the tree a commit spanning nodes goes
 //                                      down, decision 102; 1..1024)
 //   peer_timeout_ms  --peer-timeout-ms  30000 (connect, handshake and each read from a peer; 100..600000)
@@ -74,9 +78,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cluster/parity_groups.h"
 #include "common/log.h"
 #include "os/thread_priority.h"
 #include "tierckpt/status.h"
@@ -117,7 +123,8 @@ struct AgentConfig {
   uint32_t replicas = 2;
   uint32_t replica_spacing = 1;
   std::string replica_ack = "all";
-  std::string redundancy;  // refused when given (decision 122)
+  std::string redundancy;  // "" = none; decision 135
+  std::optional<cluster::Redundancy> redundancy_value;  // resolved by FinalizeAgentConfig (rs:K+M only)
   uint32_t commit_fan_out = 16;  // kDefaultCommitFanOut (replication/commit_tree.h)
   uint32_t peer_timeout_ms = 30000;
   uint32_t peers_count = 0;

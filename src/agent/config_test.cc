@@ -83,18 +83,47 @@ TEST(ConfigTest, FlagsAreParsed) {
   EXPECT_EQ(cfg.shutdown_grace_s, 5);
 }
 
-// Decision 122: the erasure-coded tier's flag is refused, with why, until
-// recovery from parity works.
-TEST(ConfigTest, RedundancyIsRefusedUntilTheParityTierRecovers) {
-  Result<CommandLine> rs = Parse({"--redundancy", "rs:4+2"});
-  ASSERT_FALSE(rs.ok());
-  EXPECT_EQ(rs.status().code(), Code::kUnimplemented);
-  EXPECT_NE(rs.status().message().find("not available yet"), std::string::npos) << rs.status().ToString();
-  EXPECT_EQ(Parse({"--redundancy", "xor:3"}).status().code(), Code::kUnimplemented);
-  Result<CommandLine> replicas = Parse({"--redundancy", "replicas:3"});
+// Decision 135: the erasure-coded tier's flag is accepted only where it
+// cannot be believed to protect alone: with --peers and beside replicas
+// (--replicas >= 2), since nothing recovers from parity yet. Each refusal
+// says what to use.
+TEST(ConfigTest, RedundancyIsAcceptedOnlyWithPeersAndBesideReplicas) {
+  const std::vector<std::string> peers = {"--peers", "/tmp/hosts", "--peer-secret-file", "/tmp/secret"};
+  auto with_peers = [&](std::vector<std::string> more) {
+    more.insert(more.end(), peers.begin(), peers.end());
+    return Parse(more);
+  };
+  Result<CommandLine> rs = with_peers({"--redundancy", "rs:4+2"});
+  ASSERT_TRUE(rs.ok()) << rs.status().ToString();
+  ASSERT_TRUE(rs->config.redundancy_value.has_value());
+  EXPECT_EQ(rs->config.redundancy_value->ToString(), "rs:4+2");
+  Result<CommandLine> x = with_peers({"--redundancy", "xor:3", "--replicas", "3"});
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  EXPECT_EQ(x->config.redundancy_value->k, 3u);
+  EXPECT_EQ(x->config.redundancy_value->m, 1u);
+  // No default scheme: without the flag nothing folds parity.
+  Result<CommandLine> none = with_peers({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->config.redundancy_value.has_value());
+
+  // Alone (--replicas 1) it would protect nothing: refused, saying what to use.
+  Result<CommandLine> alone = with_peers({"--redundancy", "rs:4+2", "--replicas", "1"});
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(alone.status().message().find("--replicas 2"), std::string::npos) << alone.status().ToString();
+  EXPECT_NE(alone.status().message().find("cannot yet rebuild"), std::string::npos)
+      << alone.status().ToString();
+  // Without peers there is no group.
+  Result<CommandLine> single = Parse({"--redundancy", "rs:4+2"});
+  ASSERT_FALSE(single.ok());
+  EXPECT_NE(single.status().message().find("needs --peers"), std::string::npos) << single.status().ToString();
+  EXPECT_NE(single.status().message().find("at least 6 agents"), std::string::npos)
+      << single.status().ToString();
+
+  Result<CommandLine> replicas = with_peers({"--redundancy", "replicas:3"});
   ASSERT_FALSE(replicas.ok());
   EXPECT_NE(replicas.status().message().find("--replicas 3"), std::string::npos) << replicas.status().ToString();
-  Result<CommandLine> bad = Parse({"--redundancy", "rs:4"});
+  Result<CommandLine> bad = with_peers({"--redundancy", "rs:4"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--redundancy"), std::string::npos) << bad.status().ToString();
 }

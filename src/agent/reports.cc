@@ -171,6 +171,22 @@ std::string StatsJson(const StatsInput& in) {
                   {"replica_ack", in.peers->replica_ack},
                   {"holders", in.peers->holders},
                   {"holding", std::move(holding)}};
+    if (in.peers->parity) {
+      const ParityStatsInput& p = *in.peers->parity;
+      json steps = json::array();
+      for (const ParityStepState& st : p.steps) {
+        steps.push_back({{"ns", st.ns},
+                         {"step", st.step},
+                         {"state", std::string(ParityStepState::Name(st.kind))},
+                         {"redundant", st.redundant()},
+                         {"detail", st.detail}});
+      }
+      // "recovery": false says what the scheme does not do yet (decision 135).
+      j["peers"]["parity"] = {{"scheme", p.scheme},   {"group", p.group},
+                              {"index", p.index},     {"holders", p.holders},
+                              {"held_bytes", p.held_bytes}, {"recovery", false},
+                              {"steps", std::move(steps)}};
+    }
   }
   return Dump(j);
 }

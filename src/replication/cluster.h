@@ -25,6 +25,7 @@
 
 #include "ops/metrics.h"
 #include "replication/commit_tree.h"
+#include "replication/parity_state.h"
 #include "tier/memory_tier.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
@@ -44,6 +45,8 @@ struct PeerStatsInput {
     uint64_t bytes = 0;
   };
   std::vector<Held> held;  // replicas this node holds, per origin
+  // The erasure-coded tier (--redundancy rs:K+M, decision 135); nullopt without.
+  std::optional<ParityStatsInput> parity;
 };
 
 // An object of another member's part of a step spanning nodes, from the copy
@@ -108,8 +111,10 @@ class Cluster {
   // The steps of ns some holder keeps (step → the first holder listing it).
   virtual std::map<uint64_t, std::string> StepsOnHolders(std::string_view ns) = 0;
   // Asks every holder to delete its replica of (ns, step); returns those that
-  // held one (none on a single node). The error names each holder that
-  // could not be asked or failed (its copy stays; ask again).
+  // held one (none on a single node). With --redundancy rs:K+M the group's
+  // parity holders are asked to drop the step's parity too (not listed in
+  // the result). The error names each holder that could not be asked or
+  // failed (its copy stays; ask again).
   virtual Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step) = 0;
 
   // ---- Operations ----

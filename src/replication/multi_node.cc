@@ -2,6 +2,7 @@
 #include "replication/multi_node.h"
 
 #include <algorithm>
+#include <map>
 
 #include "cluster/placement_json.h"
 #include "common/log.h"
@@ -16,6 +17,8 @@ std::string MultiNode::PlacementJson() const {
 }
 
 Status MultiNode::ReplicateCommitted(std::string_view ns, uint64_t step) {
+  // Parity first: queued, so it never waits for the replicas nor they for it.
+  if (d_.parity_member != nullptr) d_.parity_member->Committed(ns, step);
   if (holders().empty()) return Status::Ok();
   // With kAll the step stays committed here either way; the error tells the
   // writer the replicas it asked for are missing (docs/replication.md).
@@ -105,6 +108,17 @@ Result<PartObject> MultiNode::OpenFromOtherParts(const Manifest& own, const std:
                   ns + "` shows what exists");
 }
 
+Result<std::vector<std::string>> MultiNode::DropReplicas(std::string_view ns, uint64_t step) {
+  Result<std::vector<std::string>> dropped = d_.replicator->DropReplicas(ns, step);
+  if (d_.parity_member == nullptr) return dropped;
+  Status parity = d_.parity_member->Drop(ns, step);
+  if (!parity.ok()) {
+    Log(LogLevel::kWarn, "parity_delete_failed").Kv("ns", ns).Kv("step", step).Err(parity);
+    if (dropped.ok()) return parity;
+  }
+  return dropped;
+}
+
 std::optional<PeerStatsInput> MultiNode::Stats() const {
   PeerStatsInput peers;
   peers.listen = d_.listen ? d_.listen() : "";
@@ -123,6 +137,10 @@ std::optional<PeerStatsInput> MultiNode::Stats() const {
     }
     peers.held.push_back(std::move(h));
   }
+  if (d_.parity_member != nullptr) {
+    peers.parity = d_.parity_member->Stats();
+    if (d_.parity_holder != nullptr) peers.parity->held_bytes = d_.parity_holder->used_bytes();
+  }
   return peers;
 }
 
@@ -139,6 +157,19 @@ void MultiNode::AddGauges(std::vector<Gauge>* out) const {
     const TierStats rs = (*r)->Stats();
     add("tierckpt_replica_bytes", "bytes of the replicas this node holds, by origin node",
         static_cast<double>(rs.object_bytes), {{"origin", origin}});
+  }
+  if (d_.parity_holder != nullptr) {
+    add("tierckpt_parity_held_bytes", "bytes of the parity pieces this node holds for groups (--redundancy)",
+        static_cast<double>(d_.parity_holder->used_bytes()));
+  }
+  if (d_.parity_member != nullptr) {
+    std::map<ParityStepState::Kind, size_t> by_kind;
+    for (const ParityStepState& st : d_.parity_member->Stats().steps) ++by_kind[st.kind];
+    for (ParityStepState::Kind k : {ParityStepState::Kind::kPending, ParityStepState::Kind::kRedundant,
+                                    ParityStepState::Kind::kIncomplete, ParityStepState::Kind::kUnknown}) {
+      add("tierckpt_parity_steps", "this node's committed steps by the state of their parity (--redundancy)",
+          static_cast<double>(by_kind[k]), {{"state", std::string(ParityStepState::Name(k))}});
+    }
   }
   for (const auto& [peer, up] : d_.replicator->PeerHealth()) {
     add("tierckpt_peer_up", "1 if the last request to the peer was answered, 0 if it failed", up ? 1 : 0,

@@ -3,7 +3,8 @@
 // (kNone replications run on the replication queue), this node's steps on
 // its holders, the other members' parts of steps spanning nodes (the copies
 // kept in ReplicaTiers, fetched through the Replicator), and the multi-node
-// Stats and gauges (docs/replication.md, docs/multinode.md).
+// Stats and gauges (docs/replication.md, docs/multinode.md); with
+// --redundancy rs:K+M also this node's parity (docs/erasure-coding.md).
 //
 // Thread-safe as its collaborators are. It owns none of them: the agent (or
 // a test) does, and they must outlive it.
@@ -14,6 +15,8 @@
 
 #include "common/work_queue.h"
 #include "replication/cluster.h"
+#include "replication/parity_holder.h"
+#include "replication/parity_member.h"
 #include "replication/replica_tiers.h"
 #include "replication/replicator.h"
 
@@ -30,6 +33,12 @@ struct MultiNodeDeps {
   uint32_t commit_fan_out = kDefaultCommitFanOut;
   // The peer service's bound address (Stats), asked at each Stats.
   std::function<std::string()> listen;
+  // The erasure-coded tier (--redundancy rs:K+M, decision 135); both nullptr
+  // without it. After each commit the member sends this node's part to its
+  // group's parity holders (beside the replicas, never instead of them); a
+  // delete drops the step's parity too.
+  ParityMember* parity_member = nullptr;
+  const ParityHolder* parity_holder = nullptr;
 };
 
 class MultiNode final : public Cluster {
@@ -56,9 +65,7 @@ class MultiNode final : public Cluster {
   std::map<uint64_t, std::string> StepsOnHolders(std::string_view ns) override {
     return d_.replicator->StepsOnPeers(ns);
   }
-  Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step) override {
-    return d_.replicator->DropReplicas(ns, step);
-  }
+  Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step) override;
   std::optional<PeerStatsInput> Stats() const override;
   void AddGauges(std::vector<Gauge>* out) const override;
   void Shutdown() override { d_.replicas->Shutdown(); }

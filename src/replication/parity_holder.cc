@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "common/names.h"
 #include "os/beneath.h"
@@ -11,6 +13,33 @@
 #include "tier/layout.h"
 
 namespace tierckpt::agent {
+
+namespace {
+
+std::string IdentityOf(std::vector<std::string> lines) {
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const std::string& l : lines) out += l;
+  return out;
+}
+
+std::string IdentityLine(const std::string& name, uint64_t size, const std::string& checksum) {
+  return name + '\0' + std::to_string(size) + '\0' + checksum + '\n';
+}
+
+}  // namespace
+
+std::string ParityPartIdentity(const Manifest& part) {
+  std::vector<std::string> lines;
+  for (const ObjectEntry& o : part.objects) lines.push_back(IdentityLine(o.name, o.size, o.checksum));
+  return IdentityOf(std::move(lines));
+}
+
+std::string ParityPartIdentity(const ec::DataPiece& piece) {
+  std::vector<std::string> lines;
+  for (const ec::PieceObject& o : piece.objects) lines.push_back(IdentityLine(o.name, o.size, o.checksum));
+  return IdentityOf(std::move(lines));
+}
 namespace {
 
 constexpr std::string_view kRecordName = "record.json";
@@ -121,6 +150,7 @@ Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Mani
       MutexLock fold(&made->fold_mu);
       made->acc.emplace(std::move(*acc));
       made->by_index.assign(t.members, "");
+      made->part_of.assign(t.members, "");
       slot = std::move(made);
     } else if (!SameGroup(slot->target, t)) {
       return InvalidArgument(what + ": the group was begun as rs:" + std::to_string(slot->target.k) + "+" +
@@ -131,7 +161,13 @@ Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Mani
     }
     g = slot;
     const std::string& had = g->by_index[t.index];
-    if (had == part.node) return StateOf(*g);  // a retry: folded already
+    if (had == part.node) {
+      if (g->part_of[t.index] == ParityPartIdentity(part)) return StateOf(*g);  // a retry: folded already
+      return FailedPrecondition(what + ": data piece " + std::to_string(t.index) + " holds another version of "
+                                "node " + had + "'s part (other objects or checksums: the step was committed "
+                                "again while this holder kept the old parity); delete the step on the group's "
+                                "members (tierckpt rm, which drops its parity) and save it again");
+    }
     if (!had.empty()) {
       return AlreadyExists(what + ": data piece " + std::to_string(t.index) + " was folded from node " + had);
     }
@@ -178,6 +214,7 @@ Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Mani
     return wrote.WithContext(what + ": writing the sealed parity");
   }
   g->by_index[t.index] = part.node;
+  g->part_of[t.index] = ParityPartIdentity(part);
   if (complete) {
     g->sealed = true;
     Log(LogLevel::kInfo, "parity_sealed")

@@ -87,6 +87,13 @@ struct ParityRecoveryReport {
   std::vector<Status> removed;  // each thing removed and why (each logged too)
 };
 
+// A part's objects (name, size, checksum, by name), from its manifest or
+// from the record of a sealed group: what tells a member's retry (the same
+// part) from another version of its part (the step deleted and committed
+// again while a holder kept the old parity).
+std::string ParityPartIdentity(const Manifest& part);
+std::string ParityPartIdentity(const ec::DataPiece& piece);
+
 class ParityHolder {
  public:
   explicit ParityHolder(ParityHolderOptions options);
@@ -97,7 +104,9 @@ class ParityHolder {
   // pieces as data piece target.index, and seals the group when it was the
   // last: writes each piece, then the record. Folding the index again with
   // the same member's part once it is in answers the state without reading
-  // anything (a member retrying after a lost answer).
+  // anything (a member retrying after a lost answer); the same member with
+  // another part (other objects or checksums: the step committed again) is
+  // kFailedPrecondition, never answered with the old parity's state.
   // Errors: kInvalidArgument for a target that does not match the group's
   // earlier folds (code, members or pieces held) or a bad name; kAlreadyExists
   // for the index folded from another member; kResourceExhausted over the
@@ -159,6 +168,7 @@ class ParityHolder {
     std::optional<ec::ParityAccumulator> acc GUARDED_BY(fold_mu);  // reset once sealed
     // Guarded by the holder's mu_ (the analysis cannot name it from here).
     std::vector<std::string> by_index;  // member folded at each index ("" = not yet)
+    std::vector<std::string> part_of;   // the part folded at each index (ParityPartIdentity)
     uint64_t reserved = 0;              // bytes counted against the budget
     bool sealed = false;
     bool dropped = false;

@@ -93,6 +93,32 @@ TEST_F(ParityHolderFilesTest, LinksPlantedAsANamespaceStepOrGroupDirectoryAreRem
   ExpectOutsideUntouched();
 }
 
+// Regression (decision 136): a retry was told from a new fold by the member's
+// node id alone, so a member that deleted a step while the holder kept its
+// old parity (the drop did not reach it) and committed the step again with
+// other bytes was answered "sealed": redundant, with parity of the old part.
+TEST_F(ParityHolderFilesTest, AnotherVersionOfAFoldedMembersPartIsRefusedNeverAnsweredWithTheOldState) {
+  ParityHolder holder(Options());
+  Seal(holder, 3);
+  std::vector<ec::testing::TestPart> again = ec::testing::MakeParts(2, 7 + 3);  // Seal's parts
+  std::vector<ec::testing::TestPart> other = ec::testing::MakeParts(2, 1000);   // same nodes, other bytes
+  ASSERT_EQ(other[0].manifest.node, again[0].manifest.node);
+  Result<ParityFoldState> retry = holder.Fold(TargetOf(3, 0), again[0].manifest, again[0].source);
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  EXPECT_TRUE(retry->sealed);
+  Result<ParityFoldState> changed = holder.Fold(TargetOf(3, 0), other[0].manifest, other[0].source);
+  ASSERT_FALSE(changed.ok());
+  EXPECT_EQ(changed.status().code(), Code::kFailedPrecondition) << changed.status().ToString();
+  EXPECT_NE(changed.status().message().find("another version of node node-0's part"), std::string::npos)
+      << changed.status().ToString();
+  // The same after a restart: the identity comes back from the record.
+  ParityHolder restarted(Options());
+  ASSERT_TRUE(restarted.Recover().ok());
+  EXPECT_TRUE(restarted.Fold(TargetOf(3, 0), again[0].manifest, again[0].source)->sealed);
+  EXPECT_EQ(restarted.Fold(TargetOf(3, 0), other[0].manifest, other[0].source).status().code(),
+            Code::kFailedPrecondition);
+}
+
 TEST_F(ParityHolderFilesTest, DropGroupForgetsThatGroupOnlyAndGivesItsBudgetBack) {
   ParityHolder holder(Options());
   Seal(holder, 3);

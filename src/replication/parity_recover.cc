@@ -201,7 +201,10 @@ void ParityHolder::AdoptSealed(const ec::ParityRecord& record) {
   t.members = static_cast<uint32_t>(record.data.size());
   for (const ec::ParityPiece& p : record.parity) t.held.push_back(p.index);
   auto g = std::make_shared<Group>(std::move(t));
-  for (const ec::DataPiece& d : record.data) g->by_index.push_back(d.member);
+  for (const ec::DataPiece& d : record.data) {
+    g->by_index.push_back(d.member);
+    g->part_of.push_back(ParityPartIdentity(d));
+  }
   g->sealed = true;
   const uint64_t bytes = record.PieceLength() * record.parity.size();
   MutexLock lock(&mu_);

@@ -58,6 +58,17 @@ Result<ParitySender> ParitySender::Create(Replicator* replicator, cluster::Parit
 }
 
 ParityReport ParitySender::SendParity(std::string_view ns, uint64_t step, std::chrono::milliseconds wait) const {
+  ParityReport report = Ask(ns, step, wait);
+  Log(report.redundant() ? LogLevel::kInfo : LogLevel::kWarn, "parity_sent")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("group", group_)
+      .Kv("redundant", report.redundant())
+      .Kv("holders", report.Describe());
+  return report;
+}
+
+ParityReport ParitySender::Ask(std::string_view ns, uint64_t step, std::chrono::milliseconds wait) const {
   peer::FoldParityRequest r;
   r.ns = std::string(ns);
   r.step = step;
@@ -89,17 +100,14 @@ ParityReport ParitySender::SendParity(std::string_view ns, uint64_t step, std::c
     }
     report.holders.push_back(std::move(ack));
   }
-  Log(report.redundant() ? LogLevel::kInfo : LogLevel::kWarn, "parity_sent")
-      .Kv("ns", ns)
-      .Kv("step", step)
-      .Kv("group", group_)
-      .Kv("redundant", report.redundant())
-      .Kv("holders", report.Describe());
   return report;
 }
 
 Status ParitySender::MakeRedundant(std::string_view ns, uint64_t step, std::chrono::milliseconds wait) const {
-  const ParityReport report = SendParity(ns, step, wait);
+  return Outcome(ns, step, SendParity(ns, step, wait));
+}
+
+Status ParitySender::Outcome(std::string_view ns, uint64_t step, const ParityReport& report) const {
   if (report.redundant()) return Status::Ok();
   Code code = Code::kUnavailable;
   for (const ParityAck& a : report.holders) {

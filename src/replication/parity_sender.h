@@ -46,6 +46,7 @@ class ParitySender {
   // kInvalidArgument when node_id has no group in layout.
   static Result<ParitySender> Create(Replicator* replicator, cluster::ParityLayout layout, std::string node_id);
 
+  const cluster::ParityLayout& layout() const { return layout_; }
   const cluster::ParityGroup& group() const { return layout_.groups[group_]; }
   uint32_t index() const { return index_; }  // this node's data index in its group
 
@@ -53,6 +54,11 @@ class ParitySender {
   // wait: how long a holder may wait for the rest of the group (0: answer
   // once this part is folded).
   ParityReport SendParity(std::string_view ns, uint64_t step, std::chrono::milliseconds wait) const;
+  // SendParity without its log line (a caller asking again in slices logs
+  // the outcome once).
+  ParityReport Ask(std::string_view ns, uint64_t step, std::chrono::milliseconds wait) const;
+  // A report as a Status, as MakeRedundant gives it.
+  Status Outcome(std::string_view ns, uint64_t step, const ParityReport& report) const;
   // SendParity as a commit's outcome, as Replicator::Replicate is for
   // replicas: Ok only when the report is redundant; otherwise the error
   // names each holder and its state (the first failure's code, else

@@ -166,6 +166,24 @@ void PrintStatus(const json& j) {
                     Str(h, "origin").c_str());
       }
     }
+    if (auto parity = peers->find("parity"); parity != peers->end() && parity->is_object()) {
+      std::string on;
+      if (auto h = parity->find("holders"); h != parity->end() && h->is_array()) {
+        for (const json& id : *h) on += (on.empty() ? "" : ", ") + (id.is_string() ? id.get<std::string>() : "?");
+      }
+      // Decision 135: the scheme is reported, never relied on, until recovery exists.
+      std::printf("  parity         %s (experimental, no recovery from parity yet: replicas protect), group %s, "
+                  "parity on %s; holding %s of other groups' parity\n",
+                  Str(*parity, "scheme").c_str(), Num(*parity, "group").c_str(), on.c_str(),
+                  Size(*parity, "held_bytes").c_str());
+      if (auto steps = parity->find("steps"); steps != parity->end() && steps->is_array()) {
+        for (const json& st : *steps) {
+          if (!st.is_object()) continue;
+          std::printf("  parity step    %s/%s: %s\n", Str(st, "ns").c_str(), Num(st, "step").c_str(),
+                      Str(st, "state").c_str());
+        }
+      }
+    }
   }
 
   auto namespaces = j.find("namespaces");

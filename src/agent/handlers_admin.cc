@@ -121,9 +121,12 @@ Reply Handlers::List(std::string_view p) {
         continue;
       }
       std::set<uint64_t> listed;
+      // The namespace was listed even when it holds no committed step: its memory steps that said
+      // "committed" were deleted from the durable tier since (an empty listing is an answer).
+      std::map<uint64_t, std::string>& tags = durable[ns];
       for (CommittedStep& c : *steps) {
         listed.insert(c.step);
-        durable[ns].emplace(c.step, std::move(c.manifest_tag));
+        tags.emplace(c.step, std::move(c.manifest_tag));
       }
       manifest_cache_.Retain(d_.store->DescribeNamespace(ns), ns, listed);
     }

@@ -133,6 +133,29 @@ def test_a_second_ls_of_durable_steps_costs_the_listing_pages_and_no_manifest_re
     assert (heads, gets) == (0, 1), (heads, gets)
 
 
+def test_a_memory_step_whose_durable_copy_was_deleted_behind_the_agent_is_not_listed_durable(agents, paged):
+    """A step in memory and on S3 whose keys another party deleted (Ray's eviction does, through
+    fsspec): `ls` says its durable copy is gone, also when the namespace's listing is empty. With
+    decision 133's first version an empty listing left the persister's "committed" (only a
+    namespace with a committed step counted as listed); python/tests/test_ray.py found it."""
+    moto, proxy, bucket, prefix = paged
+    a = agent_for(agents, paged)
+    for step in (1, 2):
+        a.writer("--ns", "gone", "--step", step, "--objects", 1, "--size", 4096, "--seed", step, "--persist",
+                 "--wait-durable")
+    assert {s: a.steps("gone")[s]["durable"] for s in (1, 2)} == {1: "committed", 2: "committed"}
+    s3 = moto.boto3_client()
+    for key in list_keys(s3, bucket, step_prefix(prefix, "gone", 2)):  # step 1 stays
+        s3.delete_object(Bucket=bucket, Key=key)
+    listed = a.steps("gone")
+    assert listed[1]["durable"] == "committed" and listed[2]["durable"] != "committed", listed
+    assert listed[2]["memory"] == "committed", listed
+    for key in list_keys(s3, bucket, step_prefix(prefix, "gone", 1)):  # now nothing under the namespace
+        s3.delete_object(Bucket=bucket, Key=key)
+    listed = a.steps("gone")
+    assert all(listed[s]["durable"] != "committed" for s in (1, 2)), listed
+
+
 def test_step_with_many_objects_restores_and_deletes(agents, paged, tmp_path):
     moto, proxy, bucket, prefix = paged
     a = agent_for(agents, paged)

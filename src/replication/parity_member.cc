@@ -123,19 +123,21 @@ void ParityMember::Recheck(const Key& except) {
       continue;
     }
     const Status st = sender_.Outcome(k.first, k.second, report);
+    {
+      MutexLock l(&mu_);
+      auto it = steps_.find(k);
+      if (it == steps_.end() || it->second.kind == ParityStepState::Kind::kPending ||
+          it->second.kind == ParityStepState::Kind::kIncomplete) {
+        continue;  // dropped, or being sent again, meanwhile: nothing was lost
+      }
+      it->second.kind = ParityStepState::Kind::kIncomplete;
+      it->second.detail = "asked again after a later commit: " + st.message();
+    }
     Log(LogLevel::kWarn, "parity_lost")
         .Kv("ns", k.first)
         .Kv("step", k.second)
         .Kv("group", sender_.group().index)
         .Kv("holders", report.Describe());
-    MutexLock l(&mu_);
-    auto it = steps_.find(k);
-    if (it == steps_.end() || it->second.kind == ParityStepState::Kind::kPending ||
-        it->second.kind == ParityStepState::Kind::kIncomplete) {
-      continue;
-    }
-    it->second.kind = ParityStepState::Kind::kIncomplete;
-    it->second.detail = "asked again after a later commit: " + st.message();
   }
 }
 

@@ -17,39 +17,20 @@ import pytest
 
 from agent_harness import write_hostfile  # tests/harness, on the path from conftest.py
 from conftest import WRITER_BIN
+from peer_cluster import PeerCluster
+from peer_cluster import wait_for as shared_wait_for
 
 MiB = 1 << 20
 STEP = 3
 
 
 def wait_for(pred, timeout=30.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    shared_wait_for(pred, timeout=timeout, what=what, poll=0.05)
 
 
-class Cluster:
+class Cluster(PeerCluster):
     def __init__(self, agents, tmp_path, n, extra):
-        self.secret = tmp_path / "secret"
-        self.secret.write_bytes(b"0123456789abcdef-cluster-secret\n")
-        self.secret.chmod(0o600)
-        self.hostfile = tmp_path / "hosts"
-        write_hostfile(self.hostfile, n)
-        self.nodes = {}
-        for i in range(n):
-            node = f"n{i + 1}"
-            self.nodes[node] = agents("--memory-budget", "256MiB", "--node-id", node, "--peers", self.hostfile,
-                                      "--peer-secret-file", self.secret, *extra, start=False)
-        for a in self.nodes.values():
-            a.start(wait=False)
-        for a in self.nodes.values():
-            a.wait_ready()
-
-    def __getitem__(self, node):
-        return self.nodes[node]
+        super().__init__(agents, tmp_path, n, extra, together=True)
 
     def parity(self, node):
         return json.loads(self.nodes[node].cli("agent", "status", "--json").stdout)["peers"]["parity"]

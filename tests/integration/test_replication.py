@@ -10,43 +10,17 @@ successor n<i+1> (docs/placement.md), and its replicas live under
 import json
 import shutil
 import signal
-import time
-from pathlib import Path
 
 import pytest
 
-from agent_harness import write_hostfile  # tests/harness, on the path from conftest.py
 from conftest import assert_dirs_equal
+from agent_harness import write_hostfile  # tests/harness, on the path from conftest.py
+from peer_cluster import PeerCluster, wait_for
 
 MiB = 1 << 20
 
 
-def wait_for(pred, timeout=20.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Cluster:
-    def __init__(self, agents, tmp_path, n, extra):
-        self.tmp = tmp_path
-        self.secret = tmp_path / "secret"
-        self.secret.write_bytes(b"0123456789abcdef-cluster-secret\n")
-        self.secret.chmod(0o600)
-        self.hostfile = tmp_path / "hosts"
-        write_hostfile(self.hostfile, n)
-        self.nodes = {}
-        for i in range(n):
-            node = f"n{i + 1}"
-            self.nodes[node] = agents("--memory-budget", "256MiB", "--node-id", node, "--peers", self.hostfile,
-                                      "--peer-secret-file", self.secret, *extra)
-
-    def __getitem__(self, node):
-        return self.nodes[node]
-
+class Cluster(PeerCluster):
     def replica_dir(self, holder, origin, ns, step):
         return self.nodes[holder].root / "replicas" / origin / "ns" / ns / f"step_{step:010d}"
 

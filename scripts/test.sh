@@ -5,18 +5,18 @@
 #   1. the unit tests (ctest) in the release build,
 #   2. the integration tests (pytest, real tierckptd processes, SIGKILLs;
 #      TIERCKPT_TEST_WORKERS pytest-xdist workers, default 2); the ASan+UBSan
-#      and fuzz trees compile in the background during 1 and 2,
-#   3. the unit tests again under AddressSanitizer + UBSan (a clang build,
-#      which also checks the lock annotations: -Wthread-safety -Werror),
-#   4. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 15),
-#   5. the Python package's tests (real torch 2.13.0, multi-process gloo
+#      and fuzz trees compile in the background, niced, from here to 6,
+#   3. the Python package's tests (real torch 2.13.0, multi-process gloo
 #      groups, real agents; the Ray Train ones run beside steps 1 and 2),
-#   6. a subset of them on torch 2.14.1 in .venv-torch2.14, with steps saved
+#   4. a subset of them on torch 2.14.1 in .venv-torch2.14, with steps saved
 #      under each release loaded under the other (scripts/torch_matrix.sh),
-#   7. the wheel: scripts/wheel.sh builds and repairs it, tests/wheel installs
+#   5. the wheel: scripts/wheel.sh builds and repairs it, tests/wheel installs
 #      it into a new venv outside the repository (torch 2.13.0, numpy, the
 #      wheel with --no-deps) and runs two ranks through the agent it ships
-#      (~1 min).
+#      (~1 min),
+#   6. the unit tests again under AddressSanitizer + UBSan (a clang build,
+#      which also checks the lock annotations: -Wthread-safety -Werror),
+#   7. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 15).
 # Exits non-zero if anything fails. Needs no standard input.
 #
 #   scripts/test.sh --quick [AREA]   the working loop (minutes, not the whole
@@ -24,7 +24,7 @@
 #     integration and Python tests, and with AREA (a word such as http, tier,
 #     durable, checkpointer, replication) also the unit tests whose names
 #     contain it (release, and ASan when build/asan exists) and every pytest
-#     file whose name contains it (`--quick wheel`: the wheel phase, 7 above).
+#     file whose name contains it (`--quick wheel`: the wheel phase, 5 above).
 #     Run the whole suite once before landing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -98,7 +98,8 @@ else
   # The ASan+UBSan and fuzz trees compile in the background, at the lowest CPU priority, while the
   # release tree's unit tests and the integration tests run (decision 105): those mostly wait on
   # agents (190 CPU-s in 259 s of wall on 2 cores), so a cold compile takes the idle cores and the
-  # tests keep theirs. Their phases wait for it. With a warm compiler cache it takes seconds.
+  # tests keep theirs; their phases come last, after the Python, torch 2.14.1 and wheel phases, which
+  # leave part of a core idle for it (decision 140). With a warm compiler cache it takes seconds.
   sanitizer_start=$SECONDS
   nice -n 19 scripts/setup.sh asan fuzz >/tmp/tierckpt-build-sanitizers.log 2>&1 &
   sanitizer_pid=$!
@@ -230,6 +231,29 @@ cat /tmp/tierckpt-pytest-ray.log
 count_pytest "Ray Train tests" /tmp/tierckpt-pytest-ray.log "$ray_rc"
 echo "Ray Train tests: done $((SECONDS - ray_start)) s after they started"
 
+step "Python package tests (torch DCP, gloo, real agents)"
+run_pytest "python tests" /tmp/tierckpt-pytest-python.log python/tests --ignore="${RAY_TESTS[0]}" \
+  --deselect "${RAY_TESTS[1]}"
+
+# torch 2.14.1, the newest release of the supported range 2.9 to 2.14 (decision 80): the DCP front's
+# documented subset in .venv-torch2.14, and steps saved under each of 2.13 and 2.14 loaded under the
+# other (scripts/torch_matrix.sh; the tests are bounded to 180 s).
+step "torch 2.14.1: the DCP front's subset and cross-release loads (scripts/torch_matrix.sh)"
+matrix_start=$SECONDS
+scripts/torch_matrix.sh test 2.14.1 2>&1 | tee /tmp/tierckpt-pytest-torch214.log
+matrix_rc=${PIPESTATUS[0]}
+count_pytest "torch 2.14.1 subset" /tmp/tierckpt-pytest-torch214.log "$matrix_rc"
+echo "torch 2.14.1 phase: $((SECONDS - matrix_start)) s"
+
+step "wheel: scripts/wheel.sh, installed into a new venv, two ranks through its agent"
+wheel_rc=0
+wheel_phase tests/wheel || wheel_rc=1
+touch /tmp/tierckpt-pytest-wheel.log
+count_pytest "wheel" /tmp/tierckpt-pytest-wheel.log "$wheel_rc"
+
+# The ASan+UBSan and fuzz phases come last: with a cold compiler cache their tree is still compiling
+# (niced) when the integration phase ends, and the Python, torch 2.14.1 and wheel phases leave a core
+# partly idle for it (decision 140); with a warm cache it is built long before.
 step "ASan+UBSan and fuzz builds (started in the background at $((sanitizer_start - START)) s)"
 sanitizers_built=1
 if wait "$sanitizer_pid"; then
@@ -257,25 +281,6 @@ if [ "$sanitizers_built" -eq 1 ]; then
   fi
 fi
 
-step "Python package tests (torch DCP, gloo, real agents)"
-run_pytest "python tests" /tmp/tierckpt-pytest-python.log python/tests --ignore="${RAY_TESTS[0]}" \
-  --deselect "${RAY_TESTS[1]}"
-
-# torch 2.14.1, the newest release of the supported range 2.9 to 2.14 (decision 80): the DCP front's
-# documented subset in .venv-torch2.14, and steps saved under each of 2.13 and 2.14 loaded under the
-# other (scripts/torch_matrix.sh; the tests are bounded to 180 s).
-step "torch 2.14.1: the DCP front's subset and cross-release loads (scripts/torch_matrix.sh)"
-matrix_start=$SECONDS
-scripts/torch_matrix.sh test 2.14.1 2>&1 | tee /tmp/tierckpt-pytest-torch214.log
-matrix_rc=${PIPESTATUS[0]}
-count_pytest "torch 2.14.1 subset" /tmp/tierckpt-pytest-torch214.log "$matrix_rc"
-echo "torch 2.14.1 phase: $((SECONDS - matrix_start)) s"
-
-step "wheel: scripts/wheel.sh, installed into a new venv, two ranks through its agent"
-wheel_rc=0
-wheel_phase tests/wheel || wheel_rc=1
-touch /tmp/tierckpt-pytest-wheel.log
-count_pytest "wheel" /tmp/tierckpt-pytest-wheel.log "$wheel_rc"
 echo
 if [ ${#failures[@]} -gt 0 ]; then
   [ ${#failed_ids[@]} -eq 0 ] || printf '  %s\n' "${failed_ids[@]}"

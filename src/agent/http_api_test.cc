@@ -17,7 +17,7 @@
 namespace tierckpt::agent {
 namespace {
 
-std::string Bytes(size_t n, char c) { return std::string(n, c); }
+std::string Filled(size_t n, char c) { return std::string(n, c); }
 using testing::TierHarness;
 
 std::string Digest128(const std::string& data) {
@@ -123,7 +123,7 @@ TEST(HttpApiTest, NamespacesAreCreatedOnceReadAndDeleted) {
 TEST(HttpApiTest, AStepCommitsOnItsLastShardAndServesItsBytesWithTheirDigest) {
   Api a;
   a.CreateNamespace("job", 3);
-  const std::string d0 = Bytes(300000, 'a'), d1 = Bytes(5, 'b'), meta = "metadata!";
+  const std::string d0 = Filled(300000, 'a'), d1 = Filled(5, 'b'), meta = "metadata!";
   auto r = a.PostShard("job", 0, 10, d0);
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -236,27 +236,27 @@ TEST(HttpApiTest, ResetDropsEveryNamespaceAndItsMemorySteps) {
 TEST(HttpApiTest, AFullBudgetIs507AndNothingIsKept) {
   Api a(/*budget=*/1 << 20);
   a.CreateNamespace("job", 1);
-  ASSERT_EQ(a.PostShard("job", 0, 1, Bytes(600000, 'a'))->status, 200);
+  ASSERT_EQ(a.PostShard("job", 0, 1, Filled(600000, 'a'))->status, 200);
   // The newest committed step is never evicted: no room for another.
-  auto r = a.PostShard("job", 0, 2, Bytes(600000, 'b'));
+  auto r = a.PostShard("job", 0, 2, Filled(600000, 'b'));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 507) << r->body;
   EXPECT_NE(Detail(r).find("budget"), std::string::npos) << Detail(r);
   // Larger than the whole budget: refused, its body discarded (507 naming
   // the budget, or the library's 413 when it stops reading first).
-  r = a.PostShard("job", 0, 3, Bytes(2 << 20, 'z'));
+  r = a.PostShard("job", 0, 3, Filled(2 << 20, 'z'));
   if (r) {
     EXPECT_TRUE(r->status == 507 || r->status == 413) << r->status << " " << r->body;
     EXPECT_NE(r->body.find("budget"), std::string::npos) << r->body;
   }
   EXPECT_EQ(a.h.tier->Stats().object_bytes, 600000u);
-  EXPECT_EQ(a.Get("/v1/cp/checkpoints/job/0/1")->body, Bytes(600000, 'a'));  // still serving
+  EXPECT_EQ(a.Get("/v1/cp/checkpoints/job/0/1")->body, Filled(600000, 'a'));  // still serving
 }
 
 TEST(HttpApiTest, ABodyCutShortLeavesNothingAndTheShardCanBePostedAgain) {
   Api a;
   a.CreateNamespace("job", 1);
-  const std::string body = Bytes(200000, 'q');
+  const std::string body = Filled(200000, 'q');
   {
     Result<std::unique_ptr<peer::ByteChannel>> c =
         peer::TcpDial(a.api->address(), peer::Millis(3000), peer::SocketOptions{});

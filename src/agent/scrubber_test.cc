@@ -23,7 +23,7 @@ using testing::ReadFd;
 using testing::TierHarness;
 using testing::WriteStep;
 
-const std::string kData = std::string(300000, 's') + "tail";
+const std::string kScrubData = std::string(300000, 's') + "tail";
 
 void Flip(const std::string& step_dir, const std::string& name, off_t offset = 777) {
   const std::string path = Layout::ObjectPath(step_dir, name);
@@ -69,8 +69,8 @@ uint64_t AgeOf(MemoryTier& tier, const std::string& ns, uint64_t step, const std
 
 TEST(ScrubberTest, APassHashesEveryCommittedObjectAndRecordsItsVerification) {
   ScrubHarness s(false);
-  ASSERT_TRUE(WriteStep(*s.h.tier, "job", 1, {{"a", kData}, {"b", "bee"}}).ok());  // trusted: never verified
-  ASSERT_TRUE(WriteStep(*s.h.tier, "other", 7, {{"c", kData}}).ok());
+  ASSERT_TRUE(WriteStep(*s.h.tier, "job", 1, {{"a", kScrubData}, {"b", "bee"}}).ok());  // trusted: never verified
+  ASSERT_TRUE(WriteStep(*s.h.tier, "other", 7, {{"c", kScrubData}}).ok());
   ASSERT_EQ(AgeOf(*s.h.tier, "job", 1, "a"), kNeverVerified);
   Scrubber scrub = s.Make(nullptr);
   ScrubReport r = scrub.ScrubOnce();
@@ -86,7 +86,7 @@ TEST(ScrubberTest, APassHashesEveryCommittedObjectAndRecordsItsVerification) {
 TEST(ScrubberTest, AFlippedByteIsRepairedFromTheDurableTier) {
   ScrubHarness s(true);
   MemObjectStore store("scrub-durable");
-  const std::map<std::string, std::string> objects = {{"a", kData}, {"b", std::string(5000, 'b')}};
+  const std::map<std::string, std::string> objects = {{"a", kScrubData}, {"b", std::string(5000, 'b')}};
   ASSERT_TRUE(WriteStep(*s.h.tier, "job", 2, objects).ok());
   PutDurable(store, "job", 2, objects);
   Flip(s.h.StepDir("job", 2), "a");
@@ -98,7 +98,7 @@ TEST(ScrubberTest, AFlippedByteIsRepairedFromTheDurableTier) {
   EXPECT_NE(r.findings[0].find("job/2/a is corrupt"), std::string::npos) << r.findings[0];
   Result<OpenedObject> a = s.h.tier->OpenObject("job", 2, "a");
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(ReadFd(a->fd.get()), kData);
+  EXPECT_EQ(ReadFd(a->fd.get()), kScrubData);
   EXPECT_LT(a->verified_age_ms, 10'000u);  // verified on the way in
   EXPECT_EQ(s.h.metrics.scrub_corrupt.load(), 1u);
   EXPECT_EQ(s.h.metrics.scrub_repaired.load(), 1u);
@@ -114,7 +114,7 @@ TEST(ScrubberTest, AFlippedByteIsRepairedFromTheDurableTier) {
 
 TEST(ScrubberTest, AFlipNoOtherTierCanReplaceIsReportedAndTheCopyKept) {
   ScrubHarness s(false);
-  ASSERT_TRUE(WriteStep(*s.h.tier, "job", 3, {{"a", kData}, {"b", "bee"}}).ok());
+  ASSERT_TRUE(WriteStep(*s.h.tier, "job", 3, {{"a", kScrubData}, {"b", "bee"}}).ok());
   Flip(s.h.StepDir("job", 3), "a");
   Scrubber scrub = s.Make(nullptr);
   ScrubReport r = scrub.ScrubOnce();
@@ -135,12 +135,12 @@ TEST(ScrubberTest, AFlipNoOtherTierCanReplaceIsReportedAndTheCopyKept) {
 
 TEST(ScrubberTest, AFlippedReplicaHeldForAnotherNodeIsFoundAndDropped) {
   ScrubHarness s(false);
-  ASSERT_TRUE(WriteStep(*s.h.tier, "job", 1, {{"own", kData}}).ok());
+  ASSERT_TRUE(WriteStep(*s.h.tier, "job", 1, {{"own", kScrubData}}).ok());
   ReplicaTiers replicas(s.h.options, s.h.verifier.get());
   Result<MemoryTier*> origin = replicas.Get("node-o", /*create=*/true);
   ASSERT_TRUE(origin.ok()) << origin.status().ToString();
-  ASSERT_TRUE(WriteStep(**origin, "job", 5, {{"a", kData}, {"b", "bee"}}).ok());
-  ASSERT_TRUE(WriteStep(**origin, "job", 6, {{"a", kData}}).ok());
+  ASSERT_TRUE(WriteStep(**origin, "job", 5, {{"a", kScrubData}, {"b", "bee"}}).ok());
+  ASSERT_TRUE(WriteStep(**origin, "job", 6, {{"a", kScrubData}}).ok());
   Flip(Layout(JoinPath(replicas.dir(), "node-o")).StepDir("job", 5), "a");
   s.path = std::make_unique<ReadPath>(ReadPathDeps{"node-t", s.h.tier.get(), nullptr});
   ScrubberOptions o;
@@ -176,8 +176,8 @@ TEST(ScrubberTest, AFlippedReplicaHeldForAnotherNodeIsFoundAndDropped) {
 TEST(ScrubberTest, TheBackgroundThreadFindsAFlipWithinItsInterval) {
   ScrubHarness s(true);
   MemObjectStore store("scrub-thread");
-  ASSERT_TRUE(WriteStep(*s.h.tier, "job", 4, {{"a", kData}}).ok());
-  PutDurable(store, "job", 4, {{"a", kData}});
+  ASSERT_TRUE(WriteStep(*s.h.tier, "job", 4, {{"a", kScrubData}}).ok());
+  PutDurable(store, "job", 4, {{"a", kScrubData}});
   Flip(s.h.StepDir("job", 4), "a");
   Scrubber scrub = s.Make(&store, std::chrono::milliseconds(100));
   scrub.Start();
@@ -189,7 +189,7 @@ TEST(ScrubberTest, TheBackgroundThreadFindsAFlipWithinItsInterval) {
   EXPECT_EQ(s.h.metrics.scrub_repaired.load(), 1u);
   Result<OpenedObject> a = s.h.tier->OpenObject("job", 4, "a");
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(ReadFd(a->fd.get()), kData);
+  EXPECT_EQ(ReadFd(a->fd.get()), kScrubData);
 }
 
 }  // namespace

@@ -73,6 +73,11 @@ Status ValidateStep(uint64_t step) {
   return Status::Ok();
 }
 
+Status ValidateStepRef(std::string_view ns, uint64_t step) {
+  TC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  return ValidateStep(step);
+}
+
 Result<uint64_t> ParseStep(std::string_view text) {
   const std::string range = "steps are decimal integers from 0 to " + std::to_string(kMaxStep) +
                             " (leading zeros are allowed: 0000000100 is step 100)";

@@ -37,6 +37,8 @@ inline constexpr std::string_view kReservedPrefix = "_tierckpt";
 
 Status ValidateNamespace(std::string_view ns);
 Status ValidateStep(uint64_t step);
+// Both of the above: the namespace first, then the step.
+Status ValidateStepRef(std::string_view ns, uint64_t step);
 // Parses a step as typed by a person (the CLI): decimal digits only, leading
 // zeros allowed and meaning the decimal number ("0000000100" is 100, as in
 // the step_0000000100 directory names), at most kMaxStep. Anything else

@@ -5,18 +5,12 @@
 #include <set>
 #include <string>
 
+#include "testing/golden.h"
+
 namespace tierckpt::peer {
 namespace {
 
-std::string Hex(std::string_view bytes) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
+using ::tierckpt::testing_util::Hex;
 
 ClusterSecret MakeSecret(std::string_view text) {
   auto s = ClusterSecret::FromBytes(text);

@@ -25,19 +25,11 @@
 namespace tierckpt::peer {
 namespace {
 
+using testing_util::ClosedWithin;
 using testing_util::FailureLog;
 using testing_util::Options;
 
 bool Contains(const Status& s, std::string_view text) { return s.message().find(text) != std::string::npos; }
-
-// True when the server closed ch within wait; false when it stayed open.
-bool ClosedWithin(ByteChannel& ch, Millis wait) {
-  char byte = 0;
-  size_t got = 0;
-  Status s = ch.Read(&byte, 1, wait, wait, &got);
-  if (s.code() == Code::kTimeout) return false;
-  return got == 0;
-}
 
 size_t CountOf(const std::string& text, const std::string& what) {
   size_t n = 0;

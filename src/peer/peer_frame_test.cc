@@ -7,7 +7,7 @@
 namespace tierckpt::peer {
 namespace {
 
-bool Contains(const Status& s, std::string_view text) { return s.message().find(text) != std::string::npos; }
+bool MessageHas(const Status& s, std::string_view text) { return s.message().find(text) != std::string::npos; }
 
 TEST(PeerFrameTest, HeaderRoundTripsAndSpellsTCPR) {
   PeerFrameHeader h;
@@ -41,15 +41,15 @@ TEST(PeerFrameTest, EveryBadHeaderFieldIsAProtocolErrorNamingPeerAndField) {
     auto d = DecodePeerHeader(buf, "peer 10.0.0.2:7100 (node n2)");
     ASSERT_FALSE(d.ok()) << c.field;
     EXPECT_EQ(d.status().code(), Code::kProtocolError);
-    EXPECT_TRUE(Contains(d.status(), c.field)) << d.status().message();
-    EXPECT_TRUE(Contains(d.status(), "10.0.0.2:7100 (node n2)")) << d.status().message();
+    EXPECT_TRUE(MessageHas(d.status(), c.field)) << d.status().message();
+    EXPECT_TRUE(MessageHas(d.status(), "10.0.0.2:7100 (node n2)")) << d.status().message();
   }
   PeerFrameHeader typed;
   typed.kind = FrameKind::kStreamData;
   typed.type = 3;
   uint8_t buf[kPeerFrameHeaderSize];
   EncodePeerHeader(typed, buf);
-  EXPECT_TRUE(Contains(DecodePeerHeader(buf, "p").status(), "field type"));
+  EXPECT_TRUE(MessageHas(DecodePeerHeader(buf, "p").status(), "field type"));
 }
 
 TEST(PeerFrameTest, RolesAreNamedFromTheirDeclaration) {
@@ -77,7 +77,7 @@ TEST(PeerFrameTest, PayloadLimitsArePerKind) {
     EncodePeerHeader(h, buf);
     auto d = DecodePeerHeader(buf, "p");
     EXPECT_EQ(d.status().code(), Code::kProtocolError);
-    EXPECT_TRUE(Contains(d.status(), "field payload_len")) << d.status().message();
+    EXPECT_TRUE(MessageHas(d.status(), "field payload_len")) << d.status().message();
   }
 }
 
@@ -135,25 +135,25 @@ TEST(PeerFrameTest, PayloadsRoundTrip) {
 TEST(PeerFrameTest, MalformedPayloadsNameTheField) {
   HelloPayload hello{Role::kClient, 1, 1, "node-x", std::string(kNonceSize, 'n')};
   std::string bytes = hello.Encode();
-  EXPECT_TRUE(Contains(HelloPayload::Decode(bytes.substr(0, 2)).status(), "Hello.min_version"));
-  EXPECT_TRUE(Contains(HelloPayload::Decode(bytes + "x").status(), "trailing"));
+  EXPECT_TRUE(MessageHas(HelloPayload::Decode(bytes.substr(0, 2)).status(), "Hello.min_version"));
+  EXPECT_TRUE(MessageHas(HelloPayload::Decode(bytes + "x").status(), "trailing"));
   std::string bad_role = bytes;
   bad_role[0] = 7;
-  EXPECT_TRUE(Contains(HelloPayload::Decode(bad_role).status(), "Hello.role"));
+  EXPECT_TRUE(MessageHas(HelloPayload::Decode(bad_role).status(), "Hello.role"));
   HelloPayload short_nonce = hello;
   short_nonce.nonce = "abc";
-  EXPECT_TRUE(Contains(HelloPayload::Decode(short_nonce.Encode()).status(), "Hello.nonce"));
+  EXPECT_TRUE(MessageHas(HelloPayload::Decode(short_nonce.Encode()).status(), "Hello.nonce"));
   HelloPayload bad_node = hello;
   bad_node.node_id = "has space";
-  EXPECT_TRUE(Contains(HelloPayload::Decode(bad_node.Encode()).status(), "Hello.node_id"));
+  EXPECT_TRUE(MessageHas(HelloPayload::Decode(bad_node.Encode()).status(), "Hello.node_id"));
   HelloPayload inverted = hello;
   inverted.min_version = 3;
   inverted.max_version = 2;
   EXPECT_EQ(HelloPayload::Decode(inverted.Encode()).status().code(), Code::kProtocolError);
-  EXPECT_TRUE(Contains(ProofPayload::Decode(ProofPayload{"short"}.Encode()).status(), "Proof.mac"));
-  EXPECT_TRUE(Contains(StreamEndPayload::Decode("1234").status(), "StreamEnd.object_id"));
+  EXPECT_TRUE(MessageHas(ProofPayload::Decode(ProofPayload{"short"}.Encode()).status(), "Proof.mac"));
+  EXPECT_TRUE(MessageHas(StreamEndPayload::Decode("1234").status(), "StreamEnd.object_id"));
   StreamBeginPayload big_meta{1, 1, std::string(kMaxStreamMetadata + 1, 'm')};
-  EXPECT_TRUE(Contains(StreamBeginPayload::Decode(big_meta.Encode()).status(), "StreamBegin.metadata"));
+  EXPECT_TRUE(MessageHas(StreamBeginPayload::Decode(big_meta.Encode()).status(), "StreamBegin.metadata"));
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 namespace tierckpt::peer {
 namespace {
 
+using testing_util::ClosedWithin;
 using testing_util::FailureLog;
 using testing_util::Options;
 using Clock = std::chrono::steady_clock;
@@ -57,15 +58,6 @@ TransportOptions ProductionServerOptions() {
   o.handshake_timeout = defaults.handshake_timeout;
   o.max_pending_handshakes = defaults.max_pending_handshakes;
   return o;
-}
-
-// True when the server closed ch (end of stream or reset) within wait.
-bool ClosedWithin(ByteChannel& ch, Millis wait) {
-  char byte = 0;
-  size_t got = 0;
-  Status s = ch.Read(&byte, 1, wait, wait, &got);
-  if (s.code() == Code::kTimeout) return false;
-  return got == 0;  // end of stream, or an error such as a reset
 }
 
 // A real agent connects, is accepted and exchanges a frame, each within

@@ -34,6 +34,15 @@ inline ClusterSecret Secret(std::string_view text = "cluster-secret-for-tests-01
   return s.ok() ? *s : ClusterSecret();
 }
 
+// True when the server closed ch (end of stream or reset) within wait; false when it stayed open.
+inline bool ClosedWithin(ByteChannel& ch, Millis wait) {
+  char byte = 0;
+  size_t got = 0;
+  Status s = ch.Read(&byte, 1, wait, wait, &got);
+  if (s.code() == Code::kTimeout) return false;
+  return got == 0;  // end of stream, or an error such as a reset
+}
+
 inline TransportOptions Options(std::string node_id, ClusterSecret secret = Secret()) {
   TransportOptions o;
   o.node_id = std::move(node_id);

@@ -22,7 +22,7 @@ cluster::Membership Ring(const std::vector<std::string>& ids, const std::string&
   return *m;
 }
 
-std::vector<std::string> Ids(int n, int from = 0) {
+std::vector<std::string> RunIds(int n, int from = 0) {
   std::vector<std::string> ids;
   char id[16];
   for (int i = from; i < from + n; ++i) {
@@ -34,18 +34,18 @@ std::vector<std::string> Ids(int n, int from = 0) {
 
 TEST(MemberRunsTest, AStepOnTheWholeRingIsOneRunWhateverItsSize) {
   for (int n : {1, 2, 64, 5000}) {
-    const cluster::Membership ring = Ring(Ids(n));
-    Result<std::vector<uint64_t>> runs = MemberRuns(ring, Ids(n));
+    const cluster::Membership ring = Ring(RunIds(n));
+    Result<std::vector<uint64_t>> runs = MemberRuns(ring, RunIds(n));
     ASSERT_TRUE(runs.ok()) << runs.status().ToString();
     EXPECT_EQ(*runs, (std::vector<uint64_t>{0, static_cast<uint64_t>(n)})) << n;
     Result<std::vector<std::string>> back = MembersOfRuns(ring, *runs);
     ASSERT_TRUE(back.ok()) << back.status().ToString();
-    EXPECT_EQ(*back, Ids(n));
+    EXPECT_EQ(*back, RunIds(n));
   }
 }
 
 TEST(MemberRunsTest, ASubsetIsItsMaximalRunsAndExpandsBack) {
-  const cluster::Membership ring = Ring(Ids(10));
+  const cluster::Membership ring = Ring(RunIds(10));
   const std::vector<std::string> members = {"node0001", "node0002", "node0003",
                                             "node0005", "node0008", "node0009"};
   Result<std::vector<uint64_t>> runs = MemberRuns(ring, members);
@@ -57,7 +57,7 @@ TEST(MemberRunsTest, ASubsetIsItsMaximalRunsAndExpandsBack) {
 }
 
 TEST(MemberRunsTest, AMemberOutsideTheRingOrAnUnsortedListIsRefusedNamingIt) {
-  const cluster::Membership ring = Ring(Ids(4));
+  const cluster::Membership ring = Ring(RunIds(4));
   Result<std::vector<uint64_t>> runs = MemberRuns(ring, {"node0001", "node0009"});
   ASSERT_FALSE(runs.ok());
   EXPECT_NE(runs.status().message().find("node node0009, a member of the step, is not in this agent's peer"),
@@ -71,7 +71,7 @@ TEST(MemberRunsTest, AMemberOutsideTheRingOrAnUnsortedListIsRefusedNamingIt) {
 }
 
 TEST(MemberRunsTest, RunsThatAreNotTheEncodingAreRefused) {
-  const cluster::Membership ring = Ring(Ids(8));
+  const cluster::Membership ring = Ring(RunIds(8));
   const std::vector<std::vector<uint64_t>> bad = {
       {0},              // odd
       {2, 0},           // empty run
@@ -95,11 +95,11 @@ TEST(MemberRunsTest, RunsThatAreNotTheEncodingAreRefused) {
 }
 
 TEST(MemberRunsTest, TheRingIdChangesWithTheIdsButNotWithTheAddresses) {
-  const RingId a = RingIdOf(Ring(Ids(4)));
+  const RingId a = RingIdOf(Ring(RunIds(4)));
   EXPECT_EQ(a.size, 4u);
-  EXPECT_EQ(a, RingIdOf(Ring(Ids(4), "7200")));   // addresses move (decision 95); ids are the ring
-  EXPECT_NE(a, RingIdOf(Ring(Ids(5))));           // an agent more
-  EXPECT_NE(a, RingIdOf(Ring(Ids(4, 1))));        // the same size, other ids
+  EXPECT_EQ(a, RingIdOf(Ring(RunIds(4), "7200")));   // addresses move (decision 95); ids are the ring
+  EXPECT_NE(a, RingIdOf(Ring(RunIds(5))));           // an agent more
+  EXPECT_NE(a, RingIdOf(Ring(RunIds(4, 1))));        // the same size, other ids
   EXPECT_NE(RingIdOf(Ring({"ab", "c"})), RingIdOf(Ring({"a", "bc"})));  // ids are delimited
   EXPECT_EQ(a.ToString().rfind("4 agents, digest ", 0), 0u) << a.ToString();
 }

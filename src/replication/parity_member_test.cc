@@ -24,7 +24,7 @@ using testing::Node;
 using testing::WriteStep;
 using namespace std::chrono_literals;
 
-constexpr uint64_t kStep = 7;
+constexpr uint64_t kMemberStep = 7;
 
 class ParityMemberTest : public ::testing::Test {
  protected:
@@ -87,20 +87,20 @@ class ParityMemberTest : public ::testing::Test {
 };
 
 TEST_F(ParityMemberTest, AStepIsRedundantOnlyWhenEveryHolderSealedTheWholeGroup) {
-  for (size_t i = 0; i < 3; ++i) Commit(i, kStep);
+  for (size_t i = 0; i < 3; ++i) Commit(i, kMemberStep);
   for (size_t i = 0; i < 3; ++i) {
     parity[group.data[i]]->Drain();
-    EXPECT_EQ(KindOf(i, kStep), ParityStepState::Kind::kIncomplete);
-    EXPECT_NE(parity[group.data[i]]->State("job", kStep)->detail.find("of 4 folded"), std::string::npos)
-        << parity[group.data[i]]->State("job", kStep)->detail;
+    EXPECT_EQ(KindOf(i, kMemberStep), ParityStepState::Kind::kIncomplete);
+    EXPECT_NE(parity[group.data[i]]->State("job", kMemberStep)->detail.find("of 4 folded"), std::string::npos)
+        << parity[group.data[i]]->State("job", kMemberStep)->detail;
   }
-  EXPECT_TRUE(HoldersHaveNothingOf(kStep));  // three of four parts: nothing published
-  Commit(3, kStep);
+  EXPECT_TRUE(HoldersHaveNothingOf(kMemberStep));  // three of four parts: nothing published
+  Commit(3, kMemberStep);
   parity[group.data[3]]->Drain();
-  EXPECT_EQ(KindOf(3, kStep), ParityStepState::Kind::kRedundant);
-  EXPECT_TRUE(HoldersHave(kStep));
+  EXPECT_EQ(KindOf(3, kMemberStep), ParityStepState::Kind::kRedundant);
+  EXPECT_TRUE(HoldersHave(kMemberStep));
   // Not retried: the first three learned of no seal (decision 136).
-  EXPECT_EQ(KindOf(0, kStep), ParityStepState::Kind::kIncomplete);
+  EXPECT_EQ(KindOf(0, kMemberStep), ParityStepState::Kind::kIncomplete);
   const ParityStatsInput stats = parity[group.data[3]]->Stats();
   EXPECT_EQ(stats.scheme, "rs:4+2");
   EXPECT_EQ(stats.holders, group.parity);
@@ -109,27 +109,27 @@ TEST_F(ParityMemberTest, AStepIsRedundantOnlyWhenEveryHolderSealedTheWholeGroup)
 }
 
 TEST_F(ParityMemberTest, ADropAsksTheHoldersAndForgetsTheStep) {
-  CommitWholeGroup(kStep);
-  ASSERT_TRUE(HoldersHave(kStep));
-  ASSERT_TRUE(parity[group.data[2]]->Drop("job", kStep).ok());
-  EXPECT_TRUE(HoldersHaveNothingOf(kStep));
-  EXPECT_EQ(parity[group.data[2]]->State("job", kStep).status().code(), Code::kNotFound);
+  CommitWholeGroup(kMemberStep);
+  ASSERT_TRUE(HoldersHave(kMemberStep));
+  ASSERT_TRUE(parity[group.data[2]]->Drop("job", kMemberStep).ok());
+  EXPECT_TRUE(HoldersHaveNothingOf(kMemberStep));
+  EXPECT_EQ(parity[group.data[2]]->State("job", kMemberStep).status().code(), Code::kNotFound);
 }
 
 TEST_F(ParityMemberTest, TheParityOfAStepTheMemberNoLongerHoldsIsDroppedAfterItsNextSend) {
-  CommitWholeGroup(kStep);
-  ASSERT_TRUE(HoldersHave(kStep));
+  CommitWholeGroup(kMemberStep);
+  ASSERT_TRUE(HoldersHave(kMemberStep));
   // Retention (or the budget) takes step 7 from member 1's memory.
-  ASSERT_TRUE(nodes[group.data[1]]->h.tier->DeleteStep("job", kStep).ok());
-  CommitWholeGroup(kStep + 1);
-  EXPECT_TRUE(HoldersHave(kStep + 1));
-  EXPECT_TRUE(HoldersHaveNothingOf(kStep));
-  EXPECT_EQ(parity[group.data[1]]->State("job", kStep).status().code(), Code::kNotFound);
+  ASSERT_TRUE(nodes[group.data[1]]->h.tier->DeleteStep("job", kMemberStep).ok());
+  CommitWholeGroup(kMemberStep + 1);
+  EXPECT_TRUE(HoldersHave(kMemberStep + 1));
+  EXPECT_TRUE(HoldersHaveNothingOf(kMemberStep));
+  EXPECT_EQ(parity[group.data[1]]->State("job", kMemberStep).status().code(), Code::kNotFound);
 }
 
 // What status and a scrape show (reports.cc "peers.parity", docs/operations.md).
 TEST_F(ParityMemberTest, TheClusterReportsEachStepsStateAndTheParityHeld) {
-  CommitWholeGroup(kStep);
+  CommitWholeGroup(kMemberStep);
   auto cluster_of = [&](const std::string& id, ParityMember* member) {
     Node& n = *nodes[id];
     MultiNodeDeps md;
@@ -171,10 +171,10 @@ TEST_F(ParityMemberTest, TheClusterReportsEachStepsStateAndTheParityHeld) {
 
 TEST_F(ParityMemberTest, StepsCommittedBeforeAStartAreUnknownNeverRedundant) {
   const std::string& id = group.data[0];
-  ASSERT_TRUE(WriteStep(*nodes[id]->h.tier, "job", kStep, {{"a", Bytes(10, 'a')}}).ok());
+  ASSERT_TRUE(WriteStep(*nodes[id]->h.tier, "job", kMemberStep, {{"a", Bytes(10, 'a')}}).ok());
   parity[id]->AdoptCommitted();
-  EXPECT_EQ(KindOf(0, kStep), ParityStepState::Kind::kUnknown);
-  EXPECT_FALSE(parity[id]->State("job", kStep)->redundant());
+  EXPECT_EQ(KindOf(0, kMemberStep), ParityStepState::Kind::kUnknown);
+  EXPECT_FALSE(parity[id]->State("job", kMemberStep)->redundant());
 }
 
 }  // namespace

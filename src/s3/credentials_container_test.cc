@@ -16,7 +16,7 @@ constexpr char kCredentialsJson[] =
     R"({"AccessKeyId":"ASIACONTAINER","SecretAccessKey":"SECRET","Token":"TOKEN",)"
     R"("Expiration":"2024-05-01T12:34:56Z","RoleArn":"arn:aws:iam::1:role/task"})";
 
-HttpResponse Response(int status, std::string body) {
+HttpResponse ContainerResponse(int status, std::string body) {
   HttpResponse r;
   r.status = status;
   r.body = std::move(body);
@@ -31,7 +31,7 @@ class ContainerSourceTest : public ::testing::Test {
     endpoint_ = std::make_shared<FakeTransport>();
     endpoint_->On([](const HttpRequest&) { return true; },
                   [status, body](const HttpRequest&, std::string_view) -> Result<HttpResponse> {
-                    return Response(status, body);
+                    return ContainerResponse(status, body);
                   });
   }
 

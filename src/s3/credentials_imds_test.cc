@@ -21,7 +21,7 @@ constexpr char kRoleCredentials[] = R"({
   "Expiration" : "2024-05-01T12:34:56Z"
 })";
 
-HttpResponse Response(int status, std::string body) {
+HttpResponse ImdsResponse(int status, std::string body) {
   HttpResponse r;
   r.status = status;
   r.body = std::move(body);
@@ -35,24 +35,24 @@ class FakeImds {
     transport_->On([](const HttpRequest& r) { return r.method == "PUT" && r.path == "/latest/api/token"; },
                    [this](const HttpRequest& r, std::string_view) -> Result<HttpResponse> {
                      if (FindHeader(r.headers, "x-aws-ec2-metadata-token-ttl-seconds") != "21600") {
-                       return Response(400, "missing ttl");
+                       return ImdsResponse(400, "missing ttl");
                      }
                      return token_response_;
                    });
     transport_->On([](const HttpRequest& r) { return r.method == "GET"; },
                    [this](const HttpRequest& r, std::string_view) -> Result<HttpResponse> {
                      if (FindHeader(r.headers, "x-aws-ec2-metadata-token") != kToken)
-                       return Response(401, "");
+                       return ImdsResponse(401, "");
                      if (r.path == kRolesPath) return roles_response_;
                      if (r.path == std::string(kRolesPath) + "ckpt-role")
-                       return Response(200, credentials_body_);
-                     return Response(404, "not found");
+                       return ImdsResponse(200, credentials_body_);
+                     return ImdsResponse(404, "not found");
                    });
   }
 
   std::shared_ptr<FakeTransport> transport_;
-  Result<HttpResponse> token_response_ = Response(200, std::string(kToken) + "\n");
-  HttpResponse roles_response_ = Response(200, "ckpt-role\n");
+  Result<HttpResponse> token_response_ = ImdsResponse(200, std::string(kToken) + "\n");
+  HttpResponse roles_response_ = ImdsResponse(200, "ckpt-role\n");
   std::string credentials_body_ = kRoleCredentials;
 };
 
@@ -136,7 +136,7 @@ TEST_F(ImdsSourceTest, NothingAnsweringMeansNotSelected) {
 }
 
 TEST_F(ImdsSourceTest, RefusedTokenIsAnError) {
-  imds_.token_response_ = Response(403, "Forbidden");
+  imds_.token_response_ = ImdsResponse(403, "Forbidden");
   auto r = Fetch();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kPermissionDenied);
@@ -145,17 +145,17 @@ TEST_F(ImdsSourceTest, RefusedTokenIsAnError) {
 }
 
 TEST_F(ImdsSourceTest, NoRoleAttached) {
-  imds_.roles_response_ = Response(404, "");
+  imds_.roles_response_ = ImdsResponse(404, "");
   auto r = Fetch();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kNotFound);
   EXPECT_NE(r.status().message().find("instance profile"), std::string::npos) << r.status().message();
-  imds_.roles_response_ = Response(200, "\n");
+  imds_.roles_response_ = ImdsResponse(200, "\n");
   EXPECT_EQ(Fetch().status().code(), Code::kNotFound);
 }
 
 TEST_F(ImdsSourceTest, RoleNamesAreEncodedAndOnlyTheFirstIsUsed) {
-  imds_.roles_response_ = Response(200, "ckpt role\nsecond\n");
+  imds_.roles_response_ = ImdsResponse(200, "ckpt role\nsecond\n");
   auto r = Fetch();
   ASSERT_FALSE(r.ok());  // the fake knows no "ckpt role"
   const auto requests = imds_.transport_->Requests();

@@ -57,7 +57,7 @@ std::map<std::string, std::string> DecodeForm(std::string_view body) {
   return out;
 }
 
-HttpResponse Response(int status, std::string body) {
+HttpResponse WebIdentityResponse(int status, std::string body) {
   HttpResponse r;
   r.status = status;
   r.body = std::move(body);
@@ -83,7 +83,7 @@ class WebIdentityTest : public ::testing::Test {
   void AnswerEverything(int status, std::string body) {
     sts_->On([](const HttpRequest&) { return true; },
              [status, body](const HttpRequest&, std::string_view) -> Result<HttpResponse> {
-               return Response(status, body);
+               return WebIdentityResponse(status, body);
              });
   }
 

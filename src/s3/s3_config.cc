@@ -9,6 +9,7 @@
 
 #include "common/names.h"
 #include "s3/credentials_chain.h"
+#include "s3/s3_client.h"  // kMaxPartSize
 #include "s3/s3_express.h"
 
 namespace tierckpt::s3 {
@@ -20,7 +21,6 @@ constexpr std::string_view kForm =
     "payload=unsigned|signed&conditional=auto|on|off]";
 constexpr size_t kMaxPrefixLength = 512;
 constexpr uint64_t kMinPartSize = 64u << 10;
-constexpr uint64_t kMaxPartSize = 5ULL << 30;
 
 Status Bad(std::string_view url, const std::string& what) {
   return InvalidArgument("S3 URL " + QuoteForMessage(url) + ": " + what + "; " + std::string(kForm));

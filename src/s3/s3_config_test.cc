@@ -103,7 +103,7 @@ TEST(S3ConfigTest, EnvironmentFillsRegionAndEndpointAndTheUrlOverrides) {
 }
 
 TEST(S3ConfigTest, RegionFallsBackToTheProfile) {
-  testing_util::TempDir home;
+  ::tierckpt::testing_util::TempDir home;
   ASSERT_TRUE(MakeDirs(home.Sub(".aws")).ok());
   ASSERT_TRUE(WriteFileAtomic(home.Sub(".aws/config"),
                               "[default]\nregion = eu-central-1\n[profile other]\nregion = sa-east-1\n",

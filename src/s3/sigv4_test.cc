@@ -428,9 +428,9 @@ TEST(SigV4, ErrorsNameWhatToFix) {
   EXPECT_EQ(ComputeSignature(no_date, kDocKey, "us-east-1", "s3").status().code(), Code::kInvalidArgument);
 }
 
-class FixedProvider final : public CredentialsProvider {
+class SigningProvider final : public CredentialsProvider {
  public:
-  explicit FixedProvider(Result<Credentials> c) : c_(std::move(c)) {}
+  explicit SigningProvider(Result<Credentials> c) : c_(std::move(c)) {}
   Result<Credentials> Get() override { return c_; }
   std::string Name() const override { return "fixed"; }
 
@@ -439,7 +439,7 @@ class FixedProvider final : public CredentialsProvider {
 };
 
 TEST(SigV4Signer, SignsWithProviderCredentialsForS3) {
-  auto signer = MakeSigV4Signer(std::make_shared<FixedProvider>(kTempKey), "eu-west-1");
+  auto signer = MakeSigV4Signer(std::make_shared<SigningProvider>(kTempKey), "eu-west-1");
   HttpRequest r;
   r.endpoint = "https://b.s3.eu-west-1.amazonaws.com";
   r.path = "/k";
@@ -451,7 +451,7 @@ TEST(SigV4Signer, SignsWithProviderCredentialsForS3) {
   EXPECT_EQ(FindHeader(r.headers, "x-amz-content-sha256").value_or(""), kUnsignedPayload);
 
   auto failing =
-      MakeSigV4Signer(std::make_shared<FixedProvider>(Unavailable("IMDS did not answer")), "us-east-1");
+      MakeSigV4Signer(std::make_shared<SigningProvider>(Unavailable("IMDS did not answer")), "us-east-1");
   const Status st = failing->Sign(r, "b");
   EXPECT_EQ(st.code(), Code::kUnavailable);
   EXPECT_NE(st.message().find("bucket 'b'"), std::string::npos) << st.message();

@@ -23,13 +23,13 @@ using testing_util::MarkingSigner;
 using testing_util::Reply;
 using testing_util::TestConfig;
 
-constexpr uint64_t kMiB = 1ULL << 20;
+constexpr uint64_t kPlanMiB = 1ULL << 20;
 
 UploadPlanOptions Options(int concurrency = 8) {
   UploadPlanOptions o;
-  o.part_size = 16 * kMiB;
-  o.max_part_size = 1024 * kMiB;
-  o.multipart_threshold = 16 * kMiB;
+  o.part_size = 16 * kPlanMiB;
+  o.max_part_size = 1024 * kPlanMiB;
+  o.multipart_threshold = 16 * kPlanMiB;
   o.concurrency = concurrency;
   return o;
 }
@@ -64,26 +64,26 @@ void ExpectCovers(const UploadPlan& plan, const std::vector<uint64_t>& sizes) {
 }
 
 TEST(PlanUploadTest, EqualObjectsOnePerConnectionAreWholePuts) {
-  const std::vector<uint64_t> sizes(8, 256 * kMiB);
+  const std::vector<uint64_t> sizes(8, 256 * kPlanMiB);
   auto plan = PlanUpload(sizes, Options());
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ExpectCovers(*plan, sizes);
   EXPECT_EQ(plan->requests.size(), 8u);
-  EXPECT_EQ(plan->share, 256 * kMiB);
-  EXPECT_EQ(plan->makespan, 256 * kMiB);
+  EXPECT_EQ(plan->share, 256 * kPlanMiB);
+  EXPECT_EQ(plan->makespan, 256 * kPlanMiB);
 }
 
 TEST(PlanUploadTest, OneLargeObjectIsCutIntoOnePartPerConnection) {
-  const std::vector<uint64_t> sizes{2048 * kMiB};
+  const std::vector<uint64_t> sizes{2048 * kPlanMiB};
   auto plan = PlanUpload(sizes, Options());
   ASSERT_TRUE(plan.ok());
   ExpectCovers(*plan, sizes);
   EXPECT_EQ(plan->part_count[0], 8);
-  EXPECT_EQ(plan->makespan, 256 * kMiB);
+  EXPECT_EQ(plan->makespan, 256 * kPlanMiB);
 }
 
 TEST(PlanUploadTest, SmallFilesRideAlongAsPuts) {
-  const std::vector<uint64_t> sizes{4096, 256 * kMiB, 256 * kMiB, 256 * kMiB, 256 * kMiB, 0};
+  const std::vector<uint64_t> sizes{4096, 256 * kPlanMiB, 256 * kPlanMiB, 256 * kPlanMiB, 256 * kPlanMiB, 0};
   auto plan = PlanUpload(sizes, Options(4));
   ASSERT_TRUE(plan.ok());
   ExpectCovers(*plan, sizes);
@@ -93,11 +93,11 @@ TEST(PlanUploadTest, SmallFilesRideAlongAsPuts) {
 
 TEST(PlanUploadTest, OneObjectMoreThanConnectionsIsCutSoNoneRunsAlone) {
   // Nine whole PUTs on eight connections: the ninth would double the time.
-  const std::vector<uint64_t> sizes(9, 256 * kMiB);
+  const std::vector<uint64_t> sizes(9, 256 * kPlanMiB);
   auto plan = PlanUpload(sizes, Options());
   ASSERT_TRUE(plan.ok());
   ExpectCovers(*plan, sizes);
-  const uint64_t ideal = 9 * 256 * kMiB / 8;
+  const uint64_t ideal = 9 * 256 * kPlanMiB / 8;
   EXPECT_LE(plan->makespan * 4, ideal * 5);
   EXPECT_GT(plan->requests.size(), 9u);
   EXPECT_LT(plan->requests.size(), 9u * 16);  // far fewer than 16 MiB parts
@@ -105,24 +105,24 @@ TEST(PlanUploadTest, OneObjectMoreThanConnectionsIsCutSoNoneRunsAlone) {
 
 TEST(PlanUploadTest, TheShareStaysWithinPartSizeAndMaxPartSize) {
   // 64 GiB on 8 connections: 8 GiB shares are capped at 1 GiB.
-  const std::vector<uint64_t> big(8, 8192 * kMiB);
+  const std::vector<uint64_t> big(8, 8192 * kPlanMiB);
   auto plan = PlanUpload(big, Options());
   ASSERT_TRUE(plan.ok());
   ExpectCovers(*plan, big);
-  for (const UploadRequest& r : plan->requests) EXPECT_LE(r.size, 1024 * kMiB);
+  for (const UploadRequest& r : plan->requests) EXPECT_LE(r.size, 1024 * kPlanMiB);
   // 40 MiB on 8 connections: 5 MiB shares are raised to the 16 MiB part size.
-  const std::vector<uint64_t> small{40 * kMiB};
+  const std::vector<uint64_t> small{40 * kPlanMiB};
   plan = PlanUpload(small, Options());
   ASSERT_TRUE(plan.ok());
   ExpectCovers(*plan, small);
   EXPECT_EQ(plan->part_count[0], 3);
-  EXPECT_EQ(plan->requests[0].size, 16 * kMiB);
+  EXPECT_EQ(plan->requests[0].size, 16 * kPlanMiB);
 }
 
 TEST(PlanUploadTest, TheThresholdKeepsObjectsWhole) {
   UploadPlanOptions o = Options();
-  o.multipart_threshold = 512 * kMiB;
-  auto plan = PlanUpload({512 * kMiB}, o);
+  o.multipart_threshold = 512 * kPlanMiB;
+  auto plan = PlanUpload({512 * kPlanMiB}, o);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->part_count[0], 0);
 }

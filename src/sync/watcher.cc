@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint32_t kDirMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ONLYDIR;
 
-bool Under(const std::string& path, const std::string& dir) {
+bool InOrUnder(const std::string& path, const std::string& dir) {
   return dir.empty() || path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
                                         path[dir.size()] == '/');
 }
@@ -47,7 +47,7 @@ Status DirectoryWatcher::AddTree(const std::string& rel) {
 
 void DirectoryWatcher::DropTree(const std::string& rel) {
   for (auto it = dirs_.begin(); it != dirs_.end();) {
-    if (Under(it->second, rel)) {
+    if (InOrUnder(it->second, rel)) {
       inotify_.RemoveWatch(it->first);
       it = dirs_.erase(it);
     } else {

@@ -11,11 +11,6 @@
 namespace tierckpt::agent {
 namespace {
 
-Status ValidateStepRef(std::string_view ns, uint64_t step) {
-  TC_RETURN_IF_ERROR(ValidateNamespace(ns));
-  return ValidateStep(step);
-}
-
 // A file name and a directory name may not collide: "a" and "a/b".
 Status CheckNameConflict(const std::map<std::string, ObjectState>& objects, const std::string& name,
                          const std::string& label) {

@@ -15,11 +15,6 @@
 namespace tierckpt::agent {
 namespace {
 
-Status ValidateStepRef(std::string_view ns, uint64_t step) {
-  TC_RETURN_IF_ERROR(ValidateNamespace(ns));
-  return ValidateStep(step);
-}
-
 Status NotInMemory(std::string_view ns, uint64_t step) {
   return NotFound("step " + StepLabel(ns, step) + " is not committed in the memory tier");
 }

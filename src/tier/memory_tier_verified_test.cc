@@ -16,7 +16,7 @@ using testing::ChecksumOf;
 using testing::TierHarness;
 using testing::WriteObject;
 
-const std::string kData = std::string(200000, 'v') + "end";
+const std::string kVerifiedData = std::string(200000, 'v') + "end";
 
 uint64_t AgeOf(MemoryTier& tier, const std::string& ns, uint64_t step, const std::string& name) {
   Result<OpenedObject> o = tier.OpenObject(ns, step, name);
@@ -26,7 +26,7 @@ uint64_t AgeOf(MemoryTier& tier, const std::string& ns, uint64_t step, const std
 
 TEST(MemoryTierVerifiedTest, TheHashAfterSealVerifiesAndTheAgeGrows) {
   TierHarness h;
-  ASSERT_TRUE(WriteObject(*h.tier, "job", 1, "a", kData, 1, /*checksum=*/"").ok());  // the agent hashes
+  ASSERT_TRUE(WriteObject(*h.tier, "job", 1, "a", kVerifiedData, 1, /*checksum=*/"").ok());  // the agent hashes
   ASSERT_TRUE(h.tier->CommitStep("job", 1, 1, false, {}).ok());
   const uint64_t first = AgeOf(*h.tier, "job", 1, "a");
   EXPECT_LT(first, 10'000u);
@@ -38,7 +38,7 @@ TEST(MemoryTierVerifiedTest, TheHashAfterSealVerifiesAndTheAgeGrows) {
 
 TEST(MemoryTierVerifiedTest, ATrustedClientChecksumIsNeverVerifiedUntilAVerifyHashesIt) {
   TierHarness h;
-  ASSERT_TRUE(testing::WriteStep(*h.tier, "job", 2, {{"a", kData}, {"b", "bee"}}).ok());  // client checksums
+  ASSERT_TRUE(testing::WriteStep(*h.tier, "job", 2, {{"a", kVerifiedData}, {"b", "bee"}}).ok());  // client checksums
   EXPECT_EQ(AgeOf(*h.tier, "job", 2, "a"), kNeverVerified);
   Result<MemoryVerifyResult> v = h.tier->VerifyStep("job", 2);
   ASSERT_TRUE(v.ok());
@@ -49,7 +49,7 @@ TEST(MemoryTierVerifiedTest, ATrustedClientChecksumIsNeverVerifiedUntilAVerifyHa
 
 TEST(MemoryTierVerifiedTest, VerifyDoesNotMarkACorruptObjectAndNamesIt) {
   TierHarness h;
-  ASSERT_TRUE(testing::WriteStep(*h.tier, "job", 3, {{"a", kData}}).ok());
+  ASSERT_TRUE(testing::WriteStep(*h.tier, "job", 3, {{"a", kVerifiedData}}).ok());
   const std::string path = Layout::ObjectPath(h.StepDir("job", 3), "a");
   Result<UniqueFd> fd = OpenFile(path, O_RDWR);
   ASSERT_TRUE(fd.ok());
@@ -67,8 +67,8 @@ TEST(MemoryTierVerifiedTest, ARestoreVerifiesAndARestartForgets) {
   m.ns = "job";
   m.step = 4;
   m.node = "node-t";
-  ASSERT_TRUE(store.PutObject("job", 4, "a", kData.data(), kData.size()).ok());
-  m.objects.push_back({"a", kData.size(), ChecksumOf(kData), "node-t"});
+  ASSERT_TRUE(store.PutObject("job", 4, "a", kVerifiedData.data(), kVerifiedData.size()).ok());
+  m.objects.push_back({"a", kVerifiedData.size(), ChecksumOf(kVerifiedData), "node-t"});
   ASSERT_TRUE(store.CommitStep(m).ok());
   ASSERT_TRUE(h.tier->Restore(store, "job", 4).ok());
   EXPECT_LT(AgeOf(*h.tier, "job", 4, "a"), 10'000u);
@@ -78,13 +78,13 @@ TEST(MemoryTierVerifiedTest, ARestoreVerifiesAndARestartForgets) {
 
 TEST(MemoryTierVerifiedTest, MarkVerifiedIgnoresAnotherLifeOfTheStep) {
   TierHarness h;
-  ASSERT_TRUE(testing::WriteStep(*h.tier, "job", 5, {{"a", kData}}).ok());
+  ASSERT_TRUE(testing::WriteStep(*h.tier, "job", 5, {{"a", kVerifiedData}}).ok());
   Result<PinnedObject> pinned = h.tier->ReadCommittedObject("job", 5, "a");
   ASSERT_TRUE(pinned.ok());
   const uint64_t old_life = pinned->instance;
   *pinned = PinnedObject();
   ASSERT_TRUE(h.tier->DeleteStep("job", 5).ok());
-  ASSERT_TRUE(testing::WriteStep(*h.tier, "job", 5, {{"a", kData}}).ok());
+  ASSERT_TRUE(testing::WriteStep(*h.tier, "job", 5, {{"a", kVerifiedData}}).ok());
   h.tier->MarkVerified("job", 5, old_life, "a", std::chrono::steady_clock::now());
   EXPECT_EQ(AgeOf(*h.tier, "job", 5, "a"), kNeverVerified);
   pinned = h.tier->ReadCommittedObject("job", 5, "a");

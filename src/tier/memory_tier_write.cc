@@ -16,11 +16,6 @@
 namespace tierckpt::agent {
 namespace {
 
-Status ValidateStepRef(std::string_view ns, uint64_t step) {
-  TC_RETURN_IF_ERROR(ValidateNamespace(ns));
-  return ValidateStep(step);
-}
-
 std::string JoinNames(const std::vector<std::string>& names, size_t total) {
   std::string out;
   for (size_t i = 0; i < names.size() && i < 10; ++i) {

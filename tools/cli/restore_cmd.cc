@@ -58,10 +58,10 @@ Status WriteVerified(const std::string& ns, uint64_t step, const std::string& ob
 }
 
 // Like the objects: 0644 (before umask), via a temporary file and a rename.
-Status WriteManifest(const std::string& path, const std::string& json) {
+Status WriteManifest(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tierckpt-tmp." + std::to_string(::getpid());
   return WriteFileVia(tmp, path, 0644, /*sync_data=*/false,
-                      [&](int fd) { return PwriteAll(fd, json.data(), json.size(), 0, tmp); });
+                      [&](int fd) { return PwriteAll(fd, text.data(), text.size(), 0, tmp); });
 }
 
 int RunRestore(const GlobalOptions& g, const RestoreOptions& o) {

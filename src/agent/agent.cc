@@ -523,8 +523,9 @@ Status Agent::StartParity(const MemoryTierOptions& tier_options, peer::Millis ti
   Log(LogLevel::kWarn, "parity_experimental")
       .Kv("redundancy", r.ToString())
       .Kv("group", parity_member_->Stats().group)
-      .Kv("why", "the erasure-coded tier folds and reports parity but cannot recover from it yet; the "
-                 "replicas (--replicas) are what protects committed steps");
+      .Kv("why",
+          "the erasure-coded tier rebuilds a lost part of a step on one node from its group's "
+          "survivors, not yet a part of a step spanning nodes; the replicas (--replicas) protect those");
   return Status::Ok();
 }
 

@@ -85,10 +85,12 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option("--replica-spacing", c.replica_spacing, "ring distance between replicas (default 1)");
   app.add_option("--replica-ack", c.replica_ack,
                  "all: a commit returns once every replica is verified (default); none: replicate after commit");
-  app.add_option("--redundancy", c.redundancy,
-                 "rs:K+M or xor:K: also fold each committed part into its group's parity on M other agents "
-                 "(experimental: redundancy is reported in `tierckpt agent status`, nothing is "
-                 "recovered from parity yet; needs --peers with >= K+M agents and --replicas >= 2, which still protect)");
+  app.add_option(
+      "--redundancy", c.redundancy,
+      "rs:K+M or xor:K: also fold each committed part into its group's parity on M other agents "
+      "(experimental: a lost part of a step on one node is rebuilt from its group's survivors, "
+      "a part of a step spanning nodes not yet; needs --peers with >= K+M agents and --replicas >= 2, "
+      "which protect those)");
   app.add_option("--commit-fan-out", c.commit_fan_out,
                  "children per node of the tree a commit spanning nodes goes down (default 16)");
   app.add_option("--peer-timeout-ms", c.peer_timeout_ms,
@@ -360,10 +362,12 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
                              " agents must be listed in the peer hostfile");
     }
     if (c->replicas < 2) {
-      return InvalidArgument("--redundancy " + c->redundancy + " with --replicas " +
-                             std::to_string(c->replicas) + ": the erasure-coded tier is experimental and cannot yet rebuild a lost node's "
-                             "checkpoints from parity (issue 23), so alone it would protect nothing; keep "
-                             "--replicas 2 (or more) beside it, or drop --redundancy");
+      return InvalidArgument(
+          "--redundancy " + c->redundancy + " with --replicas " + std::to_string(c->replicas) +
+          ": the erasure-coded tier is experimental and cannot yet rebuild a lost node's "
+          "part of a step spanning nodes from parity (issue 23), so alone it would leave those "
+          "unprotected; keep "
+          "--replicas 2 (or more) beside it, or drop --redundancy");
     }
     c->redundancy_value = *r;
   }

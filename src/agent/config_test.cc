@@ -85,8 +85,8 @@ TEST(ConfigTest, FlagsAreParsed) {
 
 // Decision 135: the erasure-coded tier's flag is accepted only where it
 // cannot be believed to protect alone: with --peers and beside replicas
-// (--replicas >= 2), since nothing recovers from parity yet. Each refusal
-// says what to use.
+// (--replicas >= 2), since a part of a step spanning nodes is not rebuilt
+// from parity yet (decision 139). Each refusal says what to use.
 TEST(ConfigTest, RedundancyIsAcceptedOnlyWithPeersAndBesideReplicas) {
   const std::vector<std::string> peers = {"--peers", "/tmp/hosts", "--peer-secret-file", "/tmp/secret"};
   auto with_peers = [&](std::vector<std::string> more) {

@@ -230,18 +230,32 @@ Reply Handlers::Show(std::string_view p) {
       durable.clear();  // deleted from the durable tier since
     }
   }
+  std::string elsewhere;  // what the holders and the parity said when they had nothing
   if (!manifest && !d_.cluster->holders().empty()) {
     // Not here (a replacement node?): a replica holder may have it; reading
     // it restores it from there (OpenObject, Restore).
     Result<Manifest> m = d_.cluster->ManifestFromHolders(req.ns, req.step);
-    if (!m.ok()) {
-      Status none = InNoTier(req.ns, req.step);
-      return StatusReply(Status(none.code(), none.message() + "; " + m.status().message()));
+    if (m.ok()) {
+      manifest = std::move(m).value();
+      memory = "peer";
+    } else {
+      elsewhere += "; " + m.status().message();
     }
-    manifest = std::move(m).value();
-    memory = "peer";
   }
-  if (!manifest) return StatusReply(InNoTier(req.ns, req.step));
+  if (!manifest && d_.cluster->HasParity()) {
+    // Nor a replica of it: the group's parity may describe it; reading it
+    // rebuilds it from the group's survivors (OpenObject, RestoreStep).
+    Result<Manifest> m = d_.cluster->ManifestFromParity(req.ns, req.step);
+    if (!m.ok()) elsewhere += "; " + m.status().message();
+    if (m.ok()) {
+      manifest = std::move(m).value();
+      memory = "parity";
+    }
+  }
+  if (!manifest) {
+    Status none = InNoTier(req.ns, req.step);
+    return StatusReply(Status(none.code(), none.message() + elsewhere));
+  }
   return JsonReply(ShowJson(*manifest, memory, durable, durable_error));
 }
 

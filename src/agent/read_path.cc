@@ -168,14 +168,32 @@ Status ReadPath::RestoreStep(const std::string& ns, uint64_t step, std::string* 
     Log(LogLevel::kWarn, "peer_restore_failed")
         .Kv("ns", ns)
         .Kv("step", step)
-        .Kv("next", d_.store != nullptr ? "durable" : "none")
+        .Kv("next", d_.cluster->HasParity() ? "parity" : (d_.store != nullptr ? "durable" : "none"))
         .Err(from_peers);
+  }
+  // No replica holder has it: rebuild it from the group's parity (decision
+  // 139), unless more than M of the group's pieces are gone.
+  Status from_parity = Status::Ok();
+  if (d_.cluster->HasParity()) {
+    Result<std::string> rebuilt = d_.cluster->RestoreFromParity(d_.tier, ns, step);
+    if (rebuilt.ok()) {
+      if (from != nullptr) *from = *rebuilt;
+      return Status::Ok();
+    }
+    from_parity = rebuilt.status();
+    if (from_parity.code() == Code::kUnavailable) return from_parity;  // shutting down
+    Log(LogLevel::kWarn, "parity_restore_failed")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("next", d_.store != nullptr ? "durable" : "none")
+        .Err(from_parity);
   }
   if (d_.store == nullptr) {
     Status none = StepInNoTier(ns, step);
-    if (!has_holders) return none;
-    return Status(none.code(),
-                  none.message() + "; no replica holder has it either (" + from_peers.message() + ")");
+    std::string why;
+    if (has_holders) why += "; no replica holder has it either (" + from_peers.message() + ")";
+    if (!from_parity.ok()) why += "; nor can it be rebuilt from parity (" + from_parity.message() + ")";
+    return Status(none.code(), none.message() + why);
   }
   TC_RETURN_IF_ERROR(d_.tier->Restore(*d_.store, ns, step));
   if (from != nullptr) *from = "the durable tier (" + d_.store->DescribeNamespace(ns) + ")";

@@ -5,7 +5,10 @@
 // Open(ns, step, name) tries, in this fixed order:
 //   1. this node's memory tier;
 //   2. when memory lacks the step: the holders of this node's replicas, then
-//      the durable tier, restoring the step into memory (every object
+//      (with --redundancy rs:K+M) this node's part rebuilt from its group's
+//      survivors (Cluster::RestoreFromParity; logged `parity_restore_failed`
+//      with the group, how many pieces are gone and M when more than M are),
+//      then the durable tier, restoring the step into memory (every object
 //      verified on the way in) and serving it from there;
 //   3. when the step spans nodes and this node's part lacks the object: the
 //      copy of the member's part this node keeps (replicas/<member>), fetched
@@ -85,8 +88,9 @@ class ReadPath {
   // other copies failed verification too; kUnavailable while shutting down.
   Result<ServedObject> Open(const std::string& ns, uint64_t step, const std::string& name, bool repair);
 
-  // Brings a step missing from memory back from the replica holders, then the
-  // durable tier (logging when the holders had nothing). On success *from (if
+  // Brings a step missing from memory back from the replica holders, then
+  // its group's parity, then the durable tier (logging when the holders had
+  // nothing and when the parity could not rebuild it). On success *from (if
   // not null) names where it came from; the error names every tier tried.
   Status RestoreStep(const std::string& ns, uint64_t step, std::string* from = nullptr);
 

@@ -181,10 +181,10 @@ std::string StatsJson(const StatsInput& in) {
                          {"redundant", st.redundant()},
                          {"detail", st.detail}});
       }
-      // "recovery": false says what the scheme does not do yet (decision 135).
-      j["peers"]["parity"] = {{"scheme", p.scheme},   {"group", p.group},
-                              {"index", p.index},     {"holders", p.holders},
-                              {"held_bytes", p.held_bytes}, {"recovery", false},
+      // "recovery": a lost part of a step on one node is rebuilt from its group's survivors (decision 139;
+      // false before it, decision 135).
+      j["peers"]["parity"] = {{"scheme", p.scheme},       {"group", p.group},           {"index", p.index},
+                              {"holders", p.holders},     {"held_bytes", p.held_bytes}, {"recovery", true},
                               {"steps", std::move(steps)}};
     }
   }

@@ -19,6 +19,8 @@
 //                                           → kSubtreeCommitted {sums} | kError
 //   kFoldParity   {ns, step, k, m, group, index, wait_ms} → kParityFolded {folded, members, sealed} | kError
 //   kDropParity   {ns, step}                → kDone {u32 1 = dropped, 0 = held none} | kError
+//   kGetParityRecord {ns, step, group, piece = 0} → kParityRecord {record json} | kError
+//   kGetParityPiece  {ns, step, group, piece}     → stream kObject (metadata: parity_<piece>) | kError
 //
 // `origin` is the node whose data is asked for: the serving agent's own node
 // id means its own memory tier; another node id means the replicas it holds
@@ -182,8 +184,17 @@ TIERCKPT_WIRE_MESSAGE(FoldParityRequest, "FoldParity", TIERCKPT_PEER_FOLD_PARITY
   F(bool, sealed, false, wire::Bool())
 TIERCKPT_WIRE_MESSAGE(ParityFolded, "ParityFolded", TIERCKPT_PEER_PARITY_FOLDED);
 
+// kGetParityRecord's and kGetParityPiece's payload: the group of (ns, step)
+// and, for a piece, its parity index in [0, m) (0 in a record request).
+#define TIERCKPT_PEER_GET_PARITY_REQUEST(F) \
+  F(std::string, ns, {}, wire::Str())       \
+  F(uint64_t, step, 0, wire::U64())         \
+  F(uint32_t, group, 0, wire::U32())        \
+  F(uint32_t, piece, 0, wire::U32())
+TIERCKPT_WIRE_MESSAGE(GetParityRequest, "GetParity", TIERCKPT_PEER_GET_PARITY_REQUEST);
+
 // What a payload without a declared message holds (the Payload column).
-struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's stream
+struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's stream, kParityRecord's JSON
 
 // X(enum, number, name, payload message, fields): a request's payload is
 // PeerRequest and `fields` says which of its fields it carries; any other
@@ -202,13 +213,16 @@ struct RawBytes {};  // kManifest's manifest JSON, kDone's answer, kObject's str
   X(kCommitPart, 10, "CommitPart", wire::CommitStepRequest, 0)                                               \
   X(kPersistPart, 11, "PersistPart", PeerRequest,                                                            \
     Carries(PeerField::origin, PeerField::ns, PeerField::step))                                              \
-  X(kDropReplica, 12, "DropReplica", PeerRequest, Carries(PeerField::ns, PeerField::step))                  \
+  X(kDropReplica, 12, "DropReplica", PeerRequest, Carries(PeerField::ns, PeerField::step))                   \
   X(kCommitSubtree, 13, "CommitSubtree", CommitSubtreeRequest, 0)                                            \
-  X(kSubtreeCommitted, 14, "SubtreeCommitted", SubtreeCommitted, 0)                                        \
+  X(kSubtreeCommitted, 14, "SubtreeCommitted", SubtreeCommitted, 0)                                          \
   X(kCommitRingSubtree, 15, "CommitRingSubtree", CommitRingSubtreeRequest, 0)                                \
   X(kFoldParity, 16, "FoldParity", FoldParityRequest, 0)                                                     \
-  X(kParityFolded, 17, "ParityFolded", ParityFolded, 0)                                                     \
-  X(kDropParity, 18, "DropParity", PeerRequest, Carries(PeerField::ns, PeerField::step))
+  X(kParityFolded, 17, "ParityFolded", ParityFolded, 0)                                                      \
+  X(kDropParity, 18, "DropParity", PeerRequest, Carries(PeerField::ns, PeerField::step))                     \
+  X(kGetParityRecord, 19, "GetParityRecord", GetParityRequest, 0)                                            \
+  X(kGetParityPiece, 20, "GetParityPiece", GetParityRequest, 0)                                              \
+  X(kParityRecord, 21, "ParityRecord", RawBytes, 0)
 
 enum class PeerMsg : uint16_t {
 #define TIERCKPT_PEER_MSG_ENUM(name, number, text, Payload, fields) name = number,

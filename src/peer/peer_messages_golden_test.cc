@@ -58,11 +58,13 @@ TEST(PeerMessagesWireFormatGoldenTest, TheDropReplicaAnswerEncodesToTheVersion1B
 }
 
 TEST(PeerMessagesWireFormatGoldenTest, TypeNumbersAndNamesAreThoseOfVersion1) {
-  const char* const names[] = {"unknown",    "Error",       "GetManifest", "Manifest",  "ListSteps",
-                               "Steps",      "GetObject",   "Object",      "Replicate", "Done",
-                               "CommitPart", "PersistPart", "DropReplica", "CommitSubtree", "SubtreeCommitted",
-                               "CommitRingSubtree", "FoldParity", "ParityFolded", "DropParity", "unknown"};
-  for (uint16_t t = 0; t <= 19; ++t) EXPECT_EQ(PeerMsgName(t), names[t]) << t;
+  const char* const names[] = {"unknown",        "Error",         "GetManifest",      "Manifest",
+                               "ListSteps",      "Steps",         "GetObject",        "Object",
+                               "Replicate",      "Done",          "CommitPart",       "PersistPart",
+                               "DropReplica",    "CommitSubtree", "SubtreeCommitted", "CommitRingSubtree",
+                               "FoldParity",     "ParityFolded",  "DropParity",       "GetParityRecord",
+                               "GetParityPiece", "ParityRecord",  "unknown"};
+  for (uint16_t t = 0; t <= 22; ++t) EXPECT_EQ(PeerMsgName(t), names[t]) << t;
 }
 
 // The commit tree's request and answer (decision 102), as first sent.
@@ -117,6 +119,26 @@ TEST(PeerMessagesWireFormatGoldenTest, TheParityMessagesEncodeToTheirFirstBytes)
   EXPECT_TRUE(answer->sealed);
   EXPECT_FALSE(ParityFolded::Decode("\x03\x00\x00\x00\x04\x00\x00\x00\x02").ok());  // a bool of 2
   EXPECT_FALSE(ParityFolded::Decode(a.Encode() + "x").ok());
+}
+
+// The fetch of a parity record or piece (decision 138), as first sent.
+TEST(PeerMessagesWireFormatGoldenTest, TheParityFetchRequestEncodesToItsFirstBytes) {
+  const GetParityRequest r{"job", 42, 1, 2};
+  EXPECT_EQ(Hex(r.Encode()),
+            "030000006a6f62"    // ns
+            "2a00000000000000"  // step
+            "01000000"          // group
+            "02000000");        // piece
+  Result<GetParityRequest> back = GetParityRequest::Decode(r.Encode());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->Encode(), r.Encode());
+  // A truncated, overlong or absurd frame is a protocol error, never a crash.
+  for (const std::string& bad :
+       {r.Encode() + "x", r.Encode().substr(0, 10), std::string("\xff\xff\xff\xff", 4)}) {
+    Result<GetParityRequest> d = GetParityRequest::Decode(bad);
+    ASSERT_FALSE(d.ok()) << Hex(bad);
+    EXPECT_EQ(d.status().code(), Code::kProtocolError) << d.status().ToString();
+  }
 }
 
 }  // namespace

@@ -117,6 +117,21 @@ class Cluster {
   // failed (its copy stays; ask again).
   virtual Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step) = 0;
 
+  // ---- This node's steps from its group's parity (--redundancy rs:K+M) ----
+  // Whether this node's parts can be rebuilt from its group's parity pieces
+  // (an rs:K+M cluster); false on a single node and without --redundancy.
+  virtual bool HasParity() const = 0;
+  // Rebuilds this node's part of (ns, step) into tier from the survivors of
+  // its group (replication/parity_restore.h, decision 139) and returns what
+  // it was rebuilt from. kFailedPrecondition when more than M of the
+  // group's pieces are gone (naming the group, the count and M) or without
+  // parity; the rebuild's and the restore's errors otherwise.
+  virtual Result<std::string> RestoreFromParity(MemoryTier* tier, std::string_view ns, uint64_t step) = 0;
+  // The manifest of this node's part of (ns, step) as its group's parity
+  // record describes it (the objects; no members, world size 0): kNotFound
+  // when no holder has the group sealed, or without parity.
+  virtual Result<Manifest> ManifestFromParity(std::string_view ns, uint64_t step) = 0;
+
   // ---- Operations ----
   // The "peers" of Stats; nullopt on a single node.
   virtual std::optional<PeerStatsInput> Stats() const = 0;
@@ -144,6 +159,13 @@ class SingleNode final : public Cluster {
   std::map<uint64_t, std::string> StepsOnHolders(std::string_view) override { return {}; }
   Result<std::vector<std::string>> DropReplicas(std::string_view, uint64_t) override {
     return std::vector<std::string>{};
+  }
+  bool HasParity() const override { return false; }
+  Result<std::string> RestoreFromParity(MemoryTier*, std::string_view, uint64_t) override {
+    return FailedPrecondition("a single node keeps no parity");
+  }
+  Result<Manifest> ManifestFromParity(std::string_view, uint64_t) override {
+    return NotFound("a single node keeps no parity");
   }
   std::optional<PeerStatsInput> Stats() const override { return std::nullopt; }
   void AddGauges(std::vector<Gauge>*) const override {}

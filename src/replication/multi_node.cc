@@ -6,6 +6,7 @@
 
 #include "cluster/placement_json.h"
 #include "common/log.h"
+#include "replication/parity_restore.h"
 #include "tier/part_record.h"
 #include "tier/step_state.h"
 
@@ -175,6 +176,39 @@ void MultiNode::AddGauges(std::vector<Gauge>* out) const {
     add("tierckpt_peer_up", "1 if the last request to the peer was answered, 0 if it failed", up ? 1 : 0,
         {{"peer", peer}});
   }
+}
+
+Result<std::string> MultiNode::RestoreFromParity(MemoryTier* tier, std::string_view ns, uint64_t step) {
+  if (d_.parity_member == nullptr)
+    return FailedPrecondition("this agent keeps no parity (no --redundancy rs:K+M)");
+  const std::pair<std::string, uint64_t> key{std::string(ns), step};
+  {
+    MutexLock lock(&parity_mu_);
+    while (rebuilding_.count(key) != 0) parity_cv_.Wait();
+    rebuilding_.insert(key);
+  }
+  // Another reader's rebuild may have brought it in while this one waited.
+  Result<std::string> out =
+      tier->HasCommitted(ns, step)
+          ? Result<std::string>(std::string("a concurrent rebuild from parity"))
+          : agent::RestoreFromParity(d_.parity_member->sender(), d_.replicator, tier, ns, step);
+  MutexLock lock(&parity_mu_);
+  rebuilding_.erase(key);
+  parity_cv_.SignalAll();
+  return out;
+}
+
+Result<Manifest> MultiNode::ManifestFromParity(std::string_view ns, uint64_t step) {
+  if (d_.parity_member == nullptr) return NotFound("this agent keeps no parity (no --redundancy rs:K+M)");
+  const ParitySender& me = d_.parity_member->sender();
+  TC_ASSIGN_OR_RETURN(ec::ParityRecord record, GroupRecord(me, d_.replicator, ns, step));
+  if (me.index() >= record.data.size() || record.data[me.index()].member != d_.node_id) {
+    return FailedPrecondition("the parity record of " + std::string(ns) + " step " + std::to_string(step) +
+                              " does not make node " + d_.node_id + " data member " +
+                              std::to_string(me.index()) +
+                              "; give every agent the same peer list and --redundancy");
+  }
+  return PartManifestFromRecord(record, me.index(), d_.node_id);
 }
 
 }  // namespace tierckpt::agent

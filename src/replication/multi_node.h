@@ -6,13 +6,16 @@
 // Stats and gauges (docs/replication.md, docs/multinode.md); with
 // --redundancy rs:K+M also this node's parity (docs/erasure-coding.md).
 //
-// Thread-safe as its collaborators are. It owns none of them: the agent (or
-// a test) does, and they must outlive it.
+// Thread-safe as its collaborators are (its own state, the steps being
+// rebuilt from parity, is under parity_mu_). It owns none of them: the agent
+// (or a test) does, and they must outlive it.
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/work_queue.h"
 #include "replication/cluster.h"
 #include "replication/parity_holder.h"
@@ -35,8 +38,9 @@ struct MultiNodeDeps {
   std::function<std::string()> listen;
   // The erasure-coded tier (--redundancy rs:K+M, decision 135); both nullptr
   // without it. After each commit the member sends this node's part to its
-  // group's parity holders (beside the replicas, never instead of them); a
-  // delete drops the step's parity too.
+  // group's parity holders; a delete drops the step's parity too; a part
+  // lost with this node's memory is rebuilt from the group's survivors
+  // (RestoreFromParity, decision 139).
   ParityMember* parity_member = nullptr;
   const ParityHolder* parity_holder = nullptr;
 };
@@ -66,6 +70,9 @@ class MultiNode final : public Cluster {
     return d_.replicator->StepsOnPeers(ns);
   }
   Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step) override;
+  bool HasParity() const override { return d_.parity_member != nullptr; }
+  Result<std::string> RestoreFromParity(MemoryTier* tier, std::string_view ns, uint64_t step) override;
+  Result<Manifest> ManifestFromParity(std::string_view ns, uint64_t step) override;
   std::optional<PeerStatsInput> Stats() const override;
   void AddGauges(std::vector<Gauge>* out) const override;
   void Shutdown() override { d_.replicas->Shutdown(); }
@@ -79,6 +86,13 @@ class MultiNode final : public Cluster {
   Result<Manifest> CoordinatorPart(const Manifest& own);
   // Const after construction.
   const MultiNodeDeps d_;
+
+  // The steps being rebuilt from parity now: a reader of a step another
+  // reader is rebuilding waits for that rebuild rather than run its own
+  // (a restore opens a step's objects in parallel).
+  Mutex parity_mu_;
+  CondVar parity_cv_{&parity_mu_};
+  std::set<std::pair<std::string, uint64_t>> rebuilding_ GUARDED_BY(parity_mu_);
 };
 
 }  // namespace tierckpt::agent

@@ -286,6 +286,28 @@ Result<ec::ParityRecord> ParityHolder::Record(std::string_view ns, uint64_t step
   return ec::ParityRecord::Parse(json, path);
 }
 
+Result<ParityHolder::HeldPiece> ParityHolder::ReadPiece(std::string_view ns, uint64_t step, uint32_t group,
+                                                        uint32_t j) const {
+  TC_ASSIGN_OR_RETURN(ec::ParityRecord record, Record(ns, step, group));
+  const ec::ParityPiece* piece = record.FindParity(j);
+  if (piece == nullptr) {
+    return NotFound(GroupLabel(ns, step, group) + ": this node holds no parity piece " + std::to_string(j) +
+                    " of it");
+  }
+  const std::string path = PiecePath(ns, step, group, j);
+  TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> root, OpenRoot(/*create=*/false));
+  if (!root.has_value()) return NotFound(path + " is missing");
+  const std::string rel =
+      std::string(ns) + "/" + StepDirName(step) + "/" + GroupDirName(group) + "/" + PieceName(j);
+  TC_ASSIGN_OR_RETURN(std::string bytes,
+                      ReadFileBeneath(root->get(), rel, static_cast<size_t>(piece->length), path));
+  if (bytes.size() != piece->length) {
+    return Corruption(path + " is " + std::to_string(bytes.size()) + " bytes where its record says " +
+                      std::to_string(piece->length));
+  }
+  return HeldPiece{std::move(bytes), piece->checksum};
+}
+
 Result<bool> ParityHolder::Drop(std::string_view ns, uint64_t step) { return DropWhere(ns, step, std::nullopt); }
 
 Result<bool> ParityHolder::DropGroup(std::string_view ns, uint64_t step, uint32_t group) {

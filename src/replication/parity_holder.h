@@ -27,9 +27,9 @@
 // At start, Recover re-indexes root (decision 132): a sealed group whose
 // record and pieces check out is held again, anything else is removed.
 //
-// What it does not do yet: scrub the pieces while it runs (only Recover
-// checks them), or rebuild a lost part from them (ec/rebuild.h; the next
-// slice of issue 23).
+// ReadPiece hands a sealed piece to a node rebuilding a lost member's part
+// (decision 138). What it does not do yet: scrub the pieces while it runs
+// (only Recover checks them).
 //
 // Thread-safe. Folds of different groups run at once; folds of one group run
 // one at a time (a per-group mutex held while the part streams in, never the
@@ -142,6 +142,17 @@ class ParityHolder {
   // group is not sealed here (never seen, or some parts missing), kCorruption
   // for a damaged file.
   Result<ec::ParityRecord> Record(std::string_view ns, uint64_t step, uint32_t group) const;
+  // Parity piece j of the sealed group, read whole from its file, with the
+  // checksum the record gives it (for a replacement node rebuilding a lost
+  // part, decision 138). The bytes are not hashed here: the caller sends the
+  // record's checksum as the stream's, so damage at rest fails on arrival.
+  // kNotFound when the group is not sealed here or its record describes no
+  // piece j; kCorruption for a damaged record or a file of another length.
+  struct HeldPiece {
+    std::string bytes;
+    std::string checksum;  // the record's, "xxh3-64:<16 hex>"
+  };
+  Result<HeldPiece> ReadPiece(std::string_view ns, uint64_t step, uint32_t group, uint32_t j) const;
   // Where piece j of the group is (or would be) kept.
   std::string PiecePath(std::string_view ns, uint64_t step, uint32_t group, uint32_t j) const;
 

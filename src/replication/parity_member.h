@@ -76,6 +76,9 @@ class ParityMember {
   Result<ParityStepState> State(std::string_view ns, uint64_t step) const;
   // For status.
   ParityStatsInput Stats() const;
+  // This node's group, layout and requests (a rebuild of its part from the
+  // group's survivors: parity_restore.h).
+  const ParitySender& sender() const { return sender_; }
   // Blocks until every queued send has run (tests).
   void Drain() { queue_->Drain(); }
   // Ends the sends in flight within one slice of their wait (at shutdown,

@@ -1,10 +1,13 @@
 // parity_service.cc — PeerService's answers to kFoldParity (peer_service.h,
 // decision 126): who may ask, which piece of which group, and the pull of the
 // caller's part into the ParityHolder; and to kDropParity (decision 131):
-// only a data member of a group drops that group's parity.
+// only a data member of a group drops that group's parity; and to
+// kGetParityRecord and kGetParityPiece (decision 138): a sealed group's record
+// and pieces, for a node rebuilding its part.
 #include <algorithm>
 #include <chrono>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "replication/peer_part_source.h"
@@ -121,6 +124,72 @@ Result<bool> PeerService::DropParity(const std::string& origin, const PeerReques
       .Kv("group", group->index)
       .Kv("held", *dropped);
   return *dropped;
+}
+
+bool PeerService::AnswerParityRead(peer::Connection* conn, const peer::Frame& request) {
+  const auto type = static_cast<PeerMsg>(request.type);
+  auto fail = [&](const Status& s) {
+    peer::Frame f;
+    f.type = static_cast<uint16_t>(PeerMsg::kError);
+    f.request_id = request.request_id;
+    f.payload = EncodePeerError(s);
+    Status sent = conn->Send(f);
+    if (!sent.ok()) Log(LogLevel::kWarn, "peer_reply_failed").Kv("peer", conn->Describe()).Err(sent);
+    return sent.ok();
+  };
+  Result<peer::GetParityRequest> r = peer::GetParityRequest::Decode(request.payload);
+  if (!r.ok()) {
+    Log(LogLevel::kWarn, "peer_protocol").Kv("peer", conn->Describe()).Err(r.status());
+    return false;
+  }
+  Status valid = ValidateNamespace(r->ns);
+  if (valid.ok()) valid = ValidateStep(r->step);
+  if (!valid.ok()) return fail(valid);
+  const bool record_only = type == PeerMsg::kGetParityRecord;
+  const std::string what =
+      std::string(record_only ? "the parity record" : "parity piece " + std::to_string(r->piece)) +
+      " of group " + std::to_string(r->group) + " of " + r->ns + " step " + std::to_string(r->step) +
+      " asked by node " + conn->peer().node_id + " of node " + deps_.node_id;
+  if (deps_.parity == nullptr || deps_.parity_layout == nullptr) {
+    return fail(FailedPrecondition(what +
+                                   ": this agent keeps no parity (it runs without --redundancy rs:K+M); "
+                                   "give every agent the same --redundancy"));
+  }
+  if (record_only) {
+    Result<ec::ParityRecord> record = deps_.parity->Record(r->ns, r->step, r->group);
+    if (!record.ok()) return fail(record.status().WithContext(what));
+    peer::Frame f;
+    f.type = static_cast<uint16_t>(PeerMsg::kParityRecord);
+    f.request_id = request.request_id;
+    f.payload = record->ToJson();
+    Status sent = conn->Send(f);
+    if (!sent.ok()) Log(LogLevel::kWarn, "peer_reply_failed").Kv("peer", conn->Describe()).Err(sent);
+    return sent.ok();
+  }
+  Result<ParityHolder::HeldPiece> piece = deps_.parity->ReadPiece(r->ns, r->step, r->group, r->piece);
+  if (!piece.ok()) return fail(piece.status().WithContext(what));
+  peer::StreamHeader h;
+  h.type = static_cast<uint16_t>(PeerMsg::kObject);
+  h.request_id = request.request_id;
+  h.object_id = request.request_id;
+  h.size = piece->bytes.size();
+  h.metadata = "parity_" + std::to_string(r->piece);
+  // The record's checksum goes out as the stream's: the receiver hashes what
+  // lands against it, so a piece damaged at rest fails there, by name.
+  Result<Checksum> known = Checksum::Parse(piece->checksum);
+  Status sent = known.ok() ? conn->SendStreamKnown(h, piece->bytes.data(), piece->bytes.size(), *known)
+                           : conn->SendStream(h, piece->bytes.data(), piece->bytes.size());
+  if (sent.ok()) {
+    Log(LogLevel::kInfo, "parity_piece_sent")
+        .Kv("to", conn->peer().node_id)
+        .Kv("ns", r->ns)
+        .Kv("step", r->step)
+        .Kv("group", r->group)
+        .Kv("piece", r->piece);
+    return true;
+  }
+  Log(LogLevel::kWarn, "peer_send_failed").Kv("peer", conn->Describe()).Kv("what", what).Err(sent);
+  return sent.code() != Code::kUnavailable && sent.code() != Code::kTimeout && sent.code() != Code::kIoError;
 }
 
 }  // namespace tierckpt::agent

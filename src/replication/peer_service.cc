@@ -150,6 +150,9 @@ bool PeerService::Answer(peer::Connection* conn, const peer::Frame& request) {
       }
       return reply(PeerMsg::kParityFolded, folded->Encode());
     }
+    case PeerMsg::kGetParityRecord:
+    case PeerMsg::kGetParityPiece:
+      return AnswerParityRead(conn, request);
     case PeerMsg::kCommitSubtree:
     case PeerMsg::kCommitRingSubtree: {
       Result<SubtreeSum> sum = type == PeerMsg::kCommitSubtree

@@ -31,6 +31,12 @@
 //       replica it holds for an origin that cannot (docs/multinode.md).
 //   DropReplica {ns, step}  the caller (an origin) deleted its step: this
 //       agent deletes its replica of it, answering whether it held one.
+//   FoldParity / DropParity  the erasure-coded tier's member requests
+//       (parity_service.cc, decisions 126 and 131).
+//   GetParityRecord / GetParityPiece {ns, step, group, piece}  a sealed
+//       group's record, or one parity piece this agent holds streamed whole,
+//       for a node rebuilding its part from its group's survivors
+//       (parity_service.cc, decision 138).
 //
 // Caps: with deps.replicate_rate, the objects of this agent's own tier are
 // streamed chunk by chunk, each chunk paid for first (RateLimiter::Acquire,
@@ -146,6 +152,10 @@ class PeerService {
   // the group origin is a data member of, nothing else (decision 131);
   // whether any was held.
   Result<bool> DropParity(const std::string& origin, const PeerRequest& r);
+  // kGetParityRecord and kGetParityPiece (parity_service.cc): answers or
+  // streams; false when the connection must close (a malformed payload, a
+  // stream broken mid-way).
+  bool AnswerParityRead(peer::Connection* conn, const peer::Frame& request);
 
   const PeerServiceDeps deps_;
   const RingId ring_id_;  // of deps_.ring (zero without one)

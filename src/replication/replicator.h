@@ -99,6 +99,8 @@ class Replicator {
                            peer::Millis reply_timeout, bool* answered_error = nullptr);
   // The timeout each request's connect uses.
   peer::Millis timeout() const { return timeout_; }
+  // The transport every request goes through (parity_restore.h reads pieces with it).
+  peer::Transport* transport() const { return transport_; }
 
   // ---- Steps spanning nodes ----
   // The holders of node's replicas, replica 1 first (node itself excluded).

@@ -9,6 +9,7 @@ group's pieces and record under <root>/parity/<ns>/step_<n>/group_<g>/.
 Failures are real SIGKILLs.
 """
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -16,7 +17,7 @@ import time
 import pytest
 
 from agent_harness import write_hostfile  # tests/harness, on the path from conftest.py
-from conftest import WRITER_BIN
+from conftest import WRITER_BIN, assert_dirs_equal
 from peer_cluster import PeerCluster
 from peer_cluster import wait_for as shared_wait_for
 
@@ -54,6 +55,28 @@ class Cluster(PeerCluster):
     def group_dir(self, holder, ns, step, group):
         return self.nodes[holder].root / "parity" / ns / f"step_{step:010d}" / f"group_{group}"
 
+    def replica_holders(self, node):
+        return json.loads(self.nodes[node].cli("agent", "status", "--json").stdout)["peers"]["holders"]
+
+    def lost_together(self, data):
+        """Two data members of a group that hold each other's only replica (with --replica-spacing 3 over
+        six agents a node's replica holder is the node three places on): killing both leaves no replica
+        of either, so only their group's parity can restore them."""
+        pairs = [(a, b) for a in data for b in data
+                 if a < b and self.replica_holders(a) == [b] and self.replica_holders(b) == [a]]
+        assert pairs, f"no two members of {data} hold each other's replica: " + \
+            str({n: self.replica_holders(n) for n in data})
+        return pairs[0]
+
+    def replace(self, node):
+        """A fresh agent with an empty tmpfs root (a new machine) under the node's id; its durable directory
+        stays (the shared durable tier)."""
+        a = self.nodes[node]
+        assert not a.alive()
+        shutil.rmtree(a.root, ignore_errors=True)
+        a.start()
+        return a
+
 
 @pytest.fixture
 def cluster(agents, tmp_path):
@@ -82,9 +105,10 @@ def test_after_a_commit_every_holder_seals_its_groups_pieces_and_every_member_re
         assert c.step_state(node, "j", STEP)["redundant"] is True
     # The human status says what the scheme does not do (decision 135).
     text = c["n1"].cli("agent", "status").stdout
-    assert "parity         rs:4+2 (experimental, no recovery from parity yet: replicas protect)" in text, text
+    assert "parity         rs:4+2 (experimental: rebuilds lost parts of steps on one node; replicas protect the rest)" \
+        in text, text
     assert f"parity step    j/{STEP}: redundant" in text, text
-    assert c.parity("n1")["recovery"] is False
+    assert c.parity("n1")["recovery"] is True  # decision 139
     for g, (data, holders) in groups.items():
         for j, holder in enumerate(holders):
             d = c.group_dir(holder, "j", STEP, g)
@@ -249,3 +273,66 @@ def test_a_restarted_member_reports_its_steps_unknown_until_its_next_commit_asks
     write_part(c[data[0]], "j", STEP + 1, 0)
     wait_for(lambda: c.step_state(data[0], "j", STEP)["state"] == "redundant",
              what=f"{data[0]} to learn step {STEP} is still redundant: {c.step_state(data[0], 'j', STEP)}")
+
+
+def write_parts(c, ns, step, tmp_path, *extra):
+    """Every node commits its part of (ns, step); returns each node's reference copy."""
+    refs = {}
+    for i, node in enumerate(sorted(c.nodes)):
+        refs[node] = tmp_path / f"ref_{node}"
+        c[node].writer("--ns", ns, "--step", step, "--objects", 3, "--size", MiB + 4096 * i, "--seed", 100 + i,
+                       "--ref-dir", refs[node], *extra)
+    return refs
+
+
+def test_two_killed_members_of_a_four_plus_two_group_are_restored_byte_identical_from_the_survivors(
+        cluster, tmp_path):
+    # Decision 139. The two victims hold each other's only replica, and nothing was persisted: without the
+    # rebuild from parity neither replacement finds its part in any tier.
+    c = cluster(6, "--replica-spacing", "3")
+    data, holders = c.groups()[0]
+    a, b = c.lost_together(data)
+    refs = write_parts(c, "j", STEP, tmp_path)
+    for node in data:
+        wait_for(lambda: (c.step_state(node, "j", STEP) or {}).get("state") == "redundant",
+                 what=f"{node} to report j/{STEP} redundant: {c.step_state(node, 'j', STEP)}")
+    c[a].kill(signal.SIGKILL)
+    c[b].kill(signal.SIGKILL)
+    for node in (a, b):
+        c.replace(node)
+        # Before any byte moves, `show` answers from the group's parity record (this node's objects).
+        shown = c[node].cli_json("show", "j", STEP)
+        assert shown["memory"] != "committed", shown
+        assert sorted(o["name"] for o in shown["manifest"]["objects"]) == \
+            sorted(str(p.relative_to(refs[node])) for p in refs[node].rglob("*") if p.is_file()), shown
+        out = tmp_path / f"out_{node}"
+        c[node].cli("restore", "j", STEP, "--to", out)
+        assert_dirs_equal(refs[node], out)
+        log = c[node].log_text()
+        assert f"event=restored_from_parity ns=j step={STEP} group=0" in log, log[-3000:]
+        assert "restored_from_peer" not in log
+        assert c[node].steps("j")[STEP]["memory"] == "committed"  # back in the replacement's memory
+    # The first replacement rebuilt from the two other members and both parity pieces, b being gone then.
+    others = [n for n in data if n not in (a, b)]
+    assert f"data={','.join(others)} parity={','.join(holders)}" in c[a].log_text()
+
+
+def test_three_killed_members_of_a_four_plus_two_group_fall_back_to_the_durable_tier_saying_so(cluster, tmp_path):
+    c = cluster(6, "--replica-spacing", "3")
+    data, holders = c.groups()[0]
+    a, b = c.lost_together(data)
+    third = next(n for n in data if n not in (a, b))
+    refs = write_parts(c, "d", STEP, tmp_path, "--persist", "--wait-durable")
+    for node in data:
+        wait_for(lambda: (c.step_state(node, "d", STEP) or {}).get("state") == "redundant",
+                 what=f"{node} to report d/{STEP} redundant: {c.step_state(node, 'd', STEP)}")
+    for node in (a, b, third):
+        c[node].kill(signal.SIGKILL)
+    c.replace(a)
+    out = tmp_path / "out"
+    c[a].cli("restore", "d", STEP, "--to", out)
+    assert_dirs_equal(refs[a], out)
+    log = c[a].log_text()
+    assert f"event=parity_restore_failed ns=d step={STEP} next=durable" in log, log[-3000:]
+    assert f"parity group 0 of d step {STEP}: 3 of its 6 pieces are gone (M = 2)" in log, log[-3000:]
+    assert "restored_from_parity" not in log

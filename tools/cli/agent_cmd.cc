@@ -171,11 +171,14 @@ void PrintStatus(const json& j) {
       if (auto h = parity->find("holders"); h != parity->end() && h->is_array()) {
         for (const json& id : *h) on += (on.empty() ? "" : ", ") + (id.is_string() ? id.get<std::string>() : "?");
       }
-      // Decision 135: the scheme is reported, never relied on, until recovery exists.
-      std::printf("  parity         %s (experimental, no recovery from parity yet: replicas protect), group %s, "
-                  "parity on %s; holding %s of other groups' parity\n",
-                  Str(*parity, "scheme").c_str(), Num(*parity, "group").c_str(), on.c_str(),
-                  Size(*parity, "held_bytes").c_str());
+      // Decisions 135 and 139: a lost part of a step on one node is rebuilt from parity; replicas
+      // still protect the parts of steps spanning nodes, which are not.
+      std::printf(
+          "  parity         %s (experimental: rebuilds lost parts of steps on one node; replicas "
+          "protect the rest), group %s, "
+          "parity on %s; holding %s of other groups' parity\n",
+          Str(*parity, "scheme").c_str(), Num(*parity, "group").c_str(), on.c_str(),
+          Size(*parity, "held_bytes").c_str());
       if (auto steps = parity->find("steps"); steps != parity->end() && steps->is_array()) {
         for (const json& st : *steps) {
           if (!st.is_object()) continue;

@@ -1,0 +1,64 @@
+// parity_restore.h — a replacement node's part of a committed step rebuilt
+// from the survivors of its rs:K+M group (issue 23 item 3, decision 139).
+//
+// A node that lost its memory (a new machine under the same node id) and
+// whose part of (ns, step) no replica holder has asks its group's M parity
+// holders for the group's record (kGetParityRecord; the holders' records are
+// merged) and its data members for their part manifests (kGetManifest).
+// A data member counts as a survivor only when its part is the one the
+// record describes (same objects, sizes and checksums: ParityPartIdentity),
+// a holder only when its record describes its piece. With fewer than the
+// group's data members' count of survivors (more than M of the group's
+// pieces gone, this node's included) nothing is read and the answer is
+// kFailedPrecondition naming the group, how many pieces are gone, M and why
+// each is: the caller falls back to the durable tier. Otherwise
+// ec::RebuildPiece decodes this node's piece from K survivors (data pieces
+// first, each fetched whole over the peer transport; a corrupt survivor is
+// set aside and another used, decision 124) into memory, every object is
+// checked against the record's checksum, and the part is restored into the
+// tier with MemoryTier::Restore (checked again, published last) under a
+// manifest made from the record (PartManifestFromRecord).
+//
+// Not rebuilt: a part of a step spanning nodes (a survivor's part names the
+// step's members: kFailedPrecondition, the durable tier serves it), since
+// the record does not carry the lost part's membership fields.
+//
+// Memory: the rebuilt part is held in process memory twice (the rebuild's
+// output, then the staging store Restore reads), and each survivor used is
+// fetched whole into a buffer. Thread-safe (no shared state); blocking.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ec/parity_record.h"
+#include "replication/parity_sender.h"
+#include "replication/replicator.h"
+#include "tier/memory_tier.h"
+#include "tierckpt/manifest.h"
+#include "tierckpt/status.h"
+
+namespace tierckpt::agent {
+
+// The part manifest of data index `index` of the record's group: its
+// objects (written by `node`), ns and step; world size unknown (0), no
+// members (a step on one node), created now.
+Manifest PartManifestFromRecord(const ec::ParityRecord& record, uint32_t index, const std::string& node);
+
+// This node's record of its group's parity of (ns, step), merged from every
+// holder that answers; kNotFound naming each holder and its answer when none
+// has it sealed.
+Result<ec::ParityRecord> GroupRecord(const ParitySender& me, Replicator* replicator, std::string_view ns,
+                                     uint64_t step);
+
+// Rebuilds this node's part of (ns, step) (me: its group and index) from
+// its group's survivors and restores it into tier. Returns what it was
+// rebuilt from ("parity group 0: data n2, n3; parity n5, n6"). Errors:
+// kFailedPrecondition when fewer survivors than needed remain (more than M
+// pieces gone), naming the counts and each piece's state, or when the step
+// spans nodes; RebuildPiece's and Restore's errors with context.
+Result<std::string> RestoreFromParity(const ParitySender& me, Replicator* replicator, MemoryTier* tier,
+                                      std::string_view ns, uint64_t step);
+
+}  // namespace tierckpt::agent

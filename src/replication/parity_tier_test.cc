@@ -29,7 +29,7 @@ using testing::Node;
 using testing::WriteStep;
 using namespace std::chrono_literals;
 
-constexpr uint64_t kStep = 7;
+constexpr uint64_t kTierStep = 7;
 
 class ParityTierTest : public ::testing::Test {
  protected:
@@ -53,7 +53,7 @@ class ParityTierTest : public ::testing::Test {
   }
   void CommitGroupParts(const cluster::ParityGroup& g) {
     for (size_t i = 0; i < g.data.size(); ++i) {
-      ASSERT_TRUE(WriteStep(*nodes[g.data[i]]->h.tier, "job", kStep, PartOf(i)).ok());
+      ASSERT_TRUE(WriteStep(*nodes[g.data[i]]->h.tier, "job", kTierStep, PartOf(i)).ok());
     }
   }
   ParitySender SenderOf(const std::string& id) {
@@ -86,7 +86,7 @@ class ParityTierTest : public ::testing::Test {
   }
   std::string ReadPiece(const std::string& holder, uint32_t group, uint32_t j) {
     Result<std::string> bytes =
-        ReadFileToString(nodes[holder]->parity->PiecePath("job", kStep, group, j), size_t{1} << 30);
+        ReadFileToString(nodes[holder]->parity->PiecePath("job", kTierStep, group, j), size_t{1} << 30);
     EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
     return bytes.ok() ? *bytes : "";
   }
@@ -107,7 +107,7 @@ TEST_F(ParityTierTest, EveryHolderSealsThePiecesAnIndependentEncodeGivesAndEvery
   std::vector<ParityReport> reports(g.data.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < g.data.size(); ++i) {
-    threads.emplace_back([&, i] { reports[i] = SenderOf(g.data[i]).SendParity("job", kStep, 20s); });
+    threads.emplace_back([&, i] { reports[i] = SenderOf(g.data[i]).SendParity("job", kTierStep, 20s); });
   }
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < reports.size(); ++i) {
@@ -119,7 +119,7 @@ TEST_F(ParityTierTest, EveryHolderSealsThePiecesAnIndependentEncodeGivesAndEvery
   for (uint32_t j = 0; j < g.parity.size(); ++j) {
     const std::string& holder = g.parity[j];
     EXPECT_TRUE(ReadPiece(holder, g.index, j) == expected[j]) << "piece " << j << " on " << holder;
-    Result<ec::ParityRecord> record = nodes[holder]->parity->Record("job", kStep, g.index);
+    Result<ec::ParityRecord> record = nodes[holder]->parity->Record("job", kTierStep, g.index);
     ASSERT_TRUE(record.ok()) << record.status().ToString();
     ASSERT_EQ(record->parity.size(), 1u);  // a holder describes the piece it holds
     EXPECT_EQ(record->parity[0].index, j);
@@ -130,18 +130,18 @@ TEST_F(ParityTierTest, EveryHolderSealsThePiecesAnIndependentEncodeGivesAndEvery
     EXPECT_EQ(nodes[holder]->parity->used_bytes(), expected[j].size());
   }
   // A member retrying after a lost answer gets the state, nothing folds twice.
-  ParityReport again = SenderOf(g.data[0]).SendParity("job", kStep, 0ms);
+  ParityReport again = SenderOf(g.data[0]).SendParity("job", kTierStep, 0ms);
   EXPECT_TRUE(again.redundant()) << again.Describe();
   EXPECT_TRUE(ReadPiece(g.parity[0], g.index, 0) == expected[0]);
 
   // Deletes reach the holders: the pieces and the record go, the budget is back.
-  Result<std::vector<std::string>> dropped = SenderOf(g.data[0]).DropParity("job", kStep);
+  Result<std::vector<std::string>> dropped = SenderOf(g.data[0]).DropParity("job", kTierStep);
   ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
   EXPECT_EQ(dropped->size(), 2u);
   for (const std::string& holder : g.parity) {
-    EXPECT_EQ(nodes[holder]->parity->Record("job", kStep, g.index).status().code(), Code::kNotFound);
+    EXPECT_EQ(nodes[holder]->parity->Record("job", kTierStep, g.index).status().code(), Code::kNotFound);
     EXPECT_EQ(nodes[holder]->parity->used_bytes(), 0u);
-    EXPECT_FALSE(std::filesystem::exists(nodes[holder]->parity->PiecePath("job", kStep, g.index, 0)));
+    EXPECT_FALSE(std::filesystem::exists(nodes[holder]->parity->PiecePath("job", kTierStep, g.index, 0)));
   }
 }
 
@@ -150,7 +150,7 @@ TEST_F(ParityTierTest, AHolderThatSawOnlySomePartsPublishesNothing) {
   const cluster::ParityGroup& g = layout.groups[0];
   CommitGroupParts(g);
   for (size_t i = 0; i + 1 < g.data.size(); ++i) {
-    ParityReport r = SenderOf(g.data[i]).SendParity("job", kStep, 0ms);
+    ParityReport r = SenderOf(g.data[i]).SendParity("job", kTierStep, 0ms);
     EXPECT_FALSE(r.redundant()) << r.Describe();
     for (const ParityAck& a : r.holders) {
       ASSERT_TRUE(a.status.ok()) << a.status.ToString();
@@ -160,20 +160,20 @@ TEST_F(ParityTierTest, AHolderThatSawOnlySomePartsPublishesNothing) {
     }
   }
   // Waiting does not make a missing part appear: the answer says so in time.
-  ParityReport waited = SenderOf(g.data[0]).SendParity("job", kStep, 100ms);
+  ParityReport waited = SenderOf(g.data[0]).SendParity("job", kTierStep, 100ms);
   EXPECT_FALSE(waited.redundant());
   EXPECT_NE(waited.Describe().find("2 of 3 folded"), std::string::npos) << waited.Describe();
-  Status not_yet = SenderOf(g.data[1]).MakeRedundant("job", kStep, 0ms);
+  Status not_yet = SenderOf(g.data[1]).MakeRedundant("job", kTierStep, 0ms);
   EXPECT_EQ(not_yet.code(), Code::kUnavailable) << not_yet.ToString();
   EXPECT_NE(not_yet.message().find("not redundant"), std::string::npos) << not_yet.ToString();
   for (uint32_t j = 0; j < g.parity.size(); ++j) {
     ParityHolder& holder = *nodes[g.parity[j]]->parity;
-    EXPECT_EQ(holder.Record("job", kStep, g.index).status().code(), Code::kNotFound);
-    EXPECT_FALSE(std::filesystem::exists(holder.PiecePath("job", kStep, g.index, j)));
+    EXPECT_EQ(holder.Record("job", kTierStep, g.index).status().code(), Code::kNotFound);
+    EXPECT_FALSE(std::filesystem::exists(holder.PiecePath("job", kTierStep, g.index, j)));
     EXPECT_GT(holder.used_bytes(), 0u);  // the folding piece counts against the budget
   }
   // The last part seals it.
-  EXPECT_TRUE(SenderOf(g.data.back()).MakeRedundant("job", kStep, 0ms).ok());
+  EXPECT_TRUE(SenderOf(g.data.back()).MakeRedundant("job", kTierStep, 0ms).ok());
   const std::vector<std::string> expected = ExpectedParity(g);
   for (uint32_t j = 0; j < g.parity.size(); ++j) {
     EXPECT_TRUE(ReadPiece(g.parity[j], g.index, j) == expected[j]) << j;
@@ -191,7 +191,7 @@ TEST_F(ParityTierTest, AShortLastGroupSealsWithItsFewerMembersAsIfTheRestWereZer
   std::vector<Status> results(g.data.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < g.data.size(); ++i) {
-    threads.emplace_back([&, i] { results[i] = SenderOf(g.data[i]).MakeRedundant("job", kStep, 20s); });
+    threads.emplace_back([&, i] { results[i] = SenderOf(g.data[i]).MakeRedundant("job", kTierStep, 20s); });
   }
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < results.size(); ++i) {
@@ -200,7 +200,7 @@ TEST_F(ParityTierTest, AShortLastGroupSealsWithItsFewerMembersAsIfTheRestWereZer
   const std::vector<std::string> expected = ExpectedParity(g);
   for (uint32_t j = 0; j < g.parity.size(); ++j) {
     EXPECT_TRUE(ReadPiece(g.parity[j], g.index, j) == expected[j]) << j;
-    Result<ec::ParityRecord> record = nodes[g.parity[j]]->parity->Record("job", kStep, g.index);
+    Result<ec::ParityRecord> record = nodes[g.parity[j]]->parity->Record("job", kTierStep, g.index);
     ASSERT_TRUE(record.ok()) << record.status().ToString();
     EXPECT_EQ(record->data.size(), 2u);
     EXPECT_EQ(record->k, 3u);
@@ -213,17 +213,17 @@ TEST_F(ParityTierTest, APartCorruptedInTransitIsRefusedAndFoldsCleanlyWhenSentAg
   CommitGroupParts(g);
   // The first object stream the member's agent sends has a byte flipped.
   nodes[g.data[0]]->faults->CorruptNthStream(1, 4096);
-  ParityReport bad = SenderOf(g.data[0]).SendParity("job", kStep, 0ms);
+  ParityReport bad = SenderOf(g.data[0]).SendParity("job", kTierStep, 0ms);
   ASSERT_EQ(bad.holders.size(), 1u);
   EXPECT_EQ(bad.holders[0].status.code(), Code::kCorruption) << bad.Describe();
   EXPECT_NE(bad.holders[0].status.message().find(g.data[0]), std::string::npos) << bad.Describe();
   EXPECT_FALSE(bad.redundant());
   nodes[g.data[0]]->faults->ClearFaults();
   // The refused part was taken out: the group folds as if it never came.
-  EXPECT_FALSE(SenderOf(g.data[0]).SendParity("job", kStep, 0ms).redundant());
-  EXPECT_TRUE(SenderOf(g.data[1]).SendParity("job", kStep, 0ms).redundant());
+  EXPECT_FALSE(SenderOf(g.data[0]).SendParity("job", kTierStep, 0ms).redundant());
+  EXPECT_TRUE(SenderOf(g.data[1]).SendParity("job", kTierStep, 0ms).redundant());
   EXPECT_TRUE(ReadPiece(g.parity[0], g.index, 0) == ExpectedParity(g)[0]);
-  EXPECT_TRUE(nodes[g.parity[0]]->parity->Record("job", kStep, g.index).ok());
+  EXPECT_TRUE(nodes[g.parity[0]]->parity->Record("job", kTierStep, g.index).ok());
 }
 
 TEST_F(ParityTierTest, AFoldTheHoldersLayoutDoesNotGiveAndBadFramesAreRefused) {
@@ -234,7 +234,7 @@ TEST_F(ParityTierTest, AFoldTheHoldersLayoutDoesNotGiveAndBadFramesAreRefused) {
   auto ask = [&](const peer::FoldParityRequest& r) {
     return member.Call(g.parity[0], PeerMsg::kFoldParity, r.Encode(), PeerMsg::kParityFolded, 5000ms).status();
   };
-  peer::FoldParityRequest r{"job", kStep, 2, 1, g.index, 0, 0};
+  peer::FoldParityRequest r{"job", kTierStep, 2, 1, g.index, 0, 0};
   r.index = 1;  // the other member's piece
   Status s = ask(r);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
@@ -257,7 +257,7 @@ TEST_F(ParityTierTest, AFoldTheHoldersLayoutDoesNotGiveAndBadFramesAreRefused) {
   r.wait_ms = 0;
   EXPECT_TRUE(ask(r).ok());
   // Nothing was folded by the refused requests: one of two parts is in.
-  EXPECT_EQ(nodes[g.parity[0]]->parity->WaitSealed("job", kStep, g.index, std::chrono::steady_clock::now()).folded,
+  EXPECT_EQ(nodes[g.parity[0]]->parity->WaitSealed("job", kTierStep, g.index, std::chrono::steady_clock::now()).folded,
             1u);
 }
 
@@ -267,7 +267,7 @@ TEST_F(ParityTierTest, DropParityFromANodeThatIsNoDataMemberOfTheGroupIsRefusedA
   CommitGroupParts(g);
   std::vector<std::thread> threads;
   for (const std::string& id : g.data) {
-    threads.emplace_back([&, id] { EXPECT_TRUE(SenderOf(id).MakeRedundant("job", kStep, 20s).ok()) << id; });
+    threads.emplace_back([&, id] { EXPECT_TRUE(SenderOf(id).MakeRedundant("job", kTierStep, 20s).ok()) << id; });
   }
   for (std::thread& t : threads) t.join();
   const std::string& holder = g.parity[0];
@@ -277,20 +277,20 @@ TEST_F(ParityTierTest, DropParityFromANodeThatIsNoDataMemberOfTheGroupIsRefusedA
   for (const auto& [id, node] : nodes) {
     if (id == holder || std::find(g.data.begin(), g.data.end(), id) != g.data.end()) continue;
     ++refused;
-    const std::string request = EncodePeerRequest(PeerMsg::kDropParity, {"", "job", kStep, ""});
+    const std::string request = EncodePeerRequest(PeerMsg::kDropParity, {"", "job", kTierStep, ""});
     Status s = node->replicator->Call(holder, PeerMsg::kDropParity, request, PeerMsg::kDone, 5000ms).status();
     EXPECT_EQ(s.code(), Code::kPermissionDenied) << id << ": " << s.ToString();
     EXPECT_NE(s.message().find("only a group's data members may drop its parity"), std::string::npos)
         << s.ToString();
   }
   EXPECT_EQ(refused, 1);  // the other holder, a data member of group 1
-  EXPECT_TRUE(nodes[holder]->parity->Record("job", kStep, g.index).ok());
-  EXPECT_TRUE(std::filesystem::exists(nodes[holder]->parity->PiecePath("job", kStep, g.index, 0)));
+  EXPECT_TRUE(nodes[holder]->parity->Record("job", kTierStep, g.index).ok());
+  EXPECT_TRUE(std::filesystem::exists(nodes[holder]->parity->PiecePath("job", kTierStep, g.index, 0)));
   // A data member may.
-  Result<std::vector<std::string>> dropped = SenderOf(g.data[3]).DropParity("job", kStep);
+  Result<std::vector<std::string>> dropped = SenderOf(g.data[3]).DropParity("job", kTierStep);
   ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
   EXPECT_EQ(dropped->size(), 2u);
-  EXPECT_EQ(nodes[holder]->parity->Record("job", kStep, g.index).status().code(), Code::kNotFound);
+  EXPECT_EQ(nodes[holder]->parity->Record("job", kTierStep, g.index).status().code(), Code::kNotFound);
 }
 
 // ---- one holder, no network ----

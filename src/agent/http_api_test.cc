@@ -291,7 +291,14 @@ TEST(HttpApiTest, NamespacesAndStepsOutliveARestartOnTheSameRoot) {
   EXPECT_EQ(nlohmann::json::parse(r->body)["steps_to_retain_per_rank"], 1);
   EXPECT_EQ(a.Get("/v1/cp/checkpoints/job/0/1")->body, "one");
   ASSERT_EQ(a.PostShard("job", 0, 2, "two")->status, 200);
-  EXPECT_EQ(a.Get("/v1/cp/checkpoints/job/latest")->body, "[2]");  // steps_retained 1, applied again
+  // steps_retained 1, applied again: retention drops step 1 just after step 2's commit is answered
+  // (the drop is logged after the 200), so the listing is polled for it, up to 5 s.
+  std::string latest = a.Get("/v1/cp/checkpoints/job/latest")->body;
+  for (int i = 0; i < 500 && latest != "[2]"; ++i) {
+    usleep(10000);
+    latest = a.Get("/v1/cp/checkpoints/job/latest")->body;
+  }
+  EXPECT_EQ(latest, "[2]");
 }
 
 }  // namespace

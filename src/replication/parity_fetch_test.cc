@@ -35,16 +35,9 @@ class ParityFetchTest : public ::testing::Test {
   // Four nodes, rs:2+1: group 0 is two members and one holder; both parts
   // committed and sent, so the holder seals.
   void SetUp() override {
-    const cluster::Membership members = Members(4);
-    for (int i = 1; i <= 4; ++i) {
-      const std::string id = "n" + std::to_string(i);
-      nodes[id] = std::make_unique<Node>(id, net, members);
-    }
-    Result<cluster::ParityLayout> placed =
-        cluster::PlaceParity(nodes["n1"]->replicator->placement().ring, 2, 1);
+    Result<cluster::ParityLayout> placed = testing::StartParityNodes(nodes, net, 4, 2, 1);
     ASSERT_TRUE(placed.ok()) << placed.status().ToString();
     layout = *placed;
-    for (auto& [id, node] : nodes) node->parity_layout = layout;
     g = layout.groups[0];
     ASSERT_EQ(g.data.size(), 2u);
     holder = g.parity[0];

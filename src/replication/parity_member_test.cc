@@ -30,15 +30,9 @@ class ParityMemberTest : public ::testing::Test {
  protected:
   void SetUp() override {
     members = Members(6);
-    for (int i = 1; i <= 6; ++i) {
-      const std::string id = "n" + std::to_string(i);
-      nodes[id] = std::make_unique<Node>(id, net, members);
-    }
-    Result<cluster::ParityLayout> placed =
-        cluster::PlaceParity(nodes["n1"]->replicator->placement().ring, 4, 2);
+    Result<cluster::ParityLayout> placed = testing::StartParityNodes(nodes, net, 6, 4, 2);
     ASSERT_TRUE(placed.ok()) << placed.status().ToString();
     layout = *placed;
-    for (auto& [id, node] : nodes) node->parity_layout = layout;
     group = layout.groups[0];
     for (const std::string& id : group.data) {
       Result<ParitySender> sender = ParitySender::Create(nodes[id]->replicator.get(), layout, id);

@@ -34,16 +34,9 @@ constexpr uint64_t kStep = 11;
 class ParityRestoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const cluster::Membership members = Members(6);
-    for (int i = 1; i <= 6; ++i) {
-      const std::string id = "n" + std::to_string(i);
-      nodes[id] = std::make_unique<Node>(id, net, members, /*replicas=*/1);
-    }
-    Result<cluster::ParityLayout> placed =
-        cluster::PlaceParity(nodes["n1"]->replicator->placement().ring, 4, 2);
+    Result<cluster::ParityLayout> placed = testing::StartParityNodes(nodes, net, 6, 4, 2, /*replicas=*/1);
     ASSERT_TRUE(placed.ok()) << placed.status().ToString();
     layout = *placed;
-    for (auto& [id, node] : nodes) node->parity_layout = layout;
     g = layout.groups[0];
     ASSERT_EQ(g.data.size(), 4u);
     for (size_t i = 0; i < g.data.size(); ++i) {

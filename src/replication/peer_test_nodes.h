@@ -146,4 +146,21 @@ inline std::string Bytes(size_t n, char seed) {
   return s;
 }
 
+// Nodes "n1".."n<count>" of one cluster on net, each given the rs:k+m layout placed on their ring
+// (what every parity test starts from); returns the layout, for the test to pick its groups.
+inline Result<cluster::ParityLayout> StartParityNodes(std::map<std::string, std::unique_ptr<Node>>& nodes,
+                                                      const std::shared_ptr<peer::InMemoryNetwork>& net, int count,
+                                                      uint32_t k, uint32_t m, uint32_t replicas = 2) {
+  const cluster::Membership members = Members(count);
+  for (int i = 1; i <= count; ++i) {
+    const std::string id = "n" + std::to_string(i);
+    nodes[id] = std::make_unique<Node>(id, net, members, replicas);
+  }
+  Result<cluster::ParityLayout> placed = cluster::PlaceParity(nodes["n1"]->replicator->placement().ring, k, m);
+  if (placed.ok()) {
+    for (auto& [id, node] : nodes) node->parity_layout = *placed;
+  }
+  return placed;
+}
+
 }  // namespace tierckpt::agent::testing

@@ -5,18 +5,20 @@
 #   1. the unit tests (ctest) in the release build,
 #   2. the integration tests (pytest, real tierckptd processes, SIGKILLs;
 #      TIERCKPT_TEST_WORKERS pytest-xdist workers, default 2); the ASan+UBSan
-#      and fuzz trees compile in the background, niced, from here to 6,
+#      and fuzz trees compile in the background, niced, from setup on,
 #   3. the Python package's tests (real torch 2.13.0, multi-process gloo
-#      groups, real agents; the Ray Train ones run beside steps 1 and 2),
+#      groups, real agents; the Ray Train ones run in the background from
+#      setup on, and 6 and 7 run beside this phase once their tree is built),
 #   4. a subset of them on torch 2.14.1 in .venv-torch2.14, with steps saved
 #      under each release loaded under the other (scripts/torch_matrix.sh),
-#   5. the wheel: scripts/wheel.sh builds and repairs it, tests/wheel installs
-#      it into a new venv outside the repository (torch 2.13.0, numpy, the
-#      wheel with --no-deps) and runs two ranks through the agent it ships
-#      (~1 min),
+#   5. beside 4, the wheel: scripts/wheel.sh builds and repairs it, tests/wheel
+#      installs it into a new venv outside the repository (torch 2.13.0, numpy,
+#      the wheel with --no-deps) and runs two ranks through the agent it ships,
 #   6. the unit tests again under AddressSanitizer + UBSan (a clang build,
 #      which also checks the lock annotations: -Wthread-safety -Werror),
-#   7. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 15).
+#   7. each fuzz target for a bounded time (TIERCKPT_FUZZ_SECONDS, default 15),
+#      one at a time.
+# The background runs' logs are printed and counted at the end (decision 144).
 # Exits non-zero if anything fails. Needs no standard input.
 #
 #   scripts/test.sh --quick [AREA]   the working loop (minutes, not the whole
@@ -56,6 +58,9 @@ step() {
 }
 
 QUICK=0
+# This run's small files: exit statuses and times of the background chains, the integration gate.
+RUN_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tierckpt-test.XXXXXX")
+trap 'rm -rf "$RUN_TMP"' EXIT
 AREA=""
 if [ "${1:-}" = "--quick" ]; then
   QUICK=1
@@ -100,8 +105,26 @@ else
   # agents (190 CPU-s in 259 s of wall on 2 cores), so a cold compile takes the idle cores and the
   # tests keep theirs; their phases come last, after the Python, torch 2.14.1 and wheel phases, which
   # leave part of a core idle for it (decision 140). With a warm compiler cache it takes seconds.
+  # Once built, and once the integration phase is over (the gate file below), the same background
+  # chain runs the ASan+UBSan unit tests and then the fuzz targets one at a time, beside the Python
+  # phase, whose torch ranks leave a third of the cores idle (decision 144); their logs are printed and
+  # counted at the end. Each link's exit status goes to a file in $RUN_TMP.
   sanitizer_start=$SECONDS
-  nice -n 19 scripts/setup.sh asan fuzz >/tmp/tierckpt-build-sanitizers.log 2>&1 &
+  (
+    nice -n 19 scripts/setup.sh asan fuzz >/tmp/tierckpt-build-sanitizers.log 2>&1
+    echo $? >"$RUN_TMP/sanitizer-build.rc"
+    echo $((SECONDS - sanitizer_start)) >"$RUN_TMP/sanitizer-build.s"
+    [ "$(cat "$RUN_TMP/sanitizer-build.rc")" -eq 0 ] || exit 0
+    # ($$ is this script's shell: if it exits early, the chain ends instead of waiting forever.)
+    while [ ! -e "$RUN_TMP/integration-done" ]; do kill -0 $$ 2>/dev/null || exit 0; sleep 1; done
+    echo $((SECONDS - START)) >"$RUN_TMP/sanitizer-tests.start"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir build/asan -j "$JOBS" --output-on-failure >/tmp/tierckpt-ctest-asan.log 2>&1
+    echo $? >"$RUN_TMP/asan-ctest.rc"
+    TIERCKPT_FUZZ_JOBS=1 tests/fuzz/run_fuzz.sh build/fuzz "$FUZZ_SECONDS" >/tmp/tierckpt-fuzz.log 2>&1
+    echo $? >"$RUN_TMP/fuzz.rc"
+    echo $((SECONDS - START)) >"$RUN_TMP/sanitizer-tests.end"
+  ) &
   sanitizer_pid=$!
   # A failed prefetch costs nothing but its time: the setup below installs again and says why.
   wait "$prefetch_pid" || { cat /tmp/tierckpt-torch-prefetch.log; echo "test.sh: the torch 2.14.1 prefetch failed" >&2; }
@@ -224,6 +247,34 @@ step "integration tests (real agents, ${TIERCKPT_TEST_WORKERS:-2} workers)"
 TIERCKPT_BIN_DIR="$ROOT/build/release/tools" run_pytest "integration tests" /tmp/tierckpt-pytest.log \
   -n "${TIERCKPT_TEST_WORKERS:-2}" tests/integration
 
+touch "$RUN_TMP/integration-done"
+
+# The Ray Train tests are still running (started after setup), and the ASan+UBSan unit tests and the
+# fuzz targets start beside this phase once their tree is built (decision 144).
+step "Python package tests (torch DCP, gloo, real agents; the Ray Train, ASan+UBSan and fuzz runs beside)"
+run_pytest "python tests" /tmp/tierckpt-pytest-python.log python/tests --ignore="${RAY_TESTS[0]}" \
+  --deselect "${RAY_TESTS[1]}"
+
+# torch 2.14.1, the newest release of the supported range 2.9 to 2.14 (decision 80): the DCP front's
+# documented subset in .venv-torch2.14, and steps saved under each of 2.13 and 2.14 loaded under the
+# other (scripts/torch_matrix.sh; the tests are bounded to 180 s). The wheel phase runs beside it: each
+# leaves half the cores idle alone (decision 144).
+step "torch 2.14.1: the DCP front's subset and cross-release loads (scripts/torch_matrix.sh; the wheel beside)"
+( wheel_phase tests/wheel >/tmp/tierckpt-wheel-phase.log 2>&1; echo $? >"$RUN_TMP/wheel.rc" ) &
+wheel_pid=$!
+matrix_start=$SECONDS
+scripts/torch_matrix.sh test 2.14.1 2>&1 | tee /tmp/tierckpt-pytest-torch214.log
+matrix_rc=${PIPESTATUS[0]}
+count_pytest "torch 2.14.1 subset" /tmp/tierckpt-pytest-torch214.log "$matrix_rc"
+echo "torch 2.14.1 phase: $((SECONDS - matrix_start)) s"
+
+step "wheel: scripts/wheel.sh, installed into a new venv, two ranks through its agent (run beside torch 2.14.1)"
+wait "$wheel_pid"
+cat /tmp/tierckpt-wheel-phase.log
+wheel_rc=$(cat "$RUN_TMP/wheel.rc" 2>/dev/null || echo 1)
+touch /tmp/tierckpt-pytest-wheel.log
+count_pytest "wheel" /tmp/tierckpt-pytest-wheel.log "$wheel_rc"
+
 step "Ray Train tests (started at $((ray_start - START)) s)"
 wait "$ray_pid"
 ray_rc=$?
@@ -231,54 +282,28 @@ cat /tmp/tierckpt-pytest-ray.log
 count_pytest "Ray Train tests" /tmp/tierckpt-pytest-ray.log "$ray_rc"
 echo "Ray Train tests: done $((SECONDS - ray_start)) s after they started"
 
-step "Python package tests (torch DCP, gloo, real agents)"
-run_pytest "python tests" /tmp/tierckpt-pytest-python.log python/tests --ignore="${RAY_TESTS[0]}" \
-  --deselect "${RAY_TESTS[1]}"
-
-# torch 2.14.1, the newest release of the supported range 2.9 to 2.14 (decision 80): the DCP front's
-# documented subset in .venv-torch2.14, and steps saved under each of 2.13 and 2.14 loaded under the
-# other (scripts/torch_matrix.sh; the tests are bounded to 180 s).
-step "torch 2.14.1: the DCP front's subset and cross-release loads (scripts/torch_matrix.sh)"
-matrix_start=$SECONDS
-scripts/torch_matrix.sh test 2.14.1 2>&1 | tee /tmp/tierckpt-pytest-torch214.log
-matrix_rc=${PIPESTATUS[0]}
-count_pytest "torch 2.14.1 subset" /tmp/tierckpt-pytest-torch214.log "$matrix_rc"
-echo "torch 2.14.1 phase: $((SECONDS - matrix_start)) s"
-
-step "wheel: scripts/wheel.sh, installed into a new venv, two ranks through its agent"
-wheel_rc=0
-wheel_phase tests/wheel || wheel_rc=1
-touch /tmp/tierckpt-pytest-wheel.log
-count_pytest "wheel" /tmp/tierckpt-pytest-wheel.log "$wheel_rc"
-
-# The ASan+UBSan and fuzz phases come last: with a cold compiler cache their tree is still compiling
-# (niced) when the integration phase ends, and the Python, torch 2.14.1 and wheel phases leave a core
-# partly idle for it (decision 140); with a warm cache it is built long before.
-step "ASan+UBSan and fuzz builds (started in the background at $((sanitizer_start - START)) s)"
-sanitizers_built=1
-if wait "$sanitizer_pid"; then
+# The ASan+UBSan and fuzz chain (started after setup): with a cold compiler cache its tree compiles,
+# niced, for most of the run; its tests ran beside the Python phase once it was built.
+step "ASan+UBSan and fuzz (built in the background from $((sanitizer_start - START)) s, tested beside the phases above)"
+wait "$sanitizer_pid"
+if [ "$(cat "$RUN_TMP/sanitizer-build.rc" 2>/dev/null || echo 1)" -eq 0 ]; then
   grep -E '^\[setup\] built ' /tmp/tierckpt-build-sanitizers.log
-else
-  tail -60 /tmp/tierckpt-build-sanitizers.log
-  echo "the ASan+UBSan or fuzz build failed (whole log: /tmp/tierckpt-build-sanitizers.log)"
-  sanitizers_built=0
-  failed=$((failed + 1)); failures+=("ASan+UBSan/fuzz build")
-fi
-echo "done $((SECONDS - sanitizer_start)) s after it started"
-
-if [ "$sanitizers_built" -eq 1 ]; then
-  step "unit tests (ASan + UBSan)"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build/asan -j "$JOBS" --output-on-failure 2>&1 | tee /tmp/tierckpt-ctest-asan.log
-  [ "${PIPESTATUS[0]}" -eq 0 ] || failures+=("unit tests (asan)")
+  echo "built $(cat "$RUN_TMP/sanitizer-build.s") s after it started; its tests ran from $(cat "$RUN_TMP/sanitizer-tests.start") s to $(cat "$RUN_TMP/sanitizer-tests.end") s"
+  printf '\n---- unit tests (ASan + UBSan) ----\n'
+  cat /tmp/tierckpt-ctest-asan.log
+  [ "$(cat "$RUN_TMP/asan-ctest.rc" 2>/dev/null || echo 1)" -eq 0 ] || failures+=("unit tests (asan)")
   count_ctest /tmp/tierckpt-ctest-asan.log
-
-  step "fuzz targets, ${FUZZ_SECONDS}s each"
-  if tests/fuzz/run_fuzz.sh build/fuzz "$FUZZ_SECONDS"; then
+  printf '\n---- fuzz targets, %ss each, one at a time ----\n' "$FUZZ_SECONDS"
+  cat /tmp/tierckpt-fuzz.log
+  if [ "$(cat "$RUN_TMP/fuzz.rc" 2>/dev/null || echo 1)" -eq 0 ]; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1)); failures+=("fuzzing")
   fi
+else
+  tail -60 /tmp/tierckpt-build-sanitizers.log
+  echo "the ASan+UBSan or fuzz build failed (whole log: /tmp/tierckpt-build-sanitizers.log)"
+  failed=$((failed + 1)); failures+=("ASan+UBSan/fuzz build")
 fi
 
 echo

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import signal
+import sys
 import warnings
 
 import torch
@@ -108,6 +109,14 @@ def main() -> None:
         # no process shuts its group down while the other still has work in flight.
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+        # Then leave without tearing down main()'s locals or the interpreter (decision 143): freeing the
+        # Trainer frees DDP's Reducer, whose reference is the gloo group's last one, so ~ProcessGroupGloo
+        # runs with the GIL held and waits for a gloo worker thread that needs the GIL to free its work's
+        # tensors (pytorch/pytorch#56297). Seen twice under load: rank 1 logged "end", its main thread
+        # sat in <module> at the call of main(), one thread with no Python frame alive, for 240 s.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

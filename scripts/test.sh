@@ -97,8 +97,13 @@ else
   # the reference suite's cleanup (`ray stop --force`) ends every Ray process.
   ray_start=$SECONDS
   echo "[test] the Ray Train tests start in the background (log: /tmp/tierckpt-pytest-ray.log)"
-  PATH="$ROOT/.venv/bin:$PATH" VIRTUAL_ENV="$ROOT/.venv" .venv/bin/python -m pytest -q --durations=5 "${RAY_TESTS[@]}" \
-    >/tmp/tierckpt-pytest-ray.log 2>&1 &
+  (
+    PATH="$ROOT/.venv/bin:$PATH" VIRTUAL_ENV="$ROOT/.venv" .venv/bin/python -m pytest -q --durations=5 "${RAY_TESTS[@]}" \
+      >/tmp/tierckpt-pytest-ray.log 2>&1
+    rc=$?
+    touch "$RUN_TMP/ray-done"
+    exit "$rc"
+  ) &
   ray_pid=$!
   # The ASan+UBSan and fuzz trees compile in the background, at the lowest CPU priority, while the
   # release tree's unit tests and the integration tests run (decision 105): those mostly wait on
@@ -115,8 +120,13 @@ else
     echo $? >"$RUN_TMP/sanitizer-build.rc"
     echo $((SECONDS - sanitizer_start)) >"$RUN_TMP/sanitizer-build.s"
     [ "$(cat "$RUN_TMP/sanitizer-build.rc")" -eq 0 ] || exit 0
-    # ($$ is this script's shell: if it exits early, the chain ends instead of waiting forever.)
-    while [ ! -e "$RUN_TMP/integration-done" ]; do kill -0 $$ 2>/dev/null || exit 0; sleep 1; done
+    # Its tests wait for the integration phase and the Ray Train tests to end: the reference's Ray
+    # suite runs under a time bound (420 s) and took 445 s with the ASan tests, the Python phase and a
+    # C++ build beside it. ($$ is this script's shell: if it exits early, the chain ends.)
+    while [ ! -e "$RUN_TMP/integration-done" ] || [ ! -e "$RUN_TMP/ray-done" ]; do
+      kill -0 $$ 2>/dev/null || exit 0
+      sleep 1
+    done
     echo $((SECONDS - START)) >"$RUN_TMP/sanitizer-tests.start"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       ctest --test-dir build/asan -j "$JOBS" --output-on-failure >/tmp/tierckpt-ctest-asan.log 2>&1

@@ -524,8 +524,9 @@ Status Agent::StartParity(const MemoryTierOptions& tier_options, peer::Millis ti
       .Kv("redundancy", r.ToString())
       .Kv("group", parity_member_->Stats().group)
       .Kv("why",
-          "the erasure-coded tier rebuilds a lost part of a step on one node from its group's "
-          "survivors, not yet a part of a step spanning nodes; the replicas (--replicas) protect those");
+          "the erasure-coded tier rebuilds a lost part of a step from its group's survivors only "
+          "once the step is redundant, which the commit does not wait for (--replica-ack applies to "
+          "replicas only)");
   return Status::Ok();
 }
 

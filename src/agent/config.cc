@@ -88,9 +88,9 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
   app.add_option(
       "--redundancy", c.redundancy,
       "rs:K+M or xor:K: also fold each committed part into its group's parity on M other agents "
-      "(experimental: a lost part of a step on one node is rebuilt from its group's survivors, "
-      "a part of a step spanning nodes not yet; needs --peers with >= K+M agents and --replicas >= 2, "
-      "which protect those)");
+      "(experimental: a lost part of a step is rebuilt from its group's survivors once the step is "
+      "redundant, which the commit does not wait for; needs --peers with >= K+M agents; with --replicas 1 "
+      "parity is the only copy on peers)");
   app.add_option("--commit-fan-out", c.commit_fan_out,
                  "children per node of the tree a commit spanning nodes goes down (default 16)");
   app.add_option("--peer-timeout-ms", c.peer_timeout_ms,
@@ -346,9 +346,10 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
     if (c->peer_listen.empty()) c->peer_listen = "0.0.0.0:" + std::to_string(dns->port);
   }
   if (!c->redundancy.empty()) {
-    // Decision 135: nothing accepts a scheme it would not honour. The parity
-    // path is wired (each part folded on its group's holders, redundancy
-    // reported), recovery from it is not: parity only beside replicas.
+    // Decision 135: nothing accepts a scheme it would not honour. Decision
+    // 142: every lost part, of a step on one node or spanning nodes, is
+    // rebuilt from parity (decisions 139, 141), so replicas are no longer
+    // required beside it (--replicas 1 is parity alone).
     Result<cluster::Redundancy> r = cluster::ParseRedundancy(c->redundancy);
     if (!r.ok()) return r.status().WithContext("--redundancy");
     if (r->kind == cluster::Redundancy::Kind::kReplicas) {
@@ -360,14 +361,6 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
                              std::to_string(r->k) + " agents is held by " + std::to_string(r->m) +
                              " others, so at least " + std::to_string(r->k + r->m) +
                              " agents must be listed in the peer hostfile");
-    }
-    if (c->replicas < 2) {
-      return InvalidArgument(
-          "--redundancy " + c->redundancy + " with --replicas " + std::to_string(c->replicas) +
-          ": the erasure-coded tier is experimental and cannot yet rebuild a lost node's "
-          "part of a step spanning nodes from parity (issue 23), so alone it would leave those "
-          "unprotected; keep "
-          "--replicas 2 (or more) beside it, or drop --redundancy");
     }
     c->redundancy_value = *r;
   }

@@ -41,10 +41,10 @@
 //   replica_ack      --replica-ack      all (commit waits for every replica) | none
 //   redundancy       --redundancy       "" (none); rs:K+M or xor:K (= rs:K+1): each committed part is
 //                                      also folded into its group's parity on M other agents (issue 23).
-//                                      Experimental: a lost part of a step on one node is rebuilt from its
-//                                      group's survivors (decision 139), a part of a step spanning nodes not
-//                                      yet, so accepted only with --peers and --replicas >= 2 (decision
-//                                      135); replicas:R is refused (use --replicas R). Fewer
+//                                      Experimental: a lost part of a step (on one node or spanning
+//                                      nodes) is rebuilt from its group's survivors (decisions 139, 141);
+//                                      accepted with --peers and any --replicas, 1 included (decision
+//                                      142); replicas:R is refused (use --replicas R). Fewer
 //                                      than K+M agents in --peers is refused at start.
 //   commit_fan_out   --commit-fan-out   16 (children per node of the tree a commit spanning nodes goes
 //                                      down, decision 102; 1..1024)

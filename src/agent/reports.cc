@@ -181,8 +181,8 @@ std::string StatsJson(const StatsInput& in) {
                          {"redundant", st.redundant()},
                          {"detail", st.detail}});
       }
-      // "recovery": a lost part of a step on one node is rebuilt from its group's survivors (decision 139;
-      // false before it, decision 135).
+      // "recovery": a lost part of a step, on one node or spanning nodes, is rebuilt from its group's
+      // survivors (decisions 139 and 141; false before them, decision 135).
       j["peers"]["parity"] = {{"scheme", p.scheme},       {"group", p.group},           {"index", p.index},
                               {"holders", p.holders},     {"held_bytes", p.held_bytes}, {"recovery", true},
                               {"steps", std::move(steps)}};

@@ -176,7 +176,7 @@ Status ParityAccumulator::Fold(uint32_t index, const Manifest& part, ObjectSourc
                            std::to_string(index));
     }
   }
-  DataPiece piece{.member = part.node};
+  DataPiece piece{.member = part.node, .part = HeaderOf(part)};
   for (const ObjectEntry& o : part.objects) {
     if (o.size > UINT64_MAX - piece.length) {
       return InvalidArgument(Where(config_) + ": the part of node " + part.node +

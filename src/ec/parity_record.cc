@@ -22,7 +22,77 @@ Status Bad(std::string_view source, const std::string& what) {
 
 std::string DataAt(size_t i) { return "data[" + std::to_string(i) + "]"; }
 
+// The part manifest fields a PartHeader holds, as the manifest spells them.
+constexpr std::string_view kHeaderKeys[] = {"world_size", "created_unix_ms", "members", "member_ref",
+                                            "placement"};
+
+bool IsHeaderKey(std::string_view key) {
+  return std::find(std::begin(kHeaderKeys), std::end(kHeaderKeys), key) != std::end(kHeaderKeys);
+}
+
+Manifest ManifestOf(const ParityRecord& r, const DataPiece& d, const PartHeader& h) {
+  Manifest m;
+  m.ns = r.ns;
+  m.step = r.step;
+  m.node = d.member;
+  m.world_size = h.world_size;
+  m.created_unix_ms = h.created_unix_ms;
+  m.members = h.members;
+  m.member_ref = h.member_ref;
+  m.placement = h.placement;
+  for (const PieceObject& o : d.objects) m.objects.push_back({o.name, o.size, o.checksum, d.member});
+  return m;
+}
+
+// The header's fields as the part manifest writes them (Manifest::ToJson).
+json HeaderJson(const ParityRecord& r, const DataPiece& d, const PartHeader& h) {
+  DataPiece bare{.member = d.member};
+  const json whole = json::parse(ManifestOf(r, bare, h).ToJson(), nullptr, /*allow_exceptions=*/false);
+  json out = json::object();
+  for (std::string_view key : kHeaderKeys) {
+    if (auto it = whole.find(key); it != whole.end()) out[std::string(key)] = *it;
+  }
+  return out;
+}
+
+// A data piece's "part", read as the manifest reads these fields.
+Result<PartHeader> ParseHeader(const json& part, const ParityRecord& r, const std::string& member,
+                               const std::string& where) {
+  if (!part.is_object()) return InvalidArgument("field \"" + where + "\" must be an object");
+  json whole = json::object();
+  for (const auto& [key, value] : part.items()) {
+    if (!IsHeaderKey(key)) {
+      return InvalidArgument("field " + QuoteForMessage(where + "." + key) + " is not a part manifest field");
+    }
+    whole[key] = value;
+  }
+  whole["format"] = kManifestFormat;
+  whole["version"] = kManifestVersion;
+  whole["namespace"] = r.ns;
+  whole["step"] = r.step;
+  whole["node"] = member;
+  whole["objects"] = json::array();
+  Result<Manifest> m = Manifest::Parse(whole.dump(), "fields of " + where);
+  if (!m.ok()) {
+    // The manifest's advice (restore the step from another tier) is not this record's.
+    std::string why = m.status().message();
+    if (size_t cut = why.find("; the step cannot be trusted"); cut != std::string::npos) why.resize(cut);
+    return InvalidArgument(why);
+  }
+  if (m->checksums_pending || m->span) return InvalidArgument("field \"" + where + "\" holds a field it may not");
+  return HeaderOf(*m);
+}
+
 }  // namespace
+
+PartHeader HeaderOf(const Manifest& part) {
+  return PartHeader{part.world_size, part.created_unix_ms, part.members, part.member_ref, part.placement};
+}
+
+std::optional<Manifest> ParityRecord::PartManifest(uint32_t i) const {
+  if (i >= data.size() || !data[i].part) return std::nullopt;
+  return ManifestOf(*this, data[i], *data[i].part);
+}
 
 uint64_t ParityRecord::PieceLength() const {
   uint64_t longest = 0;
@@ -52,7 +122,9 @@ std::string ParityRecord::ToJson() const {
     for (const PieceObject& o : d.objects) {
       objs.push_back({{"name", o.name}, {"size", o.size}, {"checksum", o.checksum}});
     }
-    ds.push_back({{"member", d.member}, {"piece_length", d.length}, {"objects", std::move(objs)}});
+    json dj = {{"member", d.member}, {"piece_length", d.length}, {"objects", std::move(objs)}};
+    if (d.part) dj["part"] = HeaderJson(*this, d, *d.part);
+    ds.push_back(std::move(dj));
   }
   j["data"] = std::move(ds);
   json ps = json::array();
@@ -99,6 +171,9 @@ Status ParityRecord::Validate() const {
       return InvalidArgument(DataAt(i) + ".piece_length is " + std::to_string(d.length) +
                              " but its objects' sizes sum to " + std::to_string(sum));
     }
+    if (d.part) {
+      TC_RETURN_IF_ERROR(ManifestOf(*this, d, *d.part).Validate().WithContext(DataAt(i) + ".part"));
+    }
   }
   if (parity.empty()) return InvalidArgument("parity lists no piece");
   const uint64_t len = PieceLength();
@@ -124,8 +199,16 @@ Status ParityRecord::Validate() const {
 }
 
 Status ParityRecord::Merge(const ParityRecord& other) {
-  if (ns != other.ns || step != other.step || group != other.group || k != other.k || m != other.m ||
-      data != other.data) {
+  // The data pieces, each header taken from whichever record has it.
+  std::vector<DataPiece> joined = data;
+  bool same = data.size() == other.data.size();
+  for (size_t i = 0; same && i < joined.size(); ++i) {
+    DataPiece theirs = other.data[i];
+    if (!joined[i].part) joined[i].part = theirs.part;
+    if (!theirs.part) theirs.part = joined[i].part;
+    same = joined[i] == theirs;
+  }
+  if (ns != other.ns || step != other.step || group != other.group || k != other.k || m != other.m || !same) {
     return InvalidArgument(
         "parity records of " + ns + " step " + std::to_string(step) + " group " + std::to_string(group) +
         " and of " + other.ns + " step " + std::to_string(other.step) + " group " +
@@ -149,6 +232,7 @@ Status ParityRecord::Merge(const ParityRecord& other) {
   std::sort(merged.begin(), merged.end(),
             [](const ParityPiece& a, const ParityPiece& b) { return a.index < b.index; });
   parity = std::move(merged);
+  data = std::move(joined);
   return Status::Ok();
 }
 
@@ -227,6 +311,11 @@ Result<ParityRecord> ParityRecord::Parse(std::string_view text, std::string_view
       TC_RETURN_IF_ERROR(num(obj, "size", owhere, UINT64_MAX, &po.size));
       TC_RETURN_IF_ERROR(str(obj, "checksum", owhere, &po.checksum));
       piece.objects.push_back(std::move(po));
+    }
+    if (auto part = d.find("part"); part != d.end()) {
+      Result<PartHeader> h = ParseHeader(*part, r, piece.member, DataAt(i) + ".part");
+      if (!h.ok()) return Bad(source, h.status().message());
+      piece.part = std::move(*h);
     }
     r.data.push_back(std::move(piece));
   }

@@ -12,11 +12,23 @@
 // holds; Merge joins the records of several holders) the piece's index in
 // [0, M), its length and the XXH3-64 of its bytes.
 //
-// JSON (format "tierckpt.parity", version 1; docs/decisions.md 123):
+// Each data index also carries its part manifest's other fields (`part`,
+// decision 141): world size, creation time and, for a part of a step spanning
+// nodes, its membership (the member list and placement of the coordinator's
+// part, or the member_ref of another's), so a lost part is published again
+// exactly as its manifest was. Records written before decision 141 have no
+// `part`; they still parse (part is then absent).
+//
+// JSON (format "tierckpt.parity", version 1; docs/decisions.md 123, 141):
 //   {"format", "version", "namespace", "step", "group", "k", "m",
 //    "data": [{"member", "piece_length", "objects": [{"name", "size",
-//              "checksum"}]}],
+//              "checksum"}],
+//              "part": {"world_size", "created_unix_ms", "members"?,
+//                       "member_ref"?, "placement"?}?}],
 //    "parity": [{"index", "length", "checksum"}]}
+// `part`'s fields are spelled as in the part manifest (tierckpt/manifest.h)
+// and checked as the manifest's are (Manifest::Parse and Validate over the
+// part's objects).
 // Parse is strict: any malformed or inconsistent field is kCorruption naming
 // the source, the field and where, so a damaged record is never half-used.
 //
@@ -25,10 +37,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
 
 namespace tierckpt::ec {
@@ -45,10 +59,30 @@ struct PieceObject {
   bool operator==(const PieceObject&) const = default;
 };
 
+// A part manifest's fields besides its namespace, step, node and objects
+// (which the record holds already): what republishing the part exactly as
+// it was needs (decision 141).
+struct PartHeader {
+  uint32_t world_size = 0;
+  uint64_t created_unix_ms = 0;
+  std::vector<std::string> members;     // a step spanning nodes: the coordinator's (or an older) part
+  std::optional<MemberRef> member_ref;  // a step spanning nodes: another member's part
+  std::string placement;                // the coordinator's part: "tierckpt.placement" JSON, else ""
+  bool SpansNodes() const { return members.size() > 1 || member_ref.has_value(); }
+  bool operator==(const PartHeader&) const = default;
+};
+
+// The header of `part` (its objects, ns, step and node are not in it).
+PartHeader HeaderOf(const Manifest& part);
+
 struct DataPiece {
   std::string member;                // node id of the member whose part this is
   uint64_t length = 0;               // sum of the objects' sizes
   std::vector<PieceObject> objects;  // sorted by name, unique
+  // The part manifest's other fields; absent in a record written before
+  // decision 141 (its part can then be republished only when it is of a
+  // step on one node, with world size 0 and the time of the rebuild).
+  std::optional<PartHeader> part;
   bool operator==(const DataPiece&) const = default;
 };
 
@@ -72,6 +106,11 @@ struct ParityRecord {
   uint64_t PieceLength() const;
   // nullptr when this record does not describe parity piece j.
   const ParityPiece* FindParity(uint32_t j) const;
+  // The part manifest of data index i (< data.size()) as its member
+  // committed it: the objects (written by the member), ns, step and the
+  // header. nullopt when the record has no header for it (written before
+  // decision 141).
+  std::optional<Manifest> PartManifest(uint32_t i) const;
 
   // Pretty JSON (2-space indent), newline-terminated.
   std::string ToJson() const;
@@ -81,12 +120,16 @@ struct ParityRecord {
   // kInvalidArgument naming the field and position: names, ids and
   // checksums valid; 1 ≤ k, 1 ≤ m, k + m ≤ 256; 1..k data pieces, members
   // distinct; objects sorted and unique with sizes summing to the piece
-  // length; parity indices < m, increasing, lengths equal to PieceLength().
+  // length; parity indices < m, increasing, lengths equal to PieceLength();
+  // each header, with its piece's objects, a valid part manifest
+  // (Manifest::Validate) whose node is the member.
   Status Validate() const;
   // Adds the parity pieces `other` describes (another holder's record of the
   // same group and step). kInvalidArgument when anything but the parity list
-  // differs, or when both describe piece j with different checksums; this
-  // record is unchanged then.
+  // differs (a header present in one record and absent in the other is not
+  // a difference: the present one is kept, so a record written before
+  // decision 141 merges with a newer holder's), or when both describe piece
+  // j with different checksums; this record is unchanged then.
   Status Merge(const ParityRecord& other);
 
   bool operator==(const ParityRecord&) const = default;

@@ -125,5 +125,85 @@ TEST(ParityRecordTest, ParseRefusesEachBrokenFieldNamingIt) {
   }
 }
 
+// Decision 141: each data piece carries its part manifest's other fields.
+ParityRecord WithHeaders() {
+  ParityRecord r = Sample();
+  r.data[0].part = PartHeader{4, 1700000000123, {"node-a", "node-b", "node-c"}, std::nullopt,
+                              R"({"format":"tierckpt.placement","version":1})"};
+  r.data[1].part = PartHeader{4, 1700000000456, {}, MemberRef{3, 1, 0x0123456789abcdefULL, "node-a"}, ""};
+  return r;  // data[2] has none, as a record written before decision 141
+}
+
+TEST(ParityRecordTest, APartsManifestFieldsRoundTripAndGiveItsManifestBack) {
+  const ParityRecord r = WithHeaders();
+  ASSERT_TRUE(r.Validate().ok()) << r.Validate().ToString();
+  Result<ParityRecord> back = ParityRecord::Parse(r.ToJson(), "test");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, r);
+  EXPECT_EQ(back->ToJson(), r.ToJson());
+  std::optional<Manifest> coordinator = back->PartManifest(0);
+  ASSERT_TRUE(coordinator.has_value());
+  EXPECT_EQ(coordinator->node, "node-a");
+  EXPECT_EQ(coordinator->members, (std::vector<std::string>{"node-a", "node-b", "node-c"}));
+  EXPECT_EQ(coordinator->placement, r.data[0].part->placement);
+  EXPECT_EQ(coordinator->world_size, 4u);
+  EXPECT_EQ(coordinator->created_unix_ms, 1700000000123u);
+  ASSERT_EQ(coordinator->objects.size(), 3u);
+  EXPECT_EQ(coordinator->objects[2].checksum, Sum("d"));
+  EXPECT_EQ(coordinator->objects[2].node, "node-a");
+  std::optional<Manifest> other = back->PartManifest(1);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->member_ref, r.data[1].part->member_ref);
+  EXPECT_TRUE(other->members.empty());
+  EXPECT_TRUE(other->Validate().ok());
+  EXPECT_FALSE(back->PartManifest(2).has_value());
+  EXPECT_FALSE(back->PartManifest(3).has_value());
+  // The manifest's own form of the fields: what a member's part says.
+  const json j = json::parse(r.ToJson());
+  EXPECT_EQ(j["data"][1]["part"]["member_ref"]["digest"], "xxh3-64:0123456789abcdef");
+  EXPECT_EQ(j["data"][0]["part"]["placement"]["format"], "tierckpt.placement");
+  EXPECT_FALSE(j["data"][2].contains("part"));
+}
+
+TEST(ParityRecordTest, ParseRefusesABrokenPartHeaderNamingIt) {
+  const std::vector<Broken> cases = {
+      {"part type", [](json& j) { j["data"][1]["part"] = 3; }, "\"data[1].part\" must be an object"},
+      {"part field", [](json& j) { j["data"][1]["part"]["objects"] = json::array(); },
+       "\"data[1].part.objects\" is not a part manifest field"},
+      {"part world size", [](json& j) { j["data"][1]["part"].erase("world_size"); }, "world_size"},
+      {"part members", [](json& j) { j["data"][0]["part"]["members"] = {"node-b", "node-c"}; },
+       "fields of data[0].part: node \"node-a\" is not among the step's members"},
+      {"part member_ref", [](json& j) { j["data"][1]["part"]["member_ref"]["coordinator"] = "node-b"; },
+       "fields of data[1].part: member_ref names this part's own node as coordinator"},
+      {"part digest", [](json& j) { j["data"][1]["part"]["member_ref"]["digest"] = "x"; }, "member_ref.digest"},
+      {"part placement", [](json& j) { j["data"][0]["part"]["placement"] = "x"; }, "placement"},
+  };
+  const json good = json::parse(WithHeaders().ToJson());
+  for (const Broken& c : cases) {
+    json j = good;
+    c.edit(j);
+    Result<ParityRecord> r = ParityRecord::Parse(j.dump(), "holder-3/rec.json");
+    ASSERT_FALSE(r.ok()) << c.what;
+    EXPECT_EQ(r.status().code(), Code::kCorruption) << c.what;
+    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << c.what << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find("holder-3/rec.json"), std::string::npos) << c.what;
+  }
+}
+
+TEST(ParityRecordTest, ARecordWithoutPartHeadersMergesWithOneThatHasThemAndTwoHeadersMustAgree) {
+  ParityRecord old = Sample();
+  old.parity = {ParityPiece{0, 10, Sum("p0")}};
+  ParityRecord newer = WithHeaders();
+  newer.parity = {ParityPiece{1, 10, Sum("p1")}};
+  ASSERT_TRUE(old.Merge(newer).ok());
+  EXPECT_EQ(old, WithHeaders());  // the headers kept, both pieces
+  ParityRecord other = WithHeaders();
+  other.data[1].part->created_unix_ms += 1;  // another save's part
+  ParityRecord mine = WithHeaders();
+  Status st = mine.Merge(other);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(mine, WithHeaders());  // unchanged
+}
+
 }  // namespace
 }  // namespace tierckpt::ec

@@ -7,10 +7,10 @@
 // and verified there, pieces and record written). Anything else is reported
 // as not redundant, with why.
 //
-// What "redundant" means here is reported, never relied on: nothing reads or
-// restores from parity yet (recovery from the pieces, issue 23 item 3, is the
-// next step), so the agent accepts --redundancy rs:K+M only beside replicas
-// (--replicas >= 2, decision 135), which still protect every step.
+// "Redundant" means a lost part of the step can be rebuilt from its group's
+// survivors (RestoreFromParity, decisions 139 and 141); the commit does not
+// wait for it (decision 136), so with --replicas 1 (accepted since decision
+// 142) a step is protected on peers only once it is redundant.
 //
 // Retention and deletes reach the holders: Drop asks them to forget the
 // step's parity of this node's group (DropParity, decision 131), and after

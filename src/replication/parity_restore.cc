@@ -79,6 +79,7 @@ Holders AskHolders(const ParitySender& me, Replicator* replicator, std::string_v
 }  // namespace
 
 Manifest PartManifestFromRecord(const ec::ParityRecord& record, uint32_t index, const std::string& node) {
+  if (std::optional<Manifest> exact = record.PartManifest(index); exact && exact->node == node) return *exact;
   Manifest m;
   m.ns = record.ns;
   m.step = record.step;
@@ -159,7 +160,10 @@ Result<std::string> RestoreFromParity(const ParitySender& me, Replicator* replic
         std::to_string(lost) + " is node " + (lost < record.data.size() ? record.data[lost].member : "none") +
         "); give every agent the same peer list and --redundancy");
   }
-  if (spans) {
+  // The lost part's own manifest fields are in the record (decision 141);
+  // a record written before has none, and a part of a step spanning nodes
+  // cannot be republished without its membership.
+  if (spans && !record.data[lost].part) {
     return FailedPrecondition(label +
                               ": the step spans nodes, and a part of such a step is not rebuilt from "
                               "parity yet (its record does not carry the part's members)");

@@ -17,11 +17,14 @@
 // set aside and another used, decision 124) into memory, every object is
 // checked against the record's checksum, and the part is restored into the
 // tier with MemoryTier::Restore (checked again, published last) under a
-// manifest made from the record (PartManifestFromRecord).
+// manifest made from the record (PartManifestFromRecord): the part's
+// manifest as its member committed it, membership of a step spanning nodes
+// included (decision 141).
 //
-// Not rebuilt: a part of a step spanning nodes (a survivor's part names the
-// step's members: kFailedPrecondition, the durable tier serves it), since
-// the record does not carry the lost part's membership fields.
+// Not rebuilt: a part of a step spanning nodes whose record was written
+// before decision 141 (it does not carry the lost part's membership fields;
+// a survivor's part names the step's members: kFailedPrecondition, the
+// durable tier serves it).
 //
 // Memory: the rebuilt part is held in process memory twice (the rebuild's
 // output, then the staging store Restore reads), and each survivor used is
@@ -41,9 +44,12 @@
 
 namespace tierckpt::agent {
 
-// The part manifest of data index `index` of the record's group: its
-// objects (written by `node`), ns and step; world size unknown (0), no
-// members (a step on one node), created now.
+// The part manifest of data index `index` of the record's group as its
+// member committed it (ec::ParityRecord::PartManifest: objects, world size,
+// creation time, membership and placement) when the record carries it and
+// names `node`; else (a record written before decision 141) its objects
+// (written by `node`), ns and step, world size unknown (0), no members (a
+// step on one node), created now.
 Manifest PartManifestFromRecord(const ec::ParityRecord& record, uint32_t index, const std::string& node);
 
 // This node's record of its group's parity of (ns, step), merged from every
@@ -57,7 +63,8 @@ Result<ec::ParityRecord> GroupRecord(const ParitySender& me, Replicator* replica
 // rebuilt from ("parity group 0: data n2, n3; parity n5, n6"). Errors:
 // kFailedPrecondition when fewer survivors than needed remain (more than M
 // pieces gone), naming the counts and each piece's state, or when the step
-// spans nodes; RebuildPiece's and Restore's errors with context.
+// spans nodes and the record lacks the part's membership (written before
+// decision 141); RebuildPiece's and Restore's errors with context.
 Result<std::string> RestoreFromParity(const ParitySender& me, Replicator* replicator, MemoryTier* tier,
                                       std::string_view ns, uint64_t step);
 

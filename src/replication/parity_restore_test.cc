@@ -7,13 +7,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cluster/parity_groups.h"
+#include "cluster/placement_json.h"
 #include "os/files.h"
 #include "replication/parity_sender.h"
 #include "replication/peer_test_nodes.h"
@@ -30,6 +33,7 @@ using testing::WriteStep;
 using namespace std::chrono_literals;
 
 constexpr uint64_t kStep = 11;
+constexpr uint64_t kSpanStep = 12;  // a step spanning the group's four data members
 
 class ParityRestoreTest : public ::testing::Test {
  protected:
@@ -66,20 +70,61 @@ class ParityRestoreTest : public ::testing::Test {
   }
   // Node id is gone from the network (its service answers no one).
   void Kill(const std::string& id) { nodes[id]->service->Stop(); }
-  Result<std::string> Restore(size_t i) {
+  Result<std::string> Restore(size_t i, uint64_t step = kStep) {
     Node& n = *nodes[g.data[i]];
-    return RestoreFromParity(Sender(n.id), n.replicator.get(), n.h.tier.get(), "job", kStep);
+    return RestoreFromParity(Sender(n.id), n.replicator.get(), n.h.tier.get(), "job", step);
+  }
+  // kSpanStep committed across the group's data members as a commit tree
+  // commits it (g.data[0] the coordinator: its part lists the members and
+  // the placement, the others name them by member_ref), its parity sealed;
+  // returns each member's part manifest as committed.
+  std::vector<Manifest> CommitSpanningStep() {
+    StepSpan span;
+    span.members = g.data;
+    std::sort(span.members.begin(), span.members.end());
+    span.coordinator = g.data[0];
+    // (Replicas 1 here: the cluster records none, so the ring's is written.)
+    span.placement = cluster::PlacementToJsonText(nodes[g.data[0]]->replicator->placement());
+    std::vector<Manifest> committed;
+    for (size_t i = 0; i < g.data.size(); ++i) {
+      MemoryTier& tier = *nodes[g.data[i]]->h.tier;
+      for (const auto& [name, bytes] : PartOf(i)) EXPECT_TRUE(testing::WriteObject(tier, "job", kSpanStep, name, bytes).ok());
+      Result<Manifest> m = tier.CommitStep("job", kSpanStep, 4, false, {}, span);
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      Result<Manifest> stored = tier.GetManifest("job", kSpanStep);
+      EXPECT_TRUE(stored.ok() && stored->SpansNodes()) << g.data[i];
+      committed.push_back(stored.ok() ? *stored : Manifest{});
+    }
+    std::vector<std::thread> threads;
+    for (const std::string& m : g.data) {
+      threads.emplace_back([&, m] { EXPECT_TRUE(Sender(m).SendParity("job", kSpanStep, 20s).redundant()) << m; });
+    }
+    for (std::thread& t : threads) t.join();
+    return committed;
+  }
+  // Each holder's record of the spanning step rewritten as one written before
+  // decision 141: no part manifest fields.
+  void StripPartHeaders() {
+    for (uint32_t j = 0; j < g.parity.size(); ++j) {
+      const std::string piece = nodes[g.parity[j]]->parity->PiecePath("job", kSpanStep, g.index, j);
+      const std::string path = JoinPath(DirName(piece), "record.json");
+      Result<std::string> text = ReadFileToString(path, 1u << 20);
+      ASSERT_TRUE(text.ok()) << text.status().ToString();
+      nlohmann::json record = nlohmann::json::parse(*text);
+      for (nlohmann::json& d : record["data"]) d.erase("part");
+      ASSERT_TRUE(WriteFileAtomic(path, record.dump(2) + "\n", false).ok());
+    }
   }
   // Member i's tier holds exactly its part again, byte for byte.
-  void ExpectRestored(size_t i) {
+  void ExpectRestored(size_t i, uint64_t step = kStep) {
     MemoryTier& tier = *nodes[g.data[i]]->h.tier;
-    Result<Manifest> m = tier.GetManifest("job", kStep);
+    Result<Manifest> m = tier.GetManifest("job", step);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     EXPECT_EQ(m->node, g.data[i]);
     const std::map<std::string, std::string> want = PartOf(i);
     ASSERT_EQ(m->objects.size(), want.size());
     for (const auto& [name, bytes] : want) {
-      Result<OpenedObject> o = tier.OpenObject("job", kStep, name);
+      Result<OpenedObject> o = tier.OpenObject("job", step, name);
       ASSERT_TRUE(o.ok()) << name << ": " << o.status().ToString();
       EXPECT_TRUE(ReadFd(o->fd.get()) == bytes) << name;
     }
@@ -163,10 +208,55 @@ TEST_F(ParityRestoreTest, TheManifestFromTheRecordIsThePartsObjects) {
     EXPECT_EQ(m.objects[i].checksum, real->objects[i].checksum);
   }
   EXPECT_TRUE(m.Validate().ok());
+  EXPECT_EQ(m.ToJson(), real->ToJson());  // world size and creation time too (decision 141)
   Kill(g.parity[0]);
   Kill(g.parity[1]);
   EXPECT_EQ(GroupRecord(Sender(g.data[2]), nodes[g.data[2]]->replicator.get(), "job", kStep).status().code(),
             Code::kNotFound);
+}
+
+// Decision 141: a part of a step spanning nodes is rebuilt and published
+// with the manifest its member committed: the coordinator's part with the
+// member list and placement, another's with its member_ref.
+TEST_F(ParityRestoreTest, LostPartsOfAStepSpanningNodesAreRebuiltWithTheirMembership) {
+  const std::vector<Manifest> committed = CommitSpanningStep();
+  ASSERT_TRUE(committed[1].member_ref.has_value());
+  ASSERT_EQ(committed[0].members.size(), 4u);
+  ASSERT_FALSE(committed[0].placement.empty());
+  ASSERT_TRUE(nodes[g.data[1]]->h.tier->DeleteStep("job", kSpanStep).ok());
+  ASSERT_TRUE(nodes[g.data[0]]->h.tier->DeleteStep("job", kSpanStep).ok());
+  for (size_t i : {size_t{1}, size_t{0}}) {  // the second rebuilt from the first's rebuilt part
+    Result<std::string> r = Restore(i, kSpanStep);
+    ASSERT_TRUE(r.ok()) << g.data[i] << ": " << r.status().ToString();
+    ExpectRestored(i, kSpanStep);
+    Result<Manifest> back = nodes[g.data[i]]->h.tier->GetManifest("job", kSpanStep);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->ToJson(), committed[i].ToJson()) << g.data[i];
+    EXPECT_EQ(back->member_ref, committed[i].member_ref);
+    EXPECT_EQ(back->members, committed[i].members);
+    EXPECT_EQ(back->world_size, 4u);
+  }
+}
+
+// A record written before decision 141 has no part manifest fields: its
+// spanning part is still refused, saying why, and the durable tier serves it.
+TEST_F(ParityRestoreTest, ARecordWithoutThePartsMembershipStillRefusesASpanningPart) {
+  CommitSpanningStep();
+  StripPartHeaders();
+  Lose(1);
+  ASSERT_TRUE(nodes[g.data[1]]->h.tier->DeleteStep("job", kSpanStep).ok());
+  Result<std::string> r = Restore(1, kSpanStep);
+  ASSERT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("parity group 0 of job step 12: the step spans nodes, and a part of such "
+                                      "a step is not rebuilt from parity yet (its record does not carry the "
+                                      "part's members)"),
+            std::string::npos)
+      << r.status().ToString();
+  EXPECT_FALSE(nodes[g.data[1]]->h.tier->GetManifest("job", kSpanStep).ok());  // nothing published
+  // A step on one node from such a record is rebuilt as before (world size unknown).
+  Result<std::string> one = Restore(1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ExpectRestored(1);
 }
 
 }  // namespace

@@ -167,6 +167,22 @@ Status WriteCorpus(const std::string& root) {
   short_group.data.resize(2);
   short_group.parity = {{1, short_group.PieceLength(), "xxh3-64:00000000000000ff"}};
   TC_RETURN_IF_ERROR(Write(parity, "short_group.json", short_group.ToJson()));
+  // A step spanning the group's members (decision 141): each piece carries
+  // its part manifest's fields, the coordinator's with the members and the
+  // placement, the others' with their member_ref.
+  ec::ParityRecord spanning = rec;
+  const std::vector<std::string> ids = {"node-a", "node-b", "node-c", "node-d"};
+  for (uint32_t i = 0; i < spanning.data.size(); ++i) {
+    ec::PartHeader h{.world_size = 8, .created_unix_ms = 1700000000000ULL + i};
+    if (i == 0) {
+      h.members = ids;
+      h.placement = R"({"format":"tierckpt.placement","version":1})";
+    } else {
+      h.member_ref = MemberRef{4, i, 0x0123456789abcdefULL, "node-a"};
+    }
+    spanning.data[i].part = std::move(h);
+  }
+  TC_RETURN_IF_ERROR(Write(parity, "spanning.json", spanning.ToJson()));
   TC_RETURN_IF_ERROR(Write(parity, "compact.json",
                            "{\"parity\":[{\"checksum\":\"xxh3-64:ffffffffffffffff\",\"length\":0,"
                            "\"index\":0}],\"version\":1,\"format\":\"tierckpt.parity\",\"namespace\":\"n\","

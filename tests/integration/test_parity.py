@@ -1,8 +1,8 @@
 """The erasure-coded memory tier between real agents (issue 23, decision 135).
 
 Six real tierckptd processes on loopback, one hostfile and one cluster secret,
-started with --redundancy rs:4+2 (beside the default --replicas 2, which the
-flag needs until recovery from parity exists). Each agent reports its group,
+started with --redundancy rs:4+2 (beside the default --replicas 2, or alone
+with --replicas 1: decision 142). Each agent reports its group,
 its group's parity holders and each step's redundancy in
 `tierckpt agent status --json` ("peers.parity"); a holder keeps a sealed
 group's pieces and record under <root>/parity/<ns>/step_<n>/group_<g>/.
@@ -105,7 +105,7 @@ def test_after_a_commit_every_holder_seals_its_groups_pieces_and_every_member_re
         assert c.step_state(node, "j", STEP)["redundant"] is True
     # The human status says what the scheme does not do (decision 135).
     text = c["n1"].cli("agent", "status").stdout
-    assert "parity         rs:4+2 (experimental: rebuilds lost parts of steps on one node; replicas protect the rest)" \
+    assert "parity         rs:4+2 (experimental: rebuilds lost parts of redundant steps)" \
         in text, text
     assert f"parity step    j/{STEP}: redundant" in text, text
     assert c.parity("n1")["recovery"] is True  # decision 139
@@ -336,3 +336,62 @@ def test_three_killed_members_of_a_four_plus_two_group_fall_back_to_the_durable_
     assert f"event=parity_restore_failed ns=d step={STEP} next=durable" in log, log[-3000:]
     assert f"parity group 0 of d step {STEP}: 3 of its 6 pieces are gone (M = 2)" in log, log[-3000:]
     assert "restored_from_parity" not in log
+
+
+def test_with_one_replica_two_killed_members_of_a_step_spanning_every_node_are_restored_byte_identical(
+        cluster, tmp_path):
+    # Decisions 141 and 142: no replicas (--replicas 1), nothing persisted, a step spanning all six agents.
+    # Two data members of group 0, the step's coordinator one of them, are SIGKILLed and replaced: parity is
+    # the only copy of their parts, and each replacement rebuilds its part and publishes it with the
+    # manifest it was committed with (the coordinator's member list, the other's member_ref).
+    c = cluster(6, "--replicas", "1")
+    data, holders = c.groups()[0]
+    coordinator, other = data[0], data[1]
+    nodes = sorted(c.nodes)
+    refs = {node: tmp_path / f"ref_{node}" for node in nodes}
+    held = []
+    try:
+        for i, node in enumerate(nodes):
+            if node == coordinator:
+                continue
+            args = ["--ns", "s", "--step", STEP, "--objects", 2, "--size", MiB + 4096 * i, "--prefix", f"{node}_",
+                    "--seed", 100 + i, "--ref-dir", refs[node], "--no-commit", "--hold"]
+            held.append(subprocess.Popen([str(WRITER_BIN), "--socket", str(c[node].socket), *map(str, args)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True))
+        for p in held:
+            line = p.stdout.readline()
+            assert line.startswith("SEALED"), f"a part's writer did not seal: {line!r} {p.stderr.read()}"
+        c[coordinator].writer("--ns", "s", "--step", STEP, "--objects", 2, "--size", MiB + 512, "--prefix",
+                              f"{coordinator}_", "--seed", 99, "--ref-dir", refs[coordinator], "--members",
+                              ",".join(nodes), timeout=60)
+    finally:
+        for p in held:
+            if p.poll() is None:
+                p.stdin.close()
+                p.wait(timeout=30)
+    committed = {node: c[node].cli_json("show", "s", STEP)["manifest"] for node in (coordinator, other)}
+    assert committed[coordinator]["members"] == nodes, committed[coordinator]
+    assert committed[other]["member_ref"]["coordinator"] == coordinator, committed[other]
+    for node in data:
+        wait_for(lambda: (c.step_state(node, "s", STEP) or {}).get("state") == "redundant",
+                 what=f"{node} to report s/{STEP} redundant: {c.step_state(node, 's', STEP)}")
+    assert c.replica_holders(coordinator) == []  # no replica anywhere
+    c[coordinator].kill(signal.SIGKILL)
+    c[other].kill(signal.SIGKILL)
+    for node in (coordinator, other):
+        c.replace(node)
+        # Before any byte moves, `show` answers from the group's parity record, membership included.
+        shown = c[node].cli_json("show", "s", STEP)
+        assert shown["memory"] != "committed", shown
+        assert shown["manifest"] == committed[node], shown
+        out = tmp_path / f"out_{node}"
+        c[node].cli("restore", "s", STEP, "--to", out)
+        assert_dirs_equal(refs[node], out)
+        log = c[node].log_text()
+        assert f"event=restored_from_parity ns=s step={STEP} group=0" in log, log[-3000:]
+        assert "parity_restore_failed" not in log, log[-3000:]
+        assert c[node].steps("s")[STEP]["memory"] == "committed"  # back in the replacement's memory
+        assert c[node].cli_json("show", "s", STEP)["manifest"] == committed[node]
+    # The first replacement rebuilt from the two other members and both parity pieces, the second gone then.
+    assert f"data={','.join(data[2:])} parity={','.join(holders)}" in c[coordinator].log_text()

@@ -171,11 +171,10 @@ void PrintStatus(const json& j) {
       if (auto h = parity->find("holders"); h != parity->end() && h->is_array()) {
         for (const json& id : *h) on += (on.empty() ? "" : ", ") + (id.is_string() ? id.get<std::string>() : "?");
       }
-      // Decisions 135 and 139: a lost part of a step on one node is rebuilt from parity; replicas
-      // still protect the parts of steps spanning nodes, which are not.
+      // Decisions 139, 141 and 142: a lost part of any step is rebuilt from parity once the step
+      // is redundant (the commit does not wait for it).
       std::printf(
-          "  parity         %s (experimental: rebuilds lost parts of steps on one node; replicas "
-          "protect the rest), group %s, "
+          "  parity         %s (experimental: rebuilds lost parts of redundant steps), group %s, "
           "parity on %s; holding %s of other groups' parity\n",
           Str(*parity, "scheme").c_str(), Num(*parity, "group").c_str(), on.c_str(),
           Size(*parity, "held_bytes").c_str());

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """redundancy_bench.py - rs:4+2 parity against replication, real agents on this machine (issue 23 item 5).
 
-    python bench/redundancy_bench.py [--json] [--save-size 64MiB] [--objects 4] [--rounds 3] [--warmup 1]
+    python bench/redundancy_bench.py [--json] [--save-size 64MiB] [--objects 4] [--rounds 5] [--warmup 2]
                                      [--restores 3] [--agents 6] [--ec-piece-mib 64] [--ec-rounds 7]
                                      [--build-dir build/release]
 
@@ -360,8 +360,10 @@ def main():
     p.add_argument("--json", action="store_true")
     p.add_argument("--save-size", type=rb.parse_size, default=64 << 20, help="bytes per agent per step (default 64MiB)")
     p.add_argument("--objects", type=int, default=4, help="objects per step and agent (default 4)")
-    p.add_argument("--rounds", type=int, default=3, help="timed rounds; medians reported (default 3)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds; medians reported (default 5)")
+    p.add_argument("--warmup", type=int, default=2,
+                   help="untimed rounds first (default 2: with --keep-last 1 a tier recycles a step's segments "
+                        "from the third step on, as in replication_bench.py)")
     p.add_argument("--restores", type=int, default=3, help="replacements restored per configuration (default 3)")
     p.add_argument("--agents", type=int, default=6, help=f"agents per cluster (default 6; at least {K + M})")
     p.add_argument("--ec-piece-mib", type=int, default=64, help="ec_bench's --piece-mib (default 64)")

@@ -124,19 +124,22 @@ def tcp_limit(total: int) -> float:
 class Agent(AgentProcess):
     error = BenchError
 
-    def __init__(self, build: Path, work: Path, node: str, extra):
+    def __init__(self, build: Path, work: Path, node: str, extra, root: Path | None = None):
+        """root: its memory tier's tmpfs directory (default /dev/shm/tierckpt-replbench-<pid>-<node>;
+        give another when several clusters with the same node ids run at once)."""
         self.bin, cli_bin, self.writer_bin = Binaries.under(build / "tools")
         self.node = node
         self.work = work / node
         self.work.mkdir(parents=True, exist_ok=True)
         super().__init__(self.work / "agent.sock", cli=cli_bin, output=self.work / "agent.log")
         self.name = f"tierckptd {node}"
-        self.root = SHM / f"tierckpt-replbench-{os.getpid()}-{node}"
+        self.root = root if root is not None else SHM / f"tierckpt-replbench-{os.getpid()}-{node}"
         self.extra = [str(x) for x in extra]
 
-    def start(self):
+    def start(self, wait=True):
+        """Launches it; with wait, returns once it answers (else call wait_ready)."""
         return self.launch([self.bin, "--socket", self.socket, "--root", self.root, "--node-id", self.node,
-                            "--keep-last", "1", "--log-level", "info", *self.extra])
+                            "--keep-last", "1", "--log-level", "info", *self.extra], wait=wait)
 
     def wipe(self):
         shutil.rmtree(self.root, ignore_errors=True)

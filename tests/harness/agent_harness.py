@@ -3,7 +3,8 @@ ports for the agents' peer ports; the commit a benchmark report was measured at.
 
 Every harness in the tree uses this module (decision 79): tests/integration/conftest.py,
 python/tests/conftest.py, tests/stress/cluster.py and the bench/ drivers (run.py, dcp_bench.py,
-replication_bench.py, peers.py, interference.py, s3_bench.py). Each keeps its own Agent class
+replication_bench.py and redundancy_bench.py through it, peers.py, interference.py, s3_bench.py).
+Each keeps its own Agent class
 with its own flags, paths and helpers (cli, steps, log_around, ...), built on AgentProcess; how a
 process is started, when it counts as ready, what is said when it is not, and how it is stopped
 live here once.

@@ -370,6 +370,11 @@ def test_with_one_replica_two_killed_members_of_a_step_spanning_every_node_are_r
             if p.poll() is None:
                 p.stdin.close()
                 p.wait(timeout=30)
+    # Decision 146: --replicas 1 makes --parity-ack all the default; the coordinator's commit, its part last,
+    # returned once its own group was sealed (the parts committed down the tree did not wait, or their groups,
+    # holding the coordinator, would have waited for it until the timeout).
+    assert c.parity(coordinator)["ack"] == "all"
+    assert c.step_state(coordinator, "s", STEP)["state"] == "redundant", c.step_state(coordinator, "s", STEP)
     committed = {node: c[node].cli_json("show", "s", STEP)["manifest"] for node in (coordinator, other)}
     assert committed[coordinator]["members"] == nodes, committed[coordinator]
     assert committed[other]["member_ref"]["coordinator"] == coordinator, committed[other]

@@ -89,8 +89,8 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
       "--redundancy", c.redundancy,
       "rs:K+M or xor:K: also fold each committed part into its group's parity on M other agents "
       "(experimental: a lost part of a step is rebuilt from its group's survivors once the step is "
-      "redundant, which the commit does not wait for; needs --peers with >= K+M agents; with --replicas 1 "
-      "parity is the only copy on peers)");
+      "redundant, which a commit waits for under --parity-ack all; needs --peers with >= K+M agents; with "
+      "--replicas 1 parity is the only copy on peers)");
   app.add_option(
       "--parity-ack", c.parity_ack,
       "with --redundancy: all: a commit returns once its group's parity is sealed on every holder "

@@ -436,6 +436,9 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
   md.replicas = replicas_.get();
   md.queue = replication_queue_.get();
   md.ack = ack;
+  if (parity_member_ != nullptr) {
+    TC_ASSIGN_OR_RETURN(md.parity_ack, ParseReplicaAck(config_.parity_ack));  // "all" | "none" (decision 146)
+  }
   md.replica_count = config_.replicas;
   md.commit_fan_out = config_.commit_fan_out;
   md.listen = [this] { return peer_service_->address(); };
@@ -523,10 +526,14 @@ Status Agent::StartParity(const MemoryTierOptions& tier_options, peer::Millis ti
   Log(LogLevel::kWarn, "parity_experimental")
       .Kv("redundancy", r.ToString())
       .Kv("group", parity_member_->Stats().group)
+      .Kv("parity_ack", config_.parity_ack)
       .Kv("why",
-          "the erasure-coded tier rebuilds a lost part of a step from its group's survivors only "
-          "once the step is redundant, which the commit does not wait for (--replica-ack applies to "
-          "replicas only)");
+          config_.parity_ack == "all"
+              ? "the erasure-coded tier rebuilds a lost part of a step from its group's survivors once the "
+                "step is redundant, which a commit waits for (--parity-ack all; a part committed down a "
+                "commit tree does not wait, decision 146)"
+              : "the erasure-coded tier rebuilds a lost part of a step from its group's survivors only "
+                "once the step is redundant, which the commit does not wait for (--parity-ack none)");
   return Status::Ok();
 }
 

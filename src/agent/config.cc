@@ -89,8 +89,13 @@ void AddOptions(CLI::App& app, AgentConfig& c) {
       "--redundancy", c.redundancy,
       "rs:K+M or xor:K: also fold each committed part into its group's parity on M other agents "
       "(experimental: a lost part of a step is rebuilt from its group's survivors once the step is "
-      "redundant, which the commit does not wait for; needs --peers with >= K+M agents; with --replicas 1 "
-      "parity is the only copy on peers)");
+      "redundant, which a commit waits for under --parity-ack all; needs --peers with >= K+M agents; with "
+      "--replicas 1 parity is the only copy on peers)");
+  app.add_option(
+      "--parity-ack", c.parity_ack,
+      "with --redundancy: all: a commit returns once its group's parity is sealed on every holder "
+      "(the step redundant); none: send the parity after the commit (default: all with --replicas 1, "
+      "none beside replicas)");
   app.add_option("--commit-fan-out", c.commit_fan_out,
                  "children per node of the tree a commit spanning nodes goes down (default 16)");
   app.add_option("--peer-timeout-ms", c.peer_timeout_ms,
@@ -363,6 +368,21 @@ Status FinalizeAgentConfig(AgentConfig* c, uint64_t physical_ram) {
                              " agents must be listed in the peer hostfile");
     }
     c->redundancy_value = *r;
+  }
+  // Decision 146: when a commit waits for its group's parity.
+  if (!c->parity_ack.empty() && c->parity_ack != "all" && c->parity_ack != "none") {
+    return InvalidArgument("--parity-ack " + c->parity_ack +
+                           ": use \"all\" (a commit waits until its group's parity is sealed) or \"none\"");
+  }
+  if (!c->parity_ack.empty() && !c->redundancy_value.has_value()) {
+    return InvalidArgument(
+        "--parity-ack " + c->parity_ack +
+        " needs --redundancy rs:K+M: it says whether a commit waits for its group's parity, "
+        "and without --redundancy there is none (--replica-ack is the policy for replicas)");
+  }
+  if (c->parity_ack.empty() && c->redundancy_value.has_value()) {
+    // Parity alone is the only copy on peers: a commit should not return before it protects the step.
+    c->parity_ack = c->replicas <= 1 ? "all" : "none";
   }
   if (c->replica_ack != "all" && c->replica_ack != "none") {
     return InvalidArgument("--replica-ack " + c->replica_ack +

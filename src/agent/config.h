@@ -46,6 +46,11 @@
 //                                      accepted with --peers and any --replicas, 1 included (decision
 //                                      142); replicas:R is refused (use --replicas R). Fewer
 //                                      than K+M agents in --peers is refused at start.
+//   parity_ack       --parity-ack       with --redundancy only (refused without): all (a commit returns
+//                                      once its group's parity is sealed on every holder, bounded by
+//                                      --peer-timeout-ms + 1 s) | none (sent after the commit, decision
+//                                      136); default all with --replicas 1, none beside replicas
+//                                      (decision 146)
 //   commit_fan_out   --commit-fan-out   16 (children per node of the tree a commit spanning nodes goes
 //                                      down, decision 102; 1..1024)
 //   peer_timeout_ms  --peer-timeout-ms  30000 (connect, handshake and each read from a peer; 100..600000)
@@ -126,6 +131,9 @@ struct AgentConfig {
   std::string replica_ack = "all";
   std::string redundancy;  // "" = none; decision 135
   std::optional<cluster::Redundancy> redundancy_value;  // resolved by FinalizeAgentConfig (rs:K+M only)
+  // "" until FinalizeAgentConfig: then, with --redundancy, "all" | "none"
+  // (default all with --replicas 1, none beside replicas; decision 146).
+  std::string parity_ack;
   uint32_t commit_fan_out = 16;  // kDefaultCommitFanOut (replication/commit_tree.h)
   uint32_t peer_timeout_ms = 30000;
   uint32_t peers_count = 0;

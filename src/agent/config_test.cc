@@ -126,6 +126,42 @@ TEST(ConfigTest, RedundancyIsAcceptedOnlyWithPeersAndWithOrWithoutReplicas) {
   EXPECT_NE(bad.status().message().find("--redundancy"), std::string::npos) << bad.status().ToString();
 }
 
+// Decision 146: --parity-ack all|none, only with --redundancy; by default the commit waits for parity when
+// parity is the only copy on peers (--replicas 1), not beside replicas.
+TEST(ConfigTest, ParityAckIsRefusedWithoutRedundancyAndDefaultsToAllWhenParityIsAlone) {
+  const std::vector<std::string> peers = {"--peers", "/tmp/hosts", "--peer-secret-file", "/tmp/secret"};
+  auto with_peers = [&](std::vector<std::string> more) {
+    more.insert(more.end(), peers.begin(), peers.end());
+    return Parse(more);
+  };
+  Result<CommandLine> alone = with_peers({"--redundancy", "rs:4+2", "--replicas", "1"});
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(alone->config.parity_ack, "all");
+  Result<CommandLine> beside = with_peers({"--redundancy", "rs:4+2"});
+  ASSERT_TRUE(beside.ok()) << beside.status().ToString();
+  EXPECT_EQ(beside->config.parity_ack, "none");
+  Result<CommandLine> all = with_peers({"--redundancy", "rs:4+2", "--parity-ack", "all"});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->config.parity_ack, "all");
+  Result<CommandLine> none =
+      with_peers({"--redundancy", "rs:4+2", "--replicas", "1", "--parity-ack", "none"});
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->config.parity_ack, "none");
+  // Without --redundancy nothing is folded: nothing to wait for.
+  EXPECT_EQ(with_peers({})->config.parity_ack, "");
+  Result<CommandLine> without = with_peers({"--parity-ack", "all"});
+  ASSERT_FALSE(without.ok());
+  EXPECT_EQ(without.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(without.status().message().find("--parity-ack all needs --redundancy rs:K+M"), std::string::npos)
+      << without.status().ToString();
+  EXPECT_NE(without.status().message().find("--replica-ack"), std::string::npos)
+      << without.status().ToString();
+  Result<CommandLine> bad = with_peers({"--redundancy", "rs:4+2", "--parity-ack", "some"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--parity-ack some: use \"all\""), std::string::npos)
+      << bad.status().ToString();
+}
+
 TEST(ConfigTest, TheHttpApiNeedsAnAllowListOffLoopback) {
   Result<CommandLine> off = Parse({});
   ASSERT_TRUE(off.ok());

@@ -183,9 +183,9 @@ std::string StatsJson(const StatsInput& in) {
       }
       // "recovery": a lost part of a step, on one node or spanning nodes, is rebuilt from its group's
       // survivors (decisions 139 and 141; false before them, decision 135).
-      j["peers"]["parity"] = {{"scheme", p.scheme},       {"group", p.group},           {"index", p.index},
-                              {"holders", p.holders},     {"held_bytes", p.held_bytes}, {"recovery", true},
-                              {"steps", std::move(steps)}};
+      j["peers"]["parity"] = {{"scheme", p.scheme},   {"group", p.group},           {"index", p.index},
+                              {"holders", p.holders}, {"held_bytes", p.held_bytes}, {"recovery", true},
+                              {"ack", p.ack},         {"steps", std::move(steps)}};
     }
   }
   return Dump(j);

@@ -76,8 +76,14 @@ class Cluster {
   // policy: with kAll, returns once every holder verified its replica (the
   // error names each holder that failed; the step stays committed here);
   // with kNone, queues the replication and returns Ok. Ok at once without
-  // holders.
-  virtual Status ReplicateCommitted(std::string_view ns, uint64_t step) = 0;
+  // holders. With --redundancy rs:K+M the part's parity is sent too, and
+  // with --parity-ack all the call also returns only once this node's group
+  // is sealed on every parity holder (ParityMember::AwaitSent: its error
+  // when not, the step still committed here), unless down_tree: a part
+  // committed down a commit tree on its coordinator's behalf (decision
+  // 146: the coordinator's part, committed after this one answers, may be
+  // in its group), whose parity is sent without waiting.
+  virtual Status ReplicateCommitted(std::string_view ns, uint64_t step, bool down_tree) = 0;
 
   // ---- Steps spanning nodes (docs/multinode.md) ----
   // Has every member of req.members (sorted, unique, more than one) but this
@@ -149,7 +155,7 @@ class SingleNode final : public Cluster {
  public:
   const std::vector<std::string>& holders() const override { return no_holders_; }
   std::string PlacementJson() const override { return ""; }
-  Status ReplicateCommitted(std::string_view, uint64_t) override { return Status::Ok(); }
+  Status ReplicateCommitted(std::string_view, uint64_t, bool) override { return Status::Ok(); }
   Result<SubtreeSum> CommitOtherParts(const wire::CommitStepRequest& req) override;
   Result<PartObject> OpenFromOtherParts(const Manifest& own, const std::string& name) override;
   Status FetchPart(MemoryTier* copy, std::string_view member, std::string_view ns, uint64_t step) override;

@@ -33,7 +33,7 @@ TEST(SingleNodeTest, HasNoPeersReplicatesNothingAndRefusesStepsSpanningNodes) {
   SingleNode single;
   EXPECT_TRUE(single.holders().empty());
   EXPECT_EQ(single.PlacementJson(), "");
-  EXPECT_TRUE(single.ReplicateCommitted("job", 1).ok());
+  EXPECT_TRUE(single.ReplicateCommitted("job", 1, /*down_tree=*/false).ok());
   Result<SubtreeSum> parts =
       single.CommitOtherParts(wire::CommitStepRequest{"job", 3, 2, false, {}, {"n1", "n2"}});
   ASSERT_FALSE(parts.ok());

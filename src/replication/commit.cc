@@ -18,7 +18,7 @@ Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest
     return committed.status();
   }
   Manifest m = std::move(committed).value();
-  TC_RETURN_IF_ERROR(d.cluster->ReplicateCommitted(req.ns, req.step));
+  TC_RETURN_IF_ERROR(d.cluster->ReplicateCommitted(req.ns, req.step, /*down_tree=*/!coordinator.empty()));
   return m;
 }
 

@@ -7,7 +7,9 @@
 // returns after every holder verified its replica, and a failed replication
 // is the returned error while the step stays committed here; with kNone the
 // replication is queued and the manifest returned at once; on a single node
-// (or without holders) nothing is replicated. A failed commit is counted in
+// (or without holders) nothing is replicated. With --parity-ack all the
+// call also waits for this node's group's parity, except for a part
+// committed down a commit tree (coordinator set; decision 146). A failed commit is counted in
 // the tier's metrics (MemoryTierOptions::metrics), beside the successes the
 // tier counts.
 //

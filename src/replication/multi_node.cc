@@ -17,16 +17,30 @@ std::string MultiNode::PlacementJson() const {
   return cluster::PlacementToJsonText(d_.replicator->placement());
 }
 
-Status MultiNode::ReplicateCommitted(std::string_view ns, uint64_t step) {
+Status MultiNode::ReplicateCommitted(std::string_view ns, uint64_t step, bool down_tree) {
   // Parity first: queued, so it never waits for the replicas nor they for it.
   if (d_.parity_member != nullptr) d_.parity_member->Committed(ns, step);
-  if (holders().empty()) return Status::Ok();
-  // With kAll the step stays committed here either way; the error tells the
-  // writer the replicas it asked for are missing (docs/replication.md).
-  if (d_.ack == ReplicaAck::kAll) return d_.replicator->Replicate(ns, step);
-  Replicator* rep = d_.replicator;
-  d_.queue->Submit([rep, ns = std::string(ns), step] { rep->Replicate(ns, step).IgnoreError(); });
-  return Status::Ok();
+  Status replicated = Status::Ok();
+  if (!holders().empty()) {
+    if (d_.ack == ReplicaAck::kAll) {
+      // The step stays committed here either way; the error tells the writer
+      // the replicas it asked for are missing (docs/replication.md).
+      replicated = d_.replicator->Replicate(ns, step);
+    } else {
+      Replicator* rep = d_.replicator;
+      d_.queue->Submit([rep, ns = std::string(ns), step] { rep->Replicate(ns, step).IgnoreError(); });
+    }
+  }
+  // Decision 146: with --parity-ack all, then the group's seal (sent on the
+  // parity queue meanwhile), waited for with no lock held; never down a
+  // commit tree, whose coordinator commits its part after this one answers.
+  const bool await_parity = d_.parity_member != nullptr && d_.parity_ack == ReplicaAck::kAll && !down_tree;
+  Status parity = await_parity ? d_.parity_member->AwaitSent(ns, step) : Status::Ok();
+  if (!replicated.ok()) {
+    if (!parity.ok()) Log(LogLevel::kWarn, "parity_ack_failed").Kv("ns", ns).Kv("step", step).Err(parity);
+    return replicated;
+  }
+  return parity;
 }
 
 Result<SubtreeSum> MultiNode::CommitOtherParts(const wire::CommitStepRequest& req) {
@@ -140,6 +154,7 @@ std::optional<PeerStatsInput> MultiNode::Stats() const {
   }
   if (d_.parity_member != nullptr) {
     peers.parity = d_.parity_member->Stats();
+    peers.parity->ack = std::string(ReplicaAckName(d_.parity_ack));
     if (d_.parity_holder != nullptr) peers.parity->held_bytes = d_.parity_holder->used_bytes();
   }
   return peers;

@@ -31,6 +31,10 @@ struct MultiNodeDeps {
   ReplicaTiers* replicas = nullptr;   // required: the replicas (and other parts) this node keeps
   WorkQueue* queue = nullptr;         // required: runs the kNone replications
   ReplicaAck ack = ReplicaAck::kAll;  // --replica-ack
+  // --parity-ack (decision 146): with kAll a commit of this node's part
+  // waits for its group's parity (ParityMember::AwaitSent) beside its
+  // replicas; kNone (decision 136) queues the parity only.
+  ReplicaAck parity_ack = ReplicaAck::kNone;
   uint32_t replica_count = 1;         // R (Stats)
   // The fan-out of the commit trees this node roots (--commit-fan-out).
   uint32_t commit_fan_out = kDefaultCommitFanOut;
@@ -53,7 +57,7 @@ class MultiNode final : public Cluster {
 
   const std::vector<std::string>& holders() const override { return d_.replicator->holders(); }
   std::string PlacementJson() const override;
-  Status ReplicateCommitted(std::string_view ns, uint64_t step) override;
+  Status ReplicateCommitted(std::string_view ns, uint64_t step, bool down_tree) override;
   Result<SubtreeSum> CommitOtherParts(const wire::CommitStepRequest& req) override;
   Result<PartObject> OpenFromOtherParts(const Manifest& own, const std::string& name) override;
   Status FetchPart(MemoryTier* copy, std::string_view member, std::string_view ns, uint64_t step) override {

@@ -49,10 +49,57 @@ void ParityMember::Committed(std::string_view ns, uint64_t step) {
   });
   if (!queued) {
     MutexLock l(&mu_);
-    ParityStepState& s = steps_[Key{std::string(ns), step}];
+    const Key key{std::string(ns), step};
+    ParityStepState& s = steps_[key];
     s.kind = ParityStepState::Kind::kIncomplete;
     s.detail = "the agent is stopping; the parity was not sent";
+    failed_[key] = Aborted("the parity of " + StepLabel(ns, step) +
+                           " was not sent: the agent is stopping; the step "
+                           "is committed in this node's memory, but not redundant");
+    sent_.SignalAll();
   }
+}
+
+Status ParityMember::AwaitSent(std::string_view ns, uint64_t step) {
+  const Key key{std::string(ns), step};
+  const auto deadline = std::chrono::steady_clock::now() + wait_ + kParityWaitSlice;
+  {
+    MutexLock l(&mu_);
+    for (;;) {
+      auto it = steps_.find(key);
+      if (it == steps_.end()) {
+        return Aborted("the parity of " + StepLabel(ns, step) +
+                       " was dropped (the step deleted) while its commit "
+                       "waited for it (--parity-ack all)");
+      }
+      if (it->second.kind == ParityStepState::Kind::kRedundant) return Status::Ok();
+      if (it->second.kind != ParityStepState::Kind::kPending) {
+        auto f = failed_.find(key);
+        return f != failed_.end() ? f->second : FailedPrecondition(it->second.detail);
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        it->second.detail = "folding on the holders; the commit stopped waiting after " +
+                            std::to_string((wait_ + kParityWaitSlice).count()) + " ms (--parity-ack all)";
+        break;
+      }
+      sent_.WaitUntil(deadline);
+    }
+  }
+  std::string holders;
+  for (const std::string& h : sender_.group().parity) holders += (holders.empty() ? "" : ", ") + h;
+  Log(LogLevel::kWarn, "parity_ack_timeout")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("group", sender_.group().index)
+      .Kv("holders", holders)
+      .Kv("ms", static_cast<uint64_t>((wait_ + kParityWaitSlice).count()));
+  return Timeout("the parity of " + std::string(ns) + " step " + std::to_string(step) + " of node " +
+                 sender_.node_id() + " (group " + std::to_string(sender_.group().index) +
+                 ") was not sealed by its holders " + holders + " within " +
+                 std::to_string((wait_ + kParityWaitSlice).count()) +
+                 " ms (--peer-timeout-ms and one more second); the step is committed in this node's memory, "
+                 "but not redundant until every member's part is folded on every holder (`tierckpt agent "
+                 "status` shows its state)");
 }
 
 void ParityMember::Stop() {
@@ -80,11 +127,18 @@ void ParityMember::Send(const std::string& ns, uint64_t step) {
       .Kv("redundant", report.redundant())
       .Kv("holders", report.Describe());
   const Status st = sender_.Outcome(ns, step, report);
+  const Key key{ns, step};
   MutexLock l(&mu_);
-  auto it = steps_.find(Key{ns, step});
+  sent_.SignalAll();
+  auto it = steps_.find(key);
   if (it == steps_.end()) return;  // dropped meanwhile
   it->second.kind = st.ok() ? ParityStepState::Kind::kRedundant : ParityStepState::Kind::kIncomplete;
   it->second.detail = st.ok() ? "every holder sealed the group" : st.message();
+  if (st.ok()) {
+    failed_.erase(key);
+  } else {
+    failed_[key] = st;
+  }
 }
 
 void ParityMember::DropRetired() {
@@ -146,6 +200,8 @@ Status ParityMember::Drop(std::string_view ns, uint64_t step) {
   if (!dropped.ok()) return dropped.status();
   MutexLock l(&mu_);
   steps_.erase(Key{std::string(ns), step});
+  failed_.erase(Key{std::string(ns), step});
+  sent_.SignalAll();
   return Status::Ok();
 }
 

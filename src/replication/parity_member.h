@@ -1,16 +1,17 @@
 // parity_member.h — a data member's side of the erasure-coded memory tier in
 // the agent (issue 23, decision 135): after each memory commit of this node's
 // part it asks its group's M parity holders to fold the part
-// (ParitySender::MakeRedundant, on a queue of its own, never on the commit's
-// path), and remembers, per step, whether the step is redundant: only when
-// every holder answered that the group is sealed (every member's part folded
-// and verified there, pieces and record written). Anything else is reported
-// as not redundant, with why.
+// (ParitySender::MakeRedundant, on a queue of its own; the commit waits for
+// the outcome only with --parity-ack all, AwaitSent), and remembers, per
+// step, whether the step is redundant: only when every holder answered that
+// the group is sealed (every member's part folded and verified there, pieces
+// and record written). Anything else is reported as not redundant, with why.
 //
 // "Redundant" means a lost part of the step can be rebuilt from its group's
-// survivors (RestoreFromParity, decisions 139 and 141); the commit does not
-// wait for it (decision 136), so with --replicas 1 (accepted since decision
-// 142) a step is protected on peers only once it is redundant.
+// survivors (RestoreFromParity, decisions 139 and 141); with --replicas 1
+// (accepted since decision 142) a step is protected on peers only once it
+// is redundant, which the commit waits for with --parity-ack all (decision
+// 146) and not with none (decision 136).
 //
 // Retention and deletes reach the holders: Drop asks them to forget the
 // step's parity of this node's group (DropParity, decision 131), and after
@@ -21,6 +22,11 @@
 // A step reported redundant is asked again after each later commit of this
 // node (Recheck), so a holder that lost its pieces is noticed at the next
 // save, not never.
+//
+// With --parity-ack all (decision 146) a commit also waits for its own
+// send's outcome (AwaitSent): the send still runs on the queue, beside the
+// replicas, and the committing thread waits on a condition variable (mu_
+// released), bounded by the same wait plus one slice.
 //
 // A send waits for its group in slices of at most kParityWaitSlice (each a
 // FoldParity asked again, which a holder answers from its state without
@@ -67,6 +73,19 @@ class ParityMember {
   // dropped from the holders, and every other step still reported
   // redundant is asked again without waiting (Recheck). Returns at once.
   void Committed(std::string_view ns, uint64_t step);
+  // With --parity-ack all, after Committed(ns, step) on the committing
+  // thread: blocks, holding no lock (the condition variable releases mu_),
+  // until that send has its outcome or wait + kParityWaitSlice passed.
+  // Ok when every holder sealed the group (kRedundant). Otherwise the step
+  // stays committed in this node's memory and the error says it is not
+  // redundant: the send's (ParitySender::Outcome: each holder's answer,
+  // the first failure's code, else kUnavailable; the step is kIncomplete),
+  // or, when the holders did not answer in time, kTimeout (as a replica
+  // that does not answer under --replica-ack all) naming them and the wait
+  // (logged as parity_ack_timeout; the step stays kPending, its detail
+  // saying the commit stopped waiting, until the send ends). kAborted when
+  // the step was dropped meanwhile.
+  Status AwaitSent(std::string_view ns, uint64_t step) EXCLUDES(mu_);
   // Asks the group's holders to forget (ns, step) and forgets it here (a
   // delete). The error names each holder that failed (the state stays, so a
   // delete run again asks again).
@@ -108,6 +127,11 @@ class ParityMember {
 
   mutable Mutex mu_;
   std::map<Key, ParityStepState> steps_ GUARDED_BY(mu_);
+  // The error of each step's last send that did not make it redundant
+  // (what AwaitSent answers); erased with the step.
+  std::map<Key, Status> failed_ GUARDED_BY(mu_);
+  // Signalled whenever a step leaves kPending or is forgotten (AwaitSent).
+  CondVar sent_{&mu_};
   bool stopping_ GUARDED_BY(mu_) = false;
 };
 

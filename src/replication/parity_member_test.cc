@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "cluster/parity_groups.h"
 #include "ec/ec_test_parts.h"
@@ -34,20 +36,52 @@ class ParityMemberTest : public ::testing::Test {
     ASSERT_TRUE(placed.ok()) << placed.status().ToString();
     layout = *placed;
     group = layout.groups[0];
+    MakeMembers(300ms);
+  }
+  // Each data member of group 0 a ParityMember whose sends wait `wait` for the group.
+  void MakeMembers(std::chrono::milliseconds wait) {
     for (const std::string& id : group.data) {
       Result<ParitySender> sender = ParitySender::Create(nodes[id]->replicator.get(), layout, id);
       ASSERT_TRUE(sender.ok()) << sender.status().ToString();
+      if (queues[id] != nullptr) queues[id]->Stop();
+      parity[id].reset();
       queues[id] = std::make_unique<WorkQueue>("parity", 2);
       MemoryTier* tier = nodes[id]->h.tier.get();
-      parity[id] = std::make_unique<ParityMember>(std::move(*sender), tier, queues[id].get(), 300ms);
+      parity[id] = std::make_unique<ParityMember>(std::move(*sender), tier, queues[id].get(), wait);
     }
   }
-  void Commit(size_t i, uint64_t step) {
+  void WritePart(size_t i, uint64_t step) {
     const std::string& id = group.data[i];
     const std::map<std::string, std::string> part = {
         {"a", Bytes(100000 + 1000 * i, static_cast<char>('a' + i))}, {"b", Bytes(3000, 'z')}};
     ASSERT_TRUE(WriteStep(*nodes[id]->h.tier, "job", step, part).ok());
-    parity[id]->Committed("job", step);
+  }
+  void Commit(size_t i, uint64_t step) {
+    WritePart(i, step);
+    parity[group.data[i]]->Committed("job", step);
+  }
+  // The cluster a member's commit goes through (commit.h), with its ParityMember and --parity-ack.
+  std::unique_ptr<MultiNode> ClusterOf(const std::string& id, ReplicaAck parity_ack) {
+    Node& n = *nodes[id];
+    MultiNodeDeps md;
+    md.node_id = id;
+    md.replicator = n.replicator.get();
+    md.replicas = n.replica_tiers.get();
+    md.queue = n.replication_queue.get();
+    md.ack = ReplicaAck::kNone;  // the replicas are not what these tests wait for
+    md.parity_ack = parity_ack;
+    md.parity_member = parity[id].get();
+    md.parity_holder = n.parity.get();
+    return std::make_unique<MultiNode>(std::move(md));
+  }
+  // Member i writes its part of step and commits it through its cluster (as CommitOnNode does after the
+  // tier's commit); returns the commit's answer and how long the cluster took.
+  std::pair<Status, std::chrono::milliseconds> CommitThrough(MultiNode& cluster, size_t i, uint64_t step,
+                                                             bool down_tree = false) {
+    WritePart(i, step);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = cluster.ReplicateCommitted("job", step, down_tree);
+    return {st, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)};
   }
   ParityStepState::Kind KindOf(size_t i, uint64_t step) {
     Result<ParityStepState> s = parity[group.data[i]]->State("job", step);
@@ -169,6 +203,90 @@ TEST_F(ParityMemberTest, StepsCommittedBeforeAStartAreUnknownNeverRedundant) {
   parity[id]->AdoptCommitted();
   EXPECT_EQ(KindOf(0, kMemberStep), ParityStepState::Kind::kUnknown);
   EXPECT_FALSE(parity[id]->State("job", kMemberStep)->redundant());
+}
+
+// Decision 146: with --parity-ack all a member's commit returns only once its group is sealed on every
+// holder, so the step is already redundant when the writer learns it is committed.
+TEST_F(ParityMemberTest, AckAllACommitReturnsOnlyOnceItsGroupIsSealedOnEveryHolder) {
+  MakeMembers(10s);
+  std::map<std::string, std::unique_ptr<MultiNode>> clusters;
+  for (const std::string& id : group.data) clusters[id] = ClusterOf(id, ReplicaAck::kAll);
+  std::atomic<int> returned{0};
+  std::vector<Status> answers(group.data.size(), Internal("not committed"));
+  std::vector<std::thread> first_three;
+  for (size_t i = 0; i < 3; ++i) {
+    first_three.emplace_back([&, i] {
+      answers[i] = CommitThrough(*clusters[group.data[i]], i, kMemberStep).first;
+      ++returned;
+    });
+  }
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(returned.load(), 0) << "a commit returned before its group's fourth part was committed";
+  EXPECT_EQ(KindOf(0, kMemberStep), ParityStepState::Kind::kPending);
+  answers[3] = CommitThrough(*clusters[group.data[3]], 3, kMemberStep).first;
+  for (std::thread& t : first_three) t.join();
+  for (size_t i = 0; i < group.data.size(); ++i) {
+    EXPECT_TRUE(answers[i].ok()) << group.data[i] << ": " << answers[i].ToString();
+    // No Drain: redundant as the commit returns.
+    EXPECT_EQ(KindOf(i, kMemberStep), ParityStepState::Kind::kRedundant) << group.data[i];
+  }
+  EXPECT_TRUE(HoldersHave(kMemberStep));
+  EXPECT_EQ(clusters[group.data[0]]->Stats()->parity->ack, "all");
+}
+
+// A holder that does not answer: the commit gives up after the peer timeout plus one slice with kTimeout
+// naming the holders (as --replica-ack all answers for a replica that does not answer), the step stays
+// committed and pending, and the send, still running, records what the holders answer at last.
+TEST_F(ParityMemberTest, AckAllWithAHolderThatNeverAnswersReturnsTheTimeoutAnswerAndTheStepStaysCommitted) {
+  MakeMembers(300ms);  // the commit waits 300 ms + kParityWaitSlice
+  std::map<std::string, std::unique_ptr<MultiNode>> clusters;
+  for (const std::string& id : group.data) clusters[id] = ClusterOf(id, ReplicaAck::kAll);
+  const std::string& silent = group.parity[0];
+  nodes[silent]->faults->DelayEverySend(peer::Millis(3000));
+  std::vector<std::pair<Status, std::chrono::milliseconds>> answers(group.data.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < group.data.size(); ++i) {
+    threads.emplace_back([&, i] { answers[i] = CommitThrough(*clusters[group.data[i]], i, kMemberStep); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < group.data.size(); ++i) {
+    const auto& [st, took] = answers[i];
+    EXPECT_EQ(st.code(), Code::kTimeout) << group.data[i] << ": " << st.ToString();
+    EXPECT_NE(st.message().find("was not sealed by its holders " + group.parity[0] + ", " + group.parity[1] +
+                                " within 1300 ms"),
+              std::string::npos)
+        << st.ToString();
+    EXPECT_NE(st.message().find("the step is committed in this node's memory"), std::string::npos);
+    EXPECT_GE(took, 1300ms);
+    EXPECT_LT(took, 2800ms) << "the commit waited for the silent holder";
+    EXPECT_TRUE(nodes[group.data[i]]->h.tier->HasCommitted("job", kMemberStep));
+    Result<ParityStepState> state = parity[group.data[i]]->State("job", kMemberStep);
+    ASSERT_TRUE(state.ok());
+    EXPECT_EQ(state->kind, ParityStepState::Kind::kPending);
+    EXPECT_NE(state->detail.find("the commit stopped waiting"), std::string::npos) << state->detail;
+  }
+  nodes[silent]->faults->ClearFaults();
+  for (const std::string& id : group.data) parity[id]->Drain();
+  EXPECT_NE(KindOf(0, kMemberStep), ParityStepState::Kind::kPending);  // the send ended, whatever it learned
+}
+
+// --parity-ack none (decision 136, unchanged), and a part committed down a commit tree under all: the commit
+// returns at once, the step pending, though its group never completes.
+TEST_F(ParityMemberTest, AckNoneAndAPartDownACommitTreeReturnAtOnce) {
+  MakeMembers(2s);
+  std::unique_ptr<MultiNode> none = ClusterOf(group.data[0], ReplicaAck::kNone);
+  const auto [st, took] = CommitThrough(*none, 0, kMemberStep);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_LT(took, 1000ms);
+  EXPECT_EQ(KindOf(0, kMemberStep), ParityStepState::Kind::kPending);
+  EXPECT_EQ(none->Stats()->parity->ack, "none");
+  std::unique_ptr<MultiNode> all = ClusterOf(group.data[1], ReplicaAck::kAll);
+  const auto [part, part_took] = CommitThrough(*all, 1, kMemberStep, /*down_tree=*/true);
+  EXPECT_TRUE(part.ok()) << part.ToString();
+  EXPECT_LT(part_took, 1000ms);
+  EXPECT_EQ(KindOf(1, kMemberStep), ParityStepState::Kind::kPending);
+  for (const std::string& id : group.data) parity[id]->Drain();
+  EXPECT_EQ(KindOf(0, kMemberStep), ParityStepState::Kind::kIncomplete);  // two of four parts: not sealed
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ class ParitySender {
   const cluster::ParityLayout& layout() const { return layout_; }
   const cluster::ParityGroup& group() const { return layout_.groups[group_]; }
   uint32_t index() const { return index_; }  // this node's data index in its group
+  const std::string& node_id() const { return node_id_; }
 
   // Asks each holder to fold this node's committed part of (ns, step);
   // wait: how long a holder may wait for the rest of the group (0: answer

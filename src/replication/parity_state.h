@@ -31,6 +31,7 @@ struct ParityStatsInput {
   uint32_t group = 0;                // this node's group
   uint32_t index = 0;                // its data index there
   std::vector<std::string> holders;  // the group's parity holders, piece 0 first
+  std::string ack = "none";          // --parity-ack: "all" | "none" (decision 146)
   uint64_t held_bytes = 0;           // parity pieces this node holds for groups (ParityHolder)
   std::vector<ParityStepState> steps;  // by (ns, step)
 };

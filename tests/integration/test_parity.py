@@ -370,6 +370,11 @@ def test_with_one_replica_two_killed_members_of_a_step_spanning_every_node_are_r
             if p.poll() is None:
                 p.stdin.close()
                 p.wait(timeout=30)
+    # Decision 146: --replicas 1 makes --parity-ack all the default; the coordinator's commit, its part last,
+    # returned once its own group was sealed (the parts committed down the tree did not wait, or their groups,
+    # holding the coordinator, would have waited for it until the timeout).
+    assert c.parity(coordinator)["ack"] == "all"
+    assert c.step_state(coordinator, "s", STEP)["state"] == "redundant", c.step_state(coordinator, "s", STEP)
     committed = {node: c[node].cli_json("show", "s", STEP)["manifest"] for node in (coordinator, other)}
     assert committed[coordinator]["members"] == nodes, committed[coordinator]
     assert committed[other]["member_ref"]["coordinator"] == coordinator, committed[other]
@@ -395,3 +400,49 @@ def test_with_one_replica_two_killed_members_of_a_step_spanning_every_node_are_r
         assert c[node].cli_json("show", "s", STEP)["manifest"] == committed[node]
     # The first replacement rebuilt from the two other members and both parity pieces, the second gone then.
     assert f"data={','.join(data[2:])} parity={','.join(holders)}" in c[coordinator].log_text()
+
+
+def test_with_parity_ack_all_a_commit_returns_with_its_step_already_redundant_on_every_member(cluster):
+    # Decision 146: with --replicas 1 --parity-ack all every member's commit returns only once its group's
+    # parity is sealed on every holder, so status reports the step redundant on every member as soon as the
+    # commits return, without waiting for it.
+    c = cluster(6, "--replicas", "1", "--parity-ack", "all", "--peer-timeout-ms", "6000")
+    nodes = sorted(c.nodes)
+    assert c.parity("n1")["ack"] == "all"
+    writers = {}
+    for i, node in enumerate(nodes):
+        writers[node] = c[node].writer_popen("--ns", "a", "--step", STEP, "--objects", 2, "--size", MiB + 4096 * i,
+                                             "--seed", 100 + i)
+    for node, p in writers.items():
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, f"{node}: {out}\n{err}\n{c[node].log_text()[-3000:]}"
+    for node in nodes:
+        state = c.step_state(node, "a", STEP)
+        assert state is not None and state["state"] == "redundant", (node, state)
+    text = c["n1"].cli("agent", "status").stdout
+    assert f"parity step    a/{STEP}: redundant" in text, text
+    assert "of other groups' parity; commit waits for all" in text, text
+    for g, (data, holders) in c.groups().items():
+        for holder in holders:
+            assert (c.group_dir(holder, "a", STEP, g) / "record.json").exists()
+
+    # A group that does not complete in time (one member alone commits step 4): the commit reports that the
+    # step is not redundant, naming the holders' answers, as --replica-ack all reports a failed replica; the
+    # step stays committed in the member's memory and status says incomplete.
+    data, holders = c.groups()[0]
+    started = time.time()
+    r = c[data[0]].writer("--ns", "a", "--step", STEP + 1, "--objects", 1, "--size", 65536, check=False)
+    took = time.time() - started
+    said = r.stdout + r.stderr
+    assert r.returncode != 0, said
+    # The holders' answers after --peer-timeout-ms (6 s); on a machine too slow to get them within one more
+    # second, the timeout answer naming the holders.
+    assert (f"the parity of a step {STEP + 1} of node {data[0]} (group 0) is not complete" in said
+            and "1 of 4 folded" in said) or f"was not sealed by its holders {', '.join(holders)}" in said, said
+    assert "the step is committed in this node's memory" in said, said
+    assert took < 30, took
+    assert c[data[0]].steps("a")[STEP + 1]["memory"] == "committed"
+    wait_for(lambda: c.step_state(data[0], "a", STEP + 1)["state"] == "incomplete",
+             what=f"{data[0]} to report a/{STEP + 1} incomplete")
+    assert f"event=parity_sent ns=a step={STEP + 1} group=0 redundant=false" in c[data[0]].log_text()
+

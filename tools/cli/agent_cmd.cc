@@ -172,12 +172,12 @@ void PrintStatus(const json& j) {
         for (const json& id : *h) on += (on.empty() ? "" : ", ") + (id.is_string() ? id.get<std::string>() : "?");
       }
       // Decisions 139, 141 and 142: a lost part of any step is rebuilt from parity once the step
-      // is redundant (the commit does not wait for it).
+      // is redundant; decision 146: the commit waits for that with --parity-ack all.
       std::printf(
           "  parity         %s (experimental: rebuilds lost parts of redundant steps), group %s, "
-          "parity on %s; holding %s of other groups' parity\n",
+          "parity on %s; holding %s of other groups' parity; commit waits for %s\n",
           Str(*parity, "scheme").c_str(), Num(*parity, "group").c_str(), on.c_str(),
-          Size(*parity, "held_bytes").c_str());
+          Size(*parity, "held_bytes").c_str(), Str(*parity, "ack").c_str());
       if (auto steps = parity->find("steps"); steps != parity->end() && steps->is_array()) {
         for (const json& st : *steps) {
           if (!st.is_object()) continue;

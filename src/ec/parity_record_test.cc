@@ -57,6 +57,20 @@ struct Broken {
   std::string says;  // the message must contain this
 };
 
+// Each case's edit of the good record is refused by Parse as corruption, its message naming the
+// broken field (says) and the file.
+void ExpectEachRefused(const json& good, const std::vector<Broken>& cases) {
+  for (const Broken& c : cases) {
+    json j = good;
+    c.edit(j);
+    Result<ParityRecord> r = ParityRecord::Parse(j.dump(), "holder-3/rec.json");
+    ASSERT_FALSE(r.ok()) << c.what;
+    EXPECT_EQ(r.status().code(), Code::kCorruption) << c.what;
+    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << c.what << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find("holder-3/rec.json"), std::string::npos) << c.what;
+  }
+}
+
 TEST(ParityRecordTest, ParseRefusesEachBrokenFieldNamingIt) {
   const std::vector<Broken> cases = {
       {"format", [](json& j) { j["format"] = "tierckpt.manifest"; }, "format is \"tierckpt.manifest\""},
@@ -111,15 +125,7 @@ TEST(ParityRecordTest, ParseRefusesEachBrokenFieldNamingIt) {
       {"parity entry", [](json& j) { j["parity"][0] = json::array(); }, "\"parity[0]\" must be an object"},
   };
   const json good = json::parse(Sample().ToJson());
-  for (const Broken& c : cases) {
-    json j = good;
-    c.edit(j);
-    Result<ParityRecord> r = ParityRecord::Parse(j.dump(), "holder-3/rec.json");
-    ASSERT_FALSE(r.ok()) << c.what;
-    EXPECT_EQ(r.status().code(), Code::kCorruption) << c.what;
-    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << c.what << ": " << r.status().message();
-    EXPECT_NE(r.status().message().find("holder-3/rec.json"), std::string::npos) << c.what;
-  }
+  ExpectEachRefused(good, cases);
   for (std::string_view text : {"", "[]", "{", "null", "{\"format\": 1}"}) {
     EXPECT_EQ(ParityRecord::Parse(text, "t").status().code(), Code::kCorruption) << text;
   }
@@ -179,15 +185,7 @@ TEST(ParityRecordTest, ParseRefusesABrokenPartHeaderNamingIt) {
       {"part placement", [](json& j) { j["data"][0]["part"]["placement"] = "x"; }, "placement"},
   };
   const json good = json::parse(WithHeaders().ToJson());
-  for (const Broken& c : cases) {
-    json j = good;
-    c.edit(j);
-    Result<ParityRecord> r = ParityRecord::Parse(j.dump(), "holder-3/rec.json");
-    ASSERT_FALSE(r.ok()) << c.what;
-    EXPECT_EQ(r.status().code(), Code::kCorruption) << c.what;
-    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << c.what << ": " << r.status().message();
-    EXPECT_NE(r.status().message().find("holder-3/rec.json"), std::string::npos) << c.what;
-  }
+  ExpectEachRefused(good, cases);
 }
 
 TEST(ParityRecordTest, ARecordWithoutPartHeadersMergesWithOneThatHasThemAndTwoHeadersMustAgree) {

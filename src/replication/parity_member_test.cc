@@ -62,6 +62,10 @@ class ParityMemberTest : public ::testing::Test {
   }
   // The cluster a member's commit goes through (commit.h), with its ParityMember and --parity-ack.
   std::unique_ptr<MultiNode> ClusterOf(const std::string& id, ReplicaAck parity_ack) {
+    return ClusterWith(id, parity_ack, parity[id].get());
+  }
+  // The same with another member (nullptr: a node that is no data member here, a holder).
+  std::unique_ptr<MultiNode> ClusterWith(const std::string& id, ReplicaAck parity_ack, ParityMember* member) {
     Node& n = *nodes[id];
     MultiNodeDeps md;
     md.node_id = id;
@@ -70,7 +74,7 @@ class ParityMemberTest : public ::testing::Test {
     md.queue = n.replication_queue.get();
     md.ack = ReplicaAck::kNone;  // the replicas are not what these tests wait for
     md.parity_ack = parity_ack;
-    md.parity_member = parity[id].get();
+    md.parity_member = member;
     md.parity_holder = n.parity.get();
     return std::make_unique<MultiNode>(std::move(md));
   }
@@ -158,17 +162,6 @@ TEST_F(ParityMemberTest, TheParityOfAStepTheMemberNoLongerHoldsIsDroppedAfterIts
 // What status and a scrape show (reports.cc "peers.parity", docs/operations.md).
 TEST_F(ParityMemberTest, TheClusterReportsEachStepsStateAndTheParityHeld) {
   CommitWholeGroup(kMemberStep);
-  auto cluster_of = [&](const std::string& id, ParityMember* member) {
-    Node& n = *nodes[id];
-    MultiNodeDeps md;
-    md.node_id = id;
-    md.replicator = n.replicator.get();
-    md.replicas = n.replica_tiers.get();
-    md.queue = n.replication_queue.get();
-    md.parity_member = member;
-    md.parity_holder = n.parity.get();
-    return std::make_unique<MultiNode>(std::move(md));
-  };
   auto gauge = [](const std::vector<Gauge>& gauges, const std::string& name, const std::string& state) {
     for (const Gauge& g : gauges) {
       const bool labelled = !g.labels.empty() && g.labels[0].second == state;
@@ -177,7 +170,7 @@ TEST_F(ParityMemberTest, TheClusterReportsEachStepsStateAndTheParityHeld) {
     return -1.0;
   };
   const std::string& id = group.data[0];
-  std::unique_ptr<MultiNode> member = cluster_of(id, parity[id].get());
+  std::unique_ptr<MultiNode> member = ClusterOf(id, ReplicaAck::kNone);
   std::optional<PeerStatsInput> stats = member->Stats();
   ASSERT_TRUE(stats.has_value() && stats->parity.has_value());
   EXPECT_EQ(stats->parity->scheme, "rs:4+2");
@@ -188,7 +181,7 @@ TEST_F(ParityMemberTest, TheClusterReportsEachStepsStateAndTheParityHeld) {
   EXPECT_EQ(gauge(gauges, "tierckpt_parity_steps", "redundant"), 1.0);
   EXPECT_EQ(gauge(gauges, "tierckpt_parity_steps", "incomplete"), 0.0);
   // A holder of group 0 (no member here): its pieces' bytes, no parity object in Stats.
-  std::unique_ptr<MultiNode> holder = cluster_of(group.parity[0], nullptr);
+  std::unique_ptr<MultiNode> holder = ClusterWith(group.parity[0], ReplicaAck::kNone, nullptr);
   std::vector<Gauge> held;
   holder->AddGauges(&held);
   const uint64_t held_bytes = nodes[group.parity[0]]->parity->used_bytes();

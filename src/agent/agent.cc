@@ -556,6 +556,8 @@ std::vector<Gauge> Agent::Gauges() const {
   if (persister_ != nullptr) {
     add("tierckpt_persist_queue", "steps waiting for or being persisted", static_cast<double>(persister_->queued()), {{"state", "queued"}});
     add("tierckpt_persist_queue", "steps waiting for or being persisted", static_cast<double>(persister_->running()), {{"state", "running"}});
+    add("tierckpt_persist_queue", "steps waiting for or being persisted", static_cast<double>(persister_->awaiting_parts()),
+        {{"state", "awaiting_parts"}});
   }
   add("tierckpt_connections", "local client connections", static_cast<double>(service_ != nullptr ? service_->connections() : 0));
   cluster_->AddGauges(&g);

@@ -310,6 +310,7 @@ Reply Handlers::Stats(std::string_view p) {
   if (d_.persister != nullptr) {
     in.persist_queued = d_.persister->queued();
     in.persist_running = d_.persister->running();
+    in.persist_awaiting_parts = d_.persister->awaiting_parts();
   }
   in.connections = d_.connection_count ? d_.connection_count() : 0;
   if (d_.scrub_counters) in.scrub = d_.scrub_counters();

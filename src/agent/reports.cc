@@ -151,6 +151,7 @@ std::string StatsJson(const StatsInput& in) {
       {"in_flight_steps", in.tier.writing_steps},
       {"persist_queue", in.persist_queued},
       {"persist_running", in.persist_running},
+      {"persist_awaiting_parts", in.persist_awaiting_parts},
       {"connections", in.connections},
       {"namespaces", std::move(namespaces)},
       {"last_errors", std::move(errors)},

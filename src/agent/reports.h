@@ -101,6 +101,7 @@ struct StatsInput {
   std::vector<NotPersisted> not_persisted;  // by namespace, then step
   size_t persist_queued = 0;
   size_t persist_running = 0;
+  size_t persist_awaiting_parts = 0;  // steps spanning nodes waiting for the others' parts (decision 152)
   size_t connections = 0;
   std::vector<ErrorRecord> last_errors;
   std::string durable_error;  // listing the durable tier failed
@@ -117,7 +118,7 @@ struct StatsInput {
 //  persist failed; the persister tries them again),
 //  and: "started_unix_ms","uptime_s","persist_every","durable_keep",
 //  "verify_on_seal","object_bytes","pool_segments","tmpfs_total_bytes",
-//  "committed_steps","persist_running","durable_error"?,
+//  "committed_steps","persist_running","persist_awaiting_parts","durable_error"?,
 //  "persist_rate_bytes","replicate_rate_bytes" (0 = unlimited),
 //  "background_priority" ("normal"|"low"|"idle"),
 //  "policies": {ns: {"keep_memory","keep_durable","persist_every"}} (what

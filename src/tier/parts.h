@@ -11,7 +11,7 @@
 // is checked against the first part's members as it is added, and only its
 // objects and four numbers are kept; its member list is dropped. So merging
 // N parts of p objects holds O(N + N·p), not N member lists of N ids each
-// (the durable merger, Persister::AwaitParts, reads N part records).
+// (the durable merger, Persister::MergePass, reads N part records).
 //
 // MergeTurn: who writes the durable manifest of a step spanning nodes
 // (decision 87). One member merges (turn 0: members[step % N]), reading the

@@ -52,7 +52,8 @@ Persister::Persister(PersisterOptions options, MemoryTier* tier, ObjectStore* st
       errors_(errors),
       queue_("persist", options.threads,
              [priority = options.priority] { LowerThisThreadForBackgroundWork(priority, "persist"); }),
-      retry_queue_("persist-retry", 1) {}
+      retry_queue_("persist-retry", 1),
+      parts_timer_("persist-parts", 1) {}
 
 Persister::~Persister() { Stop(std::chrono::milliseconds(0)); }
 
@@ -79,6 +80,19 @@ void Persister::Stop(std::chrono::milliseconds grace) {
   sleep_cv_.SignalAll();
   queue_.Stop();
   retry_queue_.Stop();
+  parts_timer_.Stop();
+  // The parked steps no job will look at again.
+  std::map<StepKey, std::shared_ptr<PartsWait>> parked;
+  {
+    MutexLock lock(&parked_mu_);
+    parked.swap(parked_);
+  }
+  for (auto& [key, w] : parked) Abandon(std::move(w));
+}
+
+size_t Persister::awaiting_parts() const {
+  MutexLock lock(&parked_mu_);
+  return parked_.size();
 }
 
 bool Persister::Backoff(std::chrono::milliseconds d) {
@@ -100,11 +114,13 @@ void Persister::Run(const std::string& ns, uint64_t step) {
     running_.emplace(ns, step);
   }
   Status st;
+  std::shared_ptr<PartsWait> wait;
   int attempt = 0;
   auto delay = options_.first_backoff;
   for (;;) {
     ++attempt;
-    st = PersistOnce(*lease);
+    wait.reset();
+    st = PersistOnce(*lease, &wait);
     if (st.ok() || cancel_ || !IsRetriable(st) || attempt > options_.max_retries) break;
     options_.metrics->persist_retries.fetch_add(1, std::memory_order_relaxed);
     Log(LogLevel::kWarn, "persist retry")
@@ -116,9 +132,23 @@ void Persister::Run(const std::string& ns, uint64_t step) {
     if (!Backoff(delay)) break;
     delay *= 4;
   }
+  if (st.ok() && wait != nullptr) {
+    // This node's part is uploaded; the others' are awaited off this thread.
+    wait->lease = std::move(*lease);
+    wait->attempt = attempt;
+    wait->t0 = t0;
+    Look(std::move(wait));
+    return;
+  }
+  Finish(ns, step, std::move(*lease), std::move(st), attempt, t0);
+}
+
+void Persister::Finish(const std::string& ns, uint64_t step, PersistLease lease, Status st, int attempt,
+                       std::chrono::steady_clock::time_point t0) {
   if (cancel_ && !st.ok()) st = Aborted("persist of " + StepLabel(ns, step) + " cancelled by shutdown");
-  const uint64_t bytes = lease->manifest.TotalBytes();
-  lease->pin.Reset();
+  const uint64_t bytes = lease.manifest.TotalBytes();
+  const bool spans = lease.manifest.SpansNodes();
+  lease.pin.Reset();
   {
     MutexLock lock(&gc_mu_);
     running_.erase({ns, step});
@@ -126,7 +156,7 @@ void Persister::Run(const std::string& ns, uint64_t step) {
   if (st.ok()) {
     // A sweep could remove the parts other nodes are still uploading of an
     // older step spanning nodes: only steps of one node sweep.
-    if (!lease->manifest.SpansNodes()) SweepOnce(ns, step);
+    if (!spans) SweepOnce(ns, step);
     ApplyDurableRetention(ns);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     // Counted before the step reads as durable: whoever sees kDurable sees the count too.
@@ -161,6 +191,92 @@ void Persister::Run(const std::string& ns, uint64_t step) {
   tier_->FinishPersist(ns, step, st);
 }
 
+Persister::PartsWait::PartsWait(const Manifest& part)
+    : start(std::chrono::steady_clock::now()), last_ask(start), t0(start), turn(MergeTurn(part, part.node)) {
+  // Decision 88: the merger reads the others' records; every other member
+  // reads only the manifest until its turn to take over comes.
+  merging = turn == 0;
+  // Each record found is checked against this node's part and only its
+  // objects are kept (decision 112): O(N + N·p) held, not N member lists.
+  // A part naming its members by member_ref (decision 116) has no list to
+  // merge by: the merger takes it from the coordinator's record, read first.
+  if (!part.member_ref) merger.emplace(part);
+}
+
+void Persister::Look(std::shared_ptr<PartsWait> w) {
+  const Manifest& part = w->lease.manifest;
+  Result<bool> done = MergePass(*w);
+  if (done.ok() && !*done) {
+    w->errors = 0;
+    Park(std::move(w));
+    return;
+  }
+  if (!done.ok() && IsRetriable(done.status()) && !cancel_ && w->errors < options_.max_retries) {
+    // A look that failed to read the shared directory is tried again at the next look.
+    ++w->errors;
+    options_.metrics->persist_retries.fetch_add(1, std::memory_order_relaxed);
+    Log(LogLevel::kWarn, "persist retry")
+        .Kv("ns", part.ns)
+        .Kv("step", part.step)
+        .Kv("attempt", w->errors)
+        .Kv("backoff_ms", static_cast<int64_t>(w->delay.count()))
+        .Err(done.status());
+    Park(std::move(w));
+    return;
+  }
+  const std::string ns = part.ns;
+  const uint64_t step = part.step;
+  Finish(ns, step, std::move(w->lease), done.ok() ? Status::Ok() : done.status(), w->attempt, w->t0);
+}
+
+void Persister::Park(std::shared_ptr<PartsWait> w) {
+  const StepKey key{w->lease.manifest.ns, w->lease.manifest.step};
+  const auto due = std::chrono::steady_clock::now() + w->delay;
+  w->delay = std::min(w->delay * 2, std::chrono::milliseconds(1000));
+  {
+    MutexLock lock(&parked_mu_);
+    parked_[key] = std::move(w);
+  }
+  // One timer thread takes the parked steps in the order they parked; their
+  // backoffs differ by at most a second, so a look is late by at most that.
+  const bool timed = parts_timer_.Submit([this, key, due] {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - std::chrono::steady_clock::now());
+    if (left.count() > 0 && !Backoff(left)) return;  // shutting down: Stop abandons what is parked
+    if (stopping_ || !queue_.Submit([this, key] { Resume(key); })) {
+      if (std::shared_ptr<PartsWait> gone = Unpark(key)) Abandon(std::move(gone));
+    }
+  });
+  if (!timed) {
+    if (std::shared_ptr<PartsWait> gone = Unpark(key)) Abandon(std::move(gone));
+  }
+}
+
+void Persister::Resume(const StepKey& key) {
+  std::shared_ptr<PartsWait> w = Unpark(key);
+  if (w == nullptr) return;  // abandoned by shutdown
+  if (cancel_ || stopping_) {
+    Abandon(std::move(w));
+    return;
+  }
+  Look(std::move(w));
+}
+
+std::shared_ptr<Persister::PartsWait> Persister::Unpark(const StepKey& key) {
+  MutexLock lock(&parked_mu_);
+  auto it = parked_.find(key);
+  if (it == parked_.end()) return nullptr;
+  std::shared_ptr<PartsWait> w = std::move(it->second);
+  parked_.erase(it);
+  return w;
+}
+
+void Persister::Abandon(std::shared_ptr<PartsWait> w) {
+  const std::string ns = w->lease.manifest.ns;
+  const uint64_t step = w->lease.manifest.step;
+  Finish(ns, step, std::move(w->lease), Aborted("persist of " + StepLabel(ns, step) + " cancelled by shutdown"),
+         w->attempt, w->t0);
+}
+
 void Persister::RetryLater(const std::string& ns, uint64_t step) {
   const auto due = std::chrono::steady_clock::now() + options_.retry_later;
   retry_queue_.Submit([this, ns, step, due] {
@@ -178,7 +294,7 @@ void Persister::RetryLater(const std::string& ns, uint64_t step) {
   });
 }
 
-Status Persister::PersistOnce(const PersistLease& lease) {
+Status Persister::PersistOnce(const PersistLease& lease, std::shared_ptr<PartsWait>* wait) {
   const Manifest& m = lease.manifest;
   Result<Manifest> existing = store_->ReadManifest(m.ns, m.step);
   if (m.SpansNodes()) {
@@ -195,7 +311,8 @@ Status Persister::PersistOnce(const PersistLease& lease) {
       if (merged.ok()) return ContainsPart(*merged, m) ? Status::Ok() : DifferentDurable(*store_, m);
     }
     TC_RETURN_IF_ERROR(uploaded);
-    return AwaitParts(m);
+    *wait = std::make_shared<PartsWait>(m);  // Run looks at once, then parks it
+    return Status::Ok();
   }
   if (existing.ok()) return SameObjects(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);
   if (existing.status().code() != Code::kNotFound) return existing.status();
@@ -299,51 +416,38 @@ Result<PartRecord> Persister::ReadPartRecord(const Manifest& part, const std::st
   return record;
 }
 
-Status Persister::AwaitParts(const Manifest& part) {
-  const auto start = std::chrono::steady_clock::now();
-  auto last_ask = start;
-  auto delay = std::chrono::milliseconds(50);
-  // Each record found is checked against this node's part and only its
-  // objects are kept (decision 112): O(N + N·p) held, not N member lists.
-  // A part naming its members by member_ref (decision 116) has no list to
-  // merge by: the merger takes it from the coordinator's record, read first.
-  std::optional<PartMerger> merger;
-  if (!part.member_ref) merger.emplace(part);
-  // Decision 88: the merger reads the others' records; every other member
-  // reads only the manifest until its turn to take over comes.
-  const size_t turn = MergeTurn(part, part.node);
-  bool merging = turn == 0;
-  for (;;) {
+Result<bool> Persister::MergePass(PartsWait& w) {
+  const Manifest& part = w.lease.manifest;
+  for (;;) {  // each `continue` looks again at once
     if (cancel_) return Aborted("persist cancelled by shutdown");
     Result<Manifest> existing = store_->ReadManifest(part.ns, part.step);
-    if (existing.ok()) return ContainsPart(*existing, part) ? Status::Ok() : DifferentDurable(*store_, part);
+    if (existing.ok()) {
+      if (!ContainsPart(*existing, part)) return DifferentDurable(*store_, part);
+      return true;
+    }
     if (existing.status().code() != Code::kNotFound) return existing.status();
-    if (!merging) {
-      const auto waited = std::chrono::steady_clock::now() - start;
-      if (waited >= parts_.takeover_after * static_cast<int64_t>(turn)) {
-        merging = true;
-        last_ask = start;  // the merger's part may be missing too: ask for it at once
-        Log(LogLevel::kWarn, "merge_takeover")
-            .Kv("ns", part.ns)
-            .Kv("step", part.step)
-            .Kv("merger", MergerOf(part))  // "" when this part has no list (decision 116)
-            .Kv("merger_index", part.step % part.MemberCount())
-            .Kv("turn", static_cast<uint64_t>(turn))
-            .Kv("waited_ms", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
-        continue;
-      }
-      if (!Backoff(delay)) return Aborted("persist cancelled by shutdown");
-      delay = std::min(delay * 2, std::chrono::milliseconds(1000));
+    if (!w.merging) {
+      const auto waited = std::chrono::steady_clock::now() - w.start;
+      if (waited < parts_.takeover_after * static_cast<int64_t>(w.turn)) return false;
+      w.merging = true;
+      w.last_ask = w.start;  // the merger's part may be missing too: ask for it at once
+      Log(LogLevel::kWarn, "merge_takeover")
+          .Kv("ns", part.ns)
+          .Kv("step", part.step)
+          .Kv("merger", MergerOf(part))  // "" when this part has no list (decision 116)
+          .Kv("merger_index", part.step % part.MemberCount())
+          .Kv("turn", static_cast<uint64_t>(w.turn))
+          .Kv("waited_ms", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
       continue;
     }
     // Part records found stay found: only the missing ones are read again.
     std::vector<std::string> missing;
-    if (!merger) {
+    if (!w.merger) {
       const std::string& coordinator = part.member_ref->coordinator;
       Result<PartRecord> record = ReadPartRecord(part, coordinator);
       if (record.ok()) {
         TC_ASSIGN_OR_RETURN(PartMerger m, PartMerger::FromCoordinatorRecord(part, std::move(record).value()));
-        merger.emplace(std::move(m));
+        w.merger.emplace(std::move(m));
       } else if (record.status().code() == Code::kNotFound) {
         missing.push_back(coordinator);
       } else {
@@ -351,12 +455,12 @@ Status Persister::AwaitParts(const Manifest& part) {
       }
     }
     static const std::vector<std::string> kNone;
-    for (const std::string& member : merger ? merger->members() : kNone) {
-      if (merger->Has(member)) continue;
+    for (const std::string& member : w.merger ? w.merger->members() : kNone) {
+      if (w.merger->Has(member)) continue;
       Result<PartRecord> record =
           member == part.node ? Result<PartRecord>(PartRecord{part, std::nullopt}) : ReadPartRecord(part, member);
       if (record.ok()) {
-        TC_RETURN_IF_ERROR(merger->Add(std::move(record).value()));
+        TC_RETURN_IF_ERROR(w.merger->Add(std::move(record).value()));
       } else if (record.status().code() == Code::kNotFound) {
         missing.push_back(member);
       } else {
@@ -364,24 +468,24 @@ Status Persister::AwaitParts(const Manifest& part) {
       }
     }
     if (missing.empty()) {
-      TC_ASSIGN_OR_RETURN(Manifest whole, merger->Finish(parts_.node_id.empty() ? part.node : parts_.node_id));
+      TC_ASSIGN_OR_RETURN(Manifest whole, w.merger->Finish(parts_.node_id.empty() ? part.node : parts_.node_id));
       Status committed = store_->CommitStep(whole);
       if (committed.code() == Code::kAlreadyExists) {
         TC_ASSIGN_OR_RETURN(Manifest there, store_->ReadManifest(part.ns, part.step));
-        return ContainsPart(there, part) ? Status::Ok() : DifferentDurable(*store_, part);
+        if (!ContainsPart(there, part)) return DifferentDurable(*store_, part);
+        return true;
       }
-      if (committed.ok()) {
-        Log(LogLevel::kInfo, "persist_merged")
-            .Kv("ns", part.ns)
-            .Kv("step", part.step)
-            .Kv("parts", static_cast<uint64_t>(part.MemberCount()))
-            .Kv("bytes", whole.TotalBytes());
-      }
-      return committed;
+      TC_RETURN_IF_ERROR(committed);
+      Log(LogLevel::kInfo, "persist_merged")
+          .Kv("ns", part.ns)
+          .Kv("step", part.step)
+          .Kv("parts", static_cast<uint64_t>(part.MemberCount()))
+          .Kv("bytes", whole.TotalBytes());
+      return true;
     }
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_ask >= parts_.takeover_after && parts_.ask_elsewhere) {
-      last_ask = now;
+    if (now - w.last_ask >= parts_.takeover_after && parts_.ask_elsewhere) {
+      w.last_ask = now;
       for (const std::string& member : missing) {
         Result<std::string> by = parts_.ask_elsewhere(member, part.ns, part.step);
         if (by.ok()) {
@@ -396,16 +500,15 @@ Status Persister::AwaitParts(const Manifest& part) {
       }
       continue;  // look again at once
     }
-    if (now - start >= parts_.wait_limit) {
+    if (now - w.start >= parts_.wait_limit) {
       return FailedPrecondition(
           "the durable copy of " + StepLabel(part.ns, part.step) + " still lacks the parts of nodes " + JoinIds(missing) +
           " after " +
-          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start).count()) +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - w.start).count()) +
           " s, and neither they nor the holders of their replicas uploaded them; this node's part is uploaded, "
           "the step is committed once they are (`tierckpt persist` on a node that holds them)");
     }
-    if (!Backoff(delay)) return Aborted("persist cancelled by shutdown");
-    delay = std::min(delay * 2, std::chrono::milliseconds(1000));
+    return false;
   }
 }
 

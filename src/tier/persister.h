@@ -55,6 +55,16 @@
 // replica; after wait_limit the step fails (marker kept: the next start
 // retries). UploadPart is that upload alone, from any tier (this node's, or
 // a replica tier when this node takes over for another).
+// The wait holds no persist thread (decision 152): once this node's part is
+// uploaded, each look at the durable tier (MergePass) is a job of its own;
+// between two looks the step is parked (its lease, so its pin, and where its
+// wait stands kept in parked_) and a timer thread (parts_timer_) queues the
+// next look after the backoff. A step whose other parts never come (a part
+// committed down a commit tree whose coordinator then failed the step) so
+// waits out wait_limit without delaying any other step's persist; before,
+// two such steps held both persist threads for an hour and every other step
+// of the node waited behind them. The step stays kRunning while parked, as
+// it did while a thread waited.
 //
 // Caps (docs/agent.md, "Background work"): with options.rate, each object is
 // paid for (RateLimiter::Acquire of its size, shared by every persist thread
@@ -65,7 +75,8 @@
 //
 // Shutdown: Stop(grace) lets running jobs finish for up to `grace`, then
 // cancels them before their next store request (the step returns to kQueued and
-// resumes at the next start); jobs not started yet are left queued.
+// resumes at the next start); jobs not started yet are left queued; parked
+// steps return to kQueued too.
 //
 // Thread safety: all methods are thread-safe.
 #pragma once
@@ -74,6 +85,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -85,6 +99,7 @@
 #include "store/object_store.h"
 #include "tier/memory_tier.h"
 #include "tier/part_record.h"
+#include "tier/parts.h"
 
 namespace tierckpt::agent {
 
@@ -147,17 +162,57 @@ class Persister {
 
   size_t queued() const { return queue_.queued(); }
   size_t running() const { return queue_.running(); }
+  // Steps spanning nodes parked until the other members' parts are durable.
+  size_t awaiting_parts() const;
 
  private:
+  using StepKey = std::pair<std::string, uint64_t>;
+  // Where the wait of a parked step stands (decision 152): what AwaitParts'
+  // loop kept in its locals, and the lease, so the pin, while parked.
+  struct PartsWait {
+    explicit PartsWait(const Manifest& part);
+    PersistLease lease;  // moved in by Run when the step parks
+    std::chrono::steady_clock::time_point start;     // when the part was uploaded
+    std::chrono::steady_clock::time_point last_ask;  // of ask_elsewhere
+    std::chrono::steady_clock::time_point t0;        // when the persist started (its log line's ms)
+    std::chrono::milliseconds delay{50};             // the next backoff: 50 ms doubling to 1 s
+    int attempt = 1;                                 // of the persist, for its log line
+    int errors = 0;                                  // retriable errors of the looks, in a row
+    size_t turn = 0;                                 // MergeTurn of this node
+    bool merging = false;                            // the merger, or a follower whose turn came
+    std::optional<PartMerger> merger;                // the records found so far
+  };
+
   void Run(const std::string& ns, uint64_t step);
-  Status PersistOnce(const PersistLease& lease);
+  // One persist attempt. For a step spanning nodes whose other parts are not
+  // durable yet it returns Ok with *wait set (this node's part uploaded,
+  // where the wait stands): the caller parks the step.
+  Status PersistOnce(const PersistLease& lease, std::shared_ptr<PartsWait>* wait);
+  // The end of a persist (durable, failed or cancelled): the tier's state,
+  // the log line, metrics, durable retention, a later retry.
+  void Finish(const std::string& ns, uint64_t step, PersistLease lease, Status st, int attempt,
+              std::chrono::steady_clock::time_point t0);
+  // One look for w (MergePass), then the step's end or its parking.
+  void Look(std::shared_ptr<PartsWait> w) EXCLUDES(parked_mu_);
+  // Parks w (its lease moved in) until its next look, after w->delay.
+  void Park(std::shared_ptr<PartsWait> w) EXCLUDES(parked_mu_);
+  // The job of a parked step's next look (on queue_).
+  void Resume(const StepKey& key) EXCLUDES(parked_mu_);
+  // Removes and returns the parked wait of key; null when none.
+  std::shared_ptr<PartsWait> Unpark(const StepKey& key) EXCLUDES(parked_mu_);
+  // A parked step given up by shutdown: back to kQueued (the marker brings it back).
+  void Abandon(std::shared_ptr<PartsWait> w);
   // Puts every object of the lease's step from tier, each checked first, in
   // PutObjects batches (options_.batch_objects, batch_copied_bytes): one
   // for any usual step.
   Status UploadObjects(MemoryTier* tier, const PersistLease& lease);
   Status UploadPartOf(MemoryTier* tier, const PersistLease& lease);
-  // The merge loop described above, for this node's part.
-  Status AwaitParts(const Manifest& part);
+  // One look of the merge wait described above, for this node's part: true
+  // when the durable tier holds the step with this part (merged here or by
+  // another member), false while parts are missing (look again after
+  // w.delay), an error when the step cannot become durable (wait_limit
+  // passed, a different durable copy, a store error).
+  Result<bool> MergePass(PartsWait& w);
   // The part record of member, or kNotFound.
   Result<PartRecord> ReadPartRecord(const Manifest& part, const std::string& member);
   void ApplyDurableRetention(const std::string& ns);
@@ -182,6 +237,10 @@ class Persister {
   CondVar sleep_cv_{&sleep_mu_};  // wakes backoffs on cancel
   WorkQueue queue_;
   WorkQueue retry_queue_;
+  // One thread: queues each parked step's next look on queue_ when it falls due.
+  WorkQueue parts_timer_;
+  mutable Mutex parked_mu_;
+  std::map<StepKey, std::shared_ptr<PartsWait>> parked_ GUARDED_BY(parked_mu_);
   Mutex gc_mu_;  // held by a sweep; jobs take it to (un)register
   std::set<std::pair<std::string, uint64_t>> running_ GUARDED_BY(gc_mu_);
   std::set<std::string> swept_ GUARDED_BY(gc_mu_);

@@ -494,5 +494,99 @@ TEST(PersisterTest, DurableRetentionDeletionsAreNotWrittenBackByMemoryRetention)
   EXPECT_EQ(p.h.tier->ListSteps("job").size(), 2u);
 }
 
+
+// Decision 152: a step spanning nodes waits for the other members' parts
+// without holding a persist thread. The writer_stuck of the fault campaign
+// (docs/reliability.md, run L): two DCP steps whose coordinator failed after
+// this node committed its part held both persist threads for --parts-wait
+// (an hour), and every other step of the node waited behind them.
+namespace parts_wait {
+
+// The part of node "other" of job/step: its one object in the durable tier, then its part record.
+void UploadOthersPart(MemObjectStore& mem, uint64_t step) {
+  Manifest part;
+  part.ns = "job";
+  part.step = step;
+  part.node = "other";
+  part.members = {"node-t", "other"};
+  part.objects.push_back({"b", 2, testing::ChecksumOf("bb"), "other"});
+  ASSERT_TRUE(mem.PutObject("job", step, "b", "bb", 2).ok());
+  const std::string record = EncodePartRecord(part);
+  ASSERT_TRUE(mem.PutObject("job", step, PartRecordName("other"), record.data(), record.size()).ok());
+}
+
+void CommitThisNodesPart(PersistHarness& p, uint64_t step) {
+  ASSERT_TRUE(testing::WriteObject(*p.h.tier, "job", step, "a", "aaaa").ok());
+  ASSERT_TRUE(p.h.tier->CommitStep("job", step, 2, /*persist=*/true, {}, StepSpan{{"node-t", "other"}, ""}).ok());
+}
+
+bool AwaitParked(Persister& persister, size_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (persister.awaiting_parts() != n) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+PersistState StateOf(PersistHarness& p, const std::string& ns, uint64_t step) {
+  Result<PersistStatus> s = p.h.tier->WaitPersist(ns, step, std::chrono::milliseconds(0));
+  return s.ok() ? s->state : PersistState::kNone;
+}
+
+}  // namespace parts_wait
+
+TEST(PersisterTest, StepsWaitingForAnotherNodesPartHoldNoPersistThread) {
+  PersistHarness p;  // two persist threads
+  // Two parts whose other member never uploads its own, one more than there are threads.
+  for (uint64_t step : {1, 2, 3}) parts_wait::CommitThisNodesPart(p, step);
+  ASSERT_TRUE(parts_wait::AwaitParked(*p.persister, 3)) << p.persister->awaiting_parts() << " parked";
+  // A step of this node alone is persisted at once beside them.
+  ASSERT_TRUE(WriteStep(*p.h.tier, "solo", 1, {{"x", "xyz"}}, true).ok());
+  PersistStatus solo = p.Wait("solo", 1);
+  EXPECT_EQ(solo.state, PersistState::kDurable) << solo.error.ToString();
+  EXPECT_TRUE(p.mem->ReadManifest("solo", 1).ok());
+  for (uint64_t step : {1, 2, 3}) {
+    EXPECT_EQ(parts_wait::StateOf(p, "job", step), PersistState::kRunning) << "job/" << step;
+    EXPECT_FALSE(p.mem->ReadManifest("job", step).ok()) << "job/" << step << " committed with a part missing";
+  }
+  EXPECT_EQ(p.persister->running(), 0u);
+}
+
+TEST(PersisterTest, AParkedStepIsMergedOnceTheOtherPartIsDurable) {
+  PersistHarness p;
+  parts_wait::CommitThisNodesPart(p, 2);  // step 2: this node merges (MergeTurn 0)
+  ASSERT_TRUE(parts_wait::AwaitParked(*p.persister, 1));
+  parts_wait::UploadOthersPart(*p.mem, 2);
+  PersistStatus s = p.Wait("job", 2);
+  EXPECT_EQ(s.state, PersistState::kDurable) << s.error.ToString();
+  Result<Manifest> durable = p.mem->ReadManifest("job", 2);
+  ASSERT_TRUE(durable.ok()) << durable.status().ToString();
+  EXPECT_EQ(durable->objects.size(), 2u);
+  EXPECT_EQ(p.persister->awaiting_parts(), 0u);
+}
+
+TEST(PersisterTest, AParkedStepFailsAfterTheWaitLimitNamingTheMissingPart) {
+  PersistHarness p;
+  PartsOptions parts;
+  parts.wait_limit = std::chrono::milliseconds(300);
+  p.persister->SetParts(parts);
+  parts_wait::CommitThisNodesPart(p, 2);
+  PersistStatus s = p.Wait("job", 2);
+  EXPECT_EQ(s.state, PersistState::kFailed);
+  EXPECT_NE(s.error.message().find("still lacks the parts of nodes other"), std::string::npos) << s.error.ToString();
+  EXPECT_EQ(p.persister->awaiting_parts(), 0u);
+}
+
+TEST(PersisterTest, StopReturnsAParkedStepToQueuedWithItsMarker) {
+  PersistHarness p;
+  parts_wait::CommitThisNodesPart(p, 2);
+  ASSERT_TRUE(parts_wait::AwaitParked(*p.persister, 1));
+  p.persister->Stop(std::chrono::milliseconds(0));
+  EXPECT_EQ(p.persister->awaiting_parts(), 0u);
+  EXPECT_EQ(parts_wait::StateOf(p, "job", 2), PersistState::kQueued);
+  EXPECT_TRUE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 2)))->exists);
+}
+
 }  // namespace
 }  // namespace tierckpt::agent

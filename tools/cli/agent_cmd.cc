@@ -141,6 +141,10 @@ void PrintStatus(const json& j) {
   }
   std::printf("  persist queue  %s step(s) queued, %s running\n", Num(j, "persist_queue").c_str(),
               Num(j, "persist_running").c_str());
+  if (auto a = j.find("persist_awaiting_parts"); a != j.end() && a->is_number_unsigned() && a->get<uint64_t>() > 0) {
+    std::printf("  awaiting parts %s step(s) spanning nodes: this node's part is durable, the others' are not yet\n",
+                Num(j, "persist_awaiting_parts").c_str());
+  }
   std::printf("  writing        %s step(s) in flight\n", Num(j, "in_flight_steps").c_str());
   std::printf("  connections    %s\n", Num(j, "connections").c_str());
   if (j.contains("background_priority")) {  // older agents do not send the caps

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "ec/ec_test_parts.h"
 
@@ -17,6 +18,8 @@ namespace {
 using testing::Config;
 using testing::EncodedParity;
 using testing::MakeParts;
+using testing::MeetingSource;
+using testing::Rendezvous;
 using testing::TestPart;
 
 std::vector<std::vector<uint8_t>> Snapshot(const ParityAccumulator& acc, uint32_t m) {
@@ -231,6 +234,79 @@ TEST(ParityAccumulatorTest, SealBeforeEveryMemberIsInIsRefusedNamingTheMissing) 
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(acc->Seal()->ToJson(), r->ToJson());
   EXPECT_EQ(acc->Fold(0, parts[0].manifest, parts[0].source).code(), Code::kFailedPrecondition);  // sealed
+}
+
+// Decision 148: the members' folds run at once (each meets the others at
+// its first read, so none can have finished before another began), in small
+// chunks so that their updates interleave, over parts of different lengths
+// (the pieces grow while others fold), one of them corrupt (refused and
+// taken out while the others fold), and a second fold of an index while its
+// first is in flight: the parity is still Encode's.
+TEST(ParityAccumulatorTest, FoldsOfDistinctMembersRunAtOnceAndStillGiveEncodesParity) {
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<TestPart> parts = MakeParts(4, 100 + round, /*min_bytes=*/200);
+    Result<ParityAccumulator> acc = ParityAccumulator::Create(Config(4, 2, 4, 97));
+    ASSERT_TRUE(acc.ok());
+    // Member 1's first fold is of a corrupt copy (its last non-empty object).
+    TestPart bad = parts[1];
+    auto last = std::find_if(bad.manifest.objects.rbegin(), bad.manifest.objects.rend(),
+                             [](const ObjectEntry& e) { return e.size > 0; });
+    ASSERT_NE(last, bad.manifest.objects.rend());
+    (*bad.source.Find(last->name)).back() ^= 0x01;
+
+    Rendezvous meet(4, std::chrono::seconds(20));
+    std::vector<MeetingSource> sources;
+    sources.emplace_back(&parts[0].source, &meet);
+    sources.emplace_back(&bad.source, &meet);
+    sources.emplace_back(&parts[2].source, &meet);
+    sources.emplace_back(&parts[3].source, &meet);
+    std::vector<Status> got(4);
+    std::vector<std::thread> threads;
+    for (uint32_t i = 0; i < 4; ++i) {
+      threads.emplace_back([&, i] { got[i] = acc->Fold(i, (i == 1 ? bad : parts[i]).manifest, sources[i]); });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+    EXPECT_EQ(got[1].code(), Code::kCorruption) << got[1].ToString();
+    EXPECT_TRUE(got[2].ok()) << got[2].ToString();
+    EXPECT_TRUE(got[3].ok()) << got[3].ToString();
+    EXPECT_FALSE(acc->broken());
+    EXPECT_EQ(acc->Missing(), (std::vector<uint32_t>{1}));
+
+    // The intact copy, while a second fold of index 1 tries to join it.
+    Rendezvous again(1, std::chrono::seconds(20));
+    MeetingSource slow(&parts[1].source, &again);
+    ASSERT_TRUE(acc->Fold(1, parts[1].manifest, slow).ok());
+    EXPECT_EQ(acc->Fold(1, parts[1].manifest, parts[1].source).code(), Code::kAlreadyExists);
+    EXPECT_TRUE(acc->Complete());
+    EXPECT_EQ(Snapshot(*acc, 2), EncodedParity(4, 2, parts));
+    EXPECT_TRUE(acc->Seal().ok());
+  }
+}
+
+// An index, or a node, whose fold is in flight is refused as if folded.
+TEST(ParityAccumulatorTest, AnIndexOrNodeWhoseFoldIsInFlightIsRefused) {
+  std::vector<TestPart> parts = MakeParts(2, 21, /*min_bytes=*/100);
+  Result<ParityAccumulator> acc = ParityAccumulator::Create(Config(2, 1, 2, 16));
+  ASSERT_TRUE(acc.ok());
+  // The first fold waits at its first read until the main thread has tried
+  // the same index and the same node under the other index.
+  Rendezvous meet(2, std::chrono::seconds(20));
+  MeetingSource held(&parts[0].source, &meet);
+  Status first;
+  std::thread folding([&] { first = acc->Fold(0, parts[0].manifest, held); });
+  while (meet.arrived() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // claimed
+  const Status same_index = acc->Fold(0, parts[0].manifest, parts[0].source);
+  const Status same_node = acc->Fold(1, parts[0].manifest, parts[0].source);
+  EXPECT_TRUE(meet.Arrive().ok());
+  folding.join();
+  ASSERT_TRUE(first.ok()) << first.ToString();
+  EXPECT_EQ(same_index.code(), Code::kAlreadyExists) << same_index.ToString();
+  EXPECT_NE(same_index.message().find("in flight"), std::string::npos) << same_index.message();
+  EXPECT_EQ(same_node.code(), Code::kAlreadyExists) << same_node.ToString();
+  ASSERT_TRUE(acc->Fold(1, parts[1].manifest, parts[1].source).ok());
+  EXPECT_EQ(Snapshot(*acc, 1), EncodedParity(2, 1, parts));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "common/checksum.h"
 #include "common/mutex.h"
@@ -180,29 +181,48 @@ ParityAccumulator::State::Pass ParityAccumulator::State::FoldBytes(uint32_t inde
   FoldTimings& t = timings != nullptr ? *timings : unused;
   Pass pass;
   pass.hashes.resize(part.objects.size());
-  // Each Fold its own chunk (Folds run at once), not zero-filled: every
-  // byte used is read first.
-  std::unique_ptr<uint8_t[]> chunk(new uint8_t[static_cast<size_t>(std::min<uint64_t>(config_.chunk_bytes, upto))]);
+  // Each Fold its own chunk (Folds run at once), made only when the source
+  // has no bytes in place to View, and not zero-filled: every byte used is
+  // read first.
+  std::unique_ptr<uint8_t[]> chunk;
   std::vector<uint8_t*> dst(config_.m);
   uint64_t start = 0;  // of the object in the piece
   for (size_t o = 0; o < part.objects.size() && start < upto; ++o) {
     const ObjectEntry& obj = part.objects[o];
     const uint64_t end = std::min(upto, start + obj.size);
     Hasher hasher;
+    // Set at the object's first chunk when the source vouches that its bytes
+    // hash to the manifest's checksum (decision 149): not hashed again.
+    std::optional<Checksum> vouched;
+    auto finish = [&] { pass.hashes[o] = vouched ? *vouched : hasher.Finish(); };
     for (uint64_t at = start; at < end;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(config_.chunk_bytes, end - at));
       auto t0 = std::chrono::steady_clock::now();
-      pass.status = source.Read(obj.name, at - start, chunk.get(), n);
+      const uint8_t* data = nullptr;
+      Result<const uint8_t*> view = source.View(obj.name, at - start, n);
+      pass.status = view.status();
+      if (pass.status.ok()) data = *view;
+      if (pass.status.ok() && data == nullptr) {
+        if (chunk == nullptr) chunk.reset(new uint8_t[config_.chunk_bytes]);
+        pass.status = source.Read(obj.name, at - start, chunk.get(), n);
+        data = chunk.get();
+      }
       AddElapsed(t0, &t.read_ns);
       if (!pass.status.ok()) {
-        pass.hashes[o] = hasher.Finish();
+        finish();
         pass.status = pass.status.WithContext(Where(config_) + ": reading data piece " +
                                               std::to_string(index) + " (node " + part.node + ")");
         return pass;
       }
-      t0 = std::chrono::steady_clock::now();
-      hasher.Update(chunk.get(), n);
-      AddElapsed(t0, &t.hash_ns);
+      if (at == start && !obj.checksum.empty() && source.VerifiedChecksum(obj.name) == obj.checksum) {
+        Result<Checksum> sum = Checksum::Parse(obj.checksum);
+        if (sum.ok()) vouched = *sum;
+      }
+      if (!vouched) {
+        t0 = std::chrono::steady_clock::now();
+        hasher.Update(data, n);
+        AddElapsed(t0, &t.hash_ns);
+      }
       t0 = std::chrono::steady_clock::now();
       {
         MutexLock lock(&parity_mu_);
@@ -212,17 +232,17 @@ ParityAccumulator::State::Pass ParityAccumulator::State::FoldBytes(uint32_t inde
         // have grown (moved) the pieces since the last chunk.
         for (uint32_t j = 0; j < config_.m; ++j)
           dst[j] = held_[j] ? parity_[j].data() + at : scratch_[j].data();
-        pass.status = rs_.Update(index, chunk.get(), dst, n);
+        pass.status = rs_.Update(index, data, dst, n);
       }
       AddElapsed(t0, &t.update_ns);
       if (!pass.status.ok()) {  // only on a bug: the shapes are ours
-        pass.hashes[o] = hasher.Finish();
+        finish();
         return pass;
       }
       at += n;
       pass.folded = at;
     }
-    pass.hashes[o] = hasher.Finish();
+    finish();
     if (verify && end == start + obj.size && pass.hashes[o].ToString() != obj.checksum) {
       pass.status = Corruption(Where(config_) + ": object " + obj.name + " of data piece " +
                                std::to_string(index) + " (node " + part.node + ") hashes to " +

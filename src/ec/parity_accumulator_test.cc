@@ -285,6 +285,61 @@ TEST(ParityAccumulatorTest, FoldsOfDistinctMembersRunAtOnceAndStillGiveEncodesPa
   }
 }
 
+// Decision 149: a source that has the bytes in place is read through View,
+// never copied with Read; an object whose source vouches for the manifest's
+// checksum (a peer stream checked on arrival) is not hashed again, so the
+// source's word is taken: a byte flipped behind it is not seen, while the
+// same bytes from a source that does not vouch are refused.
+class InPlaceSource : public ObjectSource {
+ public:
+  InPlaceSource(MemoryObjectSource* inner, std::string vouched_name, std::string vouched_sum)
+      : inner_(inner), vouched_name_(std::move(vouched_name)), vouched_sum_(std::move(vouched_sum)) {}
+  Status Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) override {
+    ++reads;
+    return inner_->Read(name, offset, buf, len);
+  }
+  Result<const uint8_t*> View(std::string_view name, uint64_t offset, size_t len) override {
+    return inner_->View(name, offset, len);
+  }
+  std::string VerifiedChecksum(std::string_view name) const override {
+    return name == vouched_name_ ? vouched_sum_ : std::string();
+  }
+  int reads = 0;
+
+ private:
+  MemoryObjectSource* const inner_;
+  const std::string vouched_name_;
+  const std::string vouched_sum_;
+};
+
+TEST(ParityAccumulatorTest, BytesInPlaceAreNotCopiedAndAnObjectItsSourceVouchesForIsNotHashedAgain) {
+  std::vector<TestPart> parts = MakeParts(3, 41, /*min_bytes=*/1000);
+  Result<ParityAccumulator> acc = ParityAccumulator::Create(Config(3, 2, 3, 256));
+  ASSERT_TRUE(acc.ok());
+  std::vector<InPlaceSource> sources;
+  for (TestPart& p : parts) sources.emplace_back(&p.source, "", "");
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(acc->Fold(i, parts[i].manifest, sources[i]).ok());
+  for (const InPlaceSource& s : sources) EXPECT_EQ(s.reads, 0);
+  EXPECT_EQ(Snapshot(*acc, 2), EncodedParity(3, 2, parts));
+
+  // The first object (at least 1000 bytes) with a byte flipped behind its checksum.
+  TestPart flipped = parts[0];
+  const ObjectEntry& first = flipped.manifest.objects[0];
+  ASSERT_GT(first.size, 0u);
+  (*flipped.source.Find(first.name))[0] ^= 0x01;
+  InPlaceSource vouching(&flipped.source, first.name, first.checksum);
+  Result<ParityAccumulator> trusting = ParityAccumulator::Create(Config(3, 2, 3, 256));
+  ASSERT_TRUE(trusting.ok());
+  EXPECT_TRUE(trusting->Fold(0, flipped.manifest, vouching).ok());
+  InPlaceSource silent(&flipped.source, "", "");
+  Result<ParityAccumulator> checking = ParityAccumulator::Create(Config(3, 2, 3, 256));
+  ASSERT_TRUE(checking.ok());
+  EXPECT_EQ(checking->Fold(0, flipped.manifest, silent).code(), Code::kCorruption);
+  // A source vouching for another checksum than the manifest's is hashed as any.
+  InPlaceSource other(&flipped.source, first.name, "xxh3-64:0000000000000000");
+  EXPECT_EQ(checking->Fold(0, flipped.manifest, other).code(), Code::kCorruption);
+}
+
 // An index, or a node, whose fold is in flight is refused as if folded.
 TEST(ParityAccumulatorTest, AnIndexOrNodeWhoseFoldIsInFlightIsRefused) {
   std::vector<TestPart> parts = MakeParts(2, 21, /*min_bytes=*/100);

@@ -338,6 +338,7 @@ Status ParityAccumulator::State::Fold(uint32_t index, const Manifest& part, Obje
     piece.length += o.size;
     piece.objects.push_back(PieceObject{o.name, o.size, o.checksum});
   }
+  const auto claimed_at = std::chrono::steady_clock::now();
   {
     // The claim: checked again, since another Fold may have claimed the
     // index or the node while this one validated.
@@ -347,6 +348,7 @@ Status ParityAccumulator::State::Fold(uint32_t index, const Manifest& part, Obje
     MutexLock parity(&parity_mu_);
     if (piece.length > length_) ResizeLocked(piece.length);
   }
+  if (timings != nullptr) AddElapsed(claimed_at, &timings->claim_ns);
   Pass pass = FoldBytes(index, part, source, piece.length, /*verify=*/true, timings);
   if (!pass.status.ok()) return Undo(index, part, source, pass);
   MutexLock lock(&mu_);

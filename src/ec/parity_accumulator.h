@@ -60,9 +60,11 @@
 namespace tierckpt::ec {
 
 // Where a Fold's time went (each a sum over its chunks, in nanoseconds):
+// claiming the index (growing the pieces, zero-filled, for a longer part),
 // reading from the source, hashing, waiting for the parity's lock, and the
 // GF update itself. For the holder's log line (parity_folded).
 struct FoldTimings {
+  uint64_t claim_ns = 0;
   uint64_t read_ns = 0;
   uint64_t hash_ns = 0;
   uint64_t lock_wait_ns = 0;

@@ -99,10 +99,12 @@ Result<peer::ParityFolded> PeerService::FoldParity(const std::string& origin, st
       .Kv("group", r.group)
       .Kv("folded", static_cast<uint64_t>(state->folded))
       .Kv("ms", ms)
-      // Where the fold's time went (summed over its chunks): the pull from
-      // the member, the check of its checksums, the wait for the group's
-      // other folds' updates, the GF update; the rest is the manifest's
-      // round trip and the seal.
+      // Where the fold's time went (summed over its chunks): the claim (the
+      // pieces grown for the group's first part), the pull from the member,
+      // the check of its checksums, the wait for the group's other folds'
+      // updates, the GF update; the rest is the manifest's round trip and,
+      // for the fold that completes the group, the seal (parity_sealed ms).
+      .Kv("claim_ms", NsToMs(timings.claim_ns))
       .Kv("read_ms", NsToMs(timings.read_ns))
       .Kv("hash_ms", NsToMs(timings.hash_ns))
       .Kv("wait_ms", NsToMs(timings.lock_wait_ns))

@@ -1,8 +1,8 @@
 // parity_accumulator.h — a parity holder's parity of one group and one step
-// (issue 23, decision 123): the group's data members' parts are folded in one
-// at a time, as they arrive, never more than one bounded chunk of a part in
-// memory, and once every member's is in, Seal gives the record that
-// describes the parity (ec/parity_record.h).
+// (issue 23, decision 123): the group's data members' parts are folded in as
+// they arrive (several at once, decision 148), never more than one bounded
+// chunk of each part in the accumulator's memory, and once every member's is
+// in, Seal gives the record that describes the parity (ec/parity_record.h).
 //
 // A member's piece is its part's objects back to back in manifest order; the
 // parity pieces grow (zero-filled) to the longest piece folded so far, and a
@@ -11,7 +11,11 @@
 //
 // Fold streams the part from an ObjectSource in chunks of chunk_bytes,
 // folding each chunk into the parity (ReedSolomon::Update at the chunk's
-// piece offset) and hashing each object as it goes. A part whose bytes do not
+// piece offset) and hashing each object as it goes. A source that holds the
+// bytes already (ObjectSource::View) is folded in place, without a chunk;
+// an object whose source vouches that its bytes hash to the manifest's
+// checksum (ObjectSource::VerifiedChecksum: a peer stream checked on
+// arrival) is not hashed again (decision 149). A part whose bytes do not
 // match its manifest's checksums, or whose source fails mid-way, is taken out
 // again: the bytes folded so far are read and folded a second time, which
 // cancels them (GF(2^8) addition is XOR), and the second reading's hashes must
@@ -30,7 +34,7 @@
 //
 // Thread-safe (decision 148): Folds of distinct data indices run at once,
 // each reading, hashing and checking its own part on its caller's thread
-// with its own chunk buffer; only the GF(2^8) update of each chunk into the
+// (with its own chunk buffer when it needs one); only the GF(2^8) update of each chunk into the
 // parity is serialised (one short lock per chunk), so parts arriving from
 // several members stream in together instead of one after the other.
 // Addition in GF(2^8) commutes, so the parity does not depend on the order

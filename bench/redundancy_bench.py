@@ -172,6 +172,16 @@ def commit_round(c: Cluster, step: int, objects: int, per_object: int) -> dict:
         row["fold_ms"] = sorted(float(ms) for a in c.agents for ms in re.findall(
             rf"event=parity_folded origin=\S+ ns={NS} step={step} group=\d+ folded=\d+ ms=([\d.]+)",
             a.log.read_text(errors="replace")))
+        # Where each pull's time went (agents since decision 148 log it; a fold answered from the
+        # holder's state, a member asking again, reads nothing and is left out).
+        parts = ("ms", "claim_ms", "read_ms", "hash_ms", "wait_ms", "update_ms")
+        row["folds"] = [f for a in c.agents for m in re.findall(
+            rf"event=parity_folded origin=\S+ ns={NS} step={step} group=\d+ folded=\d+ ms=([\d.]+) "
+            r"claim_ms=([\d.]+) read_ms=([\d.]+) hash_ms=([\d.]+) wait_ms=([\d.]+) update_ms=([\d.]+)",
+            a.log.read_text(errors="replace")) for f in [dict(zip(parts, map(float, m)))] if f["read_ms"] > 0]
+        row["seal_ms"] = sorted(float(ms) for a in c.agents for ms in re.findall(
+            rf"event=parity_sealed ns={NS} step={step} group=\d+ bytes=\d+ ms=([\d.]+)",
+            a.log.read_text(errors="replace")))
         for a in c.agents:  # what `tierckpt agent status` says, checked outside the timed span
             states = {s["step"]: s["state"] for s in c.status(a)["peers"]["parity"]["steps"] if s["ns"] == NS}
             if states.get(step) != "redundant":
@@ -328,6 +338,12 @@ def run(args, build: Path, work: Path) -> dict:
             cfg["protected_median_s"] = statistics.median(x["protected_s"] for x in timed)
             if name == "rs42":
                 cfg["fold_median_ms"] = statistics.median(ms for x in timed for ms in x["fold_ms"])
+                folds = [f for x in timed for f in x.get("folds", [])]
+                if folds:
+                    cfg["fold_breakdown_median_ms"] = {k: statistics.median(f[k] for f in folds) for k in folds[0]}
+                seals = [ms for x in timed for ms in x.get("seal_ms", [])]
+                if seals:
+                    cfg["seal_median_ms"] = statistics.median(seals)
             cfg["restore_s"] = restores[name]
             cfg["restore_median_s"] = statistics.median(restores[name])
             cfg["restore_gbps"] = part / cfg["restore_median_s"] / 1e9

@@ -45,4 +45,9 @@ def test_redundancy_bench_smoke(tmp_path):
         assert c[name]["memory"]["committed_x_state"] == pytest.approx(want, rel=0.02), (name, c[name]["memory"])
     assert c["none"]["memory"]["bytes"]["replica_tier"] == 0 and c["none"]["memory"]["bytes"]["parity"] == 0
     assert c["rs42"]["memory"]["bytes"]["replica_tier"] == 0 and c["replicas2"]["memory"]["bytes"]["parity"] == 0
+    # Where the holders' folds went (decisions 148-149: parity_folded's claim/read/hash/wait/update ms,
+    # parity_sealed's ms): a change of those log lines must not silently empty the report.
+    folds = c["rs42"]["fold_breakdown_median_ms"]
+    assert set(folds) == {"ms", "claim_ms", "read_ms", "hash_ms", "wait_ms", "update_ms"} and folds["read_ms"] > 0
+    assert c["rs42"]["seal_median_ms"] > 0
     assert res["encode"]["k"] == 4 and res["encode"]["m"] == 2 and res["encode"]["encode_x_memcpy"] > 0

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/checksum.h"
+#include "common/mutex.h"
 #include "ec/parity_accumulator.h"
 #include "ec/piece_io.h"
 #include "tierckpt/manifest.h"
@@ -106,5 +108,55 @@ inline std::vector<std::vector<uint8_t>> EncodedParity(uint32_t k, uint32_t m,
   EXPECT_TRUE(rs->Encode(in, out, len).ok());
   return parity;
 }
+
+// Where `parties` folds meet: each waits in Arrive until every one has
+// arrived, so the folds are shown to run at once; after `timeout` without
+// them all, Arrive fails (kTimeout): the folds ran one after the other.
+class Rendezvous {
+ public:
+  Rendezvous(int parties, std::chrono::milliseconds timeout) : parties_(parties), timeout_(timeout) {}
+  Status Arrive() {
+    MutexLock lock(&mu_);
+    ++arrived_;
+    all_.SignalAll();
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (arrived_ < parties_) {
+      if (!all_.WaitUntil(deadline) && arrived_ < parties_) {
+        return Timeout("only " + std::to_string(arrived_) + " of " + std::to_string(parties_) +
+                       " folds reached their first read at once: they did not run side by side");
+      }
+    }
+    return Status::Ok();
+  }
+  int arrived() {
+    MutexLock lock(&mu_);
+    return arrived_;
+  }
+
+ private:
+  const int parties_;
+  const std::chrono::milliseconds timeout_;
+  Mutex mu_;
+  CondVar all_{&mu_};
+  int arrived_ GUARDED_BY(mu_) = 0;
+};
+
+// An ObjectSource whose first read waits at a Rendezvous, then reads from inner.
+class MeetingSource : public ObjectSource {
+ public:
+  MeetingSource(ObjectSource* inner, Rendezvous* meet) : inner_(inner), meet_(meet) {}
+  Status Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) override {
+    if (!met_) {
+      met_ = true;
+      TC_RETURN_IF_ERROR(meet_->Arrive());
+    }
+    return inner_->Read(name, offset, buf, len);
+  }
+
+ private:
+  ObjectSource* const inner_;
+  Rendezvous* const meet_;
+  bool met_ = false;
+};
 
 }  // namespace tierckpt::ec::testing

@@ -2,8 +2,11 @@
 #include "ec/parity_accumulator.h"
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 
 #include "common/checksum.h"
+#include "common/mutex.h"
 #include "common/names.h"
 
 namespace tierckpt::ec {
@@ -20,7 +23,74 @@ std::string JoinIndices(const std::vector<uint32_t>& v) {
   return out;
 }
 
+// Nanoseconds since t0 (a steady_clock point), added to *sum.
+void AddElapsed(std::chrono::steady_clock::time_point t0, uint64_t* sum) {
+  *sum += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+
 }  // namespace
+
+// The accumulator's state and its two locks. mu_ guards which indices are
+// folded or being folded; parity_mu_ guards the parity bytes, held for one
+// chunk's GF update at a time (and to grow or shrink the pieces). Order:
+// mu_ before parity_mu_.
+class ParityAccumulator::State {
+ public:
+  State(ParityAccumulatorConfig config, ReedSolomon rs);
+
+  Status Fold(uint32_t index, const Manifest& part, ObjectSource& source, FoldTimings* timings) EXCLUDES(mu_);
+  std::vector<uint32_t> Missing() const EXCLUDES(mu_);
+  bool broken() const EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    return broken_;
+  }
+  uint64_t length() const EXCLUDES(parity_mu_) {
+    MutexLock lock(&parity_mu_);
+    return length_;
+  }
+  std::span<const uint8_t> Parity(uint32_t j) const EXCLUDES(parity_mu_);
+  Result<ParityRecord> Seal() EXCLUDES(mu_);
+
+ private:
+  // Where a pass over a part stopped, and the hash of what it read of each
+  // object (a prefix for the object it stopped in).
+  struct Pass {
+    uint64_t folded = 0;
+    std::vector<Checksum> hashes;
+    Status status;
+  };
+
+  // Reads the part's first `upto` piece bytes and folds them in, one chunk
+  // at a time under parity_mu_; with verify, stops after the first object
+  // whose hash differs from the manifest's.
+  Pass FoldBytes(uint32_t index, const Manifest& part, ObjectSource& source, uint64_t upto, bool verify,
+                 FoldTimings* timings) EXCLUDES(parity_mu_);
+  // Cancels a failed first pass; sets broken_ when it cannot. Releases the
+  // index's claim either way.
+  Status Undo(uint32_t index, const Manifest& part, ObjectSource& source, const Pass& first) EXCLUDES(mu_);
+  // Why index (and node, when given) cannot be claimed now; Ok when it can.
+  Status RefuseLocked(uint32_t index, const std::string* node) const REQUIRES(mu_);
+  // The longest piece folded or claimed now.
+  uint64_t LongestLocked() const REQUIRES(mu_);
+  void ResizeLocked(uint64_t length) REQUIRES(parity_mu_);
+
+  // Const after construction.
+  const ParityAccumulatorConfig config_;
+  const ReedSolomon rs_;
+  std::vector<bool> held_;  // by parity index
+
+  mutable Mutex mu_ ACQUIRED_BEFORE(parity_mu_);
+  std::vector<std::optional<DataPiece>> folded_ GUARDED_BY(mu_);   // by data index
+  std::vector<std::optional<DataPiece>> folding_ GUARDED_BY(mu_);  // claimed, in flight
+  bool sealed_ GUARDED_BY(mu_) = false;
+  bool broken_ GUARDED_BY(mu_) = false;
+
+  mutable Mutex parity_mu_;
+  std::vector<std::vector<uint8_t>> parity_ GUARDED_BY(parity_mu_);   // by parity index; empty when not held
+  std::vector<std::vector<uint8_t>> scratch_ GUARDED_BY(parity_mu_);  // a chunk for each row not held
+  uint64_t length_ GUARDED_BY(parity_mu_) = 0;                        // of every held parity piece
+};
 
 Result<ParityAccumulator> ParityAccumulator::Create(ParityAccumulatorConfig config) {
   TC_ASSIGN_OR_RETURN(ReedSolomon rs, ReedSolomon::Create(config.k, config.m));
@@ -39,25 +109,41 @@ Result<ParityAccumulator> ParityAccumulator::Create(ParityAccumulatorConfig conf
                              " must be distinct and below m = " + std::to_string(config.m));
     }
   }
-  return ParityAccumulator(std::move(config), std::move(rs));
+  return ParityAccumulator(std::make_unique<State>(std::move(config), std::move(rs)));
 }
 
-ParityAccumulator::ParityAccumulator(ParityAccumulatorConfig config, ReedSolomon rs)
+ParityAccumulator::ParityAccumulator(std::unique_ptr<State> state) : state_(std::move(state)) {}
+ParityAccumulator::ParityAccumulator(ParityAccumulator&&) noexcept = default;
+ParityAccumulator& ParityAccumulator::operator=(ParityAccumulator&&) noexcept = default;
+ParityAccumulator::~ParityAccumulator() = default;
+
+Status ParityAccumulator::Fold(uint32_t index, const Manifest& part, ObjectSource& source, FoldTimings* timings) {
+  return state_->Fold(index, part, source, timings);
+}
+bool ParityAccumulator::Complete() const { return state_->Missing().empty(); }
+std::vector<uint32_t> ParityAccumulator::Missing() const { return state_->Missing(); }
+bool ParityAccumulator::broken() const { return state_->broken(); }
+uint64_t ParityAccumulator::length() const { return state_->length(); }
+std::span<const uint8_t> ParityAccumulator::Parity(uint32_t j) const { return state_->Parity(j); }
+Result<ParityRecord> ParityAccumulator::Seal() { return state_->Seal(); }
+
+ParityAccumulator::State::State(ParityAccumulatorConfig config, ReedSolomon rs)
     : config_(std::move(config)),
       rs_(std::move(rs)),
       held_(config_.m, false),
+      folded_(config_.members),
+      folding_(config_.members),
       parity_(config_.m),
-      scratch_(config_.m),
-      folded_(config_.members) {
+      scratch_(config_.m) {
   for (uint32_t j : config_.held) held_[j] = true;
+  MutexLock lock(&parity_mu_);
   for (uint32_t j = 0; j < config_.m; ++j) {
     if (!held_[j]) scratch_[j].resize(config_.chunk_bytes);
   }
 }
 
-bool ParityAccumulator::Complete() const { return Missing().empty(); }
-
-std::vector<uint32_t> ParityAccumulator::Missing() const {
+std::vector<uint32_t> ParityAccumulator::State::Missing() const {
+  MutexLock lock(&mu_);
   std::vector<uint32_t> out;
   for (uint32_t i = 0; i < folded_.size(); ++i) {
     if (!folded_[i]) out.push_back(i);
@@ -65,50 +151,98 @@ std::vector<uint32_t> ParityAccumulator::Missing() const {
   return out;
 }
 
-std::span<const uint8_t> ParityAccumulator::Parity(uint32_t j) const {
+std::span<const uint8_t> ParityAccumulator::State::Parity(uint32_t j) const {
   if (j >= config_.m || !held_[j]) return {};
+  MutexLock lock(&parity_mu_);
   return parity_[j];
 }
 
-void ParityAccumulator::Resize(uint64_t length) {
+uint64_t ParityAccumulator::State::LongestLocked() const {
+  uint64_t longest = 0;
+  for (const auto* pieces : {&folded_, &folding_}) {
+    for (const std::optional<DataPiece>& d : *pieces) {
+      if (d) longest = std::max(longest, d->length);
+    }
+  }
+  return longest;
+}
+
+void ParityAccumulator::State::ResizeLocked(uint64_t length) {
   for (uint32_t j = 0; j < config_.m; ++j) {
     if (held_[j]) parity_[j].resize(length);  // grows zero-filled
   }
   length_ = length;
 }
 
-ParityAccumulator::Pass ParityAccumulator::FoldBytes(uint32_t index, const Manifest& part,
-                                                     ObjectSource& source, uint64_t upto, bool verify) {
+ParityAccumulator::State::Pass ParityAccumulator::State::FoldBytes(uint32_t index, const Manifest& part,
+                                                                   ObjectSource& source, uint64_t upto,
+                                                                   bool verify, FoldTimings* timings) {
+  FoldTimings unused;
+  FoldTimings& t = timings != nullptr ? *timings : unused;
   Pass pass;
   pass.hashes.resize(part.objects.size());
-  if (chunk_.size() < config_.chunk_bytes) chunk_.resize(config_.chunk_bytes);
+  // Each Fold its own chunk (Folds run at once), made only when the source
+  // has no bytes in place to View, and not zero-filled: every byte used is
+  // read first.
+  std::unique_ptr<uint8_t[]> chunk;
   std::vector<uint8_t*> dst(config_.m);
   uint64_t start = 0;  // of the object in the piece
   for (size_t o = 0; o < part.objects.size() && start < upto; ++o) {
     const ObjectEntry& obj = part.objects[o];
     const uint64_t end = std::min(upto, start + obj.size);
     Hasher hasher;
+    // Set at the object's first chunk when the source vouches that its bytes
+    // hash to the manifest's checksum (decision 149): not hashed again.
+    std::optional<Checksum> vouched;
+    auto finish = [&] { pass.hashes[o] = vouched ? *vouched : hasher.Finish(); };
     for (uint64_t at = start; at < end;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(config_.chunk_bytes, end - at));
-      pass.status = source.Read(obj.name, at - start, chunk_.data(), n);
+      auto t0 = std::chrono::steady_clock::now();
+      const uint8_t* data = nullptr;
+      Result<const uint8_t*> view = source.View(obj.name, at - start, n);
+      pass.status = view.status();
+      if (pass.status.ok()) data = *view;
+      if (pass.status.ok() && data == nullptr) {
+        if (chunk == nullptr) chunk.reset(new uint8_t[config_.chunk_bytes]);
+        pass.status = source.Read(obj.name, at - start, chunk.get(), n);
+        data = chunk.get();
+      }
+      AddElapsed(t0, &t.read_ns);
       if (!pass.status.ok()) {
-        pass.hashes[o] = hasher.Finish();
+        finish();
         pass.status = pass.status.WithContext(Where(config_) + ": reading data piece " +
                                               std::to_string(index) + " (node " + part.node + ")");
         return pass;
       }
-      hasher.Update(chunk_.data(), n);
-      for (uint32_t j = 0; j < config_.m; ++j)
-        dst[j] = held_[j] ? parity_[j].data() + at : scratch_[j].data();
-      pass.status = rs_.Update(index, chunk_.data(), dst, n);
+      if (at == start && !obj.checksum.empty() && source.VerifiedChecksum(obj.name) == obj.checksum) {
+        Result<Checksum> sum = Checksum::Parse(obj.checksum);
+        if (sum.ok()) vouched = *sum;
+      }
+      if (!vouched) {
+        t0 = std::chrono::steady_clock::now();
+        hasher.Update(data, n);
+        AddElapsed(t0, &t.hash_ns);
+      }
+      t0 = std::chrono::steady_clock::now();
+      {
+        MutexLock lock(&parity_mu_);
+        AddElapsed(t0, &t.lock_wait_ns);
+        t0 = std::chrono::steady_clock::now();
+        // The pointers are taken under the lock: a longer part's Fold may
+        // have grown (moved) the pieces since the last chunk.
+        for (uint32_t j = 0; j < config_.m; ++j)
+          dst[j] = held_[j] ? parity_[j].data() + at : scratch_[j].data();
+        pass.status = rs_.Update(index, data, dst, n);
+      }
+      AddElapsed(t0, &t.update_ns);
       if (!pass.status.ok()) {  // only on a bug: the shapes are ours
-        pass.hashes[o] = hasher.Finish();
+        finish();
         return pass;
       }
       at += n;
       pass.folded = at;
     }
-    pass.hashes[o] = hasher.Finish();
+    finish();
     if (verify && end == start + obj.size && pass.hashes[o].ToString() != obj.checksum) {
       pass.status = Corruption(Where(config_) + ": object " + obj.name + " of data piece " +
                                std::to_string(index) + " (node " + part.node + ") hashes to " +
@@ -121,42 +255,68 @@ ParityAccumulator::Pass ParityAccumulator::FoldBytes(uint32_t index, const Manif
   return pass;
 }
 
-Status ParityAccumulator::Undo(uint32_t index, const Manifest& part, ObjectSource& source, const Pass& first,
-                               uint64_t old_length) {
+Status ParityAccumulator::State::Undo(uint32_t index, const Manifest& part, ObjectSource& source,
+                                      const Pass& first) {
+  bool same = true;
+  Status again_status = Status::Ok();
   if (first.folded > 0) {
-    Pass again = FoldBytes(index, part, source, first.folded, /*verify=*/false);
-    bool same = again.status.ok() && again.folded == first.folded;
+    Pass again = FoldBytes(index, part, source, first.folded, /*verify=*/false, nullptr);
+    again_status = again.status;
+    same = again.status.ok() && again.folded == first.folded;
     uint64_t start = 0;
     for (size_t o = 0; same && o < part.objects.size() && start < first.folded; ++o) {
       if (part.objects[o].size > 0 && again.hashes[o] != first.hashes[o]) same = false;
       start += part.objects[o].size;
     }
-    if (!same) {
-      broken_ = true;
-      return Aborted(Where(config_) + ": data piece " + std::to_string(index) + " (node " + part.node +
-                     ") was refused (" + first.status.message() +
-                     ") and reading it again to take it out gave other bytes" +
-                     (again.status.ok() ? std::string() : " (" + again.status.message() + ")") +
-                     "; this parity is lost, compute it again from every member's part");
-    }
   }
-  Resize(old_length);  // the cancelled tail is zeros again
+  MutexLock lock(&mu_);
+  folding_[index].reset();
+  if (!same) {
+    broken_ = true;
+    return Aborted(Where(config_) + ": data piece " + std::to_string(index) + " (node " + part.node +
+                   ") was refused (" + first.status.message() + ") and reading it again to take it out gave other bytes" +
+                   (again_status.ok() ? std::string() : " (" + again_status.message() + ")") +
+                   "; this parity is lost, compute it again from every member's part");
+  }
+  // The cancelled tail past every other piece folded or in flight is zeros
+  // again: the pieces shrink back to the longest of those.
+  const uint64_t longest = LongestLocked();
+  MutexLock parity(&parity_mu_);
+  if (longest < length_) ResizeLocked(longest);
   return first.status;
 }
 
-Status ParityAccumulator::Fold(uint32_t index, const Manifest& part, ObjectSource& source) {
-  if (broken_)
-    return Aborted(Where(config_) + " is broken by an earlier fold; compute it again from scratch");
+Status ParityAccumulator::State::RefuseLocked(uint32_t index, const std::string* node) const {
+  if (broken_) return Aborted(Where(config_) + " is broken by an earlier fold; compute it again from scratch");
   if (sealed_)
     return FailedPrecondition(Where(config_) + " is sealed; data piece " + std::to_string(index) +
                               " comes too late");
+  for (const auto* pieces : {&folded_, &folding_}) {
+    const char* how = pieces == &folding_ ? " (its fold is in flight)" : "";
+    if ((*pieces)[index]) {
+      return AlreadyExists(Where(config_) + ": data piece " + std::to_string(index) + " (node " +
+                           (*pieces)[index]->member + ") was folded already" + how +
+                           "; folding it again would cancel it");
+    }
+    for (uint32_t i = 0; node != nullptr && i < pieces->size(); ++i) {
+      if ((*pieces)[i] && (*pieces)[i]->member == *node) {
+        return AlreadyExists(Where(config_) + ": node " + *node + "'s part was folded already as data piece " +
+                             std::to_string(i) + how + ", not " + std::to_string(index));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParityAccumulator::State::Fold(uint32_t index, const Manifest& part, ObjectSource& source,
+                                      FoldTimings* timings) {
   if (index >= config_.members) {
     return InvalidArgument(Where(config_) + ": data index " + std::to_string(index) + " of a group of " +
                            std::to_string(config_.members) + " data members");
   }
-  if (folded_[index]) {
-    return AlreadyExists(Where(config_) + ": data piece " + std::to_string(index) + " (node " +
-                         folded_[index]->member + ") was folded already; folding it again would cancel it");
+  {
+    MutexLock lock(&mu_);
+    TC_RETURN_IF_ERROR(RefuseLocked(index, nullptr));
   }
   if (part.ns != config_.ns || part.step != config_.step) {
     return InvalidArgument(Where(config_) + ": the part of data piece " + std::to_string(index) + " is of " +
@@ -169,13 +329,6 @@ Status ParityAccumulator::Fold(uint32_t index, const Manifest& part, ObjectSourc
   TC_RETURN_IF_ERROR(
       part.Validate().WithContext(Where(config_) + ": the part of data piece " + std::to_string(index)));
   TC_RETURN_IF_ERROR(ValidateNamespace(part.node).WithContext(Where(config_) + ": the part's node id"));
-  for (uint32_t i = 0; i < folded_.size(); ++i) {
-    if (folded_[i] && folded_[i]->member == part.node) {
-      return AlreadyExists(Where(config_) + ": node " + part.node +
-                           "'s part was folded already as data piece " + std::to_string(i) + ", not " +
-                           std::to_string(index));
-    }
-  }
   DataPiece piece{.member = part.node, .part = HeaderOf(part)};
   for (const ObjectEntry& o : part.objects) {
     if (o.size > UINT64_MAX - piece.length) {
@@ -185,18 +338,34 @@ Status ParityAccumulator::Fold(uint32_t index, const Manifest& part, ObjectSourc
     piece.length += o.size;
     piece.objects.push_back(PieceObject{o.name, o.size, o.checksum});
   }
-  const uint64_t old_length = length_;
-  if (piece.length > length_) Resize(piece.length);
-  Pass pass = FoldBytes(index, part, source, piece.length, /*verify=*/true);
-  if (!pass.status.ok()) return Undo(index, part, source, pass, old_length);
+  const auto claimed_at = std::chrono::steady_clock::now();
+  {
+    // The claim: checked again, since another Fold may have claimed the
+    // index or the node while this one validated.
+    MutexLock lock(&mu_);
+    TC_RETURN_IF_ERROR(RefuseLocked(index, &part.node));
+    folding_[index] = piece;
+    MutexLock parity(&parity_mu_);
+    if (piece.length > length_) ResizeLocked(piece.length);
+  }
+  if (timings != nullptr) AddElapsed(claimed_at, &timings->claim_ns);
+  Pass pass = FoldBytes(index, part, source, piece.length, /*verify=*/true, timings);
+  if (!pass.status.ok()) return Undo(index, part, source, pass);
+  MutexLock lock(&mu_);
+  folding_[index].reset();
   folded_[index] = std::move(piece);
   return Status::Ok();
 }
 
-Result<ParityRecord> ParityAccumulator::Seal() {
+Result<ParityRecord> ParityAccumulator::State::Seal() {
+  MutexLock lock(&mu_);
   if (broken_)
     return Aborted(Where(config_) + " is broken by an earlier fold; compute it again from scratch");
-  if (std::vector<uint32_t> missing = Missing(); !missing.empty()) {
+  std::vector<uint32_t> missing;
+  for (uint32_t i = 0; i < folded_.size(); ++i) {
+    if (!folded_[i]) missing.push_back(i);
+  }
+  if (!missing.empty()) {
     return FailedPrecondition(Where(config_) + ": data pieces " + JoinIndices(missing) + " of " +
                               std::to_string(config_.members) +
                               " are not folded in yet; seal once every member's part is");
@@ -208,9 +377,14 @@ Result<ParityRecord> ParityAccumulator::Seal() {
   r.k = config_.k;
   r.m = config_.m;
   for (const auto& d : folded_) r.data.push_back(*d);
-  for (uint32_t j : config_.held) {
-    r.parity.push_back(
-        ParityPiece{j, length_, ComputeChecksum(parity_[j].data(), parity_[j].size()).ToString()});
+  {
+    // Every index is folded, so no Fold is in flight (each would have been
+    // refused as folded already): the pieces are final.
+    MutexLock parity(&parity_mu_);
+    for (uint32_t j : config_.held) {
+      r.parity.push_back(
+          ParityPiece{j, length_, ComputeChecksum(parity_[j].data(), parity_[j].size()).ToString()});
+    }
   }
   TC_RETURN_IF_ERROR(r.Validate().WithContext(Where(config_) + ": sealing"));
   sealed_ = true;

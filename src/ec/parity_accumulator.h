@@ -1,8 +1,8 @@
 // parity_accumulator.h — a parity holder's parity of one group and one step
-// (issue 23, decision 123): the group's data members' parts are folded in one
-// at a time, as they arrive, never more than one bounded chunk of a part in
-// memory, and once every member's is in, Seal gives the record that
-// describes the parity (ec/parity_record.h).
+// (issue 23, decision 123): the group's data members' parts are folded in as
+// they arrive (several at once, decision 148), never more than one bounded
+// chunk of each part in the accumulator's memory, and once every member's is
+// in, Seal gives the record that describes the parity (ec/parity_record.h).
 //
 // A member's piece is its part's objects back to back in manifest order; the
 // parity pieces grow (zero-filled) to the longest piece folded so far, and a
@@ -11,7 +11,11 @@
 //
 // Fold streams the part from an ObjectSource in chunks of chunk_bytes,
 // folding each chunk into the parity (ReedSolomon::Update at the chunk's
-// piece offset) and hashing each object as it goes. A part whose bytes do not
+// piece offset) and hashing each object as it goes. A source that holds the
+// bytes already (ObjectSource::View) is folded in place, without a chunk;
+// an object whose source vouches that its bytes hash to the manifest's
+// checksum (ObjectSource::VerifiedChecksum: a peer stream checked on
+// arrival) is not hashed again (decision 149). A part whose bytes do not
 // match its manifest's checksums, or whose source fails mid-way, is taken out
 // again: the bytes folded so far are read and folded a second time, which
 // cancels them (GF(2^8) addition is XOR), and the second reading's hashes must
@@ -28,11 +32,23 @@
 // pass); a holder that keeps only some (`held`) gives the others a chunk of
 // scratch, so it holds only its own pieces.
 //
-// Thread-compatible: one caller at a time.
+// Thread-safe (decision 148): Folds of distinct data indices run at once,
+// each reading, hashing and checking its own part on its caller's thread
+// (with its own chunk buffer when it needs one); only the GF(2^8) update of each chunk into the
+// parity is serialised (one short lock per chunk), so parts arriving from
+// several members stream in together instead of one after the other.
+// Addition in GF(2^8) commutes, so the parity does not depend on the order
+// in which chunks of different parts are folded, and a refused part is
+// cancelled the same way while others fold. An index (or a node) is claimed
+// when its Fold begins: a second Fold of it, while the first is in flight,
+// is kAlreadyExists as after it. Parity() hands out the bytes themselves:
+// read them only while no Fold is in flight (once Complete, or from the one
+// caller). The accumulator may be moved only while no call is in flight.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -46,6 +62,18 @@
 #include "tierckpt/status.h"
 
 namespace tierckpt::ec {
+
+// Where a Fold's time went (each a sum over its chunks, in nanoseconds):
+// claiming the index (growing the pieces, zero-filled, for a longer part),
+// reading from the source, hashing, waiting for the parity's lock, and the
+// GF update itself. For the holder's log line (parity_folded).
+struct FoldTimings {
+  uint64_t claim_ns = 0;
+  uint64_t read_ns = 0;
+  uint64_t hash_ns = 0;
+  uint64_t lock_wait_ns = 0;
+  uint64_t update_ns = 0;
+};
 
 struct ParityAccumulatorConfig {
   std::string ns;
@@ -68,8 +96,9 @@ class ParityAccumulator {
   // 1..k, a held index ≥ m or repeated, or chunk_bytes 0.
   static Result<ParityAccumulator> Create(ParityAccumulatorConfig config);
 
-  ParityAccumulator(ParityAccumulator&&) = default;
-  ParityAccumulator& operator=(ParityAccumulator&&) = default;
+  ParityAccumulator(ParityAccumulator&&) noexcept;
+  ParityAccumulator& operator=(ParityAccumulator&&) noexcept;
+  ~ParityAccumulator();
   ParityAccumulator(const ParityAccumulator&) = delete;
   ParityAccumulator& operator=(const ParityAccumulator&) = delete;
 
@@ -83,17 +112,24 @@ class ParityAccumulator {
   //   kCorruption: an object's bytes do not match its checksum (named);
   //   the source's error (with context) when a read fails.
   // kAborted when a refused part could not be taken out again (see above):
-  // the accumulator is broken from then on.
-  Status Fold(uint32_t index, const Manifest& part, ObjectSource& source);
+  // the accumulator is broken from then on (a Fold in flight beside it
+  // still ends, but Seal refuses).
+  // Folds of distinct indices may run at once (see above); timings, when
+  // given, receives where this Fold's time went.
+  Status Fold(uint32_t index, const Manifest& part, ObjectSource& source, FoldTimings* timings = nullptr);
 
   // True once every data index in [0, members) was folded.
   bool Complete() const;
   // The data indices not folded yet, increasing.
   std::vector<uint32_t> Missing() const;
-  bool broken() const { return broken_; }
+  bool broken() const;
+  // The held parity pieces' length now: the longest piece folded or being
+  // folded.
+  uint64_t length() const;
 
   // Parity piece j's bytes so far (as long as the longest piece folded);
-  // empty when j is not held.
+  // empty when j is not held. Valid until the next Fold: read it while none
+  // is in flight.
   std::span<const uint8_t> Parity(uint32_t j) const;
 
   // The record of the held parity pieces (their checksums computed now).
@@ -103,37 +139,9 @@ class ParityAccumulator {
   Result<ParityRecord> Seal();
 
  private:
-  // Where a pass over a part stopped, and the hash of what it read of each
-  // object (a prefix for the object it stopped in).
-  struct Pass {
-    uint64_t folded = 0;
-    std::vector<Checksum> hashes;
-    Status status;
-  };
-
-  ParityAccumulator(ParityAccumulatorConfig config, ReedSolomon rs);
-
-  // Reads the part's first `upto` piece bytes and folds them in; with
-  // verify, stops after the first object whose hash differs from the
-  // manifest's.
-  Pass FoldBytes(uint32_t index, const Manifest& part, ObjectSource& source, uint64_t upto, bool verify);
-  // Cancels a failed first pass; sets broken_ when it cannot.
-  Status Undo(uint32_t index, const Manifest& part, ObjectSource& source, const Pass& first,
-              uint64_t old_length);
-  void Resize(uint64_t length);
-
-  // Const after construction.
-  ParityAccumulatorConfig config_;
-  ReedSolomon rs_;
-  std::vector<bool> held_;  // by parity index
-
-  std::vector<std::vector<uint8_t>> parity_;   // by parity index; empty when not held
-  std::vector<std::vector<uint8_t>> scratch_;  // a chunk for each row not held
-  std::vector<uint8_t> chunk_;
-  std::vector<std::optional<DataPiece>> folded_;  // by data index
-  uint64_t length_ = 0;                           // of every held parity piece
-  bool sealed_ = false;
-  bool broken_ = false;
+  class State;  // parity_accumulator.cc: the locks and what they guard
+  explicit ParityAccumulator(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace tierckpt::ec

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "ec/ec_test_parts.h"
 
@@ -17,6 +18,8 @@ namespace {
 using testing::Config;
 using testing::EncodedParity;
 using testing::MakeParts;
+using testing::MeetingSource;
+using testing::Rendezvous;
 using testing::TestPart;
 
 std::vector<std::vector<uint8_t>> Snapshot(const ParityAccumulator& acc, uint32_t m) {
@@ -231,6 +234,134 @@ TEST(ParityAccumulatorTest, SealBeforeEveryMemberIsInIsRefusedNamingTheMissing) 
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(acc->Seal()->ToJson(), r->ToJson());
   EXPECT_EQ(acc->Fold(0, parts[0].manifest, parts[0].source).code(), Code::kFailedPrecondition);  // sealed
+}
+
+// Decision 148: the members' folds run at once (each meets the others at
+// its first read, so none can have finished before another began), in small
+// chunks so that their updates interleave, over parts of different lengths
+// (the pieces grow while others fold), one of them corrupt (refused and
+// taken out while the others fold), and a second fold of an index while its
+// first is in flight: the parity is still Encode's.
+TEST(ParityAccumulatorTest, FoldsOfDistinctMembersRunAtOnceAndStillGiveEncodesParity) {
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<TestPart> parts = MakeParts(4, 100 + round, /*min_bytes=*/200);
+    Result<ParityAccumulator> acc = ParityAccumulator::Create(Config(4, 2, 4, 97));
+    ASSERT_TRUE(acc.ok());
+    // Member 1's first fold is of a corrupt copy (its last non-empty object).
+    TestPart bad = parts[1];
+    auto last = std::find_if(bad.manifest.objects.rbegin(), bad.manifest.objects.rend(),
+                             [](const ObjectEntry& e) { return e.size > 0; });
+    ASSERT_NE(last, bad.manifest.objects.rend());
+    (*bad.source.Find(last->name)).back() ^= 0x01;
+
+    Rendezvous meet(4, std::chrono::seconds(20));
+    std::vector<MeetingSource> sources;
+    sources.emplace_back(&parts[0].source, &meet);
+    sources.emplace_back(&bad.source, &meet);
+    sources.emplace_back(&parts[2].source, &meet);
+    sources.emplace_back(&parts[3].source, &meet);
+    std::vector<Status> got(4);
+    std::vector<std::thread> threads;
+    for (uint32_t i = 0; i < 4; ++i) {
+      threads.emplace_back([&, i] { got[i] = acc->Fold(i, (i == 1 ? bad : parts[i]).manifest, sources[i]); });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+    EXPECT_EQ(got[1].code(), Code::kCorruption) << got[1].ToString();
+    EXPECT_TRUE(got[2].ok()) << got[2].ToString();
+    EXPECT_TRUE(got[3].ok()) << got[3].ToString();
+    EXPECT_FALSE(acc->broken());
+    EXPECT_EQ(acc->Missing(), (std::vector<uint32_t>{1}));
+
+    // The intact copy, while a second fold of index 1 tries to join it.
+    Rendezvous again(1, std::chrono::seconds(20));
+    MeetingSource slow(&parts[1].source, &again);
+    ASSERT_TRUE(acc->Fold(1, parts[1].manifest, slow).ok());
+    EXPECT_EQ(acc->Fold(1, parts[1].manifest, parts[1].source).code(), Code::kAlreadyExists);
+    EXPECT_TRUE(acc->Complete());
+    EXPECT_EQ(Snapshot(*acc, 2), EncodedParity(4, 2, parts));
+    EXPECT_TRUE(acc->Seal().ok());
+  }
+}
+
+// Decision 149: a source that has the bytes in place is read through View,
+// never copied with Read; an object whose source vouches for the manifest's
+// checksum (a peer stream checked on arrival) is not hashed again, so the
+// source's word is taken: a byte flipped behind it is not seen, while the
+// same bytes from a source that does not vouch are refused.
+class InPlaceSource : public ObjectSource {
+ public:
+  InPlaceSource(MemoryObjectSource* inner, std::string vouched_name, std::string vouched_sum)
+      : inner_(inner), vouched_name_(std::move(vouched_name)), vouched_sum_(std::move(vouched_sum)) {}
+  Status Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) override {
+    ++reads;
+    return inner_->Read(name, offset, buf, len);
+  }
+  Result<const uint8_t*> View(std::string_view name, uint64_t offset, size_t len) override {
+    return inner_->View(name, offset, len);
+  }
+  std::string VerifiedChecksum(std::string_view name) const override {
+    return name == vouched_name_ ? vouched_sum_ : std::string();
+  }
+  int reads = 0;
+
+ private:
+  MemoryObjectSource* const inner_;
+  const std::string vouched_name_;
+  const std::string vouched_sum_;
+};
+
+TEST(ParityAccumulatorTest, BytesInPlaceAreNotCopiedAndAnObjectItsSourceVouchesForIsNotHashedAgain) {
+  std::vector<TestPart> parts = MakeParts(3, 41, /*min_bytes=*/1000);
+  Result<ParityAccumulator> acc = ParityAccumulator::Create(Config(3, 2, 3, 256));
+  ASSERT_TRUE(acc.ok());
+  std::vector<InPlaceSource> sources;
+  for (TestPart& p : parts) sources.emplace_back(&p.source, "", "");
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(acc->Fold(i, parts[i].manifest, sources[i]).ok());
+  for (const InPlaceSource& s : sources) EXPECT_EQ(s.reads, 0);
+  EXPECT_EQ(Snapshot(*acc, 2), EncodedParity(3, 2, parts));
+
+  // The first object (at least 1000 bytes) with a byte flipped behind its checksum.
+  TestPart flipped = parts[0];
+  const ObjectEntry& first = flipped.manifest.objects[0];
+  ASSERT_GT(first.size, 0u);
+  (*flipped.source.Find(first.name))[0] ^= 0x01;
+  InPlaceSource vouching(&flipped.source, first.name, first.checksum);
+  Result<ParityAccumulator> trusting = ParityAccumulator::Create(Config(3, 2, 3, 256));
+  ASSERT_TRUE(trusting.ok());
+  EXPECT_TRUE(trusting->Fold(0, flipped.manifest, vouching).ok());
+  InPlaceSource silent(&flipped.source, "", "");
+  Result<ParityAccumulator> checking = ParityAccumulator::Create(Config(3, 2, 3, 256));
+  ASSERT_TRUE(checking.ok());
+  EXPECT_EQ(checking->Fold(0, flipped.manifest, silent).code(), Code::kCorruption);
+  // A source vouching for another checksum than the manifest's is hashed as any.
+  InPlaceSource other(&flipped.source, first.name, "xxh3-64:0000000000000000");
+  EXPECT_EQ(checking->Fold(0, flipped.manifest, other).code(), Code::kCorruption);
+}
+
+// An index, or a node, whose fold is in flight is refused as if folded.
+TEST(ParityAccumulatorTest, AnIndexOrNodeWhoseFoldIsInFlightIsRefused) {
+  std::vector<TestPart> parts = MakeParts(2, 21, /*min_bytes=*/100);
+  Result<ParityAccumulator> acc = ParityAccumulator::Create(Config(2, 1, 2, 16));
+  ASSERT_TRUE(acc.ok());
+  // The first fold waits at its first read until the main thread has tried
+  // the same index and the same node under the other index.
+  Rendezvous meet(2, std::chrono::seconds(20));
+  MeetingSource held(&parts[0].source, &meet);
+  Status first;
+  std::thread folding([&] { first = acc->Fold(0, parts[0].manifest, held); });
+  while (meet.arrived() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // claimed
+  const Status same_index = acc->Fold(0, parts[0].manifest, parts[0].source);
+  const Status same_node = acc->Fold(1, parts[0].manifest, parts[0].source);
+  EXPECT_TRUE(meet.Arrive().ok());
+  folding.join();
+  ASSERT_TRUE(first.ok()) << first.ToString();
+  EXPECT_EQ(same_index.code(), Code::kAlreadyExists) << same_index.ToString();
+  EXPECT_NE(same_index.message().find("in flight"), std::string::npos) << same_index.message();
+  EXPECT_EQ(same_node.code(), Code::kAlreadyExists) << same_node.ToString();
+  ASSERT_TRUE(acc->Fold(1, parts[1].manifest, parts[1].source).ok());
+  EXPECT_EQ(Snapshot(*acc, 1), EncodedParity(2, 1, parts));
 }
 
 }  // namespace

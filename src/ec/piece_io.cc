@@ -32,6 +32,24 @@ Status MemoryObjectSource::Read(std::string_view name, uint64_t offset, uint8_t*
   return ReadSpan(it->second, offset, buf, len, "object " + std::string(name));
 }
 
+Result<const uint8_t*> ObjectSource::View(std::string_view, uint64_t, size_t) {
+  return static_cast<const uint8_t*>(nullptr);
+}
+
+std::string ObjectSource::VerifiedChecksum(std::string_view) const { return ""; }
+
+Result<const uint8_t*> MemoryObjectSource::View(std::string_view name, uint64_t offset, size_t len) {
+  auto it = objects_.find(name);
+  if (it == objects_.end())
+    return NotFound("object " + std::string(name) + " is not among the part's objects");
+  if (offset > it->second.size() || len > it->second.size() - offset) {
+    return IoError("object " + std::string(name) + " is " + std::to_string(it->second.size()) +
+                   " bytes; a view of " + std::to_string(len) + " at " + std::to_string(offset) +
+                   " is past its end");
+  }
+  return it->second.data() + offset;
+}
+
 Status MemoryPieceSource::Read(uint64_t offset, uint8_t* buf, size_t len) {
   return ReadSpan(bytes_, offset, buf, len, what_);
 }

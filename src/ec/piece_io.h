@@ -32,6 +32,18 @@ class ObjectSource {
   // (kNotFound for an unknown object, kIoError for a short object or a
   // failed read) names the object and what failed.
   virtual Status Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) = 0;
+  // Optional (decision 149): the bytes Read would copy, in place, valid
+  // until the next call on this source; nullptr (Ok) when this source keeps
+  // no such bytes, and the caller Reads instead. Errors as Read's.
+  virtual Result<const uint8_t*> View(std::string_view name, uint64_t offset, size_t len);
+  // Optional (decision 149): the checksum ("xxh3-64:<16 hex>") the whole
+  // object's bytes were verified to have on their way here (a peer stream
+  // checked on arrival against the sender's), once they are in hand (after
+  // a Read or View of the object); "" when this source did not verify them.
+  // A caller expecting that very checksum need not hash the bytes again. A
+  // source that vouches for an object serves it from those verified bytes,
+  // so its later reads of the object fail only past the object's end.
+  virtual std::string VerifiedChecksum(std::string_view name) const;
 };
 
 class PieceSource {
@@ -59,6 +71,7 @@ class MemoryObjectSource : public ObjectSource {
   // The stored bytes, for a test to corrupt; nullptr when absent.
   std::vector<uint8_t>* Find(std::string_view name);
   Status Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) override;
+  Result<const uint8_t*> View(std::string_view name, uint64_t offset, size_t len) override;
 
  private:
   std::map<std::string, std::vector<uint8_t>, std::less<>> objects_;

@@ -117,7 +117,7 @@ Status ParityHolder::ReserveLocked(Group& g, uint64_t bytes, std::string_view wh
 }
 
 Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Manifest& part,
-                                           ec::ObjectSource& source) {
+                                           ec::ObjectSource& source, ec::FoldTimings* timings) {
   TC_RETURN_IF_ERROR(ValidateNamespace(t.ns));
   TC_RETURN_IF_ERROR(ValidateStep(t.step));
   const std::string what = GroupLabel(t.ns, t.step, t.group) + " (data piece " + std::to_string(t.index) +
@@ -127,10 +127,11 @@ Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Mani
                            std::to_string(t.members) + " members under rs:" + std::to_string(t.k) + "+" +
                            std::to_string(t.m));
   }
+  const Key key{t.ns, t.step, t.group};
   std::shared_ptr<Group> g;
   {
     MutexLock lock(&mu_);
-    std::shared_ptr<Group>& slot = groups_[Key{t.ns, t.step, t.group}];
+    std::shared_ptr<Group>& slot = groups_[key];
     if (slot == nullptr) {
       ec::ParityAccumulatorConfig c;
       c.ns = t.ns;
@@ -143,12 +144,12 @@ Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Mani
       c.chunk_bytes = options_.chunk_bytes;
       Result<ec::ParityAccumulator> acc = ec::ParityAccumulator::Create(std::move(c));
       if (!acc.ok()) {
-        groups_.erase(Key{t.ns, t.step, t.group});
+        groups_.erase(key);
         return acc.status().WithContext(what);
       }
       auto made = std::make_shared<Group>(t);
       MutexLock fold(&made->fold_mu);
-      made->acc.emplace(std::move(*acc));
+      made->acc = std::make_shared<ec::ParityAccumulator>(std::move(*acc));
       made->by_index.assign(t.members, "");
       made->part_of.assign(t.members, "");
       slot = std::move(made);
@@ -173,57 +174,79 @@ Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Mani
     }
     if (g->sealed) return FailedPrecondition(what + ": the group is sealed");
     TC_RETURN_IF_ERROR(ReserveLocked(*g, std::max<uint64_t>(g->reserved, part.TotalBytes() * HeldCount(t)), what));
+    ++g->folding;  // from here every path ends in the last block, which counts it out
   }
 
-  MutexLock fold(&g->fold_mu);
-  Status folded = g->acc.has_value() ? g->acc->Fold(t.index, part, source)
-                                     : FailedPrecondition(what + ": the group is sealed or was dropped");
-  bool complete = false;
-  bool broken = false;
-  uint64_t length = 0;
-  if (g->acc.has_value()) {
-    complete = folded.ok() && g->acc->Complete();
-    broken = g->acc->broken();
-    const uint32_t first = t.held.empty() ? 0 : t.held.front();
-    length = g->acc->Parity(first).size();
+  // The fold itself, beside the group's other folds (the accumulator
+  // serialises only each chunk's update): no lock of this holder is held
+  // while the part streams in.
+  std::shared_ptr<ec::ParityAccumulator> acc;
+  {
+    MutexLock fold(&g->fold_mu);
+    acc = g->acc;
   }
-  Result<ec::ParityRecord> record = FailedPrecondition("not sealed");
-  Status wrote = Status::Ok();
-  if (complete) {
-    bool dropped = false;
-    {
-      MutexLock lock(&mu_);
-      dropped = g->dropped;
+  const Status folded = acc != nullptr ? acc->Fold(t.index, part, source, timings)
+                                       : FailedPrecondition(what + ": the group is sealed or was dropped");
+  const bool broken = acc != nullptr && acc->broken();
+  if (folded.ok()) {
+    MutexLock lock(&mu_);
+    if (!g->dropped) {
+      g->by_index[t.index] = part.node;
+      g->part_of[t.index] = ParityPartIdentity(part);
     }
-    record = g->acc->Seal();
-    wrote = dropped ? Aborted(what + ": the step was deleted while its parity was folded")
-            : record.ok() ? WriteSealed(*g, *record)
-                          : record.status();
-    g->acc.reset();  // the pieces are in their files now (or lost with the group)
+  }
+
+  // Sealing, by whichever fold finds the group complete first (under
+  // fold_mu, so once: it resets the accumulator, and a fold completing at
+  // the same time then finds it gone and the group sealed).
+  Status wrote = Status::Ok();
+  bool sealed_now = false;
+  const auto seal_start = std::chrono::steady_clock::now();
+  if (folded.ok()) {
+    MutexLock fold(&g->fold_mu);
+    if (g->acc != nullptr && g->acc->Complete()) {
+      bool dropped = false;
+      {
+        MutexLock lock(&mu_);
+        dropped = g->dropped;
+      }
+      Result<ec::ParityRecord> record = g->acc->Seal();
+      wrote = dropped ? Aborted(what + ": the step was deleted while its parity was folded")
+              : record.ok() ? WriteSealed(*g, *record)
+                            : record.status();
+      g->acc.reset();  // the pieces are in their files now (or lost with the group)
+      sealed_now = wrote.ok();
+      MutexLock lock(&mu_);
+      if (sealed_now) g->sealed = true;  // before fold_mu is let go: a fold after it sees the group sealed
+    }
   }
 
   MutexLock lock(&mu_);
-  if (!folded.ok()) {
-    if (broken) ForgetLocked(*g, Key{t.ns, t.step, t.group});
-    else if (!g->dropped) ReserveLocked(*g, length * HeldCount(t), what).IgnoreError();  // shrinks: never refused
-    return folded.WithContext(what);
+  --g->folding;
+  sealed_cv_.SignalAll();
+  if (!folded.ok() && broken) {
+    ForgetLocked(*g, key);
+  } else if (g->folding == 0 && !g->dropped && !g->sealed && acc != nullptr) {
+    // With no fold in flight the pieces are as long as the longest part
+    // folded: what a refused longer part reserved is given back (it
+    // shrinks: never refused).
+    ReserveLocked(*g, acc->length() * HeldCount(t), what).IgnoreError();
   }
+  if (!folded.ok()) return folded.WithContext(what);
   if (!wrote.ok()) {
-    ForgetLocked(*g, Key{t.ns, t.step, t.group});
-    sealed_cv_.SignalAll();
+    ForgetLocked(*g, key);
     return wrote.WithContext(what + ": writing the sealed parity");
   }
-  g->by_index[t.index] = part.node;
-  g->part_of[t.index] = ParityPartIdentity(part);
-  if (complete) {
-    g->sealed = true;
+  if (sealed_now) {
     Log(LogLevel::kInfo, "parity_sealed")
         .Kv("ns", t.ns)
         .Kv("step", t.step)
         .Kv("group", t.group)
-        .Kv("bytes", g->reserved);
+        .Kv("bytes", g->reserved)
+        // From this fold's end: the group's mutex, the pieces' checksums,
+        // their files and the record.
+        .Kv("ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - seal_start).count());
   }
-  sealed_cv_.SignalAll();
   return StateOf(*g);
 }
 
@@ -331,8 +354,16 @@ Result<bool> ParityHolder::DropWhere(std::string_view ns, uint64_t step, std::op
     }
     sealed_cv_.SignalAll();
   }
+  {
+    // A fold in flight of those groups ends first; it writes nothing
+    // (dropped) and its accumulator goes with it.
+    MutexLock lock(&mu_);
+    for (const std::shared_ptr<Group>& g : gone) {
+      while (g->folding > 0) sealed_cv_.Wait();
+    }
+  }
   for (const std::shared_ptr<Group>& g : gone) {
-    MutexLock fold(&g->fold_mu);  // a fold in flight ends (and writes nothing) first
+    MutexLock fold(&g->fold_mu);
     g->acc.reset();
   }
   // The files, reached without following a link (one in place of a

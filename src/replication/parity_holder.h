@@ -31,9 +31,13 @@
 // (decision 138). What it does not do yet: scrub the pieces while it runs
 // (only Recover checks them).
 //
-// Thread-safe. Folds of different groups run at once; folds of one group run
-// one at a time (a per-group mutex held while the part streams in, never the
-// holder's own mutex, which guards only the index and the budget).
+// Thread-safe. Folds run at once, those of one group included (decision
+// 148): each member's part streams in, is checked and folded on its own
+// request's thread, the group's accumulator serialising only each chunk's
+// GF update, so a holder pulls its group's parts together rather than one
+// after the other. Sealing (the pieces' checksums, their files, the record)
+// runs under the group's own mutex, once, by the fold that completes the
+// group; the holder's own mutex guards only the index and the budget.
 #pragma once
 
 #include <chrono>
@@ -114,7 +118,9 @@ class ParityHolder {
   // checksums, the source's error; the parity is then as before); a failed
   // write of the sealed pieces (the group then forgets everything and must be
   // folded again). Each names the group and the member.
-  Result<ParityFoldState> Fold(const ParityFoldTarget& target, const Manifest& part, ec::ObjectSource& source);
+  // timings, when given, receives where the fold's time went (the log line).
+  Result<ParityFoldState> Fold(const ParityFoldTarget& target, const Manifest& part, ec::ObjectSource& source,
+                               ec::FoldTimings* timings = nullptr);
 
   // Re-indexes root at agent start, before any other call (it is not
   // meant to run beside folds). A group directory whose record.json parses,
@@ -175,9 +181,13 @@ class ParityHolder {
   struct Group {
     explicit Group(ParityFoldTarget t) : target(std::move(t)) {}
     const ParityFoldTarget target;  // index unused
+    // Held to seal the group, and to drop its accumulator.
     Mutex fold_mu;
-    std::optional<ec::ParityAccumulator> acc GUARDED_BY(fold_mu);  // reset once sealed
+    // Shared with the folds in flight, which fold into it without fold_mu
+    // (it is thread-safe); reset once sealed or dropped.
+    std::shared_ptr<ec::ParityAccumulator> acc GUARDED_BY(fold_mu);
     // Guarded by the holder's mu_ (the analysis cannot name it from here).
+    uint32_t folding = 0;               // folds in flight (a drop waits for them)
     std::vector<std::string> by_index;  // member folded at each index ("" = not yet)
     std::vector<std::string> part_of;   // the part folded at each index (ParityPartIdentity)
     uint64_t reserved = 0;              // bytes counted against the budget
@@ -215,7 +225,7 @@ class ParityHolder {
   const ParityHolderOptions options_;
 
   mutable Mutex mu_;
-  CondVar sealed_cv_{&mu_};
+  CondVar sealed_cv_{&mu_};  // a group sealed, forgotten, or its last fold in flight ended
   std::map<Key, std::shared_ptr<Group>> groups_ GUARDED_BY(mu_);
   uint64_t used_ GUARDED_BY(mu_) = 0;
 };

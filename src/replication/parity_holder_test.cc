@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/names.h"
@@ -134,6 +137,57 @@ TEST_F(ParityHolderFilesTest, DropGroupForgetsThatGroupOnlyAndGivesItsBudgetBack
   EXPECT_TRUE(fs::exists(holder.PiecePath(kNs, kStep, 3, 0)));
   EXPECT_EQ(holder.used_bytes(), one);
   EXPECT_FALSE(*holder.DropGroup(kNs, kStep, 4));
+}
+
+// Decision 148: the members' folds of one group run at once (each waits at
+// its first read for the other; were a group's folds one at a time, the
+// first would wait there in vain and fail), the group seals once, with the
+// parity of both parts, counted once against the budget; and a drop waits
+// for a fold in flight, which then publishes nothing.
+TEST_F(ParityHolderFilesTest, FoldsOfOneGroupRunAtOnceAndTheGroupSealsOnce) {
+  ParityHolder holder(Options());
+  std::vector<ec::testing::TestPart> parts = ec::testing::MakeParts(2, 31, /*min_bytes=*/20000);
+  ec::testing::Rendezvous meet(2, std::chrono::seconds(5));
+  ec::testing::MeetingSource a(&parts[0].source, &meet);
+  ec::testing::MeetingSource b(&parts[1].source, &meet);
+  std::optional<Result<ParityFoldState>> got[2];
+  std::thread first([&] { got[0].emplace(holder.Fold(TargetOf(3, 0), parts[0].manifest, a)); });
+  got[1].emplace(holder.Fold(TargetOf(3, 1), parts[1].manifest, b));
+  first.join();
+  for (auto& g : got) ASSERT_TRUE(g->ok()) << g->status().ToString();
+  EXPECT_TRUE((*got[0])->sealed || (*got[1])->sealed);
+  Result<ParityHolder::HeldPiece> piece = holder.ReadPiece(kNs, kStep, 3, 0);
+  ASSERT_TRUE(piece.ok()) << piece.status().ToString();
+  const std::vector<uint8_t> want = ec::testing::EncodedParity(2, 1, parts)[0];
+  EXPECT_EQ(std::vector<uint8_t>(piece->bytes.begin(), piece->bytes.end()), want);
+  EXPECT_EQ(holder.used_bytes(), want.size());
+  EXPECT_EQ(holder.WaitSealed(kNs, kStep, 3, std::chrono::steady_clock::now()).folded, 2u);
+
+  // A drop while a fold is in flight: it waits for the fold, which writes nothing.
+  ec::testing::Rendezvous held(2, std::chrono::seconds(20));
+  ec::testing::MeetingSource c(&parts[0].source, &held);
+  std::optional<Result<ParityFoldState>> late;
+  std::thread folding([&] { late.emplace(holder.Fold(TargetOf(4, 0), parts[0].manifest, c)); });
+  while (held.arrived() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::optional<Result<bool>> dropped;
+  std::atomic<bool> drop_returned{false};
+  std::thread dropping([&] {
+    dropped.emplace(holder.DropGroup(kNs, kStep, 4));
+    drop_returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(drop_returned);  // waiting for the fold
+  ASSERT_TRUE(held.Arrive().ok());
+  folding.join();
+  dropping.join();
+  ASSERT_TRUE(dropped->ok());
+  EXPECT_TRUE(**dropped);
+  // The fold itself went through; its group is gone, and the sealed one stays.
+  EXPECT_TRUE(late->ok()) << late->status().ToString();
+  EXPECT_EQ(holder.Fold(TargetOf(4, 1), parts[1].manifest, parts[1].source)->sealed, false);
+  EXPECT_FALSE(fs::exists(holder.PiecePath(kNs, kStep, 4, 0)));
+  EXPECT_EQ(holder.used_bytes(), want.size() + parts[1].piece.size());
+  EXPECT_TRUE(holder.Record(kNs, kStep, 3).ok());
 }
 
 // ---- Recover: a restarted holder (decision 132) ----

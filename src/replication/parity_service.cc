@@ -15,6 +15,11 @@
 #include "replication/peer_store.h"
 
 namespace tierckpt::agent {
+namespace {
+
+double NsToMs(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+}  // namespace
 
 Result<peer::ParityFolded> PeerService::FoldParity(const std::string& origin, std::string_view payload) {
   TC_ASSIGN_OR_RETURN(peer::FoldParityRequest r, peer::FoldParityRequest::Decode(payload));
@@ -75,7 +80,8 @@ Result<peer::ParityFolded> PeerService::FoldParity(const std::string& origin, st
     return InvalidArgument(what + ": its part names node " + QuoteForMessage(part->node) + " as its writer");
   }
   PeerPartSource source(&from, *part);
-  Result<ParityFoldState> state = deps_.parity->Fold(target, *part, source);
+  ec::FoldTimings timings;
+  Result<ParityFoldState> state = deps_.parity->Fold(target, *part, source, &timings);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!state.ok()) {
     Log(LogLevel::kWarn, "parity_fold_failed")
@@ -92,7 +98,17 @@ Result<peer::ParityFolded> PeerService::FoldParity(const std::string& origin, st
       .Kv("step", r.step)
       .Kv("group", r.group)
       .Kv("folded", static_cast<uint64_t>(state->folded))
-      .Kv("ms", ms);
+      .Kv("ms", ms)
+      // Where the fold's time went (summed over its chunks): the claim (the
+      // pieces grown for the group's first part), the pull from the member,
+      // the check of its checksums, the wait for the group's other folds'
+      // updates, the GF update; the rest is the manifest's round trip and,
+      // for the fold that completes the group, the seal (parity_sealed ms).
+      .Kv("claim_ms", NsToMs(timings.claim_ns))
+      .Kv("read_ms", NsToMs(timings.read_ns))
+      .Kv("hash_ms", NsToMs(timings.hash_ns))
+      .Kv("wait_ms", NsToMs(timings.lock_wait_ns))
+      .Kv("update_ms", NsToMs(timings.update_ns));
   if (!state->sealed && r.wait_ms > 0) {
     *state = deps_.parity->WaitSealed(r.ns, r.step, r.group,
                                       std::chrono::steady_clock::now() + std::chrono::milliseconds(r.wait_ms));

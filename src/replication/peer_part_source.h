@@ -6,14 +6,22 @@
 // checked against the sender's XXH3 on arrival; a damaged stream is
 // kCorruption) into one buffer, which the reads of that object are served
 // from: memory is bounded by the part's largest object, not by a chunk (a
-// ranged GetObject would bound it by the chunk; left for later). Reading an
-// object again from offset 0 fetches it again, so the accumulator's second
-// reading of a refused part (decision 123) is a second transfer.
+// ranged GetObject would bound it by the chunk; left for later). The buffer
+// is made once per part, as long as its largest object, and not zero-filled
+// (each object's bytes are received into it before any is served). Reading
+// an object again from offset 0 fetches it again, so the accumulator's
+// second reading of a refused part (decision 123) is a second transfer.
+//
+// Decision 149: View serves the buffer in place (no copy into the
+// accumulator's chunk), and VerifiedChecksum names the checksum the stream
+// was checked against, so the accumulator does not hash the bytes a second
+// time when it is the manifest's.
 //
 // Thread-compatible: one caller at a time (ObjectSource's contract).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,12 +37,21 @@ class PeerPartSource final : public ec::ObjectSource {
   // store must outlive the source; part names the objects and their sizes.
   PeerPartSource(PeerObjectStore* store, const Manifest& part);
   Status Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) override;
+  Result<const uint8_t*> View(std::string_view name, uint64_t offset, size_t len) override;
+  std::string VerifiedChecksum(std::string_view name) const override;
 
  private:
+  // Brings object `name` into buffer_ (again when offset is 0) and checks
+  // that [offset, offset + len) lies in it.
+  Status Fetch(std::string_view name, uint64_t offset, size_t len);
+
   PeerObjectStore* const store_;
   const Manifest& part_;
-  std::string current_;  // the object buffer_ holds ("" = none)
-  std::vector<uint8_t> buffer_;
+  std::string current_;   // the object buffer_ holds ("" = none)
+  std::string verified_;  // its stream's checksum
+  std::unique_ptr<uint8_t[]> buffer_;
+  uint64_t capacity_ = 0;  // buffer_'s length
+  uint64_t size_ = 0;      // current_'s length
 };
 
 }  // namespace tierckpt::agent

@@ -142,6 +142,11 @@ Status PeerObjectStore::ReadObject(std::string_view ns, uint64_t step, std::stri
   return Fetch(ns, step, name, dst, -1, size).status();
 }
 
+Result<Checksum> PeerObjectStore::ReadObjectVerified(std::string_view ns, uint64_t step, std::string_view name,
+                                                     void* dst, size_t size) {
+  return Fetch(ns, step, name, dst, -1, size);
+}
+
 Status PeerObjectStore::ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name, int fd,
                                          uint64_t size) {
   return ReadObjectToFileHashed(ns, step, name, fd, size).status();

@@ -52,6 +52,11 @@ class PeerObjectStore final : public ObjectStore {
                    size_t size) override;
   Status ReadObject(std::string_view ns, uint64_t step, std::string_view name, uint64_t offset,
                     void* dst, size_t size) override;
+  // ReadObject of a whole object into dst, returning the stream's XXH3: the
+  // sender's checksum, which the bytes were checked against on arrival (a
+  // mismatch is kCorruption), so the caller need not hash them again.
+  Result<Checksum> ReadObjectVerified(std::string_view ns, uint64_t step, std::string_view name, void* dst,
+                                      size_t size);
   // Pieces pwritten into fd as they arrive; the stream's verified XXH3 is
   // the returned checksum (no second pass over the file).
   Status ReadObjectToFile(std::string_view ns, uint64_t step, std::string_view name, int fd,

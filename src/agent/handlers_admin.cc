@@ -373,6 +373,10 @@ Reply Handlers::DeleteStep(std::string_view p) {
   if (Status st = ValidateStepRef(req.ns, req.step); !st.ok()) return StatusReply(st);
   const std::string label = StepLabel(req.ns, req.step);
   if (req.durable_too && d_.store == nullptr) return StatusReply(NoDurable("cannot delete " + label + " durably"));
+  // A part of a step spanning nodes parked until the others' parts are durable (decision 152) is
+  // being persisted as far as the tier knows: its wait ends first, so that a part whose step
+  // will never be whole (its coordinator failed it) can be deleted by hand.
+  if (d_.persister != nullptr) d_.persister->CancelAwaitingParts(req.ns, req.step);
   Result<bool> mem = d_.tier->DeleteStep(req.ns, req.step);
   if (!mem.ok()) return StatusReply(mem.status());
   std::vector<DeletedStep> deleted;

@@ -95,6 +95,18 @@ size_t Persister::awaiting_parts() const {
   return parked_.size();
 }
 
+bool Persister::CancelAwaitingParts(const std::string& ns, uint64_t step) {
+  std::shared_ptr<PartsWait> w = Unpark({ns, step});
+  if (w == nullptr) return false;
+  Log(LogLevel::kWarn, "persist_wait_cancelled")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("why", "deleted while it waited for the other members' parts");
+  Finish(ns, step, std::move(w->lease), Aborted("the wait for the other parts of " + StepLabel(ns, step) + " was cancelled"),
+         w->attempt, w->t0);
+  return true;
+}
+
 bool Persister::Backoff(std::chrono::milliseconds d) {
   MutexLock lock(&sleep_mu_);
   const auto deadline = std::chrono::steady_clock::now() + d;

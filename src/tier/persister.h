@@ -164,6 +164,13 @@ class Persister {
   size_t running() const { return queue_.running(); }
   // Steps spanning nodes parked until the other members' parts are durable.
   size_t awaiting_parts() const;
+  // Ends the wait of a parked (ns, step) as shutdown would (kQueued, its
+  // marker kept), so that a delete by hand can drop a part whose other parts
+  // will never come (decision 152). False when the step is not parked (not
+  // spanning nodes, durable, or in the middle of one of its looks: a delete
+  // then says it is being persisted, and a second try a moment later finds
+  // it parked).
+  bool CancelAwaitingParts(const std::string& ns, uint64_t step) EXCLUDES(parked_mu_);
 
  private:
   using StepKey = std::pair<std::string, uint64_t>;

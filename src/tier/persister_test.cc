@@ -593,5 +593,25 @@ TEST(PersisterTest, StopReturnsAParkedStepToQueuedWithItsMarker) {
   EXPECT_TRUE(StatPath(Layout::MarkerPath(p.h.StepDir("job", 2)))->exists);
 }
 
+TEST(PersisterTest, ADeleteByHandEndsTheWaitOfAParkedPart) {
+  PersistHarness p;
+  parts_wait::CommitThisNodesPart(p, 2);
+  ASSERT_TRUE(parts_wait::AwaitParked(*p.persister, 1));
+  // While it waits the tier refuses a delete: the step is being persisted.
+  EXPECT_FALSE(p.h.tier->DeleteStep("job", 2).ok());
+  // A look may be in flight: the wait is found parked again within a second.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!p.persister->CancelAwaitingParts("job", 2)) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(p.persister->awaiting_parts(), 0u);
+  EXPECT_EQ(parts_wait::StateOf(p, "job", 2), PersistState::kQueued);
+  Result<bool> deleted = p.h.tier->DeleteStep("job", 2);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_TRUE(*deleted);
+  EXPECT_FALSE(p.persister->CancelAwaitingParts("job", 2));
+}
+
 }  // namespace
 }  // namespace tierckpt::agent

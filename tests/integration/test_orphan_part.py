@@ -140,3 +140,15 @@ def test_an_orphan_part_of_a_failed_spanning_step_holds_up_no_other_persist(clus
         time.sleep(0.05)
     # The orphan's step never becomes durable: its coordinator's part does not exist.
     assert not (c.durable / NS / "step_0000000002" / "_tierckpt_manifest.json").exists()
+
+    # Deleted by hand, the orphan leaves n2's memory at once instead of after --parts-wait.
+    r = subprocess.run([CLI_BIN, "--socket", c.agents["n2"].socket, "rm", NS, "2"], capture_output=True, text=True,
+                       timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, f"rm of the orphan failed: {r.stdout}{r.stderr}"
+    st = c.status("n2")
+    assert st["persist_awaiting_parts"] == 0, st
+    assert "event=persist_wait_cancelled ns=span step=2 " in c.agents["n2"].log_text()
+    ls = subprocess.run([CLI_BIN, "--socket", c.agents["n2"].socket, "--json", "ls", NS], capture_output=True,
+                        text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert ls.returncode == 0, ls.stderr
+    assert [(e["step"], e["memory"]) for e in json.loads(ls.stdout)["steps"] if e["step"] == 2] in ([], [(2, "")]), ls.stdout

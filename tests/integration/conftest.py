@@ -139,6 +139,19 @@ class Agent(AgentProcess):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 stdin=subprocess.DEVNULL)
 
+    def writer_held(self, *args):
+        """A writer that writes and seals a step without committing it and holds it (`--no-commit
+        --hold`) until its standard input is closed: a part of a step another agent commits across
+        nodes. Returns once the part is sealed."""
+        p = subprocess.Popen([str(WRITER_BIN), "--socket", str(self.socket), *map(str, args), "--no-commit", "--hold"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = p.stdout.readline()
+        if not line.startswith("SEALED"):
+            p.kill()
+            raise AssertionError(f"tc_test_writer {' '.join(map(str, args))} did not seal its part: {line!r} "
+                                 f"{p.stderr.read()}\nagent log:\n{self.log_text()[-4000:]}")
+        return p
+
     def steps(self, ns):
         return {s["step"]: s for s in self.cli_json("ls", ns)["steps"] if s["namespace"] == ns}
 

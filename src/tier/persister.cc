@@ -134,13 +134,7 @@ void Persister::Run(const std::string& ns, uint64_t step) {
     wait.reset();
     st = PersistOnce(*lease, &wait);
     if (st.ok() || cancel_ || !IsRetriable(st) || attempt > options_.max_retries) break;
-    options_.metrics->persist_retries.fetch_add(1, std::memory_order_relaxed);
-    Log(LogLevel::kWarn, "persist retry")
-        .Kv("ns", ns)
-        .Kv("step", step)
-        .Kv("attempt", attempt)
-        .Kv("backoff_ms", static_cast<int64_t>(delay.count()))
-        .Err(st);
+    CountRetry(ns, step, attempt, delay, st);
     if (!Backoff(delay)) break;
     delay *= 4;
   }
@@ -153,6 +147,17 @@ void Persister::Run(const std::string& ns, uint64_t step) {
     return;
   }
   Finish(ns, step, std::move(*lease), std::move(st), attempt, t0);
+}
+
+void Persister::CountRetry(const std::string& ns, uint64_t step, int attempt, std::chrono::milliseconds backoff,
+                           const Status& st) {
+  options_.metrics->persist_retries.fetch_add(1, std::memory_order_relaxed);
+  Log(LogLevel::kWarn, "persist retry")
+      .Kv("ns", ns)
+      .Kv("step", step)
+      .Kv("attempt", attempt)
+      .Kv("backoff_ms", static_cast<int64_t>(backoff.count()))
+      .Err(st);
 }
 
 void Persister::Finish(const std::string& ns, uint64_t step, PersistLease lease, Status st, int attempt,
@@ -226,13 +231,7 @@ void Persister::Look(std::shared_ptr<PartsWait> w) {
   if (!done.ok() && IsRetriable(done.status()) && !cancel_ && w->errors < options_.max_retries) {
     // A look that failed to read the shared directory is tried again at the next look.
     ++w->errors;
-    options_.metrics->persist_retries.fetch_add(1, std::memory_order_relaxed);
-    Log(LogLevel::kWarn, "persist retry")
-        .Kv("ns", part.ns)
-        .Kv("step", part.step)
-        .Kv("attempt", w->errors)
-        .Kv("backoff_ms", static_cast<int64_t>(w->delay.count()))
-        .Err(done.status());
+    CountRetry(part.ns, part.step, w->errors, w->delay, done.status());
     Park(std::move(w));
     return;
   }

@@ -195,6 +195,9 @@ class Persister {
   // durable yet it returns Ok with *wait set (this node's part uploaded,
   // where the wait stands): the caller parks the step.
   Status PersistOnce(const PersistLease& lease, std::shared_ptr<PartsWait>* wait);
+  // A retriable failure about to be tried again after backoff: counted and logged (`persist retry`).
+  void CountRetry(const std::string& ns, uint64_t step, int attempt, std::chrono::milliseconds backoff,
+                  const Status& st);
   // The end of a persist (durable, failed or cancelled): the tier's state,
   // the log line, metrics, durable retention, a later retry.
   void Finish(const std::string& ns, uint64_t step, PersistLease lease, Status st, int attempt,

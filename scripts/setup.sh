@@ -209,6 +209,7 @@ for t in "${targets[@]}"; do
       # Only the unit tests (and the agent one of them runs): the CLI and the
       # benchmarks never run under ASan.
       build build/asan --targets unit_tests -DCMAKE_BUILD_TYPE=Debug -DTIERCKPT_WERROR=ON -DTIERCKPT_SANITIZE=ON -DTIERCKPT_FUZZ=OFF \
+            -DTIERCKPT_UNITY_BATCH=0 \
             -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ ;;
     fuzz)
       if command -v clang++ >/dev/null 2>&1; then

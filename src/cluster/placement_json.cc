@@ -10,7 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-Status Bad(std::string_view source, const std::string& what) {
+Status BadJson(std::string_view source, const std::string& what) {
   return Corruption("placement " + std::string(source) + ": " + what +
                     "; the step's placement cannot be trusted, place it again from the current membership");
 }
@@ -19,7 +19,7 @@ Status GetString(const json& obj, const char* key, std::string_view source, std:
                  std::string* out) {
   auto it = obj.find(key);
   if (it == obj.end() || !it->is_string()) {
-    return Bad(source, std::string(where) + "field \"" + key + "\" must be a string");
+    return BadJson(source, std::string(where) + "field \"" + key + "\" must be a string");
   }
   *out = it->get<std::string>();
   return Status::Ok();
@@ -31,7 +31,7 @@ Status GetUint32(const json& obj, const char* key, std::string_view source, uint
   bool ok = it != obj.end() && it->is_number_integer() &&
             (it->is_number_unsigned() ? it->get<uint64_t>() <= 0xffffffffULL
                                       : it->get<int64_t>() >= 0 && it->get<int64_t>() <= 0xffffffffLL);
-  if (!ok) return Bad(source, std::string("field \"") + key + "\" must be an integer 0..4294967295");
+  if (!ok) return BadJson(source, std::string("field \"") + key + "\" must be an integer 0..4294967295");
   *out = static_cast<uint32_t>(it->is_number_unsigned() ? it->get<uint64_t>()
                                                         : static_cast<uint64_t>(it->get<int64_t>()));
   return Status::Ok();
@@ -41,12 +41,12 @@ Status GetStrings(const json& obj, const char* key, std::string_view source, std
                   std::vector<std::string>* out) {
   auto it = obj.find(key);
   if (it == obj.end() || !it->is_array()) {
-    return Bad(source, std::string(where) + "field \"" + key + "\" must be an array of node ids");
+    return BadJson(source, std::string(where) + "field \"" + key + "\" must be an array of node ids");
   }
   out->reserve(it->size());
   for (const json& v : *it) {
     if (!v.is_string())
-      return Bad(source, std::string(where) + "field \"" + key + "\" has an entry that is not a string");
+      return BadJson(source, std::string(where) + "field \"" + key + "\" has an entry that is not a string");
     out->push_back(v.get<std::string>());
   }
   return Status::Ok();
@@ -78,17 +78,17 @@ std::string PlacementToJsonText(const Placement& placement) {
 }
 
 Result<Placement> PlacementFromJson(const json& j, std::string_view source) {
-  if (!j.is_object()) return Bad(source, "is not a JSON object");
+  if (!j.is_object()) return BadJson(source, "is not a JSON object");
   std::string format;
   TC_RETURN_IF_ERROR(GetString(j, "format", source, "", &format));
   if (format != kPlacementFormat) {
-    return Bad(source,
+    return BadJson(source,
                "format is " + QuoteForMessage(format) + ", not \"" + std::string(kPlacementFormat) + "\"");
   }
   uint32_t version = 0;
   TC_RETURN_IF_ERROR(GetUint32(j, "version", source, &version));
   if (version != static_cast<uint32_t>(kPlacementVersion)) {
-    return Bad(source, "has version " + std::to_string(version) + " but this build reads version " +
+    return BadJson(source, "has version " + std::to_string(version) + " but this build reads version " +
                            std::to_string(kPlacementVersion) +
                            " (upgrade tierckpt to read newer placements)");
   }
@@ -97,18 +97,18 @@ Result<Placement> PlacementFromJson(const json& j, std::string_view source) {
   TC_RETURN_IF_ERROR(GetUint32(j, "spacing", source, &p.policy.spacing));
   TC_RETURN_IF_ERROR(GetStrings(j, "ring", source, "", &p.ring));
   auto nodes = j.find("nodes");
-  if (nodes == j.end() || !nodes->is_array()) return Bad(source, "field \"nodes\" must be an array");
+  if (nodes == j.end() || !nodes->is_array()) return BadJson(source, "field \"nodes\" must be an array");
   p.nodes.reserve(nodes->size());
   for (size_t i = 0; i < nodes->size(); ++i) {
     const json& n = (*nodes)[i];
     std::string where = "nodes[" + std::to_string(i) + "]: ";
-    if (!n.is_object()) return Bad(source, where + "is not an object");
+    if (!n.is_object()) return BadJson(source, where + "is not an object");
     PlacedNode node;
     TC_RETURN_IF_ERROR(GetString(n, "node", source, where, &node.node_id));
     if (n.contains("domain")) {
       TC_RETURN_IF_ERROR(GetString(n, "domain", source, where, &node.failure_domain));
       if (node.failure_domain.empty())
-        return Bad(source, where + "field \"domain\" is empty; omit it instead");
+        return BadJson(source, where + "field \"domain\" is empty; omit it instead");
     }
     TC_RETURN_IF_ERROR(GetStrings(n, "replicas", source, where, &node.replica_holders));
     p.nodes.push_back(std::move(node));
@@ -120,11 +120,11 @@ Result<Placement> PlacementFromJson(const json& j, std::string_view source) {
 
 Result<Placement> ParsePlacementJson(std::string_view text, std::string_view source) {
   if (text.size() > kMaxPlacementJsonBytes) {
-    return Bad(source, "is " + std::to_string(text.size()) + " bytes, above the " +
+    return BadJson(source, "is " + std::to_string(text.size()) + " bytes, above the " +
                            std::to_string(kMaxPlacementJsonBytes) + "-byte limit");
   }
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Bad(source, "is not valid JSON");
+  if (j.is_discarded()) return BadJson(source, "is not valid JSON");
   return PlacementFromJson(j, source);
 }
 

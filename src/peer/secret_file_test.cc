@@ -26,7 +26,7 @@ class SecretFileTest : public ::testing::Test {
     return path;
   }
 
-  testing_util::TempDir tmp_{"tc_secret_file_test"};
+  ::tierckpt::testing_util::TempDir tmp_{"tc_secret_file_test"};
   const std::string dir_ = tmp_.path();
 };
 

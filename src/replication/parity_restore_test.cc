@@ -32,7 +32,7 @@ using testing::ReadFd;
 using testing::WriteStep;
 using namespace std::chrono_literals;
 
-constexpr uint64_t kStep = 11;
+constexpr uint64_t kRestoreStep = 11;
 constexpr uint64_t kSpanStep = 12;  // a step spanning the group's four data members
 
 class ParityRestoreTest : public ::testing::Test {
@@ -44,11 +44,11 @@ class ParityRestoreTest : public ::testing::Test {
     g = layout.groups[0];
     ASSERT_EQ(g.data.size(), 4u);
     for (size_t i = 0; i < g.data.size(); ++i) {
-      ASSERT_TRUE(WriteStep(*nodes[g.data[i]]->h.tier, "job", kStep, PartOf(i)).ok());
+      ASSERT_TRUE(WriteStep(*nodes[g.data[i]]->h.tier, "job", kRestoreStep, PartOf(i)).ok());
     }
     std::vector<std::thread> threads;
     for (const std::string& m : g.data) {
-      threads.emplace_back([&, m] { EXPECT_TRUE(Sender(m).SendParity("job", kStep, 20s).redundant()) << m; });
+      threads.emplace_back([&, m] { EXPECT_TRUE(Sender(m).SendParity("job", kRestoreStep, 20s).redundant()) << m; });
     }
     for (std::thread& t : threads) t.join();
   }
@@ -65,12 +65,12 @@ class ParityRestoreTest : public ::testing::Test {
   }
   // Member i loses its memory: its part of the step is gone from its tier.
   void Lose(size_t i) {
-    Result<bool> d = nodes[g.data[i]]->h.tier->DeleteStep("job", kStep);
+    Result<bool> d = nodes[g.data[i]]->h.tier->DeleteStep("job", kRestoreStep);
     ASSERT_TRUE(d.ok() && *d) << (d.ok() ? "held none" : d.status().ToString());
   }
   // Node id is gone from the network (its service answers no one).
   void Kill(const std::string& id) { nodes[id]->service->Stop(); }
-  Result<std::string> Restore(size_t i, uint64_t step = kStep) {
+  Result<std::string> Restore(size_t i, uint64_t step = kRestoreStep) {
     Node& n = *nodes[g.data[i]];
     return RestoreFromParity(Sender(n.id), n.replicator.get(), n.h.tier.get(), "job", step);
   }
@@ -116,7 +116,7 @@ class ParityRestoreTest : public ::testing::Test {
     }
   }
   // Member i's tier holds exactly its part again, byte for byte.
-  void ExpectRestored(size_t i, uint64_t step = kStep) {
+  void ExpectRestored(size_t i, uint64_t step = kRestoreStep) {
     MemoryTier& tier = *nodes[g.data[i]]->h.tier;
     Result<Manifest> m = tier.GetManifest("job", step);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -162,7 +162,7 @@ TEST_F(ParityRestoreTest, MoreThanMPiecesGoneIsRefusedNamingTheGroupTheCountAndM
       << msg;
   EXPECT_NE(msg.find(g.data[1] + " (data 1)"), std::string::npos) << msg;
   EXPECT_NE(msg.find(g.parity[0] + " (parity 0)"), std::string::npos) << msg;
-  EXPECT_FALSE(nodes[g.data[0]]->h.tier->GetManifest("job", kStep).ok());  // nothing partial published
+  EXPECT_FALSE(nodes[g.data[0]]->h.tier->GetManifest("job", kRestoreStep).ok());  // nothing partial published
 }
 
 TEST_F(ParityRestoreTest, ACorruptParityPieceIsSetAsideAndAnotherSurvivorUsed) {
@@ -170,7 +170,7 @@ TEST_F(ParityRestoreTest, ACorruptParityPieceIsSetAsideAndAnotherSurvivorUsed) {
   // corrupt, so the rebuilt part fails its checksums, the survivors are
   // checked, piece 0 is set aside and piece 1 used instead.
   Lose(1);
-  const std::string path = nodes[g.parity[0]]->parity->PiecePath("job", kStep, g.index, 0);
+  const std::string path = nodes[g.parity[0]]->parity->PiecePath("job", kRestoreStep, g.index, 0);
   Result<std::string> piece = ReadFileToString(path, 1u << 30);
   ASSERT_TRUE(piece.ok());
   (*piece)[12345] = static_cast<char>((*piece)[12345] ^ 1);
@@ -184,7 +184,7 @@ TEST_F(ParityRestoreTest, ACorruptParityPieceIsSetAsideAndAnotherSurvivorUsed) {
 TEST_F(ParityRestoreTest, ASurvivorHoldingAnotherSaveOfTheStepIsNotUsed) {
   Lose(1);
   Lose(3);  // member 3 saves the step again with other bytes
-  ASSERT_TRUE(WriteStep(*nodes[g.data[3]]->h.tier, "job", kStep, {{"a", "other"}}).ok());
+  ASSERT_TRUE(WriteStep(*nodes[g.data[3]]->h.tier, "job", kRestoreStep, {{"a", "other"}}).ok());
   Kill(g.parity[1]);
   Result<std::string> r = Restore(1);
   ASSERT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
@@ -196,10 +196,10 @@ TEST_F(ParityRestoreTest, ASurvivorHoldingAnotherSaveOfTheStepIsNotUsed) {
 
 TEST_F(ParityRestoreTest, TheManifestFromTheRecordIsThePartsObjects) {
   Result<ec::ParityRecord> record =
-      GroupRecord(Sender(g.data[2]), nodes[g.data[2]]->replicator.get(), "job", kStep);
+      GroupRecord(Sender(g.data[2]), nodes[g.data[2]]->replicator.get(), "job", kRestoreStep);
   ASSERT_TRUE(record.ok()) << record.status().ToString();
   const Manifest m = PartManifestFromRecord(*record, 2, g.data[2]);
-  Result<Manifest> real = nodes[g.data[2]]->h.tier->GetManifest("job", kStep);
+  Result<Manifest> real = nodes[g.data[2]]->h.tier->GetManifest("job", kRestoreStep);
   ASSERT_TRUE(real.ok());
   ASSERT_EQ(m.objects.size(), real->objects.size());
   for (size_t i = 0; i < m.objects.size(); ++i) {
@@ -211,7 +211,7 @@ TEST_F(ParityRestoreTest, TheManifestFromTheRecordIsThePartsObjects) {
   EXPECT_EQ(m.ToJson(), real->ToJson());  // world size and creation time too (decision 141)
   Kill(g.parity[0]);
   Kill(g.parity[1]);
-  EXPECT_EQ(GroupRecord(Sender(g.data[2]), nodes[g.data[2]]->replicator.get(), "job", kStep).status().code(),
+  EXPECT_EQ(GroupRecord(Sender(g.data[2]), nodes[g.data[2]]->replicator.get(), "job", kRestoreStep).status().code(),
             Code::kNotFound);
 }
 

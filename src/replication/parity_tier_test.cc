@@ -295,7 +295,7 @@ TEST_F(ParityTierTest, DropParityFromANodeThatIsNoDataMemberOfTheGroupIsRefusedA
 
 // ---- one holder, no network ----
 
-ParityFoldTarget TargetOf(uint32_t index, uint32_t members = 2) {
+ParityFoldTarget FoldTargetOf(uint32_t index, uint32_t members = 2) {
   return ParityFoldTarget{ec::testing::kNs, ec::testing::kStep, 3, 2, 1, members, index, {0}};
 }
 
@@ -303,7 +303,7 @@ TEST(ParityHolderTest, AFoldOverTheBudgetIsRefusedBeforeAnyByteIsRead) {
   testing_util::TempDir dir;
   ParityHolder holder({dir.Sub("parity"), /*budget_bytes=*/50000, 4096});
   std::vector<ec::testing::TestPart> parts = ec::testing::MakeParts(2, 11, /*min_bytes=*/60000);
-  Result<ParityFoldState> s = holder.Fold(TargetOf(0), parts[0].manifest, parts[0].source);
+  Result<ParityFoldState> s = holder.Fold(FoldTargetOf(0), parts[0].manifest, parts[0].source);
   ASSERT_EQ(s.status().code(), Code::kResourceExhausted) << s.status().ToString();
   EXPECT_NE(s.status().message().find("--memory-budget"), std::string::npos);
   EXPECT_EQ(holder.used_bytes(), 0u);
@@ -313,12 +313,12 @@ TEST(ParityHolderTest, ATargetThatDisagreesWithTheGroupsFirstIsRefused) {
   testing_util::TempDir dir;
   ParityHolder holder({dir.Sub("parity"), 64u << 20, 4096});
   std::vector<ec::testing::TestPart> parts = ec::testing::MakeParts(3, 12);
-  ASSERT_TRUE(holder.Fold(TargetOf(0), parts[0].manifest, parts[0].source).ok());
-  EXPECT_EQ(holder.Fold(TargetOf(1, 3), parts[1].manifest, parts[1].source).status().code(),
+  ASSERT_TRUE(holder.Fold(FoldTargetOf(0), parts[0].manifest, parts[0].source).ok());
+  EXPECT_EQ(holder.Fold(FoldTargetOf(1, 3), parts[1].manifest, parts[1].source).status().code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(holder.Fold(TargetOf(0), parts[1].manifest, parts[1].source).status().code(), Code::kAlreadyExists);
-  EXPECT_EQ(holder.Fold(TargetOf(2), parts[2].manifest, parts[2].source).status().code(), Code::kInvalidArgument);
-  Result<ParityFoldState> done = holder.Fold(TargetOf(1), parts[1].manifest, parts[1].source);
+  EXPECT_EQ(holder.Fold(FoldTargetOf(0), parts[1].manifest, parts[1].source).status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(holder.Fold(FoldTargetOf(2), parts[2].manifest, parts[2].source).status().code(), Code::kInvalidArgument);
+  Result<ParityFoldState> done = holder.Fold(FoldTargetOf(1), parts[1].manifest, parts[1].source);
   ASSERT_TRUE(done.ok()) << done.status().ToString();
   EXPECT_TRUE(done->sealed);
   EXPECT_TRUE(holder.Record(ec::testing::kNs, ec::testing::kStep, 3).ok());

@@ -8,11 +8,11 @@
 namespace tierckpt::s3 {
 namespace {
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+bool IsIniSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  while (!s.empty() && IsIniSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsIniSpace(s.back())) s.remove_suffix(1);
   return s;
 }
 
@@ -21,7 +21,7 @@ std::string CollapseSpaces(std::string_view s) {
   std::string out;
   bool in_space = false;
   for (char c : s) {
-    if (IsSpace(c)) {
+    if (IsIniSpace(c)) {
       in_space = true;
       continue;
     }
@@ -56,7 +56,7 @@ Result<IniFile> ParseIni(std::string_view text, std::string_view path) {
     text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
     const std::string_view line = Trim(raw);
     if (line.empty() || line.front() == '#' || line.front() == ';') continue;
-    const bool indented = IsSpace(raw.front());
+    const bool indented = IsIniSpace(raw.front());
     if (line.front() == '[') {
       const size_t close = line.find(']');
       if (close == std::string_view::npos) return error("section header without ']'");

@@ -122,9 +122,9 @@ Status ValidateBucketName(std::string_view bucket) {
   if (LooksLikeIpv4(bucket)) {
     return InvalidArgument("bucket name " + q + " must not look like an IP address");
   }
-  constexpr std::string_view kExpressSuffix = "--x-s3";
-  const bool express_suffix = bucket.size() > kExpressSuffix.size() &&
-                              bucket.substr(bucket.size() - kExpressSuffix.size()) == kExpressSuffix;
+  constexpr std::string_view kSuffix = "--x-s3";
+  const bool express_suffix = bucket.size() > kSuffix.size() &&
+                              bucket.substr(bucket.size() - kSuffix.size()) == kSuffix;
   if (express_suffix && !IsExpressBucket(bucket)) {
     return InvalidArgument("S3 Express bucket name " + q +
                            " must look like <name>--<zone id>--x-s3 (e.g. ckpt--usw2-az1--x-s3)");

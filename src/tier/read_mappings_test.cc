@@ -17,9 +17,9 @@ namespace {
 
 using testing::TempDir;
 
-constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kReadKiB = 1024;
 
-std::string Pattern(size_t n, char seed) {
+std::string ReadPattern(size_t n, char seed) {
   std::string s(n, '\0');
   for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 13);
   return s;
@@ -49,13 +49,13 @@ std::string Bytes(const ReadView& v) {
 // Keeps files of 4 KiB and more, up to max_bytes of them.
 ReadMappingsOptions SmallOptions(uint64_t max_bytes = 1 << 20, size_t max_mappings = 16) {
   return ReadMappingsOptions{
-      .max_bytes = max_bytes, .max_mappings = max_mappings, .min_file_bytes = 4 * kKiB};
+      .max_bytes = max_bytes, .max_mappings = max_mappings, .min_file_bytes = 4 * kReadKiB};
 }
 
 TEST(ReadMappingsTest, SmallFilesAreReadNotKept) {
   TempDir dir;
   ReadMappings rm(SmallOptions());
-  const std::string data = Pattern(1000, 'a');
+  const std::string data = ReadPattern(1000, 'a');
   WriteFile(dir.Sub("small"), data);
   Result<ReadView> v = rm.Open(dir.Sub("small"));
   ASSERT_TRUE(v.ok()) << v.status().ToString();
@@ -78,7 +78,7 @@ TEST(ReadMappingsTest, EmptyFileGivesAnEmptyView) {
 TEST(ReadMappingsTest, KeepsOneMappingPerFileAndReusesIt) {
   TempDir dir;
   ReadMappings rm(SmallOptions());
-  const std::string data = Pattern(64 * kKiB, 'b');
+  const std::string data = ReadPattern(64 * kReadKiB, 'b');
   WriteFile(dir.Sub("f"), data);
   Result<ReadView> first = rm.Open(dir.Sub("f"));
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -91,13 +91,13 @@ TEST(ReadMappingsTest, KeepsOneMappingPerFileAndReusesIt) {
   EXPECT_EQ(s.maps, 1u);
   EXPECT_EQ(s.hits, 1u);
   EXPECT_EQ(s.mappings, 1u);
-  EXPECT_EQ(s.mapped_bytes, 64 * kKiB);
+  EXPECT_EQ(s.mapped_bytes, 64 * kReadKiB);
 }
 
 TEST(ReadMappingsTest, TheMappingFollowsItsFileAcrossRenames) {
   TempDir dir;
   ReadMappings rm(SmallOptions());
-  WriteFile(dir.Sub("seg_1"), Pattern(64 * kKiB, 'c'));
+  WriteFile(dir.Sub("seg_1"), ReadPattern(64 * kReadKiB, 'c'));
   Result<ReadView> in_pool = rm.Open(dir.Sub("seg_1"));
   ASSERT_TRUE(in_pool.ok());
   // pool → step → pool, as the segment pool recycles a file.
@@ -115,9 +115,9 @@ TEST(ReadMappingsTest, TheMappingFollowsItsFileAcrossRenames) {
 TEST(ReadMappingsTest, SeesBytesWrittenAfterTheFileWasMapped) {
   TempDir dir;
   ReadMappings rm(SmallOptions());
-  WriteFile(dir.Sub("f"), Pattern(64 * kKiB, 'd'));
+  WriteFile(dir.Sub("f"), ReadPattern(64 * kReadKiB, 'd'));
   ASSERT_TRUE(rm.Open(dir.Sub("f")).ok());
-  const std::string changed = Pattern(64 * kKiB, 'x');
+  const std::string changed = ReadPattern(64 * kReadKiB, 'x');
   WriteFile(dir.Sub("f"), changed);  // O_TRUNC + write: same inode, new bytes
   Result<ReadView> again = rm.Open(dir.Sub("f"));
   ASSERT_TRUE(again.ok());
@@ -127,33 +127,33 @@ TEST(ReadMappingsTest, SeesBytesWrittenAfterTheFileWasMapped) {
 TEST(ReadMappingsTest, AFileThatGrewIsMappedAgain) {
   TempDir dir;
   ReadMappings rm(SmallOptions());
-  const std::string data = Pattern(64 * kKiB, 'e');
+  const std::string data = ReadPattern(64 * kReadKiB, 'e');
   WriteFile(dir.Sub("f"), data);
   Result<ReadView> old = rm.Open(dir.Sub("f"));
   ASSERT_TRUE(old.ok());
-  Resize(dir.Sub("f"), 128 * kKiB);
+  Resize(dir.Sub("f"), 128 * kReadKiB);
   Result<ReadView> grown = rm.Open(dir.Sub("f"));
   ASSERT_TRUE(grown.ok());
-  EXPECT_EQ(grown->size(), 128 * kKiB);
-  EXPECT_EQ(Bytes(*grown), data + std::string(64 * kKiB, '\0'));
+  EXPECT_EQ(grown->size(), 128 * kReadKiB);
+  EXPECT_EQ(Bytes(*grown), data + std::string(64 * kReadKiB, '\0'));
   EXPECT_EQ(Bytes(*old), data);  // an older view stays readable
   ReadMappingsStats s = rm.Stats();
   EXPECT_EQ(s.maps, 2u);
   EXPECT_EQ(s.mappings, 1u);
-  EXPECT_EQ(s.mapped_bytes, 128 * kKiB);
+  EXPECT_EQ(s.mapped_bytes, 128 * kReadKiB);
 }
 
 TEST(ReadMappingsTest, AFileThatShrankIsReadThroughItsLongerMapping) {
   TempDir dir;
   ReadMappings rm(SmallOptions());
-  const std::string data = Pattern(128 * kKiB, 'f');
+  const std::string data = ReadPattern(128 * kReadKiB, 'f');
   WriteFile(dir.Sub("f"), data);
   ASSERT_TRUE(rm.Open(dir.Sub("f")).ok());
-  Resize(dir.Sub("f"), 64 * kKiB);
+  Resize(dir.Sub("f"), 64 * kReadKiB);
   Result<ReadView> shrunk = rm.Open(dir.Sub("f"));
   ASSERT_TRUE(shrunk.ok());
-  EXPECT_EQ(shrunk->size(), 64 * kKiB);
-  EXPECT_EQ(Bytes(*shrunk), data.substr(0, 64 * kKiB));
+  EXPECT_EQ(shrunk->size(), 64 * kReadKiB);
+  EXPECT_EQ(Bytes(*shrunk), data.substr(0, 64 * kReadKiB));
   EXPECT_EQ(rm.Stats().maps, 1u);
   EXPECT_EQ(rm.Stats().hits, 1u);
 }
@@ -161,7 +161,7 @@ TEST(ReadMappingsTest, AFileThatShrankIsReadThroughItsLongerMapping) {
 TEST(ReadMappingsTest, ForgetReleasesTheMappingButNotLiveViews) {
   TempDir dir;
   ReadMappings rm(SmallOptions());
-  const std::string data = Pattern(64 * kKiB, 'g');
+  const std::string data = ReadPattern(64 * kReadKiB, 'g');
   WriteFile(dir.Sub("f"), data);
   Result<ReadView> v = rm.Open(dir.Sub("f"));
   ASSERT_TRUE(v.ok());
@@ -180,11 +180,11 @@ TEST(ReadMappingsTest, ForgetReleasesTheMappingButNotLiveViews) {
 TEST(ReadMappingsTest, ANewFileAfterForgetIsMappedAfresh) {
   TempDir dir;
   ReadMappings rm(SmallOptions());
-  WriteFile(dir.Sub("f"), Pattern(64 * kKiB, 'h'));
+  WriteFile(dir.Sub("f"), ReadPattern(64 * kReadKiB, 'h'));
   ASSERT_TRUE(rm.Open(dir.Sub("f")).ok());
   rm.ForgetPath(dir.Sub("f"));
   ASSERT_EQ(::unlink(dir.Sub("f").c_str()), 0);
-  const std::string other = Pattern(64 * kKiB, 'i');
+  const std::string other = ReadPattern(64 * kReadKiB, 'i');
   WriteFile(dir.Sub("f"), other);
   Result<ReadView> v = rm.Open(dir.Sub("f"));
   ASSERT_TRUE(v.ok());
@@ -194,15 +194,15 @@ TEST(ReadMappingsTest, ANewFileAfterForgetIsMappedAfresh) {
 
 TEST(ReadMappingsTest, EvictsTheLeastRecentlyUsedToStayWithinMaxBytes) {
   TempDir dir;
-  ReadMappings rm(SmallOptions(/*max_bytes=*/128 * kKiB));
-  for (const char* n : {"a", "b", "c"}) WriteFile(dir.Sub(n), Pattern(64 * kKiB, n[0]));
+  ReadMappings rm(SmallOptions(/*max_bytes=*/128 * kReadKiB));
+  for (const char* n : {"a", "b", "c"}) WriteFile(dir.Sub(n), ReadPattern(64 * kReadKiB, n[0]));
   ASSERT_TRUE(rm.Open(dir.Sub("a")).ok());
   ASSERT_TRUE(rm.Open(dir.Sub("b")).ok());
   ASSERT_TRUE(rm.Open(dir.Sub("a")).ok());  // b is now the least recently used
   ASSERT_TRUE(rm.Open(dir.Sub("c")).ok());
   ReadMappingsStats s = rm.Stats();
   EXPECT_EQ(s.mappings, 2u);
-  EXPECT_EQ(s.mapped_bytes, 128 * kKiB);
+  EXPECT_EQ(s.mapped_bytes, 128 * kReadKiB);
   EXPECT_EQ(s.evictions, 1u);
   ASSERT_TRUE(rm.Open(dir.Sub("a")).ok());  // still kept
   EXPECT_EQ(rm.Stats().maps, 3u);
@@ -213,8 +213,8 @@ TEST(ReadMappingsTest, EvictsTheLeastRecentlyUsedToStayWithinMaxBytes) {
 TEST(ReadMappingsTest, EvictsToStayWithinMaxMappings) {
   TempDir dir;
   ReadMappings rm(SmallOptions(/*max_bytes=*/1 << 20, /*max_mappings=*/1));
-  WriteFile(dir.Sub("a"), Pattern(8 * kKiB, 'a'));
-  WriteFile(dir.Sub("b"), Pattern(8 * kKiB, 'b'));
+  WriteFile(dir.Sub("a"), ReadPattern(8 * kReadKiB, 'a'));
+  WriteFile(dir.Sub("b"), ReadPattern(8 * kReadKiB, 'b'));
   ASSERT_TRUE(rm.Open(dir.Sub("a")).ok());
   Result<ReadView> b = rm.Open(dir.Sub("b"));
   ASSERT_TRUE(b.ok());
@@ -225,8 +225,8 @@ TEST(ReadMappingsTest, EvictsToStayWithinMaxMappings) {
 
 TEST(ReadMappingsTest, AFileLargerThanTheBoundIsReadButNotKept) {
   TempDir dir;
-  ReadMappings rm(SmallOptions(/*max_bytes=*/32 * kKiB));
-  const std::string data = Pattern(64 * kKiB, 'j');
+  ReadMappings rm(SmallOptions(/*max_bytes=*/32 * kReadKiB));
+  const std::string data = ReadPattern(64 * kReadKiB, 'j');
   WriteFile(dir.Sub("big"), data);
   Result<ReadView> v = rm.Open(dir.Sub("big"));
   ASSERT_TRUE(v.ok());
@@ -249,7 +249,7 @@ TEST(ReadMappingsTest, ConcurrentOpensShareOneMappingPerFile) {
   ReadMappings rm(SmallOptions());
   std::vector<std::string> data;
   for (int i = 0; i < 4; ++i) {
-    data.push_back(Pattern(64 * kKiB, static_cast<char>('k' + i)));
+    data.push_back(ReadPattern(64 * kReadKiB, static_cast<char>('k' + i)));
     WriteFile(dir.Sub(FileName(i)), data.back());
   }
   std::atomic<int> bad{0};

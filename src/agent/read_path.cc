@@ -3,6 +3,7 @@
 #include "agent/read_path.h"
 
 #include <chrono>
+#include <optional>
 
 #include "common/checksum.h"
 #include "common/log.h"
@@ -64,17 +65,26 @@ class ReadPath::RepairTurn {
 Result<ServedObject> ReadPath::Open(const std::string& ns, uint64_t step, const std::string& name,
                                     bool repair) {
   if (repair) return Repair(ns, step, name);
-  TC_ASSIGN_OR_RETURN(Found found, OpenAnyTier(ns, step, name));
+  TC_ASSIGN_OR_RETURN(Found found, OpenAnyTier(ns, step, name, /*turn_held=*/false));
   return ServedObject{std::move(found.object), ""};
 }
 
-Result<ReadPath::Found> ReadPath::OpenAnyTier(const std::string& ns, uint64_t step, const std::string& name) {
+Result<ReadPath::Found> ReadPath::OpenAnyTier(const std::string& ns, uint64_t step, const std::string& name,
+                                              bool turn_held) {
   Found found;
   found.tier = d_.tier;
   Result<OpenedObject> opened = d_.tier->OpenObject(ns, step, name);
-  if (!opened.ok() && opened.status().code() == Code::kNotFound && !d_.tier->HasCommitted(ns, step)) {
-    TC_RETURN_IF_ERROR(RestoreStep(ns, step));
-    found.restored = true;
+  if (!opened.ok() && opened.status().code() == Code::kNotFound) {
+    if (!d_.tier->HasCommitted(ns, step)) {
+      // A repair of the step may be between its drop and its restore: wait for its turn (decision 154).
+      std::optional<RepairTurn> turn;
+      if (!turn_held) turn.emplace(this, ns, step);
+      if (!d_.tier->HasCommitted(ns, step)) {
+        TC_RETURN_IF_ERROR(RestoreStep(ns, step));
+        found.restored = true;
+      }
+    }
+    // Again: the step restored here or by a repair, or committed again between the two looks.
     opened = d_.tier->OpenObject(ns, step, name);
   }
   if (!opened.ok() && opened.status().code() == Code::kNotFound) {
@@ -202,7 +212,7 @@ Status ReadPath::RestoreStep(const std::string& ns, uint64_t step, std::string* 
 
 Result<ServedObject> ReadPath::Repair(const std::string& ns, uint64_t step, const std::string& name) {
   RepairTurn turn(this, ns, step);
-  TC_ASSIGN_OR_RETURN(Found found, OpenAnyTier(ns, step, name));
+  TC_ASSIGN_OR_RETURN(Found found, OpenAnyTier(ns, step, name, /*turn_held=*/true));
   if (found.restored) return ServedObject{std::move(found.object), ""};  // verified on the way in
   Result<std::string> damage = Rehash(found.tier, ns, step, name);
   if (!damage.ok()) return damage.status().WithContext("re-hashing " + ObjectLabel(ns, step, name));

@@ -103,7 +103,10 @@ class ReadPath {
     std::string member;
     bool restored = false;  // brought in (and verified) by this call
   };
-  Result<Found> OpenAnyTier(const std::string& ns, uint64_t step, const std::string& name);
+  // A step not committed in memory is restored under the step's repair turn
+  // (taken here unless turn_held), so a reader that meets a repair between
+  // its drop and its restore waits for it and reads the restored copy.
+  Result<Found> OpenAnyTier(const std::string& ns, uint64_t step, const std::string& name, bool turn_held);
   // not_here: why this node's part does not serve the object, the answer
   // when the step does not span nodes.
   Result<Found> OpenFromOtherParts(const std::string& ns, uint64_t step, const std::string& name,

@@ -27,9 +27,8 @@ namespace {
 
 using testing_util::ClosedWithin;
 using testing_util::FailureLog;
+using testing_util::MessageHas;
 using testing_util::Options;
-
-bool Contains(const Status& s, std::string_view text) { return s.message().find(text) != std::string::npos; }
 
 size_t CountOf(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -78,9 +77,9 @@ TEST(HandshakingListenerTest, OneSourceOnlyDisplacesItsOwnOldestHandshakes) {
     auto f = failures.Wait(n);
     ASSERT_TRUE(f.has_value()) << "eviction " << n;
     EXPECT_EQ(f->second.code(), Code::kResourceExhausted) << f->second.ToString();
-    EXPECT_TRUE(Contains(f->second, "from 127.0.0.1")) << f->second.message();
-    EXPECT_TRUE(Contains(f->second, "max_pending_handshakes_per_source")) << f->second.message();
-    EXPECT_TRUE(Contains(f->second, f->first)) << f->second.message();  // names the dropped peer
+    EXPECT_TRUE(MessageHas(f->second, "from 127.0.0.1")) << f->second.message();
+    EXPECT_TRUE(MessageHas(f->second, "max_pending_handshakes_per_source")) << f->second.message();
+    EXPECT_TRUE(MessageHas(f->second, f->first)) << f->second.message();  // names the dropped peer
   }
   for (size_t i = 0; i < 6; ++i) EXPECT_TRUE(ClosedWithin(*strangers[i], Millis(3000))) << "stranger " << i;
   for (size_t i = 6; i < 10; ++i) EXPECT_FALSE(ClosedWithin(*strangers[i], Millis(100))) << "stranger " << i;
@@ -117,7 +116,7 @@ TEST(HandshakingListenerTest, TheOldestHandshakeMakesRoomWhenEverySlotIsTaken) {
     auto f = failures.Wait(n);
     ASSERT_TRUE(f.has_value()) << "eviction " << n;
     EXPECT_EQ(f->second.code(), Code::kResourceExhausted) << f->second.ToString();
-    EXPECT_TRUE(Contains(f->second, "(max_pending_handshakes)")) << f->second.message();
+    EXPECT_TRUE(MessageHas(f->second, "(max_pending_handshakes)")) << f->second.message();
     dropped.insert(f->first);
   }
   EXPECT_EQ(dropped, (std::set<std::string>{"mem:client-1", "mem:client-2", "mem:client-3"}))

@@ -4,10 +4,12 @@
 
 #include <string>
 
+#include "peer/peer_test_util.h"
+
 namespace tierckpt::peer {
 namespace {
 
-bool MessageHas(const Status& s, std::string_view text) { return s.message().find(text) != std::string::npos; }
+using testing_util::MessageHas;
 
 TEST(PeerFrameTest, HeaderRoundTripsAndSpellsTCPR) {
   PeerFrameHeader h;

@@ -27,9 +27,8 @@ namespace {
 using testing_util::ClosedWithin;
 using testing_util::FailureLog;
 using testing_util::Options;
+using testing_util::Since;
 using Clock = std::chrono::steady_clock;
-
-Millis Since(Clock::time_point t) { return std::chrono::duration_cast<Millis>(Clock::now() - t); }
 
 struct TcpServer {
   std::unique_ptr<TcpTransport> transport;

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,6 +34,14 @@ inline ClusterSecret Secret(std::string_view text = "cluster-secret-for-tests-01
   Result<ClusterSecret> s = ClusterSecret::FromBytes(text);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return s.ok() ? *s : ClusterSecret();
+}
+
+// True when s's message contains text.
+inline bool MessageHas(const Status& s, std::string_view text) { return s.message().find(text) != std::string::npos; }
+
+// The time since start.
+inline Millis Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
 }
 
 // True when the server closed ch (end of stream or reset) within wait; false when it stayed open.

@@ -20,9 +20,8 @@ using testing_util::ConnectionPair;
 using testing_util::Options;
 using testing_util::Server;
 using testing_util::SharedBuffer;
+using testing_util::Since;
 using Clock = std::chrono::steady_clock;
-
-Millis Elapsed(Clock::time_point start) { return std::chrono::duration_cast<Millis>(Clock::now() - start); }
 
 class ConformanceTest : public testing_util::TransportTest {};
 
@@ -336,7 +335,7 @@ TEST_P(ConformanceTest, StalledStreamTimesOutWithinTheIoTimeout) {
   EXPECT_EQ(got.status().code(), Code::kTimeout) << got.status().ToString();
   EXPECT_NE(got.status().message().find("stalled"), std::string::npos) << got.status().message();
   EXPECT_NE(got.status().message().find("stalls"), std::string::npos) << got.status().message();
-  EXPECT_LT(Elapsed(start), Millis(3000));
+  EXPECT_LT(Since(start), Millis(3000));
   EXPECT_EQ(p.server->Receive(Millis(10)).status().code(), Code::kUnavailable);  // closed after the timeout
 }
 
@@ -367,7 +366,7 @@ TEST_P(ConformanceTest, ReceiveTimeoutLeavesTheConnectionUsable) {
   auto start = Clock::now();
   auto none = p.server->Receive(Millis(100));
   EXPECT_EQ(none.status().code(), Code::kTimeout);
-  EXPECT_GE(Elapsed(start), Millis(90));
+  EXPECT_GE(Since(start), Millis(90));
   ASSERT_TRUE(p.client->Send(Frame{1, 1, "late"}).ok());
   auto m = p.server->Receive(Millis(3000));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -385,7 +384,7 @@ TEST_P(ConformanceTest, CloseWakesABlockedReceiveAndThePeerSeesUnavailable) {
   p.server->Close();
   receiver.join();
   EXPECT_EQ(blocked.code(), Code::kUnavailable) << blocked.ToString();
-  EXPECT_LT(Elapsed(start), Millis(5000));
+  EXPECT_LT(Since(start), Millis(5000));
   auto far = p.client->Receive(Millis(3000));
   EXPECT_EQ(far.status().code(), Code::kUnavailable) << far.status().ToString();
   EXPECT_NE(far.status().message().find("closed"), std::string::npos);

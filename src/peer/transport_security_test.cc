@@ -18,14 +18,13 @@ namespace {
 
 using testing_util::ConnectionPair;
 using testing_util::DecodeReject;
+using testing_util::MessageHas;
 using testing_util::Options;
 using testing_util::RawFrame;
 using testing_util::RawPeer;
 using testing_util::Secret;
 using testing_util::Server;
 using Clock = std::chrono::steady_clock;
-
-bool StatusSays(const Status& s, std::string_view text) { return s.message().find(text) != std::string::npos; }
 
 class SecurityTest : public testing_util::TransportTest {
  protected:
@@ -59,14 +58,14 @@ TEST_P(SecurityTest, WrongSecretIsRejectedOnBothSidesAndLogged) {
   auto client = Make(Options("node-c", Secret("a-wrong-secret-9876543210")));
   auto c = client->Connect(server.listener->address(), Millis(3000));
   ASSERT_EQ(c.status().code(), Code::kPermissionDenied) << c.status().ToString();
-  EXPECT_TRUE(StatusSays(c.status(), server.listener->address())) << c.status().message();
-  EXPECT_TRUE(StatusSays(c.status(), "secret")) << c.status().message();
+  EXPECT_TRUE(MessageHas(c.status(), server.listener->address())) << c.status().message();
+  EXPECT_TRUE(MessageHas(c.status(), "secret")) << c.status().message();
   auto failure = failures_.Wait(1);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->second.code(), Code::kPermissionDenied) << failure->second.ToString();
-  EXPECT_TRUE(StatusSays(failure->second, "wrong proof")) << failure->second.message();
-  EXPECT_TRUE(StatusSays(failure->second, "node-c")) << failure->second.message();
-  EXPECT_TRUE(StatusSays(failure->second, failure->first)) << failure->second.message();
+  EXPECT_TRUE(MessageHas(failure->second, "wrong proof")) << failure->second.message();
+  EXPECT_TRUE(MessageHas(failure->second, "node-c")) << failure->second.message();
+  EXPECT_TRUE(MessageHas(failure->second, failure->first)) << failure->second.message();
   ASSERT_TRUE(SetLogFile("").ok());
   std::stringstream log;
   log << std::ifstream(log_path).rdbuf();
@@ -87,8 +86,8 @@ TEST_P(SecurityTest, ClientWithoutSecretIsRejected) {
   auto failure = failures_.Wait(1);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->second.code(), Code::kPermissionDenied);
-  EXPECT_TRUE(StatusSays(failure->second, "no proof")) << failure->second.message();
-  EXPECT_TRUE(StatusSays(failure->second, "rogue")) << failure->second.message();
+  EXPECT_TRUE(MessageHas(failure->second, "no proof")) << failure->second.message();
+  EXPECT_TRUE(MessageHas(failure->second, "rogue")) << failure->second.message();
   EXPECT_EQ(server.listener->Accept(Millis(50)).status().code(), Code::kTimeout);
 }
 
@@ -107,8 +106,8 @@ TEST_P(SecurityTest, ServerWithoutOrWithWrongSecretIsRejectedByTheClient) {
     auto conn = client->Connect((*acceptor)->address(), Millis(3000));
     fake.join();
     EXPECT_EQ(conn.status().code(), Code::kPermissionDenied) << conn.status().ToString();
-    EXPECT_TRUE(StatusSays(conn.status(), c.expect)) << conn.status().message();
-    EXPECT_TRUE(StatusSays(conn.status(), "impostor")) << conn.status().message();
+    EXPECT_TRUE(MessageHas(conn.status(), c.expect)) << conn.status().message();
+    EXPECT_TRUE(MessageHas(conn.status(), "impostor")) << conn.status().message();
     ASSERT_TRUE(answer.ok()) << answer.status().ToString();
     EXPECT_EQ(DecodeReject(*answer).code, static_cast<uint32_t>(Code::kPermissionDenied));
   }
@@ -124,7 +123,7 @@ TEST_P(SecurityTest, PeerSkippingTheHandshakeIsRejected) {
   auto failure = failures_.Wait(1);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->second.code(), Code::kPermissionDenied);
-  EXPECT_TRUE(StatusSays(failure->second, "before authenticating")) << failure->second.message();
+  EXPECT_TRUE(MessageHas(failure->second, "before authenticating")) << failure->second.message();
 }
 
 TEST_P(SecurityTest, IncompatibleVersionsAreRefused) {
@@ -132,11 +131,11 @@ TEST_P(SecurityTest, IncompatibleVersionsAreRefused) {
   RawPeer future = DialRaw(server.listener->address());
   auto hello = future.ClientHello("future-node", 7, 9);
   EXPECT_EQ(hello.status().code(), Code::kInternal);  // a Reject came instead of a Hello
-  EXPECT_TRUE(StatusSays(hello.status(), "7..9")) << hello.status().message();
+  EXPECT_TRUE(MessageHas(hello.status(), "7..9")) << hello.status().message();
   auto failure = failures_.Wait(1);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->second.code(), Code::kProtocolError);
-  EXPECT_TRUE(StatusSays(failure->second, "versions 7..9")) << failure->second.message();
+  EXPECT_TRUE(MessageHas(failure->second, "versions 7..9")) << failure->second.message();
 }
 
 TEST_P(SecurityTest, MalformedFramesAreProtocolErrorsAndTheListenerKeepsServing) {
@@ -162,8 +161,8 @@ TEST_P(SecurityTest, MalformedFramesAreProtocolErrorsAndTheListenerKeepsServing)
     auto failure = failures_.Wait(++n);
     ASSERT_TRUE(failure.has_value()) << c.field;
     EXPECT_EQ(failure->second.code(), Code::kProtocolError) << failure->second.ToString();
-    EXPECT_TRUE(StatusSays(failure->second, c.field)) << failure->second.message();
-    EXPECT_TRUE(StatusSays(failure->second, failure->first)) << failure->second.message();  // names the peer
+    EXPECT_TRUE(MessageHas(failure->second, c.field)) << failure->second.message();
+    EXPECT_TRUE(MessageHas(failure->second, failure->first)) << failure->second.message();  // names the peer
   }
   auto client = Make(Options("node-c"));
   ConnectionPair p = Connect(*client, *server.listener);
@@ -198,8 +197,8 @@ TEST_P(SecurityTest, MalformedFramesAfterTheHandshakeCloseTheConnection) {
     ASSERT_TRUE(p.SendBytes(std::string(reinterpret_cast<char*>(head), sizeof(head))).ok());
   });
   EXPECT_EQ(oversized.code(), Code::kProtocolError) << oversized.ToString();
-  EXPECT_TRUE(StatusSays(oversized, "payload_len")) << oversized.message();
-  EXPECT_TRUE(StatusSays(oversized, "node member")) << oversized.message();
+  EXPECT_TRUE(MessageHas(oversized, "payload_len")) << oversized.message();
+  EXPECT_TRUE(MessageHas(oversized, "node member")) << oversized.message();
 
   Status unknown_kind = send_and_receive([](RawPeer& p) {
     uint8_t head[kPeerFrameHeaderSize];
@@ -208,7 +207,7 @@ TEST_P(SecurityTest, MalformedFramesAfterTheHandshakeCloseTheConnection) {
     ASSERT_TRUE(p.SendBytes(std::string(reinterpret_cast<char*>(head), sizeof(head))).ok());
   });
   EXPECT_EQ(unknown_kind.code(), Code::kProtocolError);
-  EXPECT_TRUE(StatusSays(unknown_kind, "field kind")) << unknown_kind.message();
+  EXPECT_TRUE(MessageHas(unknown_kind, "field kind")) << unknown_kind.message();
 
   Status gap = send_and_receive([](RawPeer& p) {
     ASSERT_TRUE(p.Send(FrameKind::kStreamBegin, StreamBeginPayload{3, 100, "obj"}.Encode(), 1).ok());
@@ -219,7 +218,7 @@ TEST_P(SecurityTest, MalformedFramesAfterTheHandshakeCloseTheConnection) {
                     .ok());
   });
   EXPECT_EQ(gap.code(), Code::kProtocolError);
-  EXPECT_TRUE(StatusSays(gap, "offset is 50")) << gap.message();
+  EXPECT_TRUE(MessageHas(gap, "offset is 50")) << gap.message();
 
   Status handshake_again =
       send_and_receive([](RawPeer& p) { ASSERT_TRUE(p.Send(FrameKind::kHello, "").ok()); });
@@ -235,8 +234,8 @@ TEST_P(SecurityTest, ConnectToASilentPeerTimesOut) {
   auto c = client->Connect((*silent)->address(), Millis(300));
   auto took = std::chrono::duration_cast<Millis>(Clock::now() - start);
   EXPECT_EQ(c.status().code(), Code::kTimeout) << c.status().ToString();
-  EXPECT_TRUE(StatusSays(c.status(), "handshake")) << c.status().message();
-  EXPECT_TRUE(StatusSays(c.status(), (*silent)->address())) << c.status().message();
+  EXPECT_TRUE(MessageHas(c.status(), "handshake")) << c.status().message();
+  EXPECT_TRUE(MessageHas(c.status(), (*silent)->address())) << c.status().message();
   EXPECT_GE(took, Millis(250));
   EXPECT_LT(took, Millis(3000));
 }
@@ -253,7 +252,7 @@ TEST_P(SecurityTest, SilentClientTimesOutWhileOthersAreServed) {
   auto failure = failures_.Wait(1);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->second.code(), Code::kTimeout) << failure->second.ToString();
-  EXPECT_TRUE(StatusSays(failure->second, "did not complete the handshake")) << failure->second.message();
+  EXPECT_TRUE(MessageHas(failure->second, "did not complete the handshake")) << failure->second.message();
 }
 
 TEST_P(SecurityTest, ClosingTheListenerAbortsPendingHandshakesPromptly) {

@@ -11,6 +11,7 @@
 #include "agent/peer_discovery.h"
 #include "cluster/dns_peers.h"
 #include "cluster/peer_source.h"
+#include "common/checksum.h"
 #include "common/log.h"
 #include "os/files.h"
 #include "os/fs_stat.h"
@@ -331,6 +332,7 @@ Status Agent::Start(bool handle_signals) {
       .Kv("replicate_rate",
           config_.replicate_rate_bytes == 0 ? "unlimited" : FormatBytes(config_.replicate_rate_bytes) + "/s")
       .Kv("background_priority", ThreadPriorityName(background))
+      .Kv("checksum_kernel", ChecksumKernel())
       .Kv("scrub_interval_ms", config_.scrub_interval_ms)
       .Kv("tmpfs_huge_pages",
           tmpfs_huge_pages_.empty() ? "none (the root is not on a tmpfs)" : tmpfs_huge_pages_)

@@ -1,7 +1,9 @@
 #include "common/checksum.h"
 
 // Inline build: the hash is on the data path, and this lets the compiler
-// specialise it; libxxhash-dev provides the header.
+// specialise it; libxxhash-dev provides the header. This file's build is the
+// CPU baseline (SSE2 on x86-64); xxh3_avx2.cc is the AVX2 build, taken when
+// the CPU has it (decision 155).
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -9,11 +11,33 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/xxh3_avx2.h"
+
 namespace tierckpt {
 namespace {
 constexpr std::string_view kXxh3Prefix = "xxh3-64:";
 constexpr size_t kCopyChunk = 512 * 1024;  // fits L2; the hash re-reads from cache
+
+// Whether this CPU runs the AVX2 build: decided once, the first time a hash runs.
+bool UseAvx2() {
+#if TIERCKPT_XXH3_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+uint64_t Hash(const void* data, size_t size) {
+#if TIERCKPT_XXH3_AVX2
+  if (UseAvx2()) return xxh3_avx2::Hash(data, size);
+#endif
+  return XXH3_64bits(data, size);
+}
+
 }  // namespace
+
+std::string_view ChecksumKernel() { return UseAvx2() ? "avx2" : "baseline"; }
 
 std::string Checksum::ToString() const {
   char buf[32];
@@ -47,7 +71,7 @@ Result<Checksum> Checksum::Parse(std::string_view text) {
   return Checksum{v};
 }
 
-Checksum ComputeChecksum(const void* data, size_t size) { return Checksum{XXH3_64bits(data, size)}; }
+Checksum ComputeChecksum(const void* data, size_t size) { return Checksum{Hash(data, size)}; }
 
 struct Hasher::State {
   XXH3_state_t st;
@@ -56,7 +80,15 @@ struct Hasher::State {
 Hasher::Hasher() : state_(std::make_unique<State>()) { XXH3_64bits_reset(&state_->st); }
 Hasher::~Hasher() = default;
 
-void Hasher::Update(const void* data, size_t size) { XXH3_64bits_update(&state_->st, data, size); }
+void Hasher::Update(const void* data, size_t size) {
+#if TIERCKPT_XXH3_AVX2
+  if (UseAvx2()) {
+    xxh3_avx2::Update(&state_->st, data, size);
+    return;
+  }
+#endif
+  XXH3_64bits_update(&state_->st, data, size);
+}
 
 Checksum Hasher::Finish() const { return Checksum{XXH3_64bits_digest(&state_->st)}; }
 

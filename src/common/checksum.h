@@ -29,6 +29,11 @@ struct Checksum {
 
 Checksum ComputeChecksum(const void* data, size_t size);
 
+// Which build of XXH3 this process hashes with: "avx2" where the CPU has it
+// and the library was built for x86-64, else "baseline" (decision 155). Every
+// build computes the same checksums; only the speed differs.
+std::string_view ChecksumKernel();
+
 class Hasher {
  public:
   Hasher();

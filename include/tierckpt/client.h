@@ -183,8 +183,13 @@ static_assert(sizeof(CopyRun) == 3 * sizeof(uint64_t));
 // the first that does not, before any byte is copied; the caller guarantees
 // that each address holds `size` bytes it may read (CopyIn) or write
 // (CopyOut) for the whole call and that no run overlaps another's
-// destination. CopyOut does not verify: open the view with the ReadVerify
-// mode you need first, and call view.Unchanged() after the copy.
+// destination. CopyOut verifies only a view whose hash is due
+// (Client::OpenToCopy, view.hash_due()): it then hashes the whole object in
+// its pass over the bytes, on one thread (one hash cannot be split), and
+// returns kCorruption after copying if they do not match the manifest (the
+// destinations then hold those bytes). Any other view is copied as opened:
+// open it with the ReadVerify mode you need first. Call view.Unchanged()
+// after the copy either way.
 Status CopyIn(const WritableObject& object, const CopyRun* runs, size_t count, int threads = 1);
 Status CopyOut(const ObjectView& view, const CopyRun* runs, size_t count, int threads = 1);
 
@@ -207,6 +212,9 @@ class ObjectView {
   // How long ago the agent last found these bytes matching checksum() when
   // it handed them out; nullopt if it never verified them in memory.
   std::optional<std::chrono::milliseconds> verified_age() const;
+  // True for a view of Client::OpenToCopy whose bytes no CopyOut has verified
+  // yet: read nothing through data() until one has.
+  bool hash_due() const;
   // Recomputes the checksum; kCorruption naming the object on mismatch.
   Status Verify() const;
   // Copies into dst (capacity >= size()) and verifies in the same pass.
@@ -222,6 +230,7 @@ class ObjectView {
 
  private:
   friend class Client;
+  friend Status CopyOut(const ObjectView& view, const CopyRun* runs, size_t count, int threads);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -358,6 +367,15 @@ class Client {
   // naming the object when no tier holds a sound copy.
   Result<ObjectView> OpenVerified(std::string_view ns, uint64_t step, std::string_view name,
                                   const ReadVerify& verify = {});
+  // OpenVerified for a caller that copies the object out next: the hash
+  // `verify` asks of the client is left to the first CopyOut of the view,
+  // which does it in its own pass over the bytes instead of a pass before it
+  // (hash_due() until then; decision 156). A CopyOut that finds the bytes
+  // corrupt returns kCorruption: read the object again with OpenVerified,
+  // which has the agent repair its copy. A file resized at rest is repaired
+  // here, as OpenVerified does, and handed out verified.
+  Result<ObjectView> OpenToCopy(std::string_view ns, uint64_t step, std::string_view name,
+                                const ReadVerify& verify = {});
   // Open + CopyTo, for many objects, copy_threads at a time; a copy that
   // fails its checksum is repaired once as OpenVerified does. An object
   // `verify` does not hash (attested, or kNever) is a plain memcpy.

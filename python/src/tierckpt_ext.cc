@@ -327,6 +327,14 @@ std::unique_ptr<PyView> OpenVerified(Client& c, const std::string& ns, uint64_t 
   return v;
 }
 
+std::unique_ptr<PyView> OpenToCopy(Client& c, const std::string& ns, uint64_t step, const std::string& name,
+                                   const std::string& verify, double attest_max_age_s) {
+  const ReadVerify how = ToReadVerify(verify, attest_max_age_s);
+  auto v = std::make_unique<PyView>();
+  v->view = Unwrap(Released([&] { return c.OpenToCopy(ns, step, name, how); }));
+  return v;
+}
+
 // runs: a C-contiguous buffer of packed native uint64 triples (offset, address, size), e.g.
 // array.array("Q", ...): the CopyRun layout. Translated, not interpreted: CopyIn/CopyOut check them.
 std::pair<const CopyRun*, size_t> RunsOf(const HeldBuffer& runs) {
@@ -487,8 +495,13 @@ NB_MODULE(_tierckpt, m) {
            "call it after using the bytes (ObjectView::Unchanged).")
       .def("copy_out", &CopyOutOfView, nb::arg("runs"), nb::arg("threads") = 1,
            "Copies each run (packed uint64 triples offset, address, size) from offset in the object to the "
-           "caller's memory at address, threads at a time, without verifying (tierckpt::CopyOut): open the "
-           "view verified, and call unchanged() afterwards.")
+           "caller's memory at address, threads at a time (tierckpt::CopyOut). A view of open_to_copy whose "
+           "hash is due is hashed whole in the same pass, on one thread: CorruptionError after the copy when "
+           "it does not match. Any other view is copied without verifying: open it verified. Call "
+           "unchanged() afterwards either way.")
+      .def_prop_ro("hash_due", [](const PyView& v) { return v.view.hash_due(); },
+                   "True for a view of open_to_copy no copy_out has verified yet: read nothing through data "
+                   "until one has.")
       .def_prop_ro("name", [](const PyView& v) { return v.view.name(); })
       .def("copy_to", &CopyTo, nb::arg("destination"),
            "Copies into a writable buffer of at least size bytes, verifying the checksum in the same pass.");
@@ -574,6 +587,12 @@ NB_MODULE(_tierckpt, m) {
            "\"The read path\") and the copy it hands out instead is verified. CorruptionError when no tier "
            "holds a sound copy. verify: \"always\", \"attested\" (no hash when the agent verified the object "
            "at most attest_max_age_s ago) or \"never\" (Client::ReadVerify).")
+      .def("open_to_copy", &OpenToCopy, nb::arg("ns"), nb::arg("step"), nb::arg("name"),
+           nb::arg("verify") = "always", nb::arg("attest_max_age_s") = 900.0, nb::keep_alive<0, 1>(),
+           "open_verified for a caller that copies the object out next: the hash verify asks for is done by "
+           "the view's first copy_out, in its pass over the bytes (hash_due until then). A CorruptionError "
+           "from that copy_out: read the object again with open_verified, which has the agent repair it "
+           "(Client::OpenToCopy).")
       .def("read_objects", &ReadObjects, nb::arg("ns"), nb::arg("step"), nb::arg("objects"),
            nb::arg("verify") = "always", nb::arg("attest_max_age_s") = 900.0)
       .def_prop_ro(

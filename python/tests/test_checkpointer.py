@@ -16,6 +16,7 @@ from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, Metadat
 
 import states
 from conftest import run_ranks
+from tierckpt.errors import CorruptionError
 from tierckpt.torch import Checkpointer, TieredReader, latest_step, wait_durable
 from tierckpt.torch._metadata_pickle import MetadataPickle
 
@@ -78,6 +79,56 @@ def test_refuses_what_needs_dcp_planning_and_keeps_the_previous_step(agent):
     assert 2 not in agent.steps("ck3")
     got = {"w": torch.zeros(4)}
     assert ckpt.load(got) == 1 and torch.equal(got["w"], torch.ones(4))
+
+
+def _flip(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def _plain_state(seed):
+    # Tensors only (a Python value is read through open_verified, which would find the flip itself), the
+    # middle of the object inside w's data.
+    return {"w": torch.arange(1 << 18, dtype=torch.float32) + seed, "b": torch.full((7,), float(seed))}
+
+
+def _load_plain(cfg):
+    target = {"w": torch.zeros(1 << 18), "b": torch.zeros(7)}
+    assert Checkpointer(cfg).load(target, step=1) == 1
+    return target
+
+
+@pytest.mark.parametrize("where", ["archive head", "tensor data"])
+def test_a_corrupt_memory_copy_is_found_by_the_loads_copy_and_read_again_from_durable(agent, caplog, where):
+    # The load hashes each object in its copy's pass (decision 156): a byte flipped at rest where no
+    # tensor's bytes are copied from (an archive's head) or in a tensor's data fails that hash, and
+    # the second read has the agent replace its copy from the durable tier.
+    ns = "ck-corrupt-" + where.replace(" ", "-")
+    cfg = agent.config(ns)
+    Checkpointer(cfg).save(1, _plain_state(44), persist=True)
+    wait_durable(cfg, 1, timeout_s=60)
+    agent.wait_hashed(ns, 1)  # a flip before the agent's hash would be hashed in (decision 68)
+    path = agent.object_path(ns, 1, "__0_*")
+    _flip(path, 10 if where == "archive head" else path.stat().st_size // 2)
+    with caplog.at_level("WARNING", logger="tierckpt"):
+        got = _load_plain(cfg)
+    expected = _plain_state(44)
+    assert torch.equal(got["w"], expected["w"]) and torch.equal(got["b"], expected["b"])
+    said = [r.getMessage() for r in caplog.records]
+    assert any("corrupt" in m and "durable" in m for m in said), said
+
+
+def test_a_corrupt_memory_copy_without_a_durable_copy_fails_the_load(agent):
+    cfg = agent.config("ck-corrupt-only")  # saved without persist: no durable copy
+    Checkpointer(cfg).save(1, _plain_state(45))
+    agent.wait_hashed("ck-corrupt-only", 1)
+    path = agent.object_path("ck-corrupt-only", 1, "__0_*")
+    _flip(path, path.stat().st_size // 2)
+    with pytest.raises(CorruptionError, match="ck-corrupt-only"):
+        _load_plain(cfg)
 
 
 def _ranks_round_trip(rank, world, cfg):

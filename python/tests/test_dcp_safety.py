@@ -148,13 +148,13 @@ def _corrupt(path, offset):
         f.write(bytes([b[0] ^ 0xFF]))
 
 
-def _durable_step_with_a_corrupt_memory_copy(agent, ns, step):
+def _durable_step_with_a_corrupt_memory_copy(agent, ns, step, offset=5000):
     """Saves _tensor(step) as a durable step of ns, flips a byte of its memory copy; its config."""
     cfg = agent.config(ns)
     writer = TieredWriter(cfg, step, persist=True)
     dcp.save({"t": _tensor(step)}, storage_writer=writer, no_dist=True)
     writer.wait_durable(timeout_s=60)
-    _corrupt(agent.object_path(ns, step, "__0_0.distcp"), 5000)
+    _corrupt(agent.object_path(ns, step, "__0_0.distcp"), offset)
     return cfg
 
 
@@ -167,6 +167,17 @@ def test_corrupt_memory_copy_falls_back_to_durable(agent, caplog):
     # The memory copy was replaced by a verified restore.
     tc_agent.client(cfg).open("corrupt", 3, "__0_0.distcp").verify()
     assert agent.steps("corrupt")[3]["memory"] == "committed"
+
+
+def test_a_flip_in_bytes_no_item_reads_is_found_by_the_loads_hash(agent, caplog):
+    # The load hashes the whole object in its copy's pass (decision 156), the archive's own bytes
+    # around the tensor data included: byte 10 lies in the archive's head, which no item copies.
+    cfg = _durable_step_with_a_corrupt_memory_copy(agent, "corrupt-head", 6, offset=10)
+    with caplog.at_level(logging.WARNING, logger="tierckpt"):
+        assert torch.equal(_load_tensor(cfg), _tensor(6))
+    assert any("corrupt" in r.getMessage() and "durable" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
+    tc_agent.client(cfg).open("corrupt-head", 6, "__0_0.distcp").verify()
 
 
 def test_readers_racing_to_repair_a_corrupt_copy_all_read_the_restored_step(agent):

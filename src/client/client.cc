@@ -253,7 +253,8 @@ Result<WritableObject> Client::Impl::CreateNext(MsgType type, std::string_view n
   TC_ASSIGN_OR_RETURN(Connection::Reply reply, CallCreate(type, req.Encode(), what, size));
   Result<wire::CreateNextObjectResponse> resp = wire::CreateNextObjectResponse::Decode(reply.body);
   if (!resp.ok())
-    return resp.status().WithContext("tierckptd's " + std::string(wire::MsgTypeName(static_cast<uint16_t>(type))) +
+    return resp.status().WithContext("tierckptd's " +
+                                     std::string(wire::MsgTypeName(static_cast<uint16_t>(type))) +
                                      " response for object " + what);
   if (index != nullptr) *index = resp->index;
   return MapCreated(std::move(reply.fd), ns, step, resp->name, size);
@@ -395,6 +396,18 @@ Result<ObjectView> Client::OpenVerified(std::string_view ns, uint64_t step, std:
   return fresh;
 }
 
+Result<ObjectView> Client::OpenToCopy(std::string_view ns, uint64_t step, std::string_view name,
+                                      const ReadVerify& verify) {
+  Result<ObjectView> opened = OpenObject(ns, step, name, /*repair=*/false);
+  if (!opened.ok() && opened.status().code() == Code::kCorruption)
+    return OpenVerified(ns, step, name, verify);
+  TC_ASSIGN_OR_RETURN(ObjectView view, std::move(opened));
+  const client::ReadCheck check = client::DecideReadCheck(verify, view.impl_->verified_age_ms);
+  impl_->Count(check);
+  view.impl_->hash_due = check == client::ReadCheck::kHash;
+  return view;
+}
+
 Result<ObjectView> Client::OpenObject(std::string_view ns, uint64_t step, std::string_view name,
                                       bool repair) {
   wire::OpenObjectRequest req;
@@ -421,10 +434,11 @@ Result<ObjectView> Client::OpenObject(std::string_view ns, uint64_t step, std::s
   // damage at rest (a truncation), which the repair path replaces.
   TC_ASSIGN_OR_RETURN(FileStat st, StatOpenFd(reply.fd.get(), "fstat the fd of " + what));
   if (st.size != resp->size) {
-    return Corruption(what + " in the memory tier holds " + std::to_string(st.size) + " bytes but its manifest says " +
-                      std::to_string(resp->size) +
-                      ": the copy at rest was truncated or extended (OpenVerified and ReadObjects ask the agent to "
-                      "restore it from another tier; `tierckpt verify` reports it)");
+    return Corruption(
+        what + " in the memory tier holds " + std::to_string(st.size) + " bytes but its manifest says " +
+        std::to_string(resp->size) +
+        ": the copy at rest was truncated or extended (OpenVerified and ReadObjects ask the agent to "
+        "restore it from another tier; `tierckpt verify` reports it)");
   }
   TC_ASSIGN_OR_RETURN(MappingCache::Lease lease, impl_->cache->Acquire(std::move(reply.fd), resp->size,
                                                                        Mapping::Access::kReadOnly, what));
@@ -524,7 +538,8 @@ Result<std::string> Client::BindDurable(std::string_view ns, std::string_view ba
   return client::ParseBindDurable(body);
 }
 
-Status Client::SetPolicy(std::string_view ns, uint32_t keep_memory, uint32_t keep_durable, uint64_t persist_every) {
+Status Client::SetPolicy(std::string_view ns, uint32_t keep_memory, uint32_t keep_durable,
+                         uint64_t persist_every) {
   wire::SetPolicyRequest req;
   req.ns = std::string(ns);
   req.keep_memory = keep_memory;

@@ -269,6 +269,62 @@ TEST_F(ClientAgentTest, CorruptedObjectIsCorruptionNamingIt) {
       << verified.status().message();
 }
 
+// OpenToCopy leaves the hash to the copy (decision 156): a sound object is
+// copied and verified in one pass; a corrupt one is copied, then refused, and
+// OpenVerified has the agent repair it.
+TEST_F(ClientAgentTest, OpenToCopyVerifiesInTheCopysPassAndRefusesACorruptCopy) {
+  auto c = ConnectOrDie();
+  ASSERT_NE(c, nullptr);
+  const std::vector<uint8_t> a = Pattern((3 << 20) + 5, 9);
+  ASSERT_TRUE(c->BeginStep("job", 3).ok());
+  ASSERT_TRUE(c->WriteObject("job", 3, "a.bin", a.data(), a.size()).ok());
+  CommitOptions options;
+  options.persist = true;
+  ASSERT_TRUE(c->Commit("job", 3, options).ok());
+  ASSERT_TRUE(c->WaitDurable("job", 3, std::chrono::seconds(60)).ok());
+
+  std::vector<uint8_t> head(1000), tail(2000);
+  const std::vector<CopyRun> runs = {{a.size() - 2000, reinterpret_cast<uintptr_t>(tail.data()), 2000},
+                                     {0, reinterpret_cast<uintptr_t>(head.data()), 1000}};
+  Result<ObjectView> view = c->OpenToCopy("job", 3, "a.bin");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_TRUE(view->hash_due());
+  EXPECT_EQ(c->read_counters().hashed, 1u);
+  ASSERT_TRUE(CopyOut(*view, runs.data(), runs.size()).ok());
+  EXPECT_FALSE(view->hash_due());
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), a.begin()));
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), a.end() - 2000));
+  EXPECT_TRUE(view->Unchanged().ok());
+  *view = ObjectView();
+
+  // A byte flipped at rest where no run reads: the hash of the whole object finds it.
+  const std::string path = root_ + "/ns/job/step_0000000003/a.bin";
+  auto fd = OpenFile(path, O_RDWR);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  const uint8_t byte = static_cast<uint8_t>(a[(1 << 20) + 3] ^ 0xff);
+  ASSERT_TRUE(PwriteAll(fd->get(), &byte, 1, (1 << 20) + 3, path).ok());
+  view = c->OpenToCopy("job", 3, "a.bin");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  const Status copied = CopyOut(*view, runs.data(), runs.size());
+  EXPECT_EQ(copied.code(), Code::kCorruption) << copied.ToString();
+  EXPECT_NE(copied.message().find("job/3/a.bin in the memory tier is corrupt"), std::string::npos)
+      << copied.message();
+  EXPECT_TRUE(view->hash_due()) << "a view that failed its hash must not read as verified";
+  *view = ObjectView();
+  view = c->OpenVerified("job", 3, "a.bin");  // the agent repairs its copy from the durable tier
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_FALSE(view->repaired().empty());
+  std::vector<uint8_t> out(a.size());
+  ASSERT_TRUE(view->CopyTo(out.data(), out.size()).ok());
+  EXPECT_EQ(out, a);
+
+  // Not due under kNever: CopyOut copies as opened.
+  view = c->OpenToCopy("job", 3, "a.bin", ReadVerify::Never());
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_FALSE(view->hash_due());
+  EXPECT_EQ(c->read_counters().unverified, 1u);
+}
+
 TEST_F(ClientAgentTest, OpenVerifiedHasTheAgentReplaceACorruptCopyFromTheDurableTier) {
   auto c = ConnectOrDie();
   ASSERT_NE(c, nullptr);

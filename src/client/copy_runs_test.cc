@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <random>
 #include <vector>
+
+#include "common/checksum.h"
 
 namespace tierckpt::client_internal {
 namespace {
@@ -92,6 +96,50 @@ TEST(CopyRunsTest, RefusesANullAddressAndABadThreadCount) {
         CopyRuns(object.data(), object.size(), "o", &empty, 1, threads, CopyDirection::kIntoObject).code(),
         Code::kInvalidArgument);
   }
+}
+
+// Runs in shuffled order that overlap in the object, cross the 64 KiB pieces and
+// land at odd destination addresses, in an object below and one above the size
+// where the copy streams past the cache: every destination gets its bytes and
+// the checksum is the whole object's, gaps included.
+TEST(CopyRunsTest, CopyOutAndChecksumCopiesEveryRunAndHashesTheWholeObject) {
+  for (size_t object_size : {size_t{0}, size_t{1000}, size_t{(1u << 20) + 77}, size_t{(9u << 20) + 4321}}) {
+    const std::vector<uint8_t> object = Pattern(object_size, 11);
+    std::mt19937 gen(static_cast<uint32_t>(object_size));
+    std::vector<CopyRun> runs;
+    std::vector<std::vector<uint8_t>> dests;
+    for (int i = 0; object_size > 0 && i < 40; ++i) {
+      const uint64_t offset = gen() % object_size;
+      const uint64_t size = i % 5 == 0 ? 0 : std::min<uint64_t>(object_size - offset, gen() % (600u << 10));
+      dests.emplace_back(size + 3, 0);
+      runs.push_back({offset, 0, size});
+    }
+    runs.push_back({0, 0, object_size});  // the whole object too, overlapping every other run
+    dests.emplace_back(object_size + 3, 0);
+    for (size_t i = 0; i < runs.size(); ++i)
+      runs[i].address = Address(dests[i].data() + i % 3);  // odd alignment
+    std::shuffle(runs.begin(), runs.end(), gen);
+
+    Result<Checksum> sum = CopyOutAndChecksum(object.data(), object.size(), "o", runs.data(), runs.size());
+    ASSERT_TRUE(sum.ok()) << sum.status().ToString();
+    EXPECT_EQ(*sum, ComputeChecksum(object.data(), object.size())) << object_size << " bytes";
+    for (const CopyRun& r : runs) {
+      const auto* got = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(r.address));
+      ASSERT_TRUE(std::equal(got, got + r.size, object.begin() + static_cast<ptrdiff_t>(r.offset)))
+          << "run at " << r.offset << " of " << r.size << " bytes, object of " << object_size;
+    }
+  }
+}
+
+TEST(CopyRunsTest, CopyOutAndChecksumRefusesARunPastTheEndBeforeCopying) {
+  const std::vector<uint8_t> object = Pattern(100, 1);
+  std::vector<uint8_t> a(50, 0), b(50, 0);
+  const std::vector<CopyRun> runs = {{0, Address(a.data()), 50}, {60, Address(b.data()), 50}};
+  Result<Checksum> sum =
+      CopyOutAndChecksum(object.data(), object.size(), "__1_0.distcp", runs.data(), runs.size());
+  ASSERT_EQ(sum.status().code(), Code::kInvalidArgument) << sum.status().ToString();
+  EXPECT_NE(sum.status().message().find("__1_0.distcp"), std::string::npos) << sum.status().message();
+  EXPECT_EQ(a, std::vector<uint8_t>(50, 0)) << "a run was copied before every run was checked";
 }
 
 }  // namespace

@@ -320,9 +320,10 @@ class Checkpointer:
             try:
                 self._read_object(step, name, items, flat, verify, max_age)
             except CorruptionError as e:
-                # The file changed under the copy (its step was dropped and recycled): once more, hashed.
+                # The copy was corrupt, or its file changed under the copy (its step was dropped and
+                # recycled): once more, hashed first, the agent repairing a corrupt copy.
                 log.warning("tierckpt: %s; reading it again", e)
-                self._read_object(step, name, items, flat, "always", 0.0)
+                self._read_object(step, name, items, flat, "always", 0.0, repair=True)
         for fqn, (name, offset, length) in plan.values.items():
             view = self._open(step, name, verify, max_age)
             value = load_value(bytes(view.data[offset:offset + length]), where, fqn, weights_only)
@@ -355,9 +356,17 @@ class Checkpointer:
             log.warning("tierckpt: %s", view.repaired)
         return view
 
-    def _read_object(self, step: int, name: str, items, flat, verify, max_age: float) -> None:
-        """Copies items out of object name into flat's tensors, then checks the file was not recycled."""
-        view = self._open(step, name, verify, max_age)
+    def _read_object(self, step: int, name: str, items, flat, verify, max_age: float, repair: bool = False) -> None:
+        """Copies items out of object name into flat's tensors, then checks the file was not recycled.
+
+        The object's hash, when verify asks for one, runs in copy_out's pass over the bytes
+        (open_to_copy, decision 156); the items copied through torch are read after it. repair:
+        hash first and have the agent repair a corrupt copy (open_verified), for a second try.
+        """
+        if repair:
+            view = self._open(step, name, verify, max_age)
+        else:
+            view = agent.call(self.config, lambda c: c.open_to_copy(self.namespace, step, name, verify, max_age))
         runs = array("Q")
         others = []  # (tensor, data offset, archive offset): copied through torch
         for fqn, offset, nbytes, archive in items:
@@ -368,6 +377,7 @@ class Checkpointer:
                 others.append((t, offset, archive))
             elif nbytes:
                 runs.extend((offset, t.data_ptr(), nbytes))
+        # The archives' heads were read unverified above: a corrupt one fails this copy's hash.
         view.copy_out(runs, self.copy_threads)
         if others:
             with warnings.catch_warnings():

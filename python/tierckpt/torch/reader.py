@@ -29,6 +29,7 @@ import logging
 import os
 import uuid
 import warnings
+from array import array
 from dataclasses import dataclass
 
 import torch
@@ -128,6 +129,13 @@ class TieredReader(StorageReader):
         step = self._resolve_step()
         verify, max_age = self.config.read_verify, self.config.attest_max_age
         view = self._call(lambda c: c.open_verified(self.namespace, step, name, verify, max_age))
+        if view.repaired:
+            log.warning("tierckpt: %s", view.repaired)
+        return view
+
+    def _open_repaired(self, name: str):
+        """The object hashed before use, and repaired by the agent if its copy is corrupt (open_verified)."""
+        view = self._call(lambda c: c.open_verified(self.namespace, self._resolve_step(), name, "always", 0.0))
         if view.repaired:
             log.warning("tierckpt: %s", view.repaired)
         return view
@@ -239,8 +247,7 @@ class TieredReader(StorageReader):
                     # by another rank's repair of this step): read it once more, hashed.
                     log.warning("tierckpt: %s; reading it again", e)
                     self._views.pop(name, None)
-                    self._views[name] = self._call(
-                        lambda c: c.open_verified(self.namespace, self._resolve_step(), name, "always", 0.0))
+                    self._views[name] = self._open_repaired(name)
                     self._read_object(name, items, planner)
         finally:
             self._views.clear()
@@ -255,8 +262,67 @@ class TieredReader(StorageReader):
             pause.resume()
 
     def _read_object(self, name: str, items: list, planner: LoadPlanner) -> None:
-        """Reads items from object name, then checks that its file was not recycled meanwhile."""
-        data = self._object(name)
+        """Reads items from object name, then checks that its file was not recycled meanwhile.
+
+        Whole stored tensors bound for contiguous CPU tensors of their dtype and shape are copied in
+        one copy_out, which also hashes the object when verify_reads asks for it, in the same pass
+        (open_to_copy, decision 156). The other items are read once that copy verified the bytes.
+        """
+        if name not in self._views:  # a retry after a corrupt copy brings a repaired, verified view
+            step = self._resolve_step()
+            verify, max_age = self.config.read_verify, self.config.attest_max_age
+            self._views[name] = self._call(lambda c: c.open_to_copy(self.namespace, step, name, verify, max_age))
+        view = self._views[name]
+        data = view.data
+        runs, placed, rest = array("Q"), [], []
+        for item in sorted(items, key=lambda i: self.storage_data[i.storage_index].offset):
+            fast = self._run_of(item, planner, len(data))
+            if fast is None:
+                rest.append(item)
+            else:
+                runs.extend(fast[:3])
+                placed.append((item, fast[3]))
+        if runs or view.hash_due:
+            view.copy_out(runs)  # hashes the whole object in the same pass when its hash is due
+        for item, target in placed:
+            if self._laid_out(data, item):
+                planner.commit_tensor(item, target)
+            else:  # not the archive tierckpt lays out: what was copied is overwritten by the stock path
+                rest.append(item)
+        if rest:
+            self._read_items(data, rest, planner)
+        view.unchanged()
+
+    def _run_of(self, item, planner: LoadPlanner, size: int):
+        """(offset, address, bytes, target) of a whole stored tensor copied raw into its CPU target, else None."""
+        if item.type == LoadItemType.BYTE_IO:
+            return None
+        info = self.storage_data[item.storage_index]
+        if storage_transforms(info) or info.offset + info.length > size:
+            return None
+        dtype, shape = self._expected(item.storage_index)
+        if dtype is None or any(item.storage_offsets) or tuple(item.lengths) != tuple(shape):
+            return None
+        target = planner.resolve_tensor(item).detach()
+        if (target.device.type != "cpu" or target.dtype != dtype or tuple(target.shape) != tuple(shape)
+                or not target.is_contiguous()):
+            return None
+        lay = _format.tensor_layout(dtype, shape)
+        if info.length != lay.size or lay.data_len == 0:
+            return None
+        return info.offset + lay.data_offset, target.data_ptr(), lay.data_len, target
+
+    def _laid_out(self, data: memoryview, item) -> bool:
+        """Whether the stored archive of item is tensor_layout(dtype, shape) around its data, byte for byte."""
+        info = self.storage_data[item.storage_index]
+        dtype, shape = self._expected(item.storage_index)
+        lay = _format.tensor_layout(dtype, shape)
+        end = info.offset + lay.data_offset + lay.data_len
+        return (bytes(data[info.offset:info.offset + lay.data_offset]) == lay.head
+                and bytes(data[end:end + len(lay.tail)]) == lay.tail)
+
+    def _read_items(self, data: memoryview, items: list, planner: LoadPlanner) -> None:
+        """Reads items one by one through torch, from the object's verified bytes."""
         with warnings.catch_warnings():
             # The mapping is read-only; tensors over it are only ever copy sources.
             warnings.filterwarnings("ignore", message="The given buffer is not writable")
@@ -264,13 +330,12 @@ class TieredReader(StorageReader):
         on_cuda: list[torch.Tensor] = []  # targets of non_blocking host -> device copies
         registered = []  # [a registered mapping of the same bytes (_cuda.py)], looked up at the first CUDA target
         try:
-            for item in sorted(items, key=lambda i: self.storage_data[i.storage_index].offset):
+            for item in items:
                 self._read_item(data, base, item, planner, on_cuda, registered)
         finally:
             if on_cuda:
                 _cuda.synchronize(on_cuda)  # before the recycling check and before returning
             del base, registered
-        self._views[name].unchanged()
 
     def _expected(self, index: MetadataIndex):
         """(dtype, shape) the metadata gives the stored chunk at index, or (None, None)."""

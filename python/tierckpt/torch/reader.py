@@ -236,8 +236,10 @@ class TieredReader(StorageReader):
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         plan = self._plan_to_read(plan)
         per_object: dict[str, list] = {}
+        storage = self.storage_data
         for item in plan.items:
-            per_object.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)
+            info = storage[item.storage_index]  # one lookup an item: MetadataIndex hashes are not cached
+            per_object.setdefault(info.relative_path, []).append((info.offset, item, info))
         try:
             for name, items in per_object.items():
                 try:
@@ -274,18 +276,20 @@ class TieredReader(StorageReader):
             self._views[name] = self._call(lambda c: c.open_to_copy(self.namespace, step, name, verify, max_age))
         view = self._views[name]
         data = view.data
+        size = len(data)
         runs, placed, rest = array("Q"), [], []
-        for item in sorted(items, key=lambda i: self.storage_data[i.storage_index].offset):
-            fast = self._run_of(item, planner, len(data))
+        items.sort(key=_by_offset)  # (offset, item, info): the object read front to back
+        for _, item, info in items:
+            fast = self._run_of(item, info, planner, size)
             if fast is None:
                 rest.append(item)
             else:
                 runs.extend(fast[:3])
-                placed.append((item, fast[3]))
+                placed.append((item, info, fast[3], fast[4]))
         if runs or view.hash_due:
             view.copy_out(runs)  # hashes the whole object in the same pass when its hash is due
-        for item, target in placed:
-            if self._laid_out(data, item):
+        for item, info, target, lay in placed:
+            if _laid_out(data, info.offset, lay):
                 planner.commit_tensor(item, target)
             else:  # not the archive tierckpt lays out: what was copied is overwritten by the stock path
                 rest.append(item)
@@ -293,33 +297,21 @@ class TieredReader(StorageReader):
             self._read_items(data, rest, planner)
         view.unchanged()
 
-    def _run_of(self, item, planner: LoadPlanner, size: int):
-        """(offset, address, bytes, target) of a whole stored tensor copied raw into its CPU target, else None."""
-        if item.type == LoadItemType.BYTE_IO:
-            return None
-        info = self.storage_data[item.storage_index]
-        if storage_transforms(info) or info.offset + info.length > size:
+    def _run_of(self, item, info, planner: LoadPlanner, size: int):
+        """(offset, address, bytes, target, layout) of a whole stored tensor copied raw into its CPU target,
+        else None."""
+        if item.type == LoadItemType.BYTE_IO or info.offset + info.length > size or storage_transforms(info):
             return None
         dtype, shape = self._expected(item.storage_index)
-        if dtype is None or any(item.storage_offsets) or tuple(item.lengths) != tuple(shape):
+        if dtype is None or any(item.storage_offsets) or item.lengths != shape:
             return None
         target = planner.resolve_tensor(item).detach()
-        if (target.device.type != "cpu" or target.dtype != dtype or tuple(target.shape) != tuple(shape)
-                or not target.is_contiguous()):
+        if target.dtype != dtype or target.shape != shape or target.device.type != "cpu" or not target.is_contiguous():
             return None
         lay = _format.tensor_layout(dtype, shape)
         if info.length != lay.size or lay.data_len == 0:
             return None
-        return info.offset + lay.data_offset, target.data_ptr(), lay.data_len, target
-
-    def _laid_out(self, data: memoryview, item) -> bool:
-        """Whether the stored archive of item is tensor_layout(dtype, shape) around its data, byte for byte."""
-        info = self.storage_data[item.storage_index]
-        dtype, shape = self._expected(item.storage_index)
-        lay = _format.tensor_layout(dtype, shape)
-        end = info.offset + lay.data_offset + lay.data_len
-        return (bytes(data[info.offset:info.offset + lay.data_offset]) == lay.head
-                and bytes(data[end:end + len(lay.tail)]) == lay.tail)
+        return info.offset + lay.data_offset, target.data_ptr(), lay.data_len, target, lay
 
     def _read_items(self, data: memoryview, items: list, planner: LoadPlanner) -> None:
         """Reads items one by one through torch, from the object's verified bytes."""
@@ -383,6 +375,18 @@ class TieredReader(StorageReader):
         else:
             target.copy_(tensor)
         planner.commit_tensor(item, target)
+
+
+def _by_offset(entry) -> int:
+    return entry[0]
+
+
+def _laid_out(data: memoryview, offset: int, lay) -> bool:
+    """Whether the archive at data[offset:] is lay (tensor_layout of its dtype and shape) around its data, byte
+    for byte."""
+    end = offset + lay.data_offset + lay.data_len
+    return (bytes(data[offset:offset + lay.data_offset]) == lay.head
+            and bytes(data[end:end + len(lay.tail)]) == lay.tail)
 
 
 def _keeps_local_plans(planner) -> bool:

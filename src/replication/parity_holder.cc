@@ -48,6 +48,15 @@ std::string GroupLabel(std::string_view ns, uint64_t step, uint32_t group) {
   return "parity group " + std::to_string(group) + " of " + std::string(ns) + " step " + std::to_string(step);
 }
 
+// Whether dir_fd's entry `name` is a directory (reached without following a
+// link) that holds nothing; a failure to open or list it counts as not.
+bool IsEmptyDirAt(int dir_fd, const std::string& name, const std::string& path) {
+  Result<std::optional<UniqueFd>> fd = OpenExistingLayoutDir(dir_fd, name, path, "a parity directory");
+  if (!fd.ok() || !fd->has_value()) return false;
+  Result<std::vector<DirEntry>> entries = ListDirAt((*fd)->get(), path);
+  return entries.ok() && entries->empty();
+}
+
 std::string GroupDirName(uint32_t group) { return "group_" + std::to_string(group); }
 std::string PieceName(uint32_t j) { return "parity_" + std::to_string(j); }
 
@@ -262,15 +271,21 @@ Status ParityHolder::WriteSealed(Group& g, const ec::ParityRecord& record) {
   const ParityFoldTarget& t = g.target;
   // <root>/<ns>/step_N/group_g, each made or opened without following a
   // link (a link in place of one is removed as a link, layout.h).
-  TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> root, OpenRoot(/*create=*/true));
   const std::string ns_dir = JoinPath(options_.root, t.ns);
   const std::string step_dir = JoinPath(ns_dir, StepDirName(t.step));
   const std::string dir = GroupDir(t.ns, t.step, t.group);
-  TC_ASSIGN_OR_RETURN(UniqueFd ns_fd, OpenLayoutDir(root->get(), t.ns, ns_dir));
-  TC_ASSIGN_OR_RETURN(UniqueFd step_fd, OpenLayoutDir(ns_fd.get(), StepDirName(t.step), step_dir));
-  // A group folded again after a failed write starts from nothing.
-  TC_RETURN_IF_ERROR(RemoveTreeAt(step_fd.get(), GroupDirName(t.group), dir));
-  TC_ASSIGN_OR_RETURN(UniqueFd group_fd, MakeDirAt(step_fd.get(), GroupDirName(t.group), 0700, dir));
+  UniqueFd group_fd;
+  {
+    MutexLock dirs(&dirs_mu_);
+    Result<std::optional<UniqueFd>> root = OpenRoot(/*create=*/true);
+    if (!root.ok()) return root.status();
+    if (!root->has_value()) return Internal("the parity root " + options_.root + " was not made");
+    TC_ASSIGN_OR_RETURN(UniqueFd ns_fd, OpenLayoutDir((*root)->get(), t.ns, ns_dir));
+    TC_ASSIGN_OR_RETURN(UniqueFd step_fd, OpenLayoutDir(ns_fd.get(), StepDirName(t.step), step_dir));
+    // A group folded again after a failed write starts from nothing.
+    TC_RETURN_IF_ERROR(RemoveTreeAt(step_fd.get(), GroupDirName(t.group), dir));
+    TC_ASSIGN_OR_RETURN(group_fd, MakeDirAt(step_fd.get(), GroupDirName(t.group), 0700, dir));
+  }
   for (const ec::ParityPiece& p : record.parity) {
     std::span<const uint8_t> bytes = g.acc->Parity(p.index);
     const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -375,14 +390,20 @@ Result<bool> ParityHolder::DropWhere(std::string_view ns, uint64_t step, std::op
                       OpenExistingLayoutDir(root->get(), std::string(ns), ns_dir, "a namespace's parity directory"));
   if (!ns_fd.has_value()) return !gone.empty();
   const std::string step_dir = JoinPath(ns_dir, StepDirName(step));
-  if (!group.has_value()) {
-    TC_RETURN_IF_ERROR(RemoveTreeAt(ns_fd->get(), StepDirName(step), step_dir));
-    return !gone.empty();
-  }
-  TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> step_fd,
-                      OpenExistingLayoutDir(ns_fd->get(), StepDirName(step), step_dir, "a step's parity directory"));
-  if (step_fd.has_value()) {
+  if (group.has_value()) {
+    TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> step_fd,
+                        OpenExistingLayoutDir(ns_fd->get(), StepDirName(step), step_dir, "a step's parity directory"));
+    if (!step_fd.has_value()) return !gone.empty();
     TC_RETURN_IF_ERROR(RemoveTreeAt(step_fd->get(), GroupDirName(*group), GroupDir(ns, step, *group)));
+  }
+  // The step's directory once it holds no group, and the namespace's once it
+  // holds no step: a drop leaves the tree a restart would (decision 131).
+  MutexLock dirs(&dirs_mu_);
+  if (!group.has_value() || IsEmptyDirAt(ns_fd->get(), StepDirName(step), step_dir)) {
+    TC_RETURN_IF_ERROR(RemoveTreeAt(ns_fd->get(), StepDirName(step), step_dir));
+  }
+  if (IsEmptyDirAt(root->get(), std::string(ns), ns_dir)) {
+    TC_RETURN_IF_ERROR(RemoveTreeAt(root->get(), std::string(ns), ns_dir));
   }
   return !gone.empty();
 }

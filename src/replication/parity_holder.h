@@ -226,6 +226,11 @@ class ParityHolder {
 
   mutable Mutex mu_;
   CondVar sealed_cv_{&mu_};  // a group sealed, forgotten, or its last fold in flight ended
+  // Held, never with mu_, while a seal opens or makes <ns>/step_N and makes
+  // its group directory there, and while a drop removes a step or namespace
+  // directory it emptied: a drop never removes a directory between a seal's
+  // open of it and the group it makes inside.
+  Mutex dirs_mu_;
   std::map<Key, std::shared_ptr<Group>> groups_ GUARDED_BY(mu_);
   uint64_t used_ GUARDED_BY(mu_) = 0;
 };

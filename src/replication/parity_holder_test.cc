@@ -139,6 +139,29 @@ TEST_F(ParityHolderFilesTest, DropGroupForgetsThatGroupOnlyAndGivesItsBudgetBack
   EXPECT_FALSE(*holder.DropGroup(kNs, kStep, 4));
 }
 
+// A drop leaves the tree a restart would (decision 131): the step's
+// directory goes with its last group, the namespace's with its last step,
+// and a later seal makes them again.
+TEST_F(ParityHolderFilesTest, ADropRemovesTheStepAndNamespaceDirectoriesItEmpties) {
+  ParityHolder holder(Options());
+  const fs::path ns_dir = fs::path(dir.Sub("root/parity")) / kNs;
+  const fs::path step_dir = fs::path(holder.PiecePath(kNs, kStep, 3, 0)).parent_path().parent_path();
+  Seal(holder, 3);
+  Seal(holder, 4);
+  Seal(holder, 1, kStep + 1);
+  ASSERT_TRUE(*holder.DropGroup(kNs, kStep, 4));
+  EXPECT_TRUE(fs::is_directory(step_dir)) << "group 3 is still there";
+  ASSERT_TRUE(*holder.DropGroup(kNs, kStep, 3));
+  EXPECT_FALSE(fs::exists(step_dir)) << "the step's last group was dropped";
+  EXPECT_TRUE(fs::is_directory(ns_dir)) << "another step is still there";
+  ASSERT_TRUE(*holder.Drop(kNs, kStep + 1));
+  EXPECT_FALSE(fs::exists(ns_dir)) << "the namespace's last step was dropped";
+  EXPECT_TRUE(fs::is_directory(dir.Sub("root/parity")));
+  Seal(holder, 3);
+  EXPECT_TRUE(fs::exists(holder.PiecePath(kNs, kStep, 3, 0)));
+  EXPECT_TRUE(holder.Record(kNs, kStep, 3).ok());
+}
+
 // Decision 148: the members' folds of one group run at once (each waits at
 // its first read for the other; were a group's folds one at a time, the
 // first would wait there in vain and fail), the group seals once, with the

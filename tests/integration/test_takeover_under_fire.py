@@ -19,6 +19,7 @@ follower, so killing the merger and its first follower leaves the merger's part 
 """
 import json
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,8 @@ from pathlib import Path
 
 from conftest import AGENT_BIN, CLI_BIN, WRITER_BIN, assert_dirs_equal
 from agent_harness import SHM, AgentProcess, write_hostfile
+
+_TEMPORARY = re.compile(r"\.tmp\.\d+\.\d+$")  # FsBlobStore's "<name>.tmp.<pid>.<n>"
 
 N = 4
 NS = "takeover"
@@ -294,7 +297,10 @@ def test_a_merger_stopped_past_its_takeover_and_continued_commits_the_step_once(
         assert c.names_merger(take[0], merger) and "turn=1" in take[0], take
         m = c.wait_manifest(step)
         d = c.step_dir(step)
-        before = {p.name: (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns) for p in d.iterdir()}
+        # The stopped merger's temporary ("<object>.tmp.<pid>.<n>") is there when the stop landed inside
+        # an object write (seen in CI): a write in flight, not a file of the committed step.
+        before = {p.name: (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns) for p in d.iterdir()
+                  if not _TEMPORARY.search(p.name)}
         assert c.agents[merger].alive()
         assert not c.events(merger, "persist", step), "the stopped merger logged its persist"
         c.agents[merger].signal(signal.SIGCONT)
@@ -309,6 +315,8 @@ def test_a_merger_stopped_past_its_takeover_and_continued_commits_the_step_once(
         after = {p.name: (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns) for p in d.iterdir()}
         assert after[MANIFEST] == before[MANIFEST], "the committed manifest was rewritten"
         assert set(after) == set(before), f"the durable step changed: {set(before) ^ set(after)}"
+        # A write the stop interrupted may end in a rename over its committed object (decision 99 leaves
+        # that open): the same bytes under a new inode. The bytes are what must not change.
         for name, (data, _, _) in after.items():
             assert data == before[name][0], f"{name} changed content after the merger continued"
         assert c.merged_by(step, m["node"]) == [m["node"]]

@@ -319,19 +319,13 @@ std::unique_ptr<PyView> Open(Client& c, const std::string& ns, uint64_t step, co
   return v;
 }
 
-std::unique_ptr<PyView> OpenVerified(Client& c, const std::string& ns, uint64_t step, const std::string& name,
-                                     const std::string& verify, double attest_max_age_s) {
+// Client::OpenVerified or Client::OpenToCopy (Open), the verify mode parsed.
+template <Result<ObjectView> (Client::*Open)(std::string_view, uint64_t, std::string_view, const ReadVerify&)>
+std::unique_ptr<PyView> OpenView(Client& c, const std::string& ns, uint64_t step, const std::string& name,
+                                 const std::string& verify, double attest_max_age_s) {
   const ReadVerify how = ToReadVerify(verify, attest_max_age_s);
   auto v = std::make_unique<PyView>();
-  v->view = Unwrap(Released([&] { return c.OpenVerified(ns, step, name, how); }));
-  return v;
-}
-
-std::unique_ptr<PyView> OpenToCopy(Client& c, const std::string& ns, uint64_t step, const std::string& name,
-                                   const std::string& verify, double attest_max_age_s) {
-  const ReadVerify how = ToReadVerify(verify, attest_max_age_s);
-  auto v = std::make_unique<PyView>();
-  v->view = Unwrap(Released([&] { return c.OpenToCopy(ns, step, name, how); }));
+  v->view = Unwrap(Released([&] { return (c.*Open)(ns, step, name, how); }));
   return v;
 }
 
@@ -581,13 +575,13 @@ NB_MODULE(_tierckpt, m) {
           },
           nb::arg("ns"), nb::arg("step"))
       .def("open", &Open, nb::arg("ns"), nb::arg("step"), nb::arg("name"), nb::keep_alive<0, 1>())
-      .def("open_verified", &OpenVerified, nb::arg("ns"), nb::arg("step"), nb::arg("name"),
+      .def("open_verified", &OpenView<&Client::OpenVerified>, nb::arg("ns"), nb::arg("step"), nb::arg("name"),
            nb::arg("verify") = "always", nb::arg("attest_max_age_s") = 900.0, nb::keep_alive<0, 1>(),
            "open + verify; on a mismatch the agent checks and repairs its copy once (docs/agent.md, "
            "\"The read path\") and the copy it hands out instead is verified. CorruptionError when no tier "
            "holds a sound copy. verify: \"always\", \"attested\" (no hash when the agent verified the object "
            "at most attest_max_age_s ago) or \"never\" (Client::ReadVerify).")
-      .def("open_to_copy", &OpenToCopy, nb::arg("ns"), nb::arg("step"), nb::arg("name"),
+      .def("open_to_copy", &OpenView<&Client::OpenToCopy>, nb::arg("ns"), nb::arg("step"), nb::arg("name"),
            nb::arg("verify") = "always", nb::arg("attest_max_age_s") = 900.0, nb::keep_alive<0, 1>(),
            "open_verified for a caller that copies the object out next: the hash verify asks for is done by "
            "the view's first copy_out, in its pass over the bytes (hash_due until then). A CorruptionError "

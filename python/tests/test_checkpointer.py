@@ -15,6 +15,7 @@ from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, Metadat
                                                    TensorStorageMetadata)
 
 import states
+from agent_harness import flip_byte
 from conftest import run_ranks
 from tierckpt.errors import CorruptionError
 from tierckpt.torch import Checkpointer, TieredReader, latest_step, wait_durable
@@ -81,14 +82,6 @@ def test_refuses_what_needs_dcp_planning_and_keeps_the_previous_step(agent):
     assert ckpt.load(got) == 1 and torch.equal(got["w"], torch.ones(4))
 
 
-def _flip(path, offset):
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0xFF]))
-
-
 def _plain_state(seed):
     # Tensors only (a Python value is read through open_verified, which would find the flip itself), the
     # middle of the object inside w's data.
@@ -112,7 +105,7 @@ def test_a_corrupt_memory_copy_is_found_by_the_loads_copy_and_read_again_from_du
     wait_durable(cfg, 1, timeout_s=60)
     agent.wait_hashed(ns, 1)  # a flip before the agent's hash would be hashed in (decision 68)
     path = agent.object_path(ns, 1, "__0_*")
-    _flip(path, 10 if where == "archive head" else path.stat().st_size // 2)
+    flip_byte(path, 10 if where == "archive head" else path.stat().st_size // 2)
     with caplog.at_level("WARNING", logger="tierckpt"):
         got = _load_plain(cfg)
     expected = _plain_state(44)
@@ -126,7 +119,7 @@ def test_a_corrupt_memory_copy_without_a_durable_copy_fails_the_load(agent):
     Checkpointer(cfg).save(1, _plain_state(45))
     agent.wait_hashed("ck-corrupt-only", 1)
     path = agent.object_path("ck-corrupt-only", 1, "__0_*")
-    _flip(path, path.stat().st_size // 2)
+    flip_byte(path, path.stat().st_size // 2)
     with pytest.raises(CorruptionError, match="ck-corrupt-only"):
         _load_plain(cfg)
 

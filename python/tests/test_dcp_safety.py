@@ -19,6 +19,7 @@ from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
 import states
 from tierckpt import _tierckpt, agent as tc_agent
+from agent_harness import flip_byte
 from conftest import run_ranks
 from tierckpt.torch._dcp_compat import load_keeps_read_metadata_errors
 from tierckpt.torch import CorruptionError, SaveInFlightError, TieredReader, TieredWriter, TierckptError, latest_step
@@ -140,21 +141,13 @@ def test_agent_restart_between_save_and_load(agent):
     assert torch.equal(_load_tensor(cfg), _tensor(6))
 
 
-def _corrupt(path, offset):
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0xFF]))
-
-
 def _durable_step_with_a_corrupt_memory_copy(agent, ns, step, offset=5000):
     """Saves _tensor(step) as a durable step of ns, flips a byte of its memory copy; its config."""
     cfg = agent.config(ns)
     writer = TieredWriter(cfg, step, persist=True)
     dcp.save({"t": _tensor(step)}, storage_writer=writer, no_dist=True)
     writer.wait_durable(timeout_s=60)
-    _corrupt(agent.object_path(ns, step, "__0_0.distcp"), offset)
+    flip_byte(agent.object_path(ns, step, "__0_0.distcp"), offset)
     return cfg
 
 
@@ -217,7 +210,7 @@ def test_corrupt_memory_copy_without_durable_copy_is_an_error(agent):
     cfg = agent.config("corrupt-nodurable")
     dcp.save({"t": _tensor(4)}, storage_writer=TieredWriter(cfg, 4), no_dist=True)
     agent.wait_hashed("corrupt-nodurable", 4)  # a flip before the agent's hash would be hashed in (decision 68)
-    _corrupt(agent.object_path("corrupt-nodurable", 4, "__0_0.distcp"), 5000)
+    flip_byte(agent.object_path("corrupt-nodurable", 4, "__0_0.distcp"), 5000)
     with pytest.raises(CheckpointException, match="no durable copy"):
         _load_tensor(cfg)
     with pytest.raises(CorruptionError):

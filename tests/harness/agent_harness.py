@@ -196,6 +196,15 @@ class AgentProcess:
             self.proc.wait()
 
 
+def flip_byte(path, offset: int) -> None:
+    """Inverts the byte at offset of the file at path in place (damage at rest, behind the agent)."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
 def stop_all(agents) -> None:
     """Stops several agents at once: SIGTERM to each, then waits for each (SIGKILL after its
     stop_timeout_s), so that none outlives another by a whole timeout."""

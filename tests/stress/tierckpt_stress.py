@@ -500,8 +500,8 @@ class Campaign:
             if self.dcp_ns:
                 self.o.dcp.spawn()  # the DCP checker's imports beside the first rounds
             self.start_dcp(0)
-            while self.round < self.args.faults and (time.time() - start < self.args.duration
-                                                     or self.round < self.args.min_rounds):
+            while (self.round < self.args.faults and self.landed() < self.args.landed
+                   and (time.time() - start < self.args.duration or self.round < self.args.min_rounds)):
                 try:
                     self.run_round(self.round)
                 except Violation as v:
@@ -533,13 +533,17 @@ class Campaign:
                 shutil.rmtree(self.workdir, ignore_errors=True)
         return summary
 
+    def landed(self) -> int:
+        """Faults injected so far that found a target (the figure issue 42's bar counts)."""
+        return sum(self.injected.values()) - sum(self.no_target.values())
+
     def summary(self, status, elapsed):
         def stats(xs):
             return {"n": len(xs), "mean_s": round(sum(xs) / len(xs), 3), "max_s": round(max(xs), 3)} if xs else {}
         return {
             "status": status, "seed": self.seed, "rounds": self.round, "faults_planned": self.args.faults,
             "kinds": self.kinds, "durable": self.args.durable, "network": self.args.network, "dcp": self.args.dcp, "seconds": round(elapsed, 1), "nodes": self.c.n, "budget": self.args.budget,
-            "faults_injected": dict(self.injected), "faults_without_target": dict(self.no_target),
+            "faults_injected": dict(self.injected), "faults_landed": self.landed(), "faults_without_target": dict(self.no_target),
             "steps_attempted": sum(len(v) for v in self.o.attempts.values()),
             "steps_acknowledged": len(self.o.acked), "writers": dict(self.writer_outcomes),
             "steps_checked_final": getattr(self, "final_keys", 0),
@@ -564,6 +568,9 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=None, help="schedule seed (default: a fresh random one, printed)")
     p.add_argument("--faults", type=int, default=50, help="rounds, one fault each (default 50)")
     p.add_argument("--duration", type=float, default=float("inf"), help="stop starting rounds after S seconds")
+    p.add_argument("--landed", type=int, default=float("inf"),
+                   help="stop starting rounds once N faults have landed on a target (a long run sized by the "
+                        "faults that count, not by rounds)")
     p.add_argument("--min-rounds", type=int, default=0,
                    help="start rounds past --duration until N have run (a bounded run on a slow machine still "
                         "covers the schedule's first N faults)")

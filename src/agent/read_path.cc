@@ -37,6 +37,19 @@ Result<std::string> Rehash(MemoryTier* tier, const std::string& ns, uint64_t ste
   return "hashes to " + actual + " but its manifest says " + pinned.checksum;
 }
 
+// "" when `other` holds every object of `own` with its size and checksum
+// (another copy of this save of the step), else the first object that is
+// missing or differs, and how.
+std::string FirstDifference(const Manifest& own, const Manifest& other) {
+  for (const ObjectEntry& mine : own.objects) {
+    const ObjectEntry* there = other.Find(mine.name);
+    if (there == nullptr) return "its object " + mine.name + " is missing";
+    if (there->size != mine.size || (!mine.checksum.empty() && there->checksum != mine.checksum))
+      return "its object " + mine.name + " differs";
+  }
+  return "";
+}
+
 }  // namespace
 
 // Holds the repair turn of one step: waits while another repair of it runs.
@@ -126,14 +139,9 @@ Result<Manifest> ReadPath::DurableOfThisSave(const Manifest& own) {
     return read.status().WithContext("reading the durable manifest of " + label);
   }
   // The durable copy must be this save of the step: it holds this node's part, byte for byte.
-  for (const ObjectEntry& mine : own.objects) {
-    const ObjectEntry* there = read->Find(mine.name);
-    if (there == nullptr || there->size != mine.size ||
-        (!mine.checksum.empty() && there->checksum != mine.checksum)) {
-      return FailedPrecondition("the durable copy of " + label + " in " + where +
-                                " is another save of that step number (its object " + mine.name +
-                                (there == nullptr ? " is missing" : " differs") + " from this node's part)");
-    }
+  if (std::string diff = FirstDifference(own, *read); !diff.empty()) {
+    return FailedPrecondition("the durable copy of " + label + " in " + where +
+                              " is another save of that step number (" + diff + " from this node's part)");
   }
   return read;
 }
@@ -171,6 +179,7 @@ Status ReadPath::RestoreStep(const std::string& ns, uint64_t step, std::string* 
     Result<std::string> holder = d_.cluster->RestoreFromHolders(d_.tier, ns, step);
     if (holder.ok()) {
       if (from != nullptr) *from = "replica holder " + *holder;
+      DurableOnlyIfPersisted(ns, step);
       return Status::Ok();
     }
     from_peers = holder.status();
@@ -188,6 +197,7 @@ Status ReadPath::RestoreStep(const std::string& ns, uint64_t step, std::string* 
     Result<std::string> rebuilt = d_.cluster->RestoreFromParity(d_.tier, ns, step);
     if (rebuilt.ok()) {
       if (from != nullptr) *from = *rebuilt;
+      DurableOnlyIfPersisted(ns, step);
       return Status::Ok();
     }
     from_parity = rebuilt.status();
@@ -208,6 +218,14 @@ Status ReadPath::RestoreStep(const std::string& ns, uint64_t step, std::string* 
   TC_RETURN_IF_ERROR(d_.tier->Restore(*d_.store, ns, step));
   if (from != nullptr) *from = "the durable tier (" + d_.store->DescribeNamespace(ns) + ")";
   return Status::Ok();
+}
+
+void ReadPath::DurableOnlyIfPersisted(const std::string& ns, uint64_t step) {
+  if (d_.store != nullptr) {
+    Result<Manifest> own = d_.tier->GetManifest(ns, step);
+    if (own.ok() && DurableOfThisSave(*own).ok()) return;
+  }
+  d_.tier->MarkNotDurable(ns, step);
 }
 
 Result<ServedObject> ReadPath::Repair(const std::string& ns, uint64_t step, const std::string& name) {
@@ -234,8 +252,28 @@ std::string ReadPath::WhyNoOtherCopy(const std::string& ns, uint64_t step) {
   } else {
     why = "no replica holders (--replicas 1)";
   }
+  // Another copy replaces the corrupt one only if it is of this save of the
+  // step (the parity and the durable tier may hold an older save of the step
+  // number: RestoreStep would bring that back instead).
+  const Result<Manifest> own = d_.tier->GetManifest(ns, step);
+  if (d_.cluster->HasParity()) {
+    Result<Manifest> rebuilt = d_.cluster->ManifestFromParity(ns, step);
+    if (own.ok() && rebuilt.ok()) {
+      const std::string diff = FirstDifference(*own, *rebuilt);
+      if (diff.empty()) return "";
+      why += "; its group's parity is of another save of that step number (" + diff + ")";
+    } else {
+      why += "; no parity to rebuild it from (" + (own.ok() ? rebuilt.status() : own.status()).message() + ")";
+    }
+  }
   if (d_.store == nullptr) return why + "; no durable copy (this agent has no durable tier)";
   Result<Manifest> m = d_.store->ReadManifest(ns, step);
+  if (m.ok() && own.ok()) {
+    const std::string diff = FirstDifference(*own, *m);
+    if (diff.empty()) return "";
+    return why + "; the durable copy in " + d_.store->DescribeNamespace(ns) +
+           " is another save of that step number (" + diff + ")";
+  }
   if (m.ok()) return "";
   if (m.status().code() == Code::kNotFound)
     return why + "; no durable copy in " + d_.store->DescribeNamespace(ns);
@@ -262,6 +300,11 @@ Result<ServedObject> ReadPath::Replace(const std::string& ns, uint64_t step, con
       .Kv("object", name)
       .Kv("part", own ? std::string("own") : found.member)
       .Kv("damage", damage);
+  // A persist asked for and not done yet is asked again once the step is
+  // back (the drop removes its marker with the step).
+  Result<PersistStatus> persist = found.tier->WaitPersist(ns, step, std::chrono::milliseconds(0));
+  const bool persist_pending = own && persist.ok() && persist->state != PersistState::kNone &&
+                               persist->state != PersistState::kDurable;
   // This node's copy only: the holders' replicas are what it comes back from.
   Result<bool> dropped = found.tier->DeleteStep(ns, step);
   if (!dropped.ok()) return Corruption(corrupt + "; dropping it failed: " + dropped.status().ToString());
@@ -270,6 +313,12 @@ Result<ServedObject> ReadPath::Replace(const std::string& ns, uint64_t step, con
     Status st = RestoreStep(ns, step, &from);
     if (!st.ok())
       return Corruption(corrupt + "; it was dropped, but restoring " + label + " failed: " + st.ToString());
+    if (persist_pending) {
+      Status asked = d_.tier->RequestPersist(ns, step);
+      if (!asked.ok()) {
+        Log(LogLevel::kWarn, "persist_not_requested_again").Kv("ns", ns).Kv("step", step).Err(asked);
+      }
+    }
   } else {
     Status st = d_.cluster->FetchPart(found.tier, found.member, ns, step);
     from = "node " + found.member + " or a holder of its replicas";

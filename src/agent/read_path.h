@@ -128,6 +128,12 @@ class ReadPath {
   // Replaces the corrupt copy `found` ("damage" says how it is corrupt).
   Result<ServedObject> Replace(const std::string& ns, uint64_t step, const std::string& name,
                                const Found& found, const std::string& damage);
+  // A step restored from a replica holder or rebuilt from parity is
+  // published as restores are (durable); it stays so only if the durable
+  // tier holds this save of it, else it goes back to never persisted, so
+  // that status, `ls` and verify do not report a durable copy that is not
+  // there.
+  void DurableOnlyIfPersisted(const std::string& ns, uint64_t step);
   // "" when another tier holds this node's (ns, step); else why none does.
   std::string WhyNoOtherCopy(const std::string& ns, uint64_t step);
 

@@ -159,6 +159,26 @@ TEST(ReadPathTest, ACorruptCopyWithNoOtherTierIsCorruptionAndIsKept) {
   EXPECT_TRUE(h.tier->HasCommitted("job", 5));
 }
 
+// The durable tier holds another save of the step number (the step was
+// deleted and written again, and the new save not persisted yet): restoring
+// from it would hand out other bytes under the same name; the copy is kept.
+TEST(ReadPathTest, ACorruptCopyIsNotReplacedByAnotherSaveOfItsStepNumber) {
+  TierHarness h(64u << 20, 3, true);
+  MemObjectStore store("read-path-other-save");
+  ASSERT_TRUE(WriteStep(*h.tier, "job", 12, {{"a", kData}}).ok());
+  PutDurableStep(store, "job", 12, {{"a", Bytes(kData.size(), 'o')}});
+  Corrupt(h.StepDir("job", 12), "a");
+  ReadPath path({"node-t", h.tier.get(), &store});
+  Result<ServedObject> got = path.Open("job", 12, "a", true);
+  ASSERT_EQ(got.status().code(), Code::kCorruption) << got.status().ToString();
+  const std::string& msg = got.status().message();
+  EXPECT_TRUE(Contains(msg, "no other tier holds job/12")) << msg;
+  EXPECT_TRUE(Contains(msg, "the durable copy in " + store.Describe() +
+                                " is another save of that step number (its object a differs)"))
+      << msg;
+  EXPECT_TRUE(h.tier->HasCommitted("job", 12));  // kept: nothing else was brought in under its name
+}
+
 TEST(ReadPathTest, ADurableCopyThatIsCorruptTooFailsWithCorruption) {
   TierHarness h(64u << 20, 3, true);
   auto mem = std::make_shared<MemObjectStore>("read-path-both");
@@ -249,6 +269,31 @@ TEST_F(ReadPathPeersTest, ACorruptCopyComesBackFromAReplicaHolderBeforeTheDurabl
   Result<MemoryTier*> held = nodes["n2"]->replica_tiers->Get("n1", false);
   ASSERT_TRUE(held.ok());
   EXPECT_TRUE((*held)->HasCommitted("job", 9));  // the holder's verified copy is kept
+}
+
+// Regression: a step restored from a replica holder was published as a
+// restore from the durable tier is (durable), though the durable tier did
+// not hold it: status and `tierckpt ls` called it durable, and verify failed
+// on its absent durable copy.
+TEST_F(ReadPathPeersTest, AStepRestoredFromAHolderIsDurableOnlyIfTheDurableTierHoldsThisSaveOfIt) {
+  Start(2);
+  Node& n1 = *nodes["n1"];
+  ASSERT_TRUE(WriteStep(*n1.h.tier, "job", 13, objects).ok());
+  ASSERT_TRUE(n1.replicator->Replicate("job", 13).ok());
+  Corrupt(n1.h.StepDir("job", 13), "b");
+  ReadPath path(DepsOf(n1));
+  Result<ServedObject> got = path.Open("job", 13, "b", true);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(Contains(got->repaired, "from replica holder n2")) << got->repaired;
+  EXPECT_EQ(n1.h.tier->ListSteps("job")[0].persist, PersistState::kNone);
+
+  // Persisted meanwhile (this save): a second repair keeps it durable.
+  PutDurableStep(store, "job", 13, objects);
+  Corrupt(n1.h.StepDir("job", 13), "a");
+  got = path.Open("job", 13, "a", true);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(ReadFd(got->object.fd.get()), kData);
+  EXPECT_EQ(n1.h.tier->ListSteps("job")[0].persist, PersistState::kDurable);
 }
 
 TEST_F(ReadPathPeersTest, AStepMissingEverywhereButTheDurableTierComesFromThereAfterTheHolders) {

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from agent_harness import write_hostfile  # tests/harness, on the path from conftest.py
+from agent_harness import flip_byte, write_hostfile  # tests/harness, on the path from conftest.py
 from conftest import WRITER_BIN, assert_dirs_equal
 from peer_cluster import PeerCluster
 from peer_cluster import wait_for as shared_wait_for
@@ -446,3 +446,34 @@ def test_with_parity_ack_all_a_commit_returns_with_its_step_already_redundant_on
              what=f"{data[0]} to report a/{STEP + 1} incomplete")
     assert f"event=parity_sent ns=a step={STEP + 1} group=0 redundant=false" in c[data[0]].log_text()
 
+
+
+def test_with_one_replica_a_corrupt_memory_copy_is_repaired_from_its_groups_parity(cluster, tmp_path):
+    # --replicas 1, nothing persisted: the group's parity is the only other copy of a member's part. A byte
+    # flipped in the member's memory copy is caught by the reader's checksum; the agent's repair re-hashes
+    # it, drops it and rebuilds the part from the group's survivors (never from the corrupt bytes), and the
+    # read goes on byte-identical. Before, the repair looked only for replicas and a durable copy, found
+    # none, and refused: the step could not be read although its parity could rebuild it.
+    c = cluster(6, "--replicas", "1", "--parity-ack", "none")  # the parts written one after another
+    data, holders = c.groups()[0]
+    refs = write_parts(c, "r", STEP, tmp_path)
+    for node in data:
+        wait_for(lambda: (c.step_state(node, "r", STEP) or {}).get("state") == "redundant",
+                 what=f"{node} to report r/{STEP} redundant: {c.step_state(node, 'r', STEP)}")
+    victim = data[1]
+    flip_byte(next(c[victim].root.rglob(f"r/step_{STEP:010d}/obj_1.bin")), 4321)
+    assert c[victim].cli("verify", "r", STEP, check=False).returncode == 1
+    out = tmp_path / "out"
+    r = c[victim].cli("restore", "r", STEP, "--to", out, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr + c[victim].log_text()[-3000:]
+    assert_dirs_equal(refs[victim], out)
+    assert "obj_1.bin" in r.stderr and "parity group 0" in r.stderr, r.stderr
+    log = c[victim].log_text()
+    assert f"event=corrupt_copy_dropped ns=r step={STEP} object=obj_1.bin part=own" in log, log[-3000:]
+    assert f"event=restored_from_parity ns=r step={STEP} group=0" in log, log[-3000:]
+    others = [n for n in data if n != victim]
+    assert f"data={','.join(others)} parity=" in log, log[-3000:]
+    assert c[victim].cli("verify", "r", STEP).returncode == 0  # the memory copy replaced, not bypassed
+    # The other members' copies were only read.
+    for node in others:
+        assert "corrupt_copy_dropped" not in c[node].log_text()

@@ -106,21 +106,39 @@ Result<PartObject> MultiNode::OpenFromOtherParts(const Manifest& own, const std:
             .Kv("step", step)
             .Kv("origin", member)
             .Err(part.status());
-        continue;
+        if (d_.parity_member == nullptr) continue;
+        // A degraded read (decision 158): the part rebuilt from its group's survivors.
+        copy = d_.replicas->Get(member, /*create=*/true);
+        if (!copy.ok()) return copy.status();
+        Result<std::string> rebuilt = RebuildMemberPart(*copy, member, ns, step, name);
+        if (!rebuilt.ok()) {
+          if (rebuilt.status().code() != Code::kNotFound) {
+            Log(LogLevel::kWarn, "part_not_rebuilt")
+                .Kv("ns", ns)
+                .Kv("step", step)
+                .Kv("origin", member)
+                .Err(rebuilt.status());
+          }
+          continue;
+        }
+        fetched = true;
+      } else {
+        if (part->Find(name) == nullptr) continue;
+        copy = d_.replicas->Get(member, /*create=*/true);
+        if (!copy.ok()) return copy.status();
+        TC_RETURN_IF_ERROR(d_.replicator->FetchPart(*copy, member, ns, step));
+        fetched = true;
       }
-      if (part->Find(name) == nullptr) continue;
-      copy = d_.replicas->Get(member, /*create=*/true);
-      if (!copy.ok()) return copy.status();
-      TC_RETURN_IF_ERROR(d_.replicator->FetchPart(*copy, member, ns, step));
-      fetched = true;
     }
     Result<OpenedObject> opened = (*copy)->OpenObject(ns, step, name);
     if (opened.ok()) return PartObject{std::move(opened).value(), *copy, member, fetched};
     if (opened.status().code() != Code::kNotFound) return opened.status();
   }
   return NotFound("object " + name + " is in no part of " + StepLabel(ns, step) + " that nodes " +
-                  JoinIds(members) + " (or the holders of their replicas) could serve; `tierckpt ls " +
-                  ns + "` shows what exists");
+                  JoinIds(members) +
+                  (d_.parity_member != nullptr ? " (or the holders of their replicas, or their groups' parity)"
+                                               : " (or the holders of their replicas)") +
+                  " could serve; `tierckpt ls " + ns + "` shows what exists");
 }
 
 Result<std::vector<std::string>> MultiNode::DropReplicas(std::string_view ns, uint64_t step) {
@@ -207,6 +225,26 @@ Result<std::string> MultiNode::RestoreFromParity(MemoryTier* tier, std::string_v
       tier->HasCommitted(ns, step)
           ? Result<std::string>(std::string("a concurrent rebuild from parity"))
           : agent::RestoreFromParity(d_.parity_member->sender(), d_.replicator, tier, ns, step);
+  MutexLock lock(&parity_mu_);
+  rebuilding_.erase(key);
+  parity_cv_.SignalAll();
+  return out;
+}
+
+Result<std::string> MultiNode::RebuildMemberPart(MemoryTier* copy, const std::string& member, std::string_view ns,
+                                                 uint64_t step, const std::string& name) {
+  // One rebuild of a member's part at a time; a reader that waited reads its result.
+  const std::pair<std::string, uint64_t> key{member + "/" + std::string(ns), step};
+  {
+    MutexLock lock(&parity_mu_);
+    while (rebuilding_.count(key) != 0) parity_cv_.Wait();
+    rebuilding_.insert(key);
+  }
+  Result<std::string> out =
+      copy->HasCommitted(ns, step)
+          ? Result<std::string>(std::string("a concurrent rebuild from parity"))
+          : RestoreMemberFromParity(d_.parity_member->sender().layout(), member, d_.replicator, copy, ns, step,
+                                    name);
   MutexLock lock(&parity_mu_);
   rebuilding_.erase(key);
   parity_cv_.SignalAll();

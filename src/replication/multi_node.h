@@ -88,10 +88,16 @@ class MultiNode final : public Cluster {
   // coordinator, then its holders. kCorruption when its list is not own's
   // (count and digest); the fetch's error, with context, when none serves it.
   Result<Manifest> CoordinatorPart(const Manifest& own);
+  // Member's part of (ns, step) rebuilt from its group's parity into copy
+  // (this node's copy of member's parts) when it holds object name
+  // (RestoreMemberFromParity); one rebuild of a part at a time.
+  Result<std::string> RebuildMemberPart(MemoryTier* copy, const std::string& member, std::string_view ns,
+                                        uint64_t step, const std::string& name);
   // Const after construction.
   const MultiNodeDeps d_;
 
-  // The steps being rebuilt from parity now: a reader of a step another
+  // The steps (and, keyed "member/ns", other members' parts) being rebuilt
+  // from parity now: a reader of a step another
   // reader is rebuilding waits for that rebuild rather than run its own
   // (a restore opens a step's objects in parallel).
   Mutex parity_mu_;

@@ -42,8 +42,7 @@ struct Holders {
   std::vector<std::string> answers;                 // "n5 (parity 0): <why>" for each unusable holder
 };
 
-Holders AskHolders(const ParitySender& me, Replicator* replicator, std::string_view ns, uint64_t step) {
-  const cluster::ParityGroup& g = me.group();
+Holders AskHolders(const cluster::ParityGroup& g, Replicator* replicator, std::string_view ns, uint64_t step) {
   Holders h;
   h.fetch.resize(g.parity.size());
   for (uint32_t j = 0; j < g.parity.size(); ++j) {
@@ -92,7 +91,7 @@ Manifest PartManifestFromRecord(const ec::ParityRecord& record, uint32_t index, 
 
 Result<ec::ParityRecord> GroupRecord(const ParitySender& me, Replicator* replicator, std::string_view ns,
                                      uint64_t step) {
-  Holders h = AskHolders(me, replicator, ns, step);
+  Holders h = AskHolders(me.group(), replicator, ns, step);
   if (!h.record) {
     return NotFound("no parity holder of " + GroupLabel(me.group().index, ns, step) + " has it sealed (" +
                     Join(h.answers, "; ") + ")");
@@ -101,20 +100,48 @@ Result<ec::ParityRecord> GroupRecord(const ParitySender& me, Replicator* replica
 }
 
 Result<std::string> RestoreFromParity(const ParitySender& me, Replicator* replicator, MemoryTier* tier,
-                                      std::string_view ns_view, uint64_t step) {
+                                      std::string_view ns, uint64_t step) {
+  return RebuildPart({&me.group(), me.layout().k, me.layout().m, me.index(), "this node, its memory lost", "", false},
+                     replicator, tier, ns, step);
+}
+
+Result<std::string> RestoreMemberFromParity(const cluster::ParityLayout& layout, std::string_view member,
+                                            Replicator* replicator, MemoryTier* copy, std::string_view ns,
+                                            uint64_t step, std::string_view object) {
+  const cluster::ParityGroup* g = layout.GroupOf(member);
+  if (g == nullptr) return NotFound("node " + std::string(member) + " is in no parity group of this cluster");
+  uint32_t index = 0;
+  while (index < g->data.size() && g->data[index] != member) ++index;
+  return RebuildPart({g, layout.k, layout.m, index, "unreachable, and none of its replica holders has its part",
+                      std::string(object), true},
+                     replicator, copy, ns, step);
+}
+
+Result<std::string> RebuildPart(const LostPart& target, Replicator* replicator, MemoryTier* tier,
+                                std::string_view ns_view, uint64_t step) {
   const std::string ns(ns_view);
-  const cluster::ParityGroup& g = me.group();
-  const uint32_t k = me.layout().k;
-  const uint32_t m = me.layout().m;
-  const uint32_t lost = me.index();
+  const cluster::ParityGroup& g = *target.group;
+  const uint32_t k = target.k;
+  const uint32_t m = target.m;
+  const uint32_t lost = target.lost;
   const uint32_t members = static_cast<uint32_t>(g.data.size());
+  if (lost >= members) return InvalidArgument("data index " + std::to_string(lost) + " is past the group's members");
   const std::string self = g.data[lost];
   const std::string label = GroupLabel(g.index, ns, step);
   const auto t0 = std::chrono::steady_clock::now();
 
-  Holders h = AskHolders(me, replicator, ns, step);
+  Holders h = AskHolders(g, replicator, ns, step);
   std::vector<std::string> gone = h.answers;
-  gone.insert(gone.begin(), self + " (data " + std::to_string(lost) + "): this node, its memory lost");
+  gone.insert(gone.begin(), self + " (data " + std::to_string(lost) + "): " + target.lost_why);
+  // A read of one object of another member's part: nothing moves unless the
+  // record places it in that part.
+  if (!target.object.empty() && h.record && lost < h.record->data.size()) {
+    bool holds = false;
+    for (const ec::PieceObject& o : h.record->data[lost].objects) holds = holds || o.name == target.object;
+    if (!holds) {
+      return NotFound(label + " places no object " + target.object + " in node " + self + "'s part");
+    }
+  }
   // The other data members' parts, as the record describes them.
   std::vector<std::unique_ptr<PeerObjectStore>> stores(members);
   std::vector<std::unique_ptr<Manifest>> parts(members);
@@ -216,10 +243,11 @@ Result<std::string> RestoreFromParity(const ParitySender& me, Replicator* replic
                            (data_used.empty() ? std::string("none") : Join(data_used, ", ")) + "; parity " +
                            (parity_used.empty() ? std::string("none") : Join(parity_used, ", "));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  Log(LogLevel::kInfo, "restored_from_parity")
+  Log(LogLevel::kInfo, target.as_copy ? "part_rebuilt_from_parity" : "restored_from_parity")
       .Kv("ns", ns)
       .Kv("step", step)
       .Kv("group", g.index)
+      .Kv("member", self)
       .Kv("data", Join(data_used, ","))
       .Kv("parity", Join(parity_used, ","))
       .Kv("bytes", part.TotalBytes())

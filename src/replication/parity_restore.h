@@ -68,4 +68,28 @@ Result<ec::ParityRecord> GroupRecord(const ParitySender& me, Replicator* replica
 Result<std::string> RestoreFromParity(const ParitySender& me, Replicator* replicator, MemoryTier* tier,
                                       std::string_view ns, uint64_t step);
 
+// A degraded read (decision 158): another member's part of (ns, step),
+// rebuilt the same way from its group's survivors when neither the member
+// nor any holder of its replicas answers, and restored into copy (this
+// node's tier of that member's parts) as that member's part. object: the
+// object the reader wants; kNotFound, before any piece moves, when the
+// group's record does not place it in the member's part. Errors otherwise
+// as RestoreFromParity's; logs part_rebuilt_from_parity.
+Result<std::string> RestoreMemberFromParity(const cluster::ParityLayout& layout, std::string_view member,
+                                            Replicator* replicator, MemoryTier* copy, std::string_view ns,
+                                            uint64_t step, std::string_view object);
+
+// The part both rebuild: data member `lost` of group.
+struct LostPart {
+  const cluster::ParityGroup* group = nullptr;
+  uint32_t k = 0;
+  uint32_t m = 0;
+  uint32_t lost = 0;
+  std::string lost_why;  // why its own piece counts as gone (for the error's list)
+  std::string object;    // "" or an object the part must hold
+  bool as_copy = false;  // into this node's copy of that member's parts (the log says which)
+};
+Result<std::string> RebuildPart(const LostPart& target, Replicator* replicator, MemoryTier* tier,
+                                std::string_view ns, uint64_t step);
+
 }  // namespace tierckpt::agent

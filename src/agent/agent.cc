@@ -56,6 +56,25 @@ void WarnIfParentIsShared(const std::string& root) {
           "directory only root and this user can write, or one with the sticky bit (like /dev/shm)");
 }
 
+// A persist takeover's last resort (decision 159): the member that owes a
+// part of a step spanning nodes, and every holder of its replicas, could not
+// upload it (`elsewhere` says why); this node rebuilds the part from the
+// member's group's parity into its copy of that member's parts and uploads
+// it as the member's part. Returns who uploaded it, for the log.
+Result<std::string> UploadRebuiltPart(Cluster* cluster, Persister* persister, const std::string& member,
+                                      const std::string& ns, uint64_t step, const Status& elsewhere) {
+  auto failed = [&](const Status& why) {
+    return Status(elsewhere.code(),
+                  elsewhere.message() + "; nor could this node rebuild the part from parity: " + why.message());
+  };
+  Result<MemoryTier*> copy = cluster->PartCopy(member);
+  if (!copy.ok()) return failed(copy.status());
+  Result<std::string> rebuilt = cluster->RebuildPartOf(*copy, member, ns, step);
+  if (!rebuilt.ok()) return failed(rebuilt.status());
+  if (Status uploaded = persister->UploadPart(*copy, ns, step); !uploaded.ok()) return failed(uploaded);
+  return "this node, from " + *rebuilt;
+}
+
 }  // namespace
 
 Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
@@ -472,8 +491,12 @@ Status Agent::StartPeers(const MemoryTierOptions& tier_options) {
     };
     PartsOptions parts;
     parts.node_id = config_.node_id;
-    parts.ask_elsewhere = [rep](const std::string& origin, const std::string& ns, uint64_t step) {
-      return rep->PersistPartElsewhere(origin, ns, step);
+    Cluster* cluster = cluster_.get();
+    parts.ask_elsewhere = [rep, cluster, p](const std::string& origin, const std::string& ns,
+                                            uint64_t step) -> Result<std::string> {
+      Result<std::string> by = rep->PersistPartElsewhere(origin, ns, step);
+      if (by.ok() || !cluster->HasParity()) return by;
+      return UploadRebuiltPart(cluster, p, origin, ns, step, by.status());
     };
     parts.takeover_after = std::chrono::seconds(config_.takeover_after_s);
     parts.wait_limit = std::chrono::seconds(config_.parts_wait_s);

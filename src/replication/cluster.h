@@ -133,6 +133,12 @@ class Cluster {
   // group's pieces are gone (naming the group, the count and M) or without
   // parity; the rebuild's and the restore's errors otherwise.
   virtual Result<std::string> RestoreFromParity(MemoryTier* tier, std::string_view ns, uint64_t step) = 0;
+  // Another member's part of (ns, step) rebuilt from that member's group's
+  // survivors into copy (PartCopy(member)), as a degraded read does
+  // (decision 158); what it was rebuilt from. For a persist takeover of a
+  // member that is gone (decision 159). kFailedPrecondition without parity.
+  virtual Result<std::string> RebuildPartOf(MemoryTier* copy, std::string_view member, std::string_view ns,
+                                            uint64_t step) = 0;
   // The manifest of this node's part of (ns, step) as its group's parity
   // record describes it (the objects; no members, world size 0): kNotFound
   // when no holder has the group sealed, or without parity.
@@ -172,6 +178,9 @@ class SingleNode final : public Cluster {
   }
   Result<Manifest> ManifestFromParity(std::string_view, uint64_t) override {
     return NotFound("a single node keeps no parity");
+  }
+  Result<std::string> RebuildPartOf(MemoryTier*, std::string_view, std::string_view, uint64_t) override {
+    return FailedPrecondition("a single node keeps no parity");
   }
   std::optional<PeerStatsInput> Stats() const override { return std::nullopt; }
   void AddGauges(std::vector<Gauge>*) const override {}

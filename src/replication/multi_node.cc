@@ -231,6 +231,13 @@ Result<std::string> MultiNode::RestoreFromParity(MemoryTier* tier, std::string_v
   return out;
 }
 
+Result<std::string> MultiNode::RebuildPartOf(MemoryTier* copy, std::string_view member, std::string_view ns,
+                                             uint64_t step) {
+  if (d_.parity_member == nullptr)
+    return FailedPrecondition("this agent keeps no parity (no --redundancy rs:K+M)");
+  return RebuildMemberPart(copy, std::string(member), ns, step, "");
+}
+
 Result<std::string> MultiNode::RebuildMemberPart(MemoryTier* copy, const std::string& member, std::string_view ns,
                                                  uint64_t step, const std::string& name) {
   // One rebuild of a member's part at a time; a reader that waited reads its result.

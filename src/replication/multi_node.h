@@ -76,6 +76,8 @@ class MultiNode final : public Cluster {
   Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step) override;
   bool HasParity() const override { return d_.parity_member != nullptr; }
   Result<std::string> RestoreFromParity(MemoryTier* tier, std::string_view ns, uint64_t step) override;
+  Result<std::string> RebuildPartOf(MemoryTier* copy, std::string_view member, std::string_view ns,
+                                    uint64_t step) override;
   Result<Manifest> ManifestFromParity(std::string_view ns, uint64_t step) override;
   std::optional<PeerStatsInput> Stats() const override;
   void AddGauges(std::vector<Gauge>* out) const override;

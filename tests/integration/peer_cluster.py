@@ -20,9 +20,10 @@ def wait_for(pred, timeout=20.0, what="condition", poll=0.01):
 class PeerCluster:
     """n agents n1..n<n> from the `agents` fixture, each with --peers and --peer-secret-file and
     extra; started one after another, or all at once then waited for (together=True: agents that
-    check their peers at start, e.g. --redundancy, need the others up)."""
+    check their peers at start, e.g. --redundancy, need the others up); durable: one durable
+    directory for all (each its own by default)."""
 
-    def __init__(self, agents, tmp_path, n, extra, together=False):
+    def __init__(self, agents, tmp_path, n, extra, together=False, durable=None):
         self.tmp = tmp_path
         self.secret = tmp_path / "secret"
         self.secret.write_bytes(b"0123456789abcdef-cluster-secret\n")
@@ -34,6 +35,10 @@ class PeerCluster:
             node = f"n{i + 1}"
             self.nodes[node] = agents("--memory-budget", "256MiB", "--node-id", node, "--peers", self.hostfile,
                                       "--peer-secret-file", self.secret, *extra, start=not together)
+        if durable is not None:  # one durable directory for every agent (a step spanning nodes persists there)
+            assert together, "a shared durable directory needs the agents started together"
+            for a in self.nodes.values():
+                a.durable = durable
         if together:
             for a in self.nodes.values():
                 a.start(wait=False)

@@ -30,8 +30,8 @@ def wait_for(pred, timeout=30.0, what="condition"):
 
 
 class Cluster(PeerCluster):
-    def __init__(self, agents, tmp_path, n, extra):
-        super().__init__(agents, tmp_path, n, extra, together=True)
+    def __init__(self, agents, tmp_path, n, extra, durable=None):
+        super().__init__(agents, tmp_path, n, extra, together=True, durable=durable)
 
     def parity(self, node):
         return json.loads(self.nodes[node].cli("agent", "status", "--json").stdout)["peers"]["parity"]
@@ -80,8 +80,8 @@ class Cluster(PeerCluster):
 
 @pytest.fixture
 def cluster(agents, tmp_path):
-    def make(n=6, *extra):
-        return Cluster(agents, tmp_path, n, ("--redundancy", "rs:4+2", *extra))
+    def make(n=6, *extra, durable=None):
+        return Cluster(agents, tmp_path, n, ("--redundancy", "rs:4+2", *extra), durable=durable)
     return make
 
 
@@ -531,3 +531,34 @@ def test_ls_has_no_parity_column_without_redundancy(agent):
     agent.writer("--ns", "p", "--step", 1, "--objects", 1, "--size", 4096)
     assert agent.cli("ls", "p").stdout.splitlines()[0].split()[-1] == "DURABLE"
     assert "parity" not in agent.cli_json("ls", "p")["steps"][0]
+
+
+def test_with_one_replica_a_dead_members_part_is_persisted_by_another_node_rebuilt_from_parity(cluster, tmp_path):
+    # Decision 159, a persist takeover from rebuilt data: a step spanning all six agents (one durable directory
+    # for all), committed in memory only, no replicas. One member is SIGKILLed; then the step is persisted
+    # from the coordinator. The member owes its part, and no holder of its replicas exists to upload it
+    # instead: the waiting node rebuilds the part from the member's group's parity and uploads it as the
+    # member's part, and the step becomes durable whole. Before, the persist waited for --parts-wait and
+    # failed naming the member.
+    durable = tmp_path / "shared-durable"
+    c = cluster(6, "--replicas", "1", "--takeover-after", "1", durable=durable)
+    data, _ = c.groups()[0]
+    coordinator, victim = data[0], data[1]
+    refs = commit_spanning_step(c, "t", coordinator, tmp_path)
+    for node in data:
+        wait_for(lambda: (c.step_state(node, "t", STEP) or {}).get("state") == "redundant",
+                 what=f"{node} to report t/{STEP} redundant: {c.step_state(node, 't', STEP)}")
+    c[victim].kill(signal.SIGKILL)
+    c[coordinator].cli("persist", "t", STEP, "--wait", "--timeout", 90, timeout=120)
+    step_dir = durable / "t" / f"step_{STEP:010d}"
+    for node, ref in refs.items():
+        for p in ref.iterdir():
+            assert (step_dir / p.name).read_bytes() == p.read_bytes(), (node, p.name)
+    manifest = json.loads((step_dir / "_tierckpt_manifest.json").read_text())
+    placed = {o["name"]: o.get("node") for o in manifest["objects"]}
+    assert sorted(n for n, node in placed.items() if node == victim) == sorted(p.name for p in refs[victim].iterdir()), \
+        placed
+    log = c[coordinator].log_text()
+    takeover = [line for line in log.splitlines() if "event=part_takeover" in line and f"origin={victim}" in line]
+    assert takeover and "from parity group 0" in takeover[0], log[-4000:]
+    assert "part_rebuilt_from_parity" in log, log[-4000:]

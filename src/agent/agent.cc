@@ -308,7 +308,7 @@ Status Agent::Start(bool handle_signals) {
   scrub.interval = std::chrono::milliseconds(config_.scrub_interval_ms);
   scrub.priority = background;
   scrubber_ = std::make_unique<Scrubber>(
-      scrub, ScrubberDeps{tier_.get(), handlers_->read_path(), &errors_, &metrics_, replicas_.get()});
+      scrub, ScrubberDeps{tier_.get(), handlers_->read_path(), &errors_, &metrics_, replicas_.get(), parity_holder_.get()});
   scrubber_->Start();
   if (!config_.metrics_listen.empty()) {
     metrics_server_ = std::make_unique<MetricsServer>(&metrics_, [this] { return Gauges(); });

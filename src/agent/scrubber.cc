@@ -6,6 +6,7 @@
 
 #include "common/checksum.h"
 #include "common/log.h"
+#include "replication/parity_holder.h"
 #include "replication/replica_tiers.h"
 #include "tier/step_state.h"
 
@@ -53,6 +54,8 @@ void Scrubber::Loop() {
         .Kv("corrupt", static_cast<uint64_t>(r.corrupt))
         .Kv("repaired", static_cast<uint64_t>(r.repaired))
         .Kv("replicas_dropped", static_cast<uint64_t>(r.replicas_dropped))
+        .Kv("parity_groups", static_cast<uint64_t>(r.parity_groups))
+        .Kv("parity_dropped", static_cast<uint64_t>(r.parity_dropped))
         .Kv("ms", ms);
   }
 }
@@ -74,6 +77,8 @@ ScrubReport Scrubber::ScrubOnce() {
       if (!ScrubReplicaStep(origin, *tier, info.ns, info.step, &report)) return report;
     }
   }
+  if (d_.parity != nullptr) ScrubParity(&report);
+  if (stopping()) return report;
   MutexLock lock(&mu_);
   ++counters_.passes;
   counters_.last_pass_unix_ms = NowUnixMs();
@@ -208,6 +213,22 @@ bool Scrubber::ScrubReplicaStep(const std::string& origin, MemoryTier* tier, con
     return true;
   }
   return true;
+}
+
+void Scrubber::ScrubParity(ScrubReport* report) {
+  Result<ParityScrubReport> held = d_.parity->Scrub([this] { return stopping(); });
+  if (!held.ok()) {
+    d_.errors->Add("scrub_parity", held.status().WithContext("scrub: the parity pieces held here"));
+    return;
+  }
+  report->parity_groups += held->groups;
+  for (const Status& dropped : held->dropped) {
+    ++report->corrupt;
+    ++report->parity_dropped;
+    d_.metrics->scrub_corrupt.fetch_add(1, std::memory_order_relaxed);
+    d_.errors->Add("scrub_parity", dropped.WithContext("scrub"));
+    report->findings.push_back("scrub: " + dropped.message());
+  }
 }
 
 }  // namespace tierckpt::agent

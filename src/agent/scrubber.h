@@ -26,7 +26,11 @@
 // tier mutex held while hashing); a corrupt replica step is re-checked (same
 // life, still mismatching) and dropped: it is a spare copy, its origin or the
 // durable tier holds the step. Counted in corrupt/scrub_corrupt and
-// replicas_dropped; event "scrub_replica". What it does not scrub: this
+// replicas_dropped; event "scrub_replica". With deps.parity, a pass ends
+// with ParityHolder::Scrub: every sealed group's pieces re-hashed against
+// its record, a group that fails dropped (its members' rebuilds then use
+// their other pieces; decision 160). Counted in corrupt/scrub_corrupt and
+// parity_dropped; event "scrub_parity". What it does not scrub: this
 // node's copies of other members' parts (docs/agent.md, "The scrub").
 //
 // Thread safety: ScrubOnce may run from any thread, but one at a time (the
@@ -48,6 +52,7 @@
 
 namespace tierckpt::agent {
 
+class ParityHolder;
 class ReplicaTiers;
 
 struct ScrubberOptions {
@@ -62,6 +67,7 @@ struct ScrubberDeps {
   RecentErrors* errors = nullptr;  // required
   Metrics* metrics = nullptr;      // required
   ReplicaTiers* replicas = nullptr;  // the replicas held for other nodes; null = none
+  ParityHolder* parity = nullptr;    // the parity pieces held for groups (--redundancy rs:K+M); null = none
 };
 
 // What one pass did.
@@ -71,6 +77,8 @@ struct ScrubReport {
   uint32_t corrupt = 0;               // objects that did not match their manifest
   uint32_t repaired = 0;              // of those, replaced from another tier
   uint32_t replicas_dropped = 0;      // corrupt replica steps (held for other nodes) dropped
+  uint32_t parity_groups = 0;         // sealed parity groups held here whose every piece checked out
+  uint32_t parity_dropped = 0;        // parity groups that did not, dropped
   std::vector<std::string> findings;  // one line per corrupt object: what was found and done
 };
 
@@ -113,6 +121,8 @@ class Scrubber {
   // The same for a replica step held for `origin` in `tier`; drops it if corrupt.
   bool ScrubReplicaStep(const std::string& origin, MemoryTier* tier, const std::string& ns, uint64_t step,
                         ScrubReport* report);
+  // The parity pieces this node holds (deps.parity): groups that fail dropped.
+  void ScrubParity(ScrubReport* report);
 
   // Const after construction.
   const ScrubberOptions options_;

@@ -28,8 +28,8 @@
 // record and pieces check out is held again, anything else is removed.
 //
 // ReadPiece hands a sealed piece to a node rebuilding a lost member's part
-// (decision 138). What it does not do yet: scrub the pieces while it runs
-// (only Recover checks them).
+// (decision 138). Scrub checks the sealed groups again while the agent runs
+// (the agent's scrub calls it each pass, decision 160).
 //
 // Thread-safe. Folds run at once, those of one group included (decision
 // 148): each member's part streams in, is checked and folded on its own
@@ -41,6 +41,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -91,6 +92,13 @@ struct ParityRecoveryReport {
   std::vector<Status> removed;  // each thing removed and why (each logged too)
 };
 
+// What a Scrub pass found.
+struct ParityScrubReport {
+  uint32_t groups = 0;          // sealed groups whose record and every piece checked out
+  uint64_t bytes = 0;           // their pieces' bytes, hashed
+  std::vector<Status> dropped;  // each group that did not, dropped, and why (each logged too)
+};
+
 // A part's objects (name, size, checksum, by name), from its manifest or
 // from the record of a sealed group: what tells a member's retry (the same
 // part) from another version of its part (the step deleted and committed
@@ -138,6 +146,13 @@ class ParityHolder {
   // list root or to remove what must go (the rest is still walked; the
   // first such error is returned).
   Result<ParityRecoveryReport> Recover();
+  // Checks every sealed group as Recover does (its record parses and names
+  // it, each piece is there, of the record's length, and hashes to the
+  // record's checksum), one file read at a time, no mutex held while
+  // hashing; a group that fails is dropped (DropGroup) and reported. Groups
+  // dropped or sealed meanwhile are skipped. Stops early when stopping()
+  // says so. Errors: root cannot be opened.
+  Result<ParityScrubReport> Scrub(const std::function<bool()>& stopping = {});
 
   // The group's state now, or once it is sealed, whichever comes first by
   // deadline. A group never folded is {0, 0, false}.

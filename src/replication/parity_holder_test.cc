@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -307,6 +308,55 @@ TEST_F(ParityHolderFilesTest, ARestartedHolderRemovesWhatDoesNotCheckOutAndNever
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->groups, 1u);
   EXPECT_TRUE(second->removed.empty());
+}
+
+// Decision 160: the scrub finds rot at rest in a running holder's pieces
+// (a flipped byte, a truncated piece, a record gone) and drops those groups
+// only; the sound ones are counted and kept.
+TEST_F(ParityHolderFilesTest, AScrubDropsTheGroupsWhosePiecesRottedAndKeepsTheRest) {
+  ParityHolder holder(Options());
+  for (uint32_t g = 1; g <= 4; ++g) Seal(holder, g);
+  Result<ParityScrubReport> clean = holder.Scrub();
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  EXPECT_EQ(clean->groups, 4u);
+  EXPECT_TRUE(clean->dropped.empty());
+  const uint64_t before = holder.used_bytes();
+
+  {  // 1: one byte flipped in place (the inode a reader would map)
+    std::fstream f(holder.PiecePath(kNs, kStep, 1, 0), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekg(5);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x01);
+    f.seekp(5);
+    f.write(&c, 1);
+  }
+  ASSERT_EQ(::truncate(holder.PiecePath(kNs, kStep, 2, 0).c_str(), 3), 0);  // 2: short
+  const fs::path record3 = fs::path(holder.PiecePath(kNs, kStep, 3, 0)).parent_path() / "record.json";
+  ASSERT_TRUE(fs::remove(record3));  // 3: its record gone
+
+  Result<ParityScrubReport> report = holder.Scrub();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->groups, 1u);
+  std::string dropped;
+  for (const Status& st : report->dropped) dropped += st.ToString() + "\n";
+  ASSERT_EQ(report->dropped.size(), 3u) << dropped;
+  for (const char* why : {"has checksum", "bytes, the record says", "no record.json", "dropped, so its members"}) {
+    EXPECT_NE(dropped.find(why), std::string::npos) << why << " in\n" << dropped;
+  }
+  for (uint32_t g = 1; g <= 3; ++g) {
+    EXPECT_EQ(holder.Record(kNs, kStep, g).status().code(), Code::kNotFound) << g;
+    EXPECT_FALSE(fs::exists(fs::path(holder.PiecePath(kNs, kStep, g, 0)).parent_path())) << g;
+  }
+  Result<ec::ParityRecord> kept = holder.Record(kNs, kStep, 4);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(holder.used_bytes(), kept->PieceLength());  // the dropped groups' budget given back
+  EXPECT_LT(holder.used_bytes(), before);
+  Result<ParityScrubReport> again = holder.Scrub();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->groups, 1u);
+  EXPECT_TRUE(again->dropped.empty());
 }
 
 TEST_F(ParityHolderFilesTest, ARestartedHolderWithNoParityDirectoryHoldsNothing) {

@@ -162,8 +162,8 @@ Result<ec::ParityRecord> ParityHolder::CheckGroup(int group_fd, const std::strin
   const std::string path = JoinPath(dir, kRecordFile);
   TC_ASSIGN_OR_RETURN(DirEntry r, StatAt(group_fd, std::string(kRecordFile), path));
   if (r.type == EntryType::kMissing) {
-    return FailedPrecondition("no record.json: a fold interrupted before its pieces were all written; the "
-                              "group's members must send their parts again");
+    return FailedPrecondition("no record.json (a fold interrupted before its pieces were all written, or the file "
+                              "removed behind the agent); the group's members must send their parts again");
   }
   TC_ASSIGN_OR_RETURN(std::string json, ReadFileBeneath(group_fd, kRecordFile, ec::kMaxParityRecordBytes, path));
   TC_ASSIGN_OR_RETURN(ec::ParityRecord record, ec::ParityRecord::Parse(json, path));

@@ -562,3 +562,27 @@ def test_with_one_replica_a_dead_members_part_is_persisted_by_another_node_rebui
     takeover = [line for line in log.splitlines() if "event=part_takeover" in line and f"origin={victim}" in line]
     assert takeover and "from parity group 0" in takeover[0], log[-4000:]
     assert "part_rebuilt_from_parity" in log, log[-4000:]
+
+
+def test_the_scrub_finds_a_rotten_parity_piece_on_a_running_holder_and_drops_its_group(cluster):
+    # Decision 160: before, a holder checked its pieces only at its start (decision 132); a piece that rotted
+    # while it ran was found only by a rebuild that needed it. Now each scrub pass re-hashes every sealed
+    # group against its record and drops a group that fails; the member's next commit learns it.
+    c = cluster(6, "--scrub-interval", "300ms", "--peer-timeout-ms", "3000")
+    data, holders = c.groups()[0]
+    for i, node in enumerate(data):
+        write_part(c[node], "q", STEP, i)
+    for node in data:
+        wait_for(lambda: (c.step_state(node, "q", STEP) or {}).get("state") == "redundant",
+                 what=f"{node} to report q/{STEP} redundant")
+    victim = holders[0]
+    flip_byte(c.group_dir(victim, "q", STEP, 0) / "parity_0", 1000)
+    wait_for(lambda: not c.group_dir(victim, "q", STEP, 0).exists(), timeout=30,
+             what=f"{victim}'s scrub to drop the group: {c[victim].log_text()[-2000:]}")
+    errors = json.loads(c[victim].cli("agent", "status", "--json").stdout).get("last_errors", [])
+    assert any("parity group 0 of q step 3" in e and "has checksum" in e for e in errors), errors
+    assert "event=parity_scrub_corrupt ns=q step=3 group=0" in c[victim].log_text()
+    assert c.group_dir(holders[1], "q", STEP, 0).exists()  # the other holder's piece is sound and kept
+    write_part(c[data[0]], "q", STEP + 1, 0)
+    wait_for(lambda: c.step_state(data[0], "q", STEP)["state"] == "incomplete",
+             what=f"{data[0]} to notice: {c.step_state(data[0], 'q', STEP)}")

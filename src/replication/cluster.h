@@ -133,6 +133,12 @@ class Cluster {
   // group's pieces are gone (naming the group, the count and M) or without
   // parity; the rebuild's and the restore's errors otherwise.
   virtual Result<std::string> RestoreFromParity(MemoryTier* tier, std::string_view ns, uint64_t step) = 0;
+  // With --redundancy rs:K+M and --parity-ack all, on the coordinator of a
+  // step spanning members, after its own part's group is sealed: waits until
+  // every other group holding a member's part is sealed on all its holders
+  // (decision 161), at most as long as its own group's wait. Ok at once
+  // otherwise. kTimeout naming each group and its holders' answers.
+  virtual Status AwaitMembersParity(std::string_view ns, uint64_t step, const std::vector<std::string>& members) = 0;
   // Another member's part of (ns, step) rebuilt from that member's group's
   // survivors into copy (PartCopy(member)), as a degraded read does
   // (decision 158); what it was rebuilt from. For a persist takeover of a
@@ -181,6 +187,9 @@ class SingleNode final : public Cluster {
   }
   Result<std::string> RebuildPartOf(MemoryTier*, std::string_view, std::string_view, uint64_t) override {
     return FailedPrecondition("a single node keeps no parity");
+  }
+  Status AwaitMembersParity(std::string_view, uint64_t, const std::vector<std::string>&) override {
+    return Status::Ok();
   }
   std::optional<PeerStatsInput> Stats() const override { return std::nullopt; }
   void AddGauges(std::vector<Gauge>*) const override {}

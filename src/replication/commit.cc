@@ -19,6 +19,11 @@ Result<Manifest> CommitOnNode(const CommitDeps& d, const wire::CommitStepRequest
   }
   Manifest m = std::move(committed).value();
   TC_RETURN_IF_ERROR(d.cluster->ReplicateCommitted(req.ns, req.step, /*down_tree=*/!coordinator.empty()));
+  // The coordinator of a step spanning nodes: the parts committed down its
+  // tree did not wait for their groups (decision 146); it waits for them now.
+  if (coordinator.empty() && req.members.size() > 1) {
+    TC_RETURN_IF_ERROR(d.cluster->AwaitMembersParity(req.ns, req.step, req.members));
+  }
   return m;
 }
 

@@ -2,7 +2,10 @@
 #include "replication/multi_node.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <set>
+#include <thread>
 
 #include "cluster/placement_json.h"
 #include "common/log.h"
@@ -229,6 +232,37 @@ Result<std::string> MultiNode::RestoreFromParity(MemoryTier* tier, std::string_v
   rebuilding_.erase(key);
   parity_cv_.SignalAll();
   return out;
+}
+
+Status MultiNode::AwaitMembersParity(std::string_view ns, uint64_t step, const std::vector<std::string>& members) {
+  if (d_.parity_member == nullptr || d_.parity_ack != ReplicaAck::kAll) return Status::Ok();
+  const ParitySender& me = d_.parity_member->sender();
+  std::set<uint32_t> others;
+  for (const std::string& member : members) {
+    const cluster::ParityGroup* g = me.layout().GroupOf(member);
+    if (g != nullptr && g->index != me.group().index) others.insert(g->index);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + d_.parity_member->await_limit();
+  auto pause = std::chrono::milliseconds(10);
+  for (uint32_t index : others) {
+    const cluster::ParityGroup& g = me.layout().groups[index];
+    for (;;) {
+      std::vector<std::string> lacking = HoldersNotSealed(g, d_.replicator, ns, step);
+      if (lacking.empty()) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::string answers;
+        for (const std::string& a : lacking) answers += (answers.empty() ? "" : "; ") + a;
+        Log(LogLevel::kWarn, "parity_ack_timeout").Kv("ns", ns).Kv("step", step).Kv("group", index).Kv("holders", answers);
+        return Timeout("the parity of " + StepLabel(ns, step) + " is not sealed for group " + std::to_string(index) +
+                       " of its members after " + std::to_string(d_.parity_member->await_limit().count()) +
+                       " ms (--parity-ack all): " + answers +
+                       "; the step is committed on every member, but those members' parts are not redundant yet");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(200));
+    }
+  }
+  return Status::Ok();
 }
 
 Result<std::string> MultiNode::RebuildPartOf(MemoryTier* copy, std::string_view member, std::string_view ns,

@@ -78,6 +78,7 @@ class MultiNode final : public Cluster {
   Result<std::string> RestoreFromParity(MemoryTier* tier, std::string_view ns, uint64_t step) override;
   Result<std::string> RebuildPartOf(MemoryTier* copy, std::string_view member, std::string_view ns,
                                     uint64_t step) override;
+  Status AwaitMembersParity(std::string_view ns, uint64_t step, const std::vector<std::string>& members) override;
   Result<Manifest> ManifestFromParity(std::string_view ns, uint64_t step) override;
   std::optional<PeerStatsInput> Stats() const override;
   void AddGauges(std::vector<Gauge>* out) const override;

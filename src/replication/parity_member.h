@@ -98,6 +98,8 @@ class ParityMember {
   // This node's group, layout and requests (a rebuild of its part from the
   // group's survivors: parity_restore.h).
   const ParitySender& sender() const { return sender_; }
+  // How long AwaitSent waits at most (wait + kParityWaitSlice).
+  std::chrono::milliseconds await_limit() const { return wait_ + kParityWaitSlice; }
   // Blocks until every queued send has run (tests).
   void Drain() { queue_->Drain(); }
   // Ends the sends in flight within one slice of their wait (at shutdown,

@@ -89,6 +89,11 @@ Manifest PartManifestFromRecord(const ec::ParityRecord& record, uint32_t index, 
   return m;
 }
 
+std::vector<std::string> HoldersNotSealed(const cluster::ParityGroup& g, Replicator* replicator, std::string_view ns,
+                                          uint64_t step) {
+  return AskHolders(g, replicator, ns, step).answers;
+}
+
 Result<ec::ParityRecord> GroupRecord(const ParitySender& me, Replicator* replicator, std::string_view ns,
                                      uint64_t step) {
   Holders h = AskHolders(me.group(), replicator, ns, step);

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ec/parity_record.h"
 #include "replication/parity_sender.h"
@@ -78,6 +79,13 @@ Result<std::string> RestoreFromParity(const ParitySender& me, Replicator* replic
 Result<std::string> RestoreMemberFromParity(const cluster::ParityLayout& layout, std::string_view member,
                                             Replicator* replicator, MemoryTier* copy, std::string_view ns,
                                             uint64_t step, std::string_view object);
+
+// The holders of group g that do not hold (ns, step) sealed, each with its
+// answer ("n5 (parity 0): not found: ..."); empty when every holder does
+// (the group is redundant). For a coordinator waiting for the groups of a
+// step's other members under --parity-ack all (decision 161).
+std::vector<std::string> HoldersNotSealed(const cluster::ParityGroup& g, Replicator* replicator, std::string_view ns,
+                                          uint64_t step);
 
 // The part both rebuild: data member `lost` of group.
 struct LostPart {

@@ -354,11 +354,15 @@ def test_with_one_replica_two_killed_members_of_a_step_spanning_every_node_are_r
     coordinator, other = data[0], data[1]
     nodes = sorted(c.nodes)
     refs = commit_spanning_step(c, "s", coordinator, tmp_path)
-    # Decision 146: --replicas 1 makes --parity-ack all the default; the coordinator's commit, its part last,
-    # returned once its own group was sealed (the parts committed down the tree did not wait, or their groups,
-    # holding the coordinator, would have waited for it until the timeout).
+    # Decision 146: --replicas 1 makes --parity-ack all the default; the parts committed down the tree did not
+    # wait for their groups (their groups, holding the coordinator, would have waited for it until the
+    # timeout). Decision 161: the coordinator's commit, its part last, returned once its own group and then
+    # every other group holding a member's part was sealed on all its holders.
     assert c.parity(coordinator)["ack"] == "all"
     assert c.step_state(coordinator, "s", STEP)["state"] == "redundant", c.step_state(coordinator, "s", STEP)
+    for g, (_, group_holders) in c.groups().items():
+        for holder in group_holders:
+            assert (c.group_dir(holder, "s", STEP, g) / "record.json").exists(), (g, holder)
     committed = {node: c[node].cli_json("show", "s", STEP)["manifest"] for node in (coordinator, other)}
     assert committed[coordinator]["members"] == nodes, committed[coordinator]
     assert committed[other]["member_ref"]["coordinator"] == coordinator, committed[other]
@@ -463,10 +467,11 @@ def test_with_one_replica_a_corrupt_memory_copy_is_repaired_from_its_groups_pari
         assert "corrupt_copy_dropped" not in c[node].log_text()
 
 
-def commit_spanning_step(c, ns, coordinator, tmp_path):
-    """Every node writes its part of (ns, STEP) ("<node>_obj_<i>.bin"), the coordinator committing the step
-    across all of them; returns each node's reference copy."""
-    nodes = sorted(c.nodes)
+def commit_spanning_step(c, ns, coordinator, tmp_path, members=None, check=True):
+    """Every member (default: every node) writes its part of (ns, STEP) ("<node>_obj_<i>.bin"), the coordinator
+    committing the step across all of them; returns each member's reference copy (and, with check=False, the
+    coordinator's writer's result)."""
+    nodes = sorted(members or c.nodes)
     refs = {node: tmp_path / f"ref_{ns}_{node}" for node in nodes}
     held = []
     try:
@@ -481,15 +486,15 @@ def commit_spanning_step(c, ns, coordinator, tmp_path):
         for p in held:
             line = p.stdout.readline()
             assert line.startswith("SEALED"), f"a part's writer did not seal: {line!r} {p.stderr.read()}"
-        c[coordinator].writer("--ns", ns, "--step", STEP, "--objects", 2, "--size", MiB + 512, "--prefix",
-                              f"{coordinator}_", "--seed", 99, "--ref-dir", refs[coordinator], "--members",
-                              ",".join(nodes), timeout=60)
+        r = c[coordinator].writer("--ns", ns, "--step", STEP, "--objects", 2, "--size", MiB + 512, "--prefix",
+                                  f"{coordinator}_", "--seed", 99, "--ref-dir", refs[coordinator], "--members",
+                                  ",".join(nodes), timeout=60, check=check)
     finally:
         for p in held:
             if p.poll() is None:
                 p.stdin.close()
                 p.wait(timeout=30)
-    return refs
+    return refs if check else (refs, r)
 
 
 def test_with_one_replica_a_dead_members_objects_are_read_through_another_node_rebuilt_from_parity(
@@ -586,3 +591,43 @@ def test_the_scrub_finds_a_rotten_parity_piece_on_a_running_holder_and_drops_its
     write_part(c[data[0]], "q", STEP + 1, 0)
     wait_for(lambda: c.step_state(data[0], "q", STEP)["state"] == "incomplete",
              what=f"{data[0]} to notice: {c.step_state(data[0], 'q', STEP)}")
+
+
+def test_with_parity_ack_all_a_spanning_commit_waits_for_every_members_group_and_says_which_is_not_sealed(
+        agents, tmp_path):
+    # Decision 161. rs:2+2 over eight agents: four groups of two. A step spans the members of the coordinator's
+    # group and of one other group; a parity holder of that other group, itself no member of the step and no
+    # holder of the coordinator's group, is SIGSTOPped. The coordinator's own group seals, and the other
+    # members' parts are committed down the tree without waiting (decision 146); the commit must not return
+    # success while those parts are not redundant: it waits for their group and fails naming it. Before, it
+    # returned success with that group never sealed.
+    c = Cluster(agents, tmp_path, 8, ("--redundancy", "rs:2+2", "--replicas", "1", "--peer-timeout-ms", "3000"))
+    groups = c.groups()
+    coordinator = sorted(groups[0][0])[0]
+    own = next(g for g, (data, _) in groups.items() if coordinator in data)
+    choice = None
+    for other, (data, holders) in groups.items():
+        if other == own:
+            continue
+        members = set(groups[own][0]) | set(data)
+        stoppable = [h for h in holders if h not in members and h not in groups[own][1]]
+        if stoppable:
+            choice = (other, sorted(members), stoppable[0])
+            break
+    assert choice, groups
+    other, members, stopped = choice
+    c[stopped].signal(signal.SIGSTOP)
+    try:
+        started = time.time()
+        _, r = commit_spanning_step(c, "w", coordinator, tmp_path, members=members, check=False)
+        said = r.stdout + r.stderr
+        assert r.returncode != 0, said
+        assert f"is not sealed for group {other} of its members" in said and stopped in said, said
+        assert "the step is committed on every member" in said, said
+        assert time.time() - started < 40
+        # Every member's part is committed; the coordinator's own group is redundant.
+        assert c.step_state(coordinator, "w", STEP)["state"] == "redundant"
+        for node in members:
+            assert c[node].steps("w")[STEP]["memory"] == "committed", node
+    finally:
+        c[stopped].signal(signal.SIGCONT)

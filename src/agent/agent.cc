@@ -555,8 +555,8 @@ Status Agent::StartParity(const MemoryTierOptions& tier_options, peer::Millis ti
       .Kv("why",
           config_.parity_ack == "all"
               ? "the erasure-coded tier rebuilds a lost part of a step from its group's survivors once the "
-                "step is redundant, which a commit waits for (--parity-ack all; a part committed down a "
-                "commit tree does not wait, decision 146)"
+                "step is redundant, which a commit waits for (--parity-ack all; for a step spanning nodes, "
+                "its coordinator's commit waits for every member's group, decision 161)"
               : "the erasure-coded tier rebuilds a lost part of a step from its group's survivors only "
                 "once the step is redundant, which the commit does not wait for (--parity-ack none)");
   return Status::Ok();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -217,7 +218,14 @@ void MultiNode::AddGauges(std::vector<Gauge>* out) const {
 Result<std::string> MultiNode::RestoreFromParity(MemoryTier* tier, std::string_view ns, uint64_t step) {
   if (d_.parity_member == nullptr)
     return FailedPrecondition("this agent keeps no parity (no --redundancy rs:K+M)");
-  const std::pair<std::string, uint64_t> key{std::string(ns), step};
+  return OneRebuildAtATime({std::string(ns), step}, tier, ns, step, [&] {
+    return agent::RestoreFromParity(d_.parity_member->sender(), d_.replicator, tier, ns, step);
+  });
+}
+
+Result<std::string> MultiNode::OneRebuildAtATime(const std::pair<std::string, uint64_t>& key, MemoryTier* into,
+                                                 std::string_view ns, uint64_t step,
+                                                 const std::function<Result<std::string>()>& rebuild) {
   {
     MutexLock lock(&parity_mu_);
     while (rebuilding_.count(key) != 0) parity_cv_.Wait();
@@ -225,9 +233,7 @@ Result<std::string> MultiNode::RestoreFromParity(MemoryTier* tier, std::string_v
   }
   // Another reader's rebuild may have brought it in while this one waited.
   Result<std::string> out =
-      tier->HasCommitted(ns, step)
-          ? Result<std::string>(std::string("a concurrent rebuild from parity"))
-          : agent::RestoreFromParity(d_.parity_member->sender(), d_.replicator, tier, ns, step);
+      into->HasCommitted(ns, step) ? Result<std::string>(std::string("a concurrent rebuild from parity")) : rebuild();
   MutexLock lock(&parity_mu_);
   rebuilding_.erase(key);
   parity_cv_.SignalAll();
@@ -274,22 +280,9 @@ Result<std::string> MultiNode::RebuildPartOf(MemoryTier* copy, std::string_view 
 
 Result<std::string> MultiNode::RebuildMemberPart(MemoryTier* copy, const std::string& member, std::string_view ns,
                                                  uint64_t step, const std::string& name) {
-  // One rebuild of a member's part at a time; a reader that waited reads its result.
-  const std::pair<std::string, uint64_t> key{member + "/" + std::string(ns), step};
-  {
-    MutexLock lock(&parity_mu_);
-    while (rebuilding_.count(key) != 0) parity_cv_.Wait();
-    rebuilding_.insert(key);
-  }
-  Result<std::string> out =
-      copy->HasCommitted(ns, step)
-          ? Result<std::string>(std::string("a concurrent rebuild from parity"))
-          : RestoreMemberFromParity(d_.parity_member->sender().layout(), member, d_.replicator, copy, ns, step,
-                                    name);
-  MutexLock lock(&parity_mu_);
-  rebuilding_.erase(key);
-  parity_cv_.SignalAll();
-  return out;
+  return OneRebuildAtATime({member + "/" + std::string(ns), step}, copy, ns, step, [&] {
+    return RestoreMemberFromParity(d_.parity_member->sender().layout(), member, d_.replicator, copy, ns, step, name);
+  });
 }
 
 Result<Manifest> MultiNode::ManifestFromParity(std::string_view ns, uint64_t step) {

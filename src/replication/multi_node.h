@@ -96,6 +96,11 @@ class MultiNode final : public Cluster {
   // (RestoreMemberFromParity); one rebuild of a part at a time.
   Result<std::string> RebuildMemberPart(MemoryTier* copy, const std::string& member, std::string_view ns,
                                         uint64_t step, const std::string& name);
+  // Runs rebuild unless another rebuild of key runs (then waits for it), or
+  // (ns, step) is committed in `into` by then (a concurrent rebuild's).
+  Result<std::string> OneRebuildAtATime(const std::pair<std::string, uint64_t>& key, MemoryTier* into,
+                                        std::string_view ns, uint64_t step,
+                                        const std::function<Result<std::string>()>& rebuild) EXCLUDES(parity_mu_);
   // Const after construction.
   const MultiNodeDeps d_;
 

@@ -497,6 +497,17 @@ def commit_spanning_step(c, ns, coordinator, tmp_path, members=None, check=True)
     return refs if check else (refs, r)
 
 
+def spanning_step_redundant_in_group_0(c, ns, tmp_path):
+    """A step (ns, STEP) spanning every node, coordinated by group 0's first member, once every member of
+    group 0 reports it redundant; returns group 0's members and each node's reference copy."""
+    data, _ = c.groups()[0]
+    refs = commit_spanning_step(c, ns, data[0], tmp_path)
+    for node in data:
+        wait_for(lambda: (c.step_state(node, ns, STEP) or {}).get("state") == "redundant",
+                 what=f"{node} to report {ns}/{STEP} redundant: {c.step_state(node, ns, STEP)}")
+    return data, refs
+
+
 def test_with_one_replica_a_dead_members_objects_are_read_through_another_node_rebuilt_from_parity(
         cluster, tmp_path):
     # Decision 158, a degraded read: a step spanning all six agents, no replicas, nothing persisted. One
@@ -507,12 +518,8 @@ def test_with_one_replica_a_dead_members_objects_are_read_through_another_node_r
     from tierckpt import _tierckpt  # noqa: PLC0415 - the client the PyTorch front reads through
 
     c = cluster(6, "--replicas", "1")
-    data, holders = c.groups()[0]
+    data, refs = spanning_step_redundant_in_group_0(c, "s", tmp_path)
     coordinator, victim = data[0], data[1]
-    refs = commit_spanning_step(c, "s", coordinator, tmp_path)
-    for node in data:
-        wait_for(lambda: (c.step_state(node, "s", STEP) or {}).get("state") == "redundant",
-                 what=f"{node} to report s/{STEP} redundant: {c.step_state(node, 's', STEP)}")
     c[victim].kill(signal.SIGKILL)
     client = _tierckpt.Client.connect(str(c[coordinator].socket))
     names = sorted(p.name for p in refs[victim].iterdir() if p.is_file())
@@ -547,12 +554,8 @@ def test_with_one_replica_a_dead_members_part_is_persisted_by_another_node_rebui
     # failed naming the member.
     durable = tmp_path / "shared-durable"
     c = cluster(6, "--replicas", "1", "--takeover-after", "1", durable=durable)
-    data, _ = c.groups()[0]
+    data, refs = spanning_step_redundant_in_group_0(c, "t", tmp_path)
     coordinator, victim = data[0], data[1]
-    refs = commit_spanning_step(c, "t", coordinator, tmp_path)
-    for node in data:
-        wait_for(lambda: (c.step_state(node, "t", STEP) or {}).get("state") == "redundant",
-                 what=f"{node} to report t/{STEP} redundant: {c.step_state(node, 't', STEP)}")
     c[victim].kill(signal.SIGKILL)
     c[coordinator].cli("persist", "t", STEP, "--wait", "--timeout", 90, timeout=120)
     step_dir = durable / "t" / f"step_{STEP:010d}"

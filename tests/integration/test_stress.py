@@ -135,6 +135,14 @@ def test_a_replay_repeats_the_recorded_schedule(tmp_path):
     assert (again["seed"], again["kinds"], again["nodes"], again["budget"]) == \
         (first["seed"], first["kinds"], first["nodes"], first["budget"])
     assert again["status"] == "ok" and not again["violations"], again
+    # --landed N stops starting rounds once N faults found a target (the figure issue 42 counts).
+    assert first["faults_landed"] == \
+        sum(first["faults_injected"].values()) - sum(first["faults_without_target"].values()), first
+    assert first["faults_landed"] >= 2, first
+    sized = run("--seed", "31", "--faults", "6", "--landed", "2", "--nodes", "3", "--budget", "48MiB",
+                out=tmp_path / "sized.json")
+    assert sized["faults_landed"] == 2 and sized["rounds"] <= first["rounds"], sized
+    assert sized["schedule"] == first["schedule"][:sized["rounds"]], (sized["schedule"], first["schedule"])
 
 
 def test_the_dcp_checker_answers_as_a_check_process_would(tmp_path):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """dcp_load_split.py - where one process's CPU goes in a `dcp.load` of workload (c) through TieredReader.
 
-    python bench/dcp_load_split.py            # needs a running tierckptd on /tmp/prof/a.sock
+    python bench/dcp_load_split.py [--socket S]   # S: a running tierckptd; default: an embedded agent
 
 Saves bench/peers_rank.py's model_state(0, 512 MiB) (1,556 tensors, ~540 MB) once with TieredWriter, then
 loads it 12 times into zeroed tensors (no process group) and prints the medians of the last 10 in CPU time
@@ -10,14 +10,18 @@ load, DCP's DefaultLoadPlanner steps, and tierckpt's reader steps; then a copy_ 
 state, the limit of read_data. A program to read, not a benchmark with targets (issue 40: what is left of
 DCP's own per-load work).
 """
-import sys, time, statistics, subprocess, collections
+import sys, time, statistics, collections
 sys.path.insert(0, "bench")
 import torch, torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from peers_rank import model_state, zeros_like_state
 from tierckpt.torch import CheckpointConfig, TieredReader, TieredWriter
-cfg = CheckpointConfig(namespace="loadsplit", socket="/tmp/prof/a.sock", auto_start=False, keep_last=2)
-subprocess.run(["build/release/tools/cli/tierckpt", "--socket", "/tmp/prof/a.sock", "rm", "loadsplit", "1"], capture_output=True)
+import argparse, os
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("--socket", default=None, help="a running tierckptd's socket (default: an embedded agent)")
+args = ap.parse_args()
+cfg = CheckpointConfig(namespace=f"loadsplit-{os.getpid()}", socket=args.socket, auto_start=args.socket is None,
+                       keep_last=1)
 state = model_state(0, 512 << 20)
 dcp.save(state, storage_writer=TieredWriter(cfg, step=1), no_dist=True)
 dest = zeros_like_state(state)

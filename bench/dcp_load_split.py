@@ -2,6 +2,8 @@
 """dcp_load_split.py - where one process's CPU goes in a `dcp.load` of workload (c) through TieredReader.
 
     python bench/dcp_load_split.py [--socket S]   # S: a running tierckptd; default: an embedded agent
+                                                  # (which stays up afterwards, as for a trainer:
+                                                  # `tierckpt agent stop` stops it)
 
 Saves bench/peers_rank.py's model_state(0, 512 MiB) (1,556 tensors, ~540 MB) once with TieredWriter, then
 loads it 12 times into zeroed tensors (no process group) and prints the medians of the last 10 in CPU time

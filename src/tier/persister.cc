@@ -516,7 +516,8 @@ Result<bool> Persister::MergePass(PartsWait& w) {
           "the durable copy of " + StepLabel(part.ns, part.step) + " still lacks the parts of nodes " + JoinIds(missing) +
           " after " +
           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - w.start).count()) +
-          " s, and neither they, the holders of their replicas, nor (under --redundancy) a rebuild from their parity groups uploaded them; this node's part is uploaded, "
+          " s, and neither they, the holders of their replicas, nor (under --redundancy) a rebuild from their "
+          "parity groups uploaded them; this node's part is uploaded, "
           "the step is committed once they are (`tierckpt persist` on a node that holds them)");
     }
     return false;

@@ -77,7 +77,17 @@ TierVerdict VerifyDurable(ObjectStore& store, std::string_view ns, uint64_t step
                          e.checksum);
     }
   }
-  if (memory != nullptr) {
+  if (memory != nullptr && memory->SpansNodes()) {
+    // This node holds one part of the step; the durable manifest is every part's, merged: it must hold
+    // this part's objects as they are in memory.
+    for (const ObjectEntry& mine : memory->objects) {
+      const ObjectEntry* there = m->Find(mine.name);
+      if (there == nullptr || there->size != mine.size || there->checksum != mine.checksum) {
+        v.errors.push_back("the durable manifest " + std::string(there == nullptr ? "lacks" : "lists another") +
+                           " object " + mine.name + " of this node's part than the memory manifest");
+      }
+    }
+  } else if (memory != nullptr) {
     bool same = memory->objects.size() == m->objects.size();
     for (size_t i = 0; same && i < m->objects.size(); ++i) {
       same = memory->objects[i].name == m->objects[i].name && memory->objects[i].size == m->objects[i].size &&

@@ -570,6 +570,9 @@ def test_with_one_replica_a_dead_members_part_is_persisted_by_another_node_rebui
     takeover = [line for line in log.splitlines() if "event=part_takeover" in line and f"origin={victim}" in line]
     assert takeover and "from parity group 0" in takeover[0], log[-4000:]
     assert "part_rebuilt_from_parity" in log, log[-4000:]
+    # `verify` on a live member checks the whole durable step and that it holds that member's part as in memory.
+    verified = c[data[2]].cli("verify", "t", STEP).stdout
+    assert "durable  ok" in verified, verified
 
 
 def test_the_scrub_finds_a_rotten_parity_piece_on_a_running_holder_and_drops_its_group(cluster):

@@ -109,11 +109,6 @@ def test_after_a_commit_every_holder_seals_its_groups_pieces_and_every_member_re
         in text, text
     assert f"parity step    j/{STEP}: redundant" in text, text
     assert c.parity("n1")["recovery"] is True  # decision 139
-    # `ls` shows each step's parity state beside its tiers (a PARITY column only under --redundancy).
-    listed = c["n1"].cli("ls", "j").stdout
-    header, row = listed.splitlines()[:2]
-    assert header.split()[-1] == "PARITY" and row.split()[-1] == "redundant", listed
-    assert c["n1"].cli_json("ls", "j")["steps"][0]["parity"] == "redundant"
     for g, (data, holders) in groups.items():
         for j, holder in enumerate(holders):
             d = c.group_dir(holder, "j", STEP, g)
@@ -537,12 +532,6 @@ def test_with_one_replica_a_dead_members_objects_are_read_through_another_node_r
         raise AssertionError("an object of no part was served")
     except Exception as e:  # noqa: BLE001 - the binding's error class
         assert "or their groups' parity" in str(e), e
-
-
-def test_ls_has_no_parity_column_without_redundancy(agent):
-    agent.writer("--ns", "p", "--step", 1, "--objects", 1, "--size", 4096)
-    assert agent.cli("ls", "p").stdout.splitlines()[0].split()[-1] == "DURABLE"
-    assert "parity" not in agent.cli_json("ls", "p")["steps"][0]
 
 
 def test_with_one_replica_a_dead_members_part_is_persisted_by_another_node_rebuilt_from_parity(cluster, tmp_path):

@@ -1,10 +1,7 @@
 // tierckpt ls [NS]: the steps the agent knows, per tier.
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
-#include <utility>
 
 #include "cli.h"
 #include "output.h"
@@ -16,32 +13,6 @@ struct LsOptions {
   std::string ns;
 };
 
-// Each step's parity state (pending, redundant, incomplete, unknown) from
-// the agent's status, when it runs --redundancy rs:K+M; nullopt otherwise
-// (or when its status cannot be read: the listing stands without it).
-using ParityStates = std::map<std::pair<std::string, uint64_t>, std::string>;
-std::optional<ParityStates> ParityOf(Client& client) {
-  Result<std::string> stats = client.Stats();
-  if (!stats.ok()) return std::nullopt;
-  const nlohmann::json j = nlohmann::json::parse(*stats, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
-  auto peers = j.find("peers");
-  if (peers == j.end() || !peers->is_object()) return std::nullopt;
-  auto parity = peers->find("parity");
-  if (parity == peers->end() || !parity->is_object()) return std::nullopt;
-  ParityStates out;
-  auto steps = parity->find("steps");
-  if (steps == parity->end() || !steps->is_array()) return out;
-  for (const nlohmann::json& st : *steps) {
-    if (!st.is_object() || !st.value("ns", nlohmann::json()).is_string() ||
-        !st.value("step", nlohmann::json()).is_number_unsigned() ||
-        !st.value("state", nlohmann::json()).is_string())
-      continue;
-    out[{st["ns"].get<std::string>(), st["step"].get<uint64_t>()}] = st["state"].get<std::string>();
-  }
-  return out;
-}
-
 int RunLs(const GlobalOptions& g, const LsOptions& o) {
   int rc = kExitOk;
   std::unique_ptr<Client> client = ConnectOrReport(g, &rc);
@@ -49,11 +20,6 @@ int RunLs(const GlobalOptions& g, const LsOptions& o) {
   Result<StepListing> listing = client->Listing(o.ns);
   if (!listing.ok()) return Fail(listing.status().WithContext("listing steps"));
   const std::vector<StepSummary>* steps = &listing->steps;
-  const std::optional<ParityStates> parity = ParityOf(*client);
-  auto parity_of = [&](const StepSummary& s) -> std::string {
-    auto it = parity->find({s.ns, s.step});
-    return it == parity->end() ? "" : it->second;
-  };
   // An unreachable durable tier is reported (stderr, exit 1) after the rows
   // the agent could list, so scripts notice and people still see memory.
   const int rc_out = listing->durable_error.empty() ? kExitOk : kExitFailure;
@@ -70,7 +36,6 @@ int RunLs(const GlobalOptions& g, const LsOptions& o) {
       nlohmann::json e = {{"namespace", s.ns}, {"step", s.step},       {"bytes", s.bytes},
                           {"objects", s.objects}, {"memory", s.memory}, {"durable", s.durable}};
       if (!s.durable_error.empty()) e["durable_error"] = s.durable_error;
-      if (parity) e["parity"] = parity_of(s);  // "" for a step the agent sent no parity of
       arr.push_back(std::move(e));
     }
     nlohmann::json doc = {{"steps", arr}};
@@ -88,18 +53,10 @@ int RunLs(const GlobalOptions& g, const LsOptions& o) {
     report_durable();
     return rc_out;
   }
-  std::vector<std::string> header = {"NAMESPACE", "STEP", "SIZE", "OBJECTS", "MEMORY", "DURABLE"};
-  std::vector<bool> right = {false, true, true, true, false, false};
-  if (parity) {
-    header.push_back("PARITY");
-    right.push_back(false);
-  }
-  Table t(header, right);
+  Table t({"NAMESPACE", "STEP", "SIZE", "OBJECTS", "MEMORY", "DURABLE"}, {false, true, true, true, false, false});
   for (const StepSummary& s : *steps) {
-    std::vector<std::string> row = {s.ns, std::to_string(s.step), HumanSize(s.bytes), std::to_string(s.objects),
-                                    OrDash(s.memory), OrDash(s.durable)};
-    if (parity) row.push_back(OrDash(parity_of(s)));
-    t.AddRow(row);
+    t.AddRow({s.ns, std::to_string(s.step), HumanSize(s.bytes), std::to_string(s.objects), OrDash(s.memory),
+              OrDash(s.durable)});
   }
   t.Print();
   report_durable();

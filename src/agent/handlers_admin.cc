@@ -10,6 +10,7 @@
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "tier/parts.h"
 #include "wire/protocol.h"
 
 namespace tierckpt::agent {
@@ -80,12 +81,9 @@ TierVerdict VerifyDurable(ObjectStore& store, std::string_view ns, uint64_t step
   if (memory != nullptr && memory->SpansNodes()) {
     // This node holds one part of the step; the durable manifest is every part's, merged: it must hold
     // this part's objects as they are in memory.
-    for (const ObjectEntry& mine : memory->objects) {
-      const ObjectEntry* there = m->Find(mine.name);
-      if (there == nullptr || there->size != mine.size || there->checksum != mine.checksum) {
-        v.errors.push_back("the durable manifest " + std::string(there == nullptr ? "lacks" : "lists another") +
-                           " object " + mine.name + " of this node's part than the memory manifest");
-      }
+    if (std::string diff = PartDifference(*m, *memory); !diff.empty()) {
+      v.errors.push_back("the durable manifest does not hold this node's part as the memory manifest does (" +
+                         diff + ")");
     }
   } else if (memory != nullptr) {
     bool same = memory->objects.size() == m->objects.size();

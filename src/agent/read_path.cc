@@ -8,6 +8,7 @@
 #include "common/checksum.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "tier/parts.h"
 #include "tier/step_state.h"
 
 namespace tierckpt::agent {
@@ -35,19 +36,6 @@ Result<std::string> Rehash(MemoryTier* tier, const std::string& ns, uint64_t ste
   }
   tier->MarkMismatch(ns, step, pinned.instance, name, began);
   return "hashes to " + actual + " but its manifest says " + pinned.checksum;
-}
-
-// "" when `other` holds every object of `own` with its size and checksum
-// (another copy of this save of the step), else the first object that is
-// missing or differs, and how.
-std::string FirstDifference(const Manifest& own, const Manifest& other) {
-  for (const ObjectEntry& mine : own.objects) {
-    const ObjectEntry* there = other.Find(mine.name);
-    if (there == nullptr) return "its object " + mine.name + " is missing";
-    if (there->size != mine.size || (!mine.checksum.empty() && there->checksum != mine.checksum))
-      return "its object " + mine.name + " differs";
-  }
-  return "";
 }
 
 }  // namespace
@@ -139,7 +127,7 @@ Result<Manifest> ReadPath::DurableOfThisSave(const Manifest& own) {
     return read.status().WithContext("reading the durable manifest of " + label);
   }
   // The durable copy must be this save of the step: it holds this node's part, byte for byte.
-  if (std::string diff = FirstDifference(own, *read); !diff.empty()) {
+  if (std::string diff = PartDifference(*read, own); !diff.empty()) {
     return FailedPrecondition("the durable copy of " + label + " in " + where +
                               " is another save of that step number (" + diff + " from this node's part)");
   }
@@ -259,7 +247,7 @@ std::string ReadPath::WhyNoOtherCopy(const std::string& ns, uint64_t step) {
   if (d_.cluster->HasParity()) {
     Result<Manifest> rebuilt = d_.cluster->ManifestFromParity(ns, step);
     if (own.ok() && rebuilt.ok()) {
-      const std::string diff = FirstDifference(*own, *rebuilt);
+      const std::string diff = PartDifference(*rebuilt, *own);
       if (diff.empty()) return "";
       why += "; its group's parity is of another save of that step number (" + diff + ")";
     } else {
@@ -269,7 +257,7 @@ std::string ReadPath::WhyNoOtherCopy(const std::string& ns, uint64_t step) {
   if (d_.store == nullptr) return why + "; no durable copy (this agent has no durable tier)";
   Result<Manifest> m = d_.store->ReadManifest(ns, step);
   if (m.ok() && own.ok()) {
-    const std::string diff = FirstDifference(*own, *m);
+    const std::string diff = PartDifference(*m, *own);
     if (diff.empty()) return "";
     return why + "; the durable copy in " + d_.store->DescribeNamespace(ns) +
            " is another save of that step number (" + diff + ")";

@@ -87,7 +87,11 @@ bool SameGroup(const ParityFoldTarget& a, const ParityFoldTarget& b) {
 ParityHolder::ParityHolder(ParityHolderOptions options) : options_(std::move(options)) {}
 
 std::string ParityHolder::GroupDir(std::string_view ns, uint64_t step, uint32_t group) const {
-  return JoinPath(JoinPath(JoinPath(options_.root, ns), StepDirName(step)), GroupDirName(group));
+  return JoinPath(options_.root, GroupRel(ns, step, group));
+}
+
+std::string ParityHolder::GroupRel(std::string_view ns, uint64_t step, uint32_t group) {
+  return std::string(ns) + "/" + StepDirName(step) + "/" + GroupDirName(group);
 }
 
 std::string ParityHolder::PiecePath(std::string_view ns, uint64_t step, uint32_t group, uint32_t j) const {
@@ -318,8 +322,7 @@ Result<ec::ParityRecord> ParityHolder::Record(std::string_view ns, uint64_t step
   const std::string path = JoinPath(GroupDir(ns, step, group), kRecordName);
   TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> root, OpenRoot(/*create=*/false));
   if (!root.has_value()) return NotFound(path + " is missing");
-  const std::string rel = std::string(ns) + "/" + StepDirName(step) + "/" + GroupDirName(group) + "/" +
-                          std::string(kRecordName);
+  const std::string rel = GroupRel(ns, step, group) + "/" + std::string(kRecordName);
   TC_ASSIGN_OR_RETURN(std::string json, ReadFileBeneath(root->get(), rel, ec::kMaxParityRecordBytes, path));
   return ec::ParityRecord::Parse(json, path);
 }
@@ -335,8 +338,7 @@ Result<ParityHolder::HeldPiece> ParityHolder::ReadPiece(std::string_view ns, uin
   const std::string path = PiecePath(ns, step, group, j);
   TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> root, OpenRoot(/*create=*/false));
   if (!root.has_value()) return NotFound(path + " is missing");
-  const std::string rel =
-      std::string(ns) + "/" + StepDirName(step) + "/" + GroupDirName(group) + "/" + PieceName(j);
+  const std::string rel = GroupRel(ns, step, group) + "/" + PieceName(j);
   TC_ASSIGN_OR_RETURN(std::string bytes,
                       ReadFileBeneath(root->get(), rel, static_cast<size_t>(piece->length), path));
   if (bytes.size() != piece->length) {

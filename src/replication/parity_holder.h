@@ -212,6 +212,8 @@ class ParityHolder {
   using Key = std::tuple<std::string, uint64_t, uint32_t>;
 
   std::string GroupDir(std::string_view ns, uint64_t step, uint32_t group) const;
+  // "<ns>/step_<n>/group_<g>": the group's directory below root.
+  static std::string GroupRel(std::string_view ns, uint64_t step, uint32_t group);
   // root, opened from its parent without following a link; with create it
   // is made (a non-directory there removed as layout.h says), without it a
   // missing root is nullopt.

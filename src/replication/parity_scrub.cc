@@ -25,8 +25,7 @@ Result<ParityScrubReport> ParityHolder::Scrub(const std::function<bool()>& stopp
   for (const auto& [ns, step, group] : sealed) {
     if (stopping && stopping()) break;
     const std::string dir = GroupDir(ns, step, group);
-    const std::string rel = ns + "/" + StepDirName(step) + "/group_" + std::to_string(group);
-    Result<UniqueFd> fd = OpenBeneath(root->get(), rel, O_RDONLY | O_DIRECTORY, dir);
+    Result<UniqueFd> fd = OpenBeneath(root->get(), GroupRel(ns, step, group), O_RDONLY | O_DIRECTORY, dir);
     Result<ec::ParityRecord> record = fd.ok() ? CheckGroup(fd->get(), ns, step, group)
                                               : Result<ec::ParityRecord>(fd.status());
     if (record.ok()) {

@@ -117,6 +117,16 @@ bool ContainsPart(const Manifest& whole, const Manifest& part) {
   return true;
 }
 
+std::string PartDifference(const Manifest& other, const Manifest& part) {
+  for (const ObjectEntry& mine : part.objects) {
+    const ObjectEntry* there = other.Find(mine.name);
+    if (there == nullptr) return "its object " + mine.name + " is missing";
+    if (there->size != mine.size || (!mine.checksum.empty() && there->checksum != mine.checksum))
+      return "its object " + mine.name + " differs";
+  }
+  return "";
+}
+
 std::string MergerOf(const Manifest& part) {
   const size_t n = part.MemberCount();
   if (n == 0) return "";

@@ -93,6 +93,13 @@ class PartMerger {
 // same size and checksum.
 bool ContainsPart(const Manifest& whole, const Manifest& part);
 
+// "" when `other` lists every object of `part` with its size and checksum (a
+// part object whose checksum is still pending matches on size), else the
+// first that does not: "its object NAME is missing" or "... differs". For
+// telling another copy of this save of a step from another save of its
+// number (the read path's repairs, verify of a step spanning nodes).
+std::string PartDifference(const Manifest& other, const Manifest& part);
+
 // Turns past this one all start merging together (after kMaxMergeTurn
 // takeover periods), so a step whose first members are all gone is merged
 // within bounded time.

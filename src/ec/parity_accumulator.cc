@@ -37,7 +37,7 @@ void AddElapsed(std::chrono::steady_clock::time_point t0, uint64_t* sum) {
 // mu_ before parity_mu_.
 class ParityAccumulator::State {
  public:
-  State(ParityAccumulatorConfig config, ReedSolomon rs);
+  State(ParityAccumulatorConfig config, ReedSolomon rs, std::vector<std::unique_ptr<PieceMemory>> pieces);
 
   Status Fold(uint32_t index, const Manifest& part, ObjectSource& source, FoldTimings* timings) EXCLUDES(mu_);
   std::vector<uint32_t> Missing() const EXCLUDES(mu_);
@@ -51,6 +51,7 @@ class ParityAccumulator::State {
   }
   std::span<const uint8_t> Parity(uint32_t j) const EXCLUDES(parity_mu_);
   Result<ParityRecord> Seal() EXCLUDES(mu_);
+  Status Publish(uint32_t j, int dir_fd, const std::string& name, const std::string& path) EXCLUDES(mu_, parity_mu_);
 
  private:
   // Where a pass over a part stopped, and the hash of what it read of each
@@ -73,7 +74,11 @@ class ParityAccumulator::State {
   Status RefuseLocked(uint32_t index, const std::string* node) const REQUIRES(mu_);
   // The longest piece folded or claimed now.
   uint64_t LongestLocked() const REQUIRES(mu_);
-  void ResizeLocked(uint64_t length) REQUIRES(parity_mu_);
+  // Grows or shrinks every held piece to length. A growth that fails leaves
+  // every piece at length_ and is returned; a shrink that fails leaves that
+  // piece longer, its tail zeros (a shrink follows an exact cancel), and
+  // sets length_ all the same.
+  Status ResizeLocked(uint64_t length) REQUIRES(parity_mu_);
 
   // Const after construction.
   const ParityAccumulatorConfig config_;
@@ -87,7 +92,8 @@ class ParityAccumulator::State {
   bool broken_ GUARDED_BY(mu_) = false;
 
   mutable Mutex parity_mu_;
-  std::vector<std::vector<uint8_t>> parity_ GUARDED_BY(parity_mu_);   // by parity index; empty when not held
+  // By parity index; null when not held (or published).
+  std::vector<std::unique_ptr<PieceMemory>> parity_ GUARDED_BY(parity_mu_);
   std::vector<std::vector<uint8_t>> scratch_ GUARDED_BY(parity_mu_);  // a chunk for each row not held
   uint64_t length_ GUARDED_BY(parity_mu_) = 0;                        // of every held parity piece
 };
@@ -109,7 +115,19 @@ Result<ParityAccumulator> ParityAccumulator::Create(ParityAccumulatorConfig conf
                              " must be distinct and below m = " + std::to_string(config.m));
     }
   }
-  return ParityAccumulator(std::make_unique<State>(std::move(config), std::move(rs)));
+  std::vector<std::unique_ptr<PieceMemory>> pieces(config.m);
+  for (uint32_t j : config.held) {
+    if (!config.memory) {
+      pieces[j] = MakeHeapPieceMemory();
+      continue;
+    }
+    Result<std::unique_ptr<PieceMemory>> made = config.memory(j);
+    if (!made.ok()) {
+      return made.status().WithContext(Where(config) + ": making the memory of parity piece " + std::to_string(j));
+    }
+    pieces[j] = std::move(made).value();
+  }
+  return ParityAccumulator(std::make_unique<State>(std::move(config), std::move(rs), std::move(pieces)));
 }
 
 ParityAccumulator::ParityAccumulator(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -126,14 +144,18 @@ bool ParityAccumulator::broken() const { return state_->broken(); }
 uint64_t ParityAccumulator::length() const { return state_->length(); }
 std::span<const uint8_t> ParityAccumulator::Parity(uint32_t j) const { return state_->Parity(j); }
 Result<ParityRecord> ParityAccumulator::Seal() { return state_->Seal(); }
+Status ParityAccumulator::Publish(uint32_t j, int dir_fd, const std::string& name, const std::string& path) {
+  return state_->Publish(j, dir_fd, name, path);
+}
 
-ParityAccumulator::State::State(ParityAccumulatorConfig config, ReedSolomon rs)
+ParityAccumulator::State::State(ParityAccumulatorConfig config, ReedSolomon rs,
+                                std::vector<std::unique_ptr<PieceMemory>> pieces)
     : config_(std::move(config)),
       rs_(std::move(rs)),
       held_(config_.m, false),
       folded_(config_.members),
       folding_(config_.members),
-      parity_(config_.m),
+      parity_(std::move(pieces)),
       scratch_(config_.m) {
   for (uint32_t j : config_.held) held_[j] = true;
   MutexLock lock(&parity_mu_);
@@ -154,7 +176,8 @@ std::vector<uint32_t> ParityAccumulator::State::Missing() const {
 std::span<const uint8_t> ParityAccumulator::State::Parity(uint32_t j) const {
   if (j >= config_.m || !held_[j]) return {};
   MutexLock lock(&parity_mu_);
-  return parity_[j];
+  if (parity_[j] == nullptr || length_ == 0) return {};
+  return {parity_[j]->data(), static_cast<size_t>(length_)};
 }
 
 uint64_t ParityAccumulator::State::LongestLocked() const {
@@ -167,11 +190,19 @@ uint64_t ParityAccumulator::State::LongestLocked() const {
   return longest;
 }
 
-void ParityAccumulator::State::ResizeLocked(uint64_t length) {
+Status ParityAccumulator::State::ResizeLocked(uint64_t length) {
   for (uint32_t j = 0; j < config_.m; ++j) {
-    if (held_[j]) parity_[j].resize(length);  // grows zero-filled
+    if (parity_[j] == nullptr) continue;
+    Status resized = parity_[j]->Resize(length);  // grows zero-filled
+    if (resized.ok() || length < length_) continue;
+    for (uint32_t i = 0; i < j; ++i) {
+      if (parity_[i] != nullptr) parity_[i]->Resize(length_).IgnoreError();  // back: only what it added goes
+    }
+    return resized.WithContext(Where(config_) + ": growing parity piece " + std::to_string(j) + " to " +
+                               std::to_string(length) + " bytes");
   }
   length_ = length;
+  return Status::Ok();
 }
 
 ParityAccumulator::State::Pass ParityAccumulator::State::FoldBytes(uint32_t index, const Manifest& part,
@@ -231,7 +262,7 @@ ParityAccumulator::State::Pass ParityAccumulator::State::FoldBytes(uint32_t inde
         // The pointers are taken under the lock: a longer part's Fold may
         // have grown (moved) the pieces since the last chunk.
         for (uint32_t j = 0; j < config_.m; ++j)
-          dst[j] = held_[j] ? parity_[j].data() + at : scratch_[j].data();
+          dst[j] = held_[j] ? parity_[j]->data() + at : scratch_[j].data();
         pass.status = rs_.Update(index, data, dst, n);
       }
       AddElapsed(t0, &t.update_ns);
@@ -282,7 +313,7 @@ Status ParityAccumulator::State::Undo(uint32_t index, const Manifest& part, Obje
   // again: the pieces shrink back to the longest of those.
   const uint64_t longest = LongestLocked();
   MutexLock parity(&parity_mu_);
-  if (longest < length_) ResizeLocked(longest);
+  if (longest < length_) ResizeLocked(longest).IgnoreError();  // a shrink: never refused (see ResizeLocked)
   return first.status;
 }
 
@@ -344,9 +375,12 @@ Status ParityAccumulator::State::Fold(uint32_t index, const Manifest& part, Obje
     // index or the node while this one validated.
     MutexLock lock(&mu_);
     TC_RETURN_IF_ERROR(RefuseLocked(index, &part.node));
-    folding_[index] = piece;
     MutexLock parity(&parity_mu_);
-    if (piece.length > length_) ResizeLocked(piece.length);
+    if (piece.length > length_) {
+      TC_RETURN_IF_ERROR(ResizeLocked(piece.length).WithContext("data piece " + std::to_string(index) + " (node " +
+                                                                 part.node + ") was not folded"));
+    }
+    folding_[index] = piece;
   }
   if (timings != nullptr) AddElapsed(claimed_at, &timings->claim_ns);
   Pass pass = FoldBytes(index, part, source, piece.length, /*verify=*/true, timings);
@@ -382,13 +416,30 @@ Result<ParityRecord> ParityAccumulator::State::Seal() {
     // refused as folded already): the pieces are final.
     MutexLock parity(&parity_mu_);
     for (uint32_t j : config_.held) {
-      r.parity.push_back(
-          ParityPiece{j, length_, ComputeChecksum(parity_[j].data(), parity_[j].size()).ToString()});
+      if (parity_[j] == nullptr) return FailedPrecondition(Where(config_) + ": parity piece " + std::to_string(j) + " was published already");
+      r.parity.push_back(ParityPiece{j, length_, ComputeChecksum(parity_[j]->data(), length_).ToString()});
     }
   }
   TC_RETURN_IF_ERROR(r.Validate().WithContext(Where(config_) + ": sealing"));
   sealed_ = true;
   return r;
+}
+
+Status ParityAccumulator::State::Publish(uint32_t j, int dir_fd, const std::string& name, const std::string& path) {
+  {
+    MutexLock lock(&mu_);
+    if (!sealed_) return FailedPrecondition(Where(config_) + ": parity piece " + std::to_string(j) + " is published only once the group is sealed");
+  }
+  MutexLock parity(&parity_mu_);
+  if (j >= config_.m || parity_[j] == nullptr) {
+    return FailedPrecondition(Where(config_) + ": parity piece " + std::to_string(j) + " is not held here (or was published already)");
+  }
+  // Sealed, so no Fold is in flight and length_ is final; a shrink that
+  // failed (Undo) may have left the memory longer, with a zero tail.
+  if (parity_[j]->size() != length_) TC_RETURN_IF_ERROR(parity_[j]->Resize(length_).WithContext(Where(config_) + ": trimming parity piece " + std::to_string(j)));
+  TC_RETURN_IF_ERROR(parity_[j]->Publish(dir_fd, name, path).WithContext(Where(config_) + ": publishing parity piece " + std::to_string(j)));
+  parity_[j].reset();
+  return Status::Ok();
 }
 
 }  // namespace tierckpt::ec

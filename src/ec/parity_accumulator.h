@@ -30,7 +30,10 @@
 //
 // Each parity row is computed for every Fold (ISA-L updates all M rows in one
 // pass); a holder that keeps only some (`held`) gives the others a chunk of
-// scratch, so it holds only its own pieces.
+// scratch, so it holds only its own pieces. Each held piece's bytes live in a
+// PieceMemory (ec/piece_memory.h) made by the config's maker: process memory
+// by default, the parity holder's recycled tmpfs files in the agent
+// (decision 163), which Publish makes the sealed piece's file without a copy.
 //
 // Thread-safe (decision 148): Folds of distinct data indices run at once,
 // each reading, hashing and checking its own part on its caller's thread
@@ -57,6 +60,7 @@
 #include "common/checksum.h"
 #include "ec/parity_record.h"
 #include "ec/piece_io.h"
+#include "ec/piece_memory.h"
 #include "ec/reed_solomon.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
@@ -88,12 +92,16 @@ struct ParityAccumulatorConfig {
   std::vector<uint32_t> held;
   // The bytes read and folded at once. Default 4 MiB.
   size_t chunk_bytes = size_t{4} << 20;
+  // Where each held piece's bytes live; empty: process memory
+  // (MakeHeapPieceMemory).
+  PieceMemoryMaker memory;
 };
 
 class ParityAccumulator {
  public:
   // kInvalidArgument on a bad code (ReedSolomon::Create), members outside
-  // 1..k, a held index ≥ m or repeated, or chunk_bytes 0.
+  // 1..k, a held index ≥ m or repeated, or chunk_bytes 0; the maker's error
+  // (with context) when a piece's memory cannot be made.
   static Result<ParityAccumulator> Create(ParityAccumulatorConfig config);
 
   ParityAccumulator(ParityAccumulator&&) noexcept;
@@ -109,6 +117,8 @@ class ParityAccumulator {
   //     a valid id;
   //   kAlreadyExists: index, or the part's node, was folded already;
   //   kFailedPrecondition: the part's checksums are pending, or Seal ran;
+  //   the piece memory's error (kResourceExhausted) when the held pieces
+  //     cannot grow to the part's length;
   //   kCorruption: an object's bytes do not match its checksum (named);
   //   the source's error (with context) when a read fails.
   // kAborted when a refused part could not be taken out again (see above):
@@ -137,6 +147,12 @@ class ParityAccumulator {
   // kAborted when broken. After Seal, Fold is refused; Seal may be called
   // again and gives the same record.
   Result<ParityRecord> Seal();
+
+  // After Seal: makes held piece j the file `name` of dir_fd (path names it
+  // for messages) through its PieceMemory's Publish; Parity(j) is empty
+  // after. kFailedPrecondition before Seal or for a piece not held (or
+  // published already); the memory's error otherwise (the piece is kept).
+  Status Publish(uint32_t j, int dir_fd, const std::string& name, const std::string& path);
 
  private:
   class State;  // parity_accumulator.cc: the locks and what they guard

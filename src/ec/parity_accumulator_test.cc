@@ -364,5 +364,73 @@ TEST(ParityAccumulatorTest, AnIndexOrNodeWhoseFoldIsInFlightIsRefused) {
   EXPECT_EQ(Snapshot(*acc, 1), EncodedParity(2, 1, parts));
 }
 
+// A piece memory that refuses to grow while `refuse` is set (a full mount),
+// in process memory otherwise; counts the pieces made.
+class RefusingPieceMemory final : public PieceMemory {
+ public:
+  explicit RefusingPieceMemory(const bool* refuse) : refuse_(refuse), inner_(MakeHeapPieceMemory()) {}
+  Status Resize(uint64_t length) override {
+    if (*refuse_ && length > inner_->size()) return ResourceExhausted("no room (test)");
+    return inner_->Resize(length);
+  }
+  uint8_t* data() override { return inner_->data(); }
+  uint64_t size() const override { return inner_->size(); }
+  Status Publish(int dir_fd, const std::string& name, const std::string& path) override {
+    return inner_->Publish(dir_fd, name, path);
+  }
+
+ private:
+  const bool* refuse_;
+  std::unique_ptr<PieceMemory> inner_;
+};
+
+// Decision 163: a piece's memory that cannot grow refuses the fold that
+// needed it, before any byte is read, and leaves the parity as it was: the
+// index can be folded once there is room, and the parity is Encode's.
+TEST(ParityAccumulatorTest, APieceMemoryThatCannotGrowRefusesTheFoldAndLeavesTheParityAsItWas) {
+  std::vector<TestPart> parts = MakeParts(4, 21, /*min_bytes=*/300);
+  bool refuse = false;
+  uint32_t made = 0;
+  ParityAccumulatorConfig c = Config(4, 2, 4, 64);
+  c.memory = [&](uint32_t) -> Result<std::unique_ptr<PieceMemory>> {
+    ++made;
+    return std::unique_ptr<PieceMemory>(std::make_unique<RefusingPieceMemory>(&refuse));
+  };
+  Result<ParityAccumulator> acc = ParityAccumulator::Create(std::move(c));
+  ASSERT_TRUE(acc.ok()) << acc.status().ToString();
+  EXPECT_EQ(made, 2u);
+  // The longest part first under refusal: nothing folds.
+  uint32_t longest = 0;
+  for (uint32_t i = 1; i < 4; ++i) {
+    if (parts[i].piece.size() > parts[longest].piece.size()) longest = i;
+  }
+  refuse = true;
+  Status st = acc->Fold(longest, parts[longest].manifest, parts[longest].source);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kResourceExhausted) << st.ToString();
+  EXPECT_NE(st.message().find("data piece " + std::to_string(longest)), std::string::npos) << st.ToString();
+  EXPECT_EQ(acc->length(), 0u);
+  EXPECT_EQ(acc->Missing(), (std::vector<uint32_t>{0, 1, 2, 3}));
+  refuse = false;
+  for (uint32_t i = 0; i < 4; ++i) {
+    st = acc->Fold(i, parts[i].manifest, parts[i].source);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  EXPECT_EQ(Snapshot(*acc, 2), EncodedParity(4, 2, parts));
+}
+
+// The maker's error fails Create, naming the piece.
+TEST(ParityAccumulatorTest, AMakerThatFailsFailsCreateNamingThePiece) {
+  ParityAccumulatorConfig c = Config(4, 2, 4, 64);
+  c.memory = [](uint32_t j) -> Result<std::unique_ptr<PieceMemory>> {
+    if (j == 1) return ResourceExhausted("no pool (test)");
+    return MakeHeapPieceMemory();
+  };
+  Result<ParityAccumulator> acc = ParityAccumulator::Create(std::move(c));
+  ASSERT_FALSE(acc.ok());
+  EXPECT_EQ(acc.status().code(), Code::kResourceExhausted);
+  EXPECT_NE(acc.status().message().find("parity piece 1"), std::string::npos) << acc.status().ToString();
+}
+
 }  // namespace
 }  // namespace tierckpt::ec

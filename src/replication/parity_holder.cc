@@ -84,7 +84,10 @@ bool SameGroup(const ParityFoldTarget& a, const ParityFoldTarget& b) {
 
 }  // namespace
 
-ParityHolder::ParityHolder(ParityHolderOptions options) : options_(std::move(options)) {}
+ParityHolder::ParityHolder(ParityHolderOptions options)
+    : options_(std::move(options)),
+      files_(options_.pool_dir.empty() ? JoinPath(DirName(options_.root), std::string(kParityPoolDirName))
+                                       : options_.pool_dir) {}
 
 std::string ParityHolder::GroupDir(std::string_view ns, uint64_t step, uint32_t group) const {
   return JoinPath(options_.root, GroupRel(ns, step, group));
@@ -118,7 +121,12 @@ ParityFoldState ParityHolder::StateOf(const Group& g) {
 }
 
 Status ParityHolder::ReserveLocked(Group& g, uint64_t bytes, std::string_view what) {
-  if (bytes > g.reserved && used_ - g.reserved + bytes > options_.budget_bytes) {
+  if (bytes > g.reserved) {
+    // The pool's recycled files make room first.
+    const uint64_t want = used_ - g.reserved + bytes + files_.pool_bytes();
+    if (want > options_.budget_bytes) files_.Release(want - options_.budget_bytes);
+  }
+  if (bytes > g.reserved && used_ - g.reserved + bytes + files_.pool_bytes() > options_.budget_bytes) {
     return ResourceExhausted(std::string(what) + " needs " + FormatBytes(bytes) +
                              " of parity in memory, and the memory budget " +
                              FormatBytes(options_.budget_bytes) + " has " + FormatBytes(options_.budget_bytes - used_) +
@@ -155,6 +163,7 @@ Result<ParityFoldState> ParityHolder::Fold(const ParityFoldTarget& t, const Mani
       c.members = t.members;
       c.held = t.held;
       c.chunk_bytes = options_.chunk_bytes;
+      c.memory = [this](uint32_t) -> Result<std::unique_ptr<ec::PieceMemory>> { return files_.Make(); };
       Result<ec::ParityAccumulator> acc = ec::ParityAccumulator::Create(std::move(c));
       if (!acc.ok()) {
         groups_.erase(key);
@@ -291,9 +300,9 @@ Status ParityHolder::WriteSealed(Group& g, const ec::ParityRecord& record) {
     TC_ASSIGN_OR_RETURN(group_fd, MakeDirAt(step_fd.get(), GroupDirName(t.group), 0700, dir));
   }
   for (const ec::ParityPiece& p : record.parity) {
-    std::span<const uint8_t> bytes = g.acc->Parity(p.index);
-    const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    TC_RETURN_IF_ERROR(WriteInDir(group_fd.get(), dir, PieceName(p.index), view));
+    // The piece's pool file, renamed here (decision 163).
+    TC_RETURN_IF_ERROR(
+        g.acc->Publish(p.index, group_fd.get(), PieceName(p.index), JoinPath(dir, PieceName(p.index))));
   }
   // The record last: it exists only beside every piece it describes.
   return WriteInDir(group_fd.get(), dir, std::string(kRecordName), record.ToJson());
@@ -392,11 +401,21 @@ Result<bool> ParityHolder::DropWhere(std::string_view ns, uint64_t step, std::op
                       OpenExistingLayoutDir(root->get(), std::string(ns), ns_dir, "a namespace's parity directory"));
   if (!ns_fd.has_value()) return !gone.empty();
   const std::string step_dir = JoinPath(ns_dir, StepDirName(step));
-  if (group.has_value()) {
+  {
+    // The held pieces go back to the pool (decision 163), the rest below.
     TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> step_fd,
                         OpenExistingLayoutDir(ns_fd->get(), StepDirName(step), step_dir, "a step's parity directory"));
-    if (!step_fd.has_value()) return !gone.empty();
-    TC_RETURN_IF_ERROR(RemoveTreeAt(step_fd->get(), GroupDirName(*group), GroupDir(ns, step, *group)));
+    if (step_fd.has_value()) {
+      for (const std::shared_ptr<Group>& g : gone) {
+        const uint32_t gi = g->target.group;
+        RecyclePieces(step_fd->get(), GroupDirName(gi), GroupDir(ns, step, gi));
+      }
+      if (group.has_value()) {
+        TC_RETURN_IF_ERROR(RemoveTreeAt(step_fd->get(), GroupDirName(*group), GroupDir(ns, step, *group)));
+      }
+    } else if (group.has_value()) {
+      return !gone.empty();
+    }
   }
   // The step's directory once it holds no group, and the namespace's once it
   // holds no step: a drop leaves the tree a restart would (decision 131).
@@ -408,6 +427,18 @@ Result<bool> ParityHolder::DropWhere(std::string_view ns, uint64_t step, std::op
     TC_RETURN_IF_ERROR(RemoveTreeAt(root->get(), std::string(ns), ns_dir));
   }
   return !gone.empty();
+}
+
+void ParityHolder::RecyclePieces(int step_fd, const std::string& group, const std::string& path) {
+  Result<std::optional<UniqueFd>> group_fd = OpenExistingLayoutDir(step_fd, group, path, "a parity group's directory");
+  if (!group_fd.ok() || !group_fd->has_value()) return;  // nothing to recycle; the caller removes what is there
+  Result<std::vector<DirEntry>> entries = ListDirAt((*group_fd)->get(), path);
+  if (!entries.ok()) return;
+  for (const DirEntry& e : *entries) {
+    if (e.type != EntryType::kRegular || e.name.rfind("parity_", 0) != 0) continue;
+    // A failure costs only the reuse: the file is removed with the group.
+    (void)files_.Recycle((*group_fd)->get(), e.name, JoinPath(path, e.name));
+  }
 }
 
 uint64_t ParityHolder::used_bytes() const {

@@ -11,12 +11,17 @@
 // arrived has no file at all: nothing partial is ever published (a record
 // exists only beside every piece it describes, each whole).
 //
-// Budget: the bytes of every held piece, folding (in this process's memory,
-// as long as the longest part folded so far) or sealed (its tmpfs file), are
-// counted against budget_bytes (the agent's --memory-budget, as each
+// The pieces of a group being folded are tmpfs files of the parity pool
+// (replication/parity_piece_files.h, decision 163), folded in place; the seal
+// renames them into the group's directory, and a drop moves them back to the
+// pool, where the next group's pieces are taken from.
+//
+// Budget: the bytes of every held piece, folding (its pool file, as long as
+// the longest part folded so far) or sealed (its tmpfs file), and the
+// recycled files waiting in the pool, are counted against budget_bytes (the agent's --memory-budget, as each
 // replica tier's are); a fold that would pass it is refused with
 // kResourceExhausted naming the group, the bytes it needs and the budget,
-// before any byte is read.
+// before any byte is read (the pool's recycled files are released first).
 //
 // Nothing under root is trusted to be what this layout says (tier/layout.h):
 // the directories are reached and made from directory fds without following
@@ -55,6 +60,7 @@
 #include "ec/parity_record.h"
 #include "ec/piece_io.h"
 #include "os/fd.h"
+#include "replication/parity_piece_files.h"
 #include "tierckpt/manifest.h"
 #include "tierckpt/status.h"
 
@@ -64,6 +70,8 @@ struct ParityHolderOptions {
   std::string root;           // <agent root>/parity; made at the first sealed group
   uint64_t budget_bytes = 0;  // the agent's --memory-budget; 0 = no room at all
   size_t chunk_bytes = size_t{4} << 20;  // ParityAccumulatorConfig::chunk_bytes
+  // The pool of piece files (parity_piece_files.h); empty: <agent root>/parity_pool.
+  std::string pool_dir;
 };
 
 // Which piece of which group a part is, from the layout
@@ -131,7 +139,8 @@ class ParityHolder {
                                ec::FoldTimings* timings = nullptr);
 
   // Re-indexes root at agent start, before any other call (it is not
-  // meant to run beside folds). A group directory whose record.json parses,
+  // meant to run beside folds), after loading the pool of piece files
+  // (their bytes count against the budget from then on). A group directory whose record.json parses,
   // names the (namespace, step, group) its path says and describes pieces
   // that are all there, regular files of the record's length whose XXH3
   // matches, is held again as sealed (Record answers it, a member folding
@@ -189,8 +198,10 @@ class ParityHolder {
   // there).
   Result<bool> DropGroup(std::string_view ns, uint64_t step, uint32_t group);
 
-  // Bytes counted against the budget now.
+  // Bytes of held pieces (folding or sealed) counted against the budget now.
   uint64_t used_bytes() const;
+  // Bytes of recycled piece files waiting in the pool (counted too).
+  uint64_t pool_bytes() const { return files_.pool_bytes(); }
 
  private:
   struct Group {
@@ -239,7 +250,14 @@ class ParityHolder {
   // Forgets g (under key): its reservation back, its entry gone.
   void ForgetLocked(Group& g, const Key& key) REQUIRES(mu_);
 
+  // Moves the held piece files of the group directory `group` of step_fd
+  // (at path) into the pool; what is left is the caller's to remove.
+  void RecyclePieces(int step_fd, const std::string& group, const std::string& path);
+
   const ParityHolderOptions options_;
+  // Before groups_: a group's accumulator gives its piece files back here
+  // when it goes.
+  ParityPieceFiles files_;
 
   mutable Mutex mu_;
   CondVar sealed_cv_{&mu_};  // a group sealed, forgotten, or its last fold in flight ended

@@ -3,6 +3,7 @@
 #include "replication/parity_holder.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/checksum.h"
 #include "common/names.h"
 #include "ec/ec_test_parts.h"
 #include "os/files.h"
@@ -138,6 +140,65 @@ TEST_F(ParityHolderFilesTest, DropGroupForgetsThatGroupOnlyAndGivesItsBudgetBack
   EXPECT_TRUE(fs::exists(holder.PiecePath(kNs, kStep, 3, 0)));
   EXPECT_EQ(holder.used_bytes(), one);
   EXPECT_FALSE(*holder.DropGroup(kNs, kStep, 4));
+}
+
+// Decision 163: a group's pieces are folded in pool files and renamed into
+// its directory; a drop gives them back to the pool, and the next group is
+// folded into the same files, zeroed first (folding the same parts into the
+// old bytes would cancel them to zeros).
+TEST_F(ParityHolderFilesTest, ADroppedGroupsPiecesAreTheNextGroupsFilesZeroedFirst) {
+  ParityHolder holder(Options());
+  Seal(holder, 3);
+  const std::string first = holder.PiecePath(kNs, kStep, 3, 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(first.c_str(), &st), 0);
+  const ino_t inode = st.st_ino;
+  Result<std::string> bytes = ReadFileToString(first, 1 << 20);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  ASSERT_NE(bytes->find_first_not_of('\0'), std::string::npos) << "a parity of zeros proves nothing";
+  EXPECT_EQ(holder.pool_bytes(), 0u);
+
+  ASSERT_TRUE(*holder.Drop(kNs, kStep));
+  EXPECT_EQ(holder.pool_bytes(), bytes->size());
+  EXPECT_EQ(holder.used_bytes(), 0u);
+
+  Seal(holder, 3, kStep + 1);  // the same parts at the next step
+  EXPECT_EQ(holder.pool_bytes(), 0u);
+  const std::string second = holder.PiecePath(kNs, kStep + 1, 3, 0);
+  ASSERT_EQ(::stat(second.c_str(), &st), 0);
+  EXPECT_EQ(st.st_ino, inode) << "the dropped group's file";
+  Result<std::string> again = ReadFileToString(second, 1 << 20);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *bytes);
+  Result<ec::ParityRecord> record = holder.Record(kNs, kStep + 1, 3);
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  EXPECT_EQ(record->parity[0].checksum, ComputeChecksum(again->data(), again->size()).ToString());
+  // A restart holds it again (the pool's files are not the group's).
+  ParityHolder restarted(Options());
+  Result<ParityRecoveryReport> report = restarted.Recover();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->groups, 1u);
+  EXPECT_TRUE(report->removed.empty());
+}
+
+// The pool's recycled files count against the budget and are released
+// before a fold is refused for want of room.
+TEST_F(ParityHolderFilesTest, ThePoolsFilesCountAgainstTheBudgetAndMakeRoomBeforeAFoldIsRefused) {
+  // Seal's parts of groups 3 and 4: the budget holds the longer group's
+  // piece, not both.
+  uint64_t piece = 0;
+  for (uint32_t seed : {7u + 3, 7u + 4}) {
+    for (const ec::testing::TestPart& p : ec::testing::MakeParts(2, seed)) piece = std::max(piece, p.manifest.TotalBytes());
+  }
+  ParityHolderOptions o = Options();
+  o.budget_bytes = piece;
+  ParityHolder holder(o);
+  Seal(holder, 3);
+  ASSERT_TRUE(*holder.Drop(kNs, kStep));
+  ASSERT_GT(holder.pool_bytes(), 0u);
+  Seal(holder, 4, kStep + 1);  // fits only once the pool's file is given back
+  EXPECT_TRUE(holder.Record(kNs, kStep + 1, 4).ok());
+  EXPECT_LE(holder.used_bytes() + holder.pool_bytes(), o.budget_bytes);
 }
 
 // A drop leaves the tree a restart would (decision 131): the step's

@@ -76,6 +76,12 @@ Result<std::string> HashFileAt(int dir_fd, const std::string& name, uint64_t len
 
 Result<ParityRecoveryReport> ParityHolder::Recover() {
   ParityRecoveryReport report;
+  // The pool first, so that its files count against the budget from the
+  // first fold (decision 163). A pool that does not load refuses each fold
+  // with its reason; the sealed groups are still held.
+  if (Status pool = files_.Load(); !pool.ok()) {
+    Log(LogLevel::kWarn, "parity_pool_unusable").Kv("dir", files_.dir()).Kv("error", pool.ToString());
+  }
   TC_ASSIGN_OR_RETURN(std::optional<UniqueFd> root, OpenRoot(/*create=*/false));
   if (!root.has_value()) return report;
   TC_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirAt(root->get(), options_.root));

@@ -79,7 +79,7 @@ Result<peer::ParityFolded> PeerService::FoldParity(const std::string& origin, st
   if (part->node != origin) {
     return InvalidArgument(what + ": its part names node " + QuoteForMessage(part->node) + " as its writer");
   }
-  PeerPartSource source(&from, *part);
+  PeerPartSource source(&from, *part, &fold_buffers_);
   ec::FoldTimings timings;
   Result<ParityFoldState> state = deps_.parity->Fold(target, *part, source, &timings);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

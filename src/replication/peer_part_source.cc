@@ -6,7 +6,8 @@
 
 namespace tierckpt::agent {
 
-PeerPartSource::PeerPartSource(PeerObjectStore* store, const Manifest& part) : store_(store), part_(part) {}
+PeerPartSource::PeerPartSource(PeerObjectStore* store, const Manifest& part, BufferCache* buffers)
+    : store_(store), part_(part), buffers_(buffers) {}
 
 Status PeerPartSource::Fetch(std::string_view name, uint64_t offset, size_t len) {
   if (name != current_ || offset == 0) {
@@ -22,10 +23,19 @@ Status PeerPartSource::Fetch(std::string_view name, uint64_t offset, size_t len)
       // fit (and the pages the first one faulted in are reused).
       uint64_t largest = 0;
       for (const ObjectEntry& o : part_.objects) largest = std::max(largest, o.size);
-      buffer_.reset(new uint8_t[static_cast<size_t>(largest)]);
+      buffer_ = nullptr;
+      lease_ = BufferCache::Lease();
+      own_.reset();
+      if (buffers_ != nullptr) {
+        lease_ = buffers_->Take(static_cast<size_t>(largest));
+        buffer_ = lease_.data();
+      } else {
+        own_.reset(new uint8_t[static_cast<size_t>(largest)]);
+        buffer_ = own_.get();
+      }
       capacity_ = largest;
     }
-    TC_ASSIGN_OR_RETURN(Checksum sum, store_->ReadObjectVerified(part_.ns, part_.step, name, buffer_.get(),
+    TC_ASSIGN_OR_RETURN(Checksum sum, store_->ReadObjectVerified(part_.ns, part_.step, name, buffer_,
                                                                  static_cast<size_t>(entry->size)));
     current_ = std::string(name);
     verified_ = sum.ToString();
@@ -41,13 +51,13 @@ Status PeerPartSource::Fetch(std::string_view name, uint64_t offset, size_t len)
 
 Status PeerPartSource::Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) {
   TC_RETURN_IF_ERROR(Fetch(name, offset, len));
-  if (len > 0) std::memcpy(buf, buffer_.get() + offset, len);
+  if (len > 0) std::memcpy(buf, buffer_ + offset, len);
   return Status::Ok();
 }
 
 Result<const uint8_t*> PeerPartSource::View(std::string_view name, uint64_t offset, size_t len) {
   TC_RETURN_IF_ERROR(Fetch(name, offset, len));
-  return static_cast<const uint8_t*>(buffer_.get() + offset);
+  return static_cast<const uint8_t*>(buffer_ + offset);
 }
 
 std::string PeerPartSource::VerifiedChecksum(std::string_view name) const {

@@ -17,6 +17,10 @@
 // was checked against, so the accumulator does not hash the bytes a second
 // time when it is the manifest's.
 //
+// Decision 164: given a BufferCache, the buffer is leased from it (and given
+// back when the source goes), so a holder's folds receive into pages faulted
+// in by earlier folds.
+//
 // Thread-compatible: one caller at a time (ObjectSource's contract).
 #pragma once
 
@@ -26,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/buffer_cache.h"
 #include "ec/piece_io.h"
 #include "replication/peer_store.h"
 #include "tierckpt/manifest.h"
@@ -34,8 +39,9 @@ namespace tierckpt::agent {
 
 class PeerPartSource final : public ec::ObjectSource {
  public:
-  // store must outlive the source; part names the objects and their sizes.
-  PeerPartSource(PeerObjectStore* store, const Manifest& part);
+  // store (and buffers, when given) must outlive the source; part names the
+  // objects and their sizes.
+  PeerPartSource(PeerObjectStore* store, const Manifest& part, BufferCache* buffers = nullptr);
   Status Read(std::string_view name, uint64_t offset, uint8_t* buf, size_t len) override;
   Result<const uint8_t*> View(std::string_view name, uint64_t offset, size_t len) override;
   std::string VerifiedChecksum(std::string_view name) const override;
@@ -49,7 +55,10 @@ class PeerPartSource final : public ec::ObjectSource {
   const Manifest& part_;
   std::string current_;   // the object buffer_ holds ("" = none)
   std::string verified_;  // its stream's checksum
-  std::unique_ptr<uint8_t[]> buffer_;
+  BufferCache* const buffers_;
+  BufferCache::Lease lease_;             // from buffers_, when given
+  std::unique_ptr<uint8_t[]> own_;       // otherwise
+  uint8_t* buffer_ = nullptr;            // lease_'s or own_'s bytes
   uint64_t capacity_ = 0;  // buffer_'s length
   uint64_t size_ = 0;      // current_'s length
 };

@@ -62,6 +62,7 @@
 #include "peer/transport.h"
 #include "replication/commit_tree.h"
 #include "cluster/parity_groups.h"
+#include "common/buffer_cache.h"
 #include "replication/member_runs.h"
 #include "replication/parity_holder.h"
 #include "replication/peer_messages.h"
@@ -159,6 +160,10 @@ class PeerService {
 
   const PeerServiceDeps deps_;
   const RingId ring_id_;  // of deps_.ring (zero without one)
+  // The folds' receive buffers (decision 164): up to K folds of a group
+  // run at once, each with one buffer as long as its part's largest object;
+  // kept idle up to 8 of them and 256 MiB in all.
+  BufferCache fold_buffers_{size_t{256} << 20, 8};
   std::unique_ptr<peer::Listener> listener_;
   std::thread acceptor_;
 

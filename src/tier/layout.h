@@ -12,6 +12,8 @@
 //   <root>/replicas/<origin>/...              replicas held for other nodes (replica_tiers.h)
 //   <root>/parity/<ns>/step_<10d>/group_<g>/  parity pieces held for a group of an rs:K+M
 //                                             cluster, record.json last (parity_holder.h)
+//   <root>/parity_pool/seg_<n>                parity pieces being folded, and recycled ones
+//                                             (replication/parity_piece_files.h)
 //
 // Layout: pure functions over a root path; thread-safe. Callers validate
 // names with common/names.h before building paths.
@@ -40,6 +42,7 @@ inline constexpr std::string_view kPoolDirName = "pool";
 inline constexpr std::string_view kTrashDirName = "trash";
 inline constexpr std::string_view kReplicasDirName = "replicas";
 inline constexpr std::string_view kParityDirName = "parity";
+inline constexpr std::string_view kParityPoolDirName = "parity_pool";
 inline constexpr std::string_view kPersistMarkerName = "_tierckpt_persist";
 inline constexpr std::string_view kPartialSuffix = ".partial";
 inline constexpr std::string_view kPoolSegmentPrefix = "seg_";

@@ -255,6 +255,9 @@ struct StepSummary {
   std::string memory;         // "committed", "writing", or "" (absent)
   std::string durable;        // "committed", "pending", "failed", or "" (absent/unknown)
   std::string durable_error;  // why a persist failed, or why a durable manifest is damaged
+  // This node's parity state under --redundancy rs:K+M: "pending",
+  // "redundant", "incomplete", "unknown"; "" without parity.
+  std::string parity;
 };
 
 // A listing, and whether the durable tier answered it.

@@ -148,6 +148,7 @@ Reply Handlers::List(std::string_view p) {
     e.objects = s.objects;
     e.memory = MemoryState(s);
     if (!s.committed) continue;
+    e.parity = d_.cluster->ParityStateOf(s.ns, s.step);
     e.durable = PersistStateName(s.persist);
     if (s.persist == PersistState::kFailed) e.durable_error = s.persist_error;
     auto listed = durable.find(s.ns);

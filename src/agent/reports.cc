@@ -44,6 +44,7 @@ std::string ListJson(const std::vector<ListEntry>& steps, const std::string& dur
     json e = {{"namespace", s.ns},   {"step", s.step},       {"bytes", s.bytes},
               {"objects", s.objects}, {"memory", s.memory}, {"durable", s.durable}};
     if (!s.durable_error.empty()) e["durable_error"] = s.durable_error;
+    if (!s.parity.empty()) e["parity"] = s.parity;
     arr.push_back(std::move(e));
   }
   json j = {{"steps", std::move(arr)}};

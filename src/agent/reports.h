@@ -42,6 +42,7 @@ struct ListEntry {
   std::string memory;
   std::string durable;
   std::string durable_error;
+  std::string parity;  // this node's parity state of the step, "" without parity (decision 166)
 };
 std::string ListJson(const std::vector<ListEntry>& steps, const std::string& durable_error);
 

@@ -69,6 +69,7 @@ Result<StepListing> ParseStepList(std::string_view text) {
     TC_RETURN_IF_ERROR(str("memory", &s.memory, false));
     TC_RETURN_IF_ERROR(str("durable", &s.durable, false));
     TC_RETURN_IF_ERROR(str("durable_error", &s.durable_error, false));
+    TC_RETURN_IF_ERROR(str("parity", &s.parity, false));
     out.push_back(std::move(s));
   }
   std::sort(out.begin(), out.end(), [](const StepSummary& a, const StepSummary& b) {

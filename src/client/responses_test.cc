@@ -24,7 +24,7 @@ TEST(JsonFromBodyTest, TruncatedBodyIsAProtocolError) {
 
 TEST(ParseStepListTest, ParsesAndSorts) {
   auto listing = ParseStepList(R"({"steps":[
-    {"namespace":"b","step":1,"bytes":10,"objects":2,"memory":"committed","durable":null},
+    {"namespace":"b","step":1,"bytes":10,"objects":2,"memory":"committed","durable":null,"parity":"redundant"},
     {"namespace":"a","step":7,"bytes":0,"objects":0,"durable":"failed","durable_error":"slow"},
     {"namespace":"a","step":3,"bytes":5,"objects":1,"memory":"writing","durable":""}],
     "durable_error":"s3://b/p: connection refused"})");
@@ -44,6 +44,8 @@ TEST(ParseStepListTest, ParsesAndSorts) {
   EXPECT_EQ((*steps)[2].bytes, 10u);
   EXPECT_EQ((*steps)[2].objects, 2u);
   EXPECT_EQ((*steps)[2].durable, "");
+  EXPECT_EQ((*steps)[2].parity, "redundant");  // decision 166; absent elsewhere
+  EXPECT_EQ((*steps)[0].parity, "");
   // No top-level error: the durable tier answered.
   auto plain = ParseStepList(R"({"steps":[]})");
   ASSERT_TRUE(plain.ok());
@@ -56,7 +58,8 @@ TEST(ParseStepListTest, RejectsWrongTypes) {
                           R"({"steps":[{"namespace":"a","step":1,"bytes":"0","objects":0}]})",
                           R"({"steps":[{"namespace":"a","step":1,"bytes":0,"objects":0,"memory":3}]})",
                           R"({"steps":[{"step":1,"bytes":0,"objects":0}]})",
-                          R"({"steps":[],"durable_error":5})"}) {
+                          R"({"steps":[],"durable_error":5})",
+                          R"({"steps":[{"namespace":"a","step":1,"bytes":0,"objects":0,"parity":true}]})"}) {
     auto r = ParseStepList(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kProtocolError) << bad;

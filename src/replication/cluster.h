@@ -127,6 +127,11 @@ class Cluster {
   // Whether this node's parts can be rebuilt from its group's parity pieces
   // (an rs:K+M cluster); false on a single node and without --redundancy.
   virtual bool HasParity() const = 0;
+  // This node's parity state of (ns, step), as `tierckpt agent status`
+  // shows it ("pending", "redundant", "incomplete", "unknown"); "" when the
+  // node keeps no parity or sent none of that step (decision 166: what
+  // `tierckpt ls` shows, carried in the List reply).
+  virtual std::string ParityStateOf(std::string_view ns, uint64_t step) const = 0;
   // Rebuilds this node's part of (ns, step) into tier from the survivors of
   // its group (replication/parity_restore.h, decision 139) and returns what
   // it was rebuilt from. kFailedPrecondition when more than M of the
@@ -179,6 +184,7 @@ class SingleNode final : public Cluster {
     return std::vector<std::string>{};
   }
   bool HasParity() const override { return false; }
+  std::string ParityStateOf(std::string_view, uint64_t) const override { return ""; }
   Result<std::string> RestoreFromParity(MemoryTier*, std::string_view, uint64_t) override {
     return FailedPrecondition("a single node keeps no parity");
   }

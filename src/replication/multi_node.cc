@@ -285,6 +285,12 @@ Result<std::string> MultiNode::RebuildMemberPart(MemoryTier* copy, const std::st
   });
 }
 
+std::string MultiNode::ParityStateOf(std::string_view ns, uint64_t step) const {
+  if (d_.parity_member == nullptr) return "";
+  Result<ParityStepState> state = d_.parity_member->State(ns, step);
+  return state.ok() ? std::string(ParityStepState::Name(state->kind)) : "";
+}
+
 Result<Manifest> MultiNode::ManifestFromParity(std::string_view ns, uint64_t step) {
   if (d_.parity_member == nullptr) return NotFound("this agent keeps no parity (no --redundancy rs:K+M)");
   const ParitySender& me = d_.parity_member->sender();

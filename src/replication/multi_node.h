@@ -75,6 +75,7 @@ class MultiNode final : public Cluster {
   }
   Result<std::vector<std::string>> DropReplicas(std::string_view ns, uint64_t step) override;
   bool HasParity() const override { return d_.parity_member != nullptr; }
+  std::string ParityStateOf(std::string_view ns, uint64_t step) const override;
   Result<std::string> RestoreFromParity(MemoryTier* tier, std::string_view ns, uint64_t step) override;
   Result<std::string> RebuildPartOf(MemoryTier* copy, std::string_view member, std::string_view ns,
                                     uint64_t step) override;

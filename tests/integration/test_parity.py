@@ -109,6 +109,11 @@ def test_after_a_commit_every_holder_seals_its_groups_pieces_and_every_member_re
         in text, text
     assert f"parity step    j/{STEP}: redundant" in text, text
     assert c.parity("n1")["recovery"] is True  # decision 139
+    # `ls` shows each step's parity state beside its tiers, from the List reply (decision 166).
+    listed = c["n1"].cli("ls", "j").stdout
+    header, row = listed.splitlines()[:2]
+    assert header.split()[-1] == "PARITY" and row.split()[-1] == "redundant", listed
+    assert c["n1"].cli_json("ls", "j")["steps"][0]["parity"] == "redundant"
     for g, (data, holders) in groups.items():
         for j, holder in enumerate(holders):
             d = c.group_dir(holder, "j", STEP, g)
@@ -626,3 +631,9 @@ def test_with_parity_ack_all_a_spanning_commit_waits_for_every_members_group_and
             assert c[node].steps("w")[STEP]["memory"] == "committed", node
     finally:
         c[stopped].signal(signal.SIGCONT)
+
+
+def test_ls_has_no_parity_column_without_redundancy(agent):
+    agent.writer("--ns", "p", "--step", 1, "--objects", 1, "--size", 4096)
+    assert agent.cli("ls", "p").stdout.splitlines()[0].split()[-1] == "DURABLE"
+    assert "parity" not in agent.cli_json("ls", "p")["steps"][0]

@@ -1,7 +1,9 @@
 // tierckpt ls [NS]: the steps the agent knows, per tier.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "output.h"
@@ -20,6 +22,9 @@ int RunLs(const GlobalOptions& g, const LsOptions& o) {
   Result<StepListing> listing = client->Listing(o.ns);
   if (!listing.ok()) return Fail(listing.status().WithContext("listing steps"));
   const std::vector<StepSummary>* steps = &listing->steps;
+  // A PARITY column when the agent runs --redundancy rs:K+M: its List reply
+  // carries each committed step's parity state (decision 166).
+  const bool parity = std::any_of(steps->begin(), steps->end(), [](const StepSummary& s) { return !s.parity.empty(); });
   // An unreachable durable tier is reported (stderr, exit 1) after the rows
   // the agent could list, so scripts notice and people still see memory.
   const int rc_out = listing->durable_error.empty() ? kExitOk : kExitFailure;
@@ -36,6 +41,7 @@ int RunLs(const GlobalOptions& g, const LsOptions& o) {
       nlohmann::json e = {{"namespace", s.ns}, {"step", s.step},       {"bytes", s.bytes},
                           {"objects", s.objects}, {"memory", s.memory}, {"durable", s.durable}};
       if (!s.durable_error.empty()) e["durable_error"] = s.durable_error;
+      if (!s.parity.empty()) e["parity"] = s.parity;
       arr.push_back(std::move(e));
     }
     nlohmann::json doc = {{"steps", arr}};
@@ -53,10 +59,18 @@ int RunLs(const GlobalOptions& g, const LsOptions& o) {
     report_durable();
     return rc_out;
   }
-  Table t({"NAMESPACE", "STEP", "SIZE", "OBJECTS", "MEMORY", "DURABLE"}, {false, true, true, true, false, false});
+  std::vector<std::string> header = {"NAMESPACE", "STEP", "SIZE", "OBJECTS", "MEMORY", "DURABLE"};
+  std::vector<bool> right = {false, true, true, true, false, false};
+  if (parity) {
+    header.push_back("PARITY");
+    right.push_back(false);
+  }
+  Table t(header, right);
   for (const StepSummary& s : *steps) {
-    t.AddRow({s.ns, std::to_string(s.step), HumanSize(s.bytes), std::to_string(s.objects), OrDash(s.memory),
-              OrDash(s.durable)});
+    std::vector<std::string> row = {s.ns, std::to_string(s.step), HumanSize(s.bytes), std::to_string(s.objects),
+                                    OrDash(s.memory), OrDash(s.durable)};
+    if (parity) row.push_back(OrDash(s.parity));
+    t.AddRow(row);
   }
   t.Print();
   report_durable();

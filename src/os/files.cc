@@ -469,6 +469,21 @@ std::string JoinPath(std::string_view a, std::string_view b) {
   return out;
 }
 
+std::string BaseName(std::string_view path) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  return std::string(path.substr(path.rfind('/') + 1));  // npos + 1 == 0
+}
+
+Status AllocateFileRange(int fd, uint64_t offset, uint64_t len, std::string_view what) {
+  if (len == 0) return Status::Ok();
+  int rc;
+  do {
+    rc = ::fallocate(fd, 0, static_cast<off_t>(offset), static_cast<off_t>(len));
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0 || errno == EOPNOTSUPP) return Status::Ok();
+  return ErrnoStatus(what);
+}
+
 std::string DirName(std::string_view path) {
   while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
   size_t slash = path.rfind('/');

@@ -157,5 +157,14 @@ std::string LinkTargetAt(int dir_fd, const std::string& name);
 std::string JoinPath(std::string_view a, std::string_view b);
 // Parent directory of a path ("a/b/c" → "a/b"; "c" → ".").
 std::string DirName(std::string_view path);
+// Last component of a path, trailing slashes ignored ("a/b/c/" → "c"; "c" → "c").
+std::string BaseName(std::string_view path);
+
+// Gives [offset, offset + len) of the open file its blocks now (fallocate,
+// mode 0, retried on EINTR), so that a full tmpfs is an error here rather
+// than a SIGBUS in a mapping later. Ok also when the file system cannot
+// (EOPNOTSUPP). Otherwise ErrnoStatus("<what>"): kResourceExhausted for
+// ENOSPC, so callers can say what to free.
+Status AllocateFileRange(int fd, uint64_t offset, uint64_t len, std::string_view what);
 
 }  // namespace tierckpt

@@ -58,14 +58,8 @@ bool IsEmptyDirAt(int dir_fd, const std::string& name, const std::string& path) 
 }
 
 std::string GroupDirName(uint32_t group) { return "group_" + std::to_string(group); }
-std::string PieceName(uint32_t j) { return "parity_" + std::to_string(j); }
-
-// The last component of path ("a/b/parity" → "parity").
-std::string LastComponent(std::string_view path) {
-  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
-  const size_t slash = path.rfind('/');
-  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
+constexpr std::string_view kPiecePrefix = "parity_";
+std::string PieceName(uint32_t j) { return std::string(kPiecePrefix) + std::to_string(j); }
 
 // Writes `bytes` as `name` in dir_fd through "<name>.tmp" (a fold of a
 // group runs one at a time, so the name is the group's own).
@@ -105,7 +99,7 @@ Result<std::optional<UniqueFd>> ParityHolder::OpenRoot(bool create) const {
   // The agent root is the user's choice (its path is followed as given);
   // below it nothing is (layout.h).
   const std::string agent_root = DirName(options_.root);
-  const std::string name = LastComponent(options_.root);
+  const std::string name = BaseName(options_.root);
   TC_ASSIGN_OR_RETURN(UniqueFd parent, OpenDirNoFollow(agent_root));
   if (!create) return OpenExistingLayoutDir(parent.get(), name, options_.root, "the parity directory");
   TC_ASSIGN_OR_RETURN(UniqueFd root, OpenLayoutDir(parent.get(), name, options_.root));
@@ -122,15 +116,17 @@ ParityFoldState ParityHolder::StateOf(const Group& g) {
 
 Status ParityHolder::ReserveLocked(Group& g, uint64_t bytes, std::string_view what) {
   if (bytes > g.reserved) {
-    // The pool's recycled files make room first.
-    const uint64_t want = used_ - g.reserved + bytes + files_.pool_bytes();
-    if (want > options_.budget_bytes) files_.Release(want - options_.budget_bytes);
-  }
-  if (bytes > g.reserved && used_ - g.reserved + bytes + files_.pool_bytes() > options_.budget_bytes) {
-    return ResourceExhausted(std::string(what) + " needs " + FormatBytes(bytes) +
-                             " of parity in memory, and the memory budget " +
-                             FormatBytes(options_.budget_bytes) + " has " + FormatBytes(options_.budget_bytes - used_) +
-                             " left for parity; delete old steps, lower retention or raise --memory-budget");
+    const uint64_t need = used_ - g.reserved + bytes;  // held pieces, this group at its new size
+    // The pool's recycled files count too, and make room first.
+    if (const uint64_t pool = files_.pool_bytes(); need + pool > options_.budget_bytes) {
+      files_.Release(need + pool - options_.budget_bytes);
+    }
+    if (need + files_.pool_bytes() > options_.budget_bytes) {
+      return ResourceExhausted(std::string(what) + " needs " + FormatBytes(bytes) +
+                               " of parity in memory, and the memory budget " + FormatBytes(options_.budget_bytes) +
+                               " has " + FormatBytes(options_.budget_bytes - used_) +
+                               " left for parity; delete old steps, lower retention or raise --memory-budget");
+    }
   }
   used_ = used_ - g.reserved + bytes;
   g.reserved = bytes;
@@ -435,7 +431,7 @@ void ParityHolder::RecyclePieces(int step_fd, const std::string& group, const st
   Result<std::vector<DirEntry>> entries = ListDirAt((*group_fd)->get(), path);
   if (!entries.ok()) return;
   for (const DirEntry& e : *entries) {
-    if (e.type != EntryType::kRegular || e.name.rfind("parity_", 0) != 0) continue;
+    if (e.type != EntryType::kRegular || e.name.rfind(kPiecePrefix, 0) != 0) continue;
     // A failure costs only the reuse: the file is removed with the group.
     (void)files_.Recycle((*group_fd)->get(), e.name, JoinPath(path, e.name));
   }

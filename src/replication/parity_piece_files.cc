@@ -28,7 +28,6 @@ class ParityPieceFiles::PieceFile final : public ec::PieceMemory {
 
   Status Resize(uint64_t length) override {
     if (length == size_) return Status::Ok();
-    const std::string what = "parity piece file " + JoinPath(files_->dir(), files_->SegName(id_.value_or(0)));
     uint64_t recycled = 0;
     if (!id_.has_value()) {
       if (length == 0) return Status::Ok();
@@ -38,31 +37,28 @@ class ParityPieceFiles::PieceFile final : public ec::PieceMemory {
       recycled = t.recycled;
       size_ = std::min(recycled, length);  // Take truncated it to length
     }
+    const std::string what = "parity piece file " + JoinPath(files_->dir(), files_->SegName(*id_));
     map_.Reset();
     const uint64_t before = size_;
     if (::ftruncate(fd_.get(), static_cast<off_t>(length)) != 0) {
-      return ErrnoStatus("resize " + what + " to " + std::to_string(length) + " bytes");
+      const Status cut = ErrnoStatus("resize " + what + " to " + std::to_string(length) + " bytes");
+      return WithRemap(cut, what);
     }
     size_ = length;
-    if (length > before) {
-      // The bytes added get their pages now: a full mount is an error here,
-      // not a SIGBUS in the fold.
-      int rc;
-      do {
-        rc = ::fallocate(fd_.get(), 0, static_cast<off_t>(before), static_cast<off_t>(length - before));
-      } while (rc != 0 && errno == EINTR);
-      if (rc != 0 && errno != EOPNOTSUPP) {
-        const int err = errno;
-        if (::ftruncate(fd_.get(), static_cast<off_t>(before)) == 0) size_ = before;
-        Status mapped = Remap(what);
-        if (err == ENOSPC) {
-          return ResourceExhausted("the filesystem of " + files_->dir() + " has no room left to grow " + what +
-                                   " to " + std::to_string(length) +
-                                   " bytes; free space on the agent's mount or lower --memory-budget to what "
-                                   "it can hold");
-        }
-        return mapped.ok() ? ErrnoStatus("reserving " + std::to_string(length) + " bytes for " + what, err) : mapped;
+    // The bytes added get their pages now: a full mount is an error here,
+    // not a SIGBUS in the fold.
+    Status grown = length > before ? AllocateFileRange(fd_.get(), before, length - before,
+                                                       "reserving " + std::to_string(length) + " bytes for " + what)
+                                   : Status::Ok();
+    if (!grown.ok()) {
+      if (::ftruncate(fd_.get(), static_cast<off_t>(before)) == 0) size_ = before;
+      if (grown.code() == Code::kResourceExhausted) {
+        grown = ResourceExhausted("the filesystem of " + files_->dir() + " has no room left to grow " + what +
+                                  " to " + std::to_string(length) +
+                                  " bytes; free space on the agent's mount or lower --memory-budget to what it "
+                                  "can hold (" + grown.message() + ")");
       }
+      return WithRemap(grown, what);
     }
     TC_RETURN_IF_ERROR(Remap(what));
     // A recycled file's old bytes: zero them in place (its pages are
@@ -93,6 +89,13 @@ class ParityPieceFiles::PieceFile final : public ec::PieceMemory {
   }
 
  private:
+  // A failed resize leaves the piece as before: mapped again at size_. The
+  // cause stays the error; a failed remap is added to it, never in its place.
+  Status WithRemap(const Status& cause, const std::string& what) {
+    Status mapped = Remap(what);
+    return mapped.ok() ? cause
+                       : Status(cause.code(), cause.message() + "; mapping it again failed too: " + mapped.ToString());
+  }
   Status Remap(const std::string& what) {
     map_.Reset();
     // Populated: one pass maps every page, where faulting them one at a time
@@ -121,10 +124,7 @@ Status ParityPieceFiles::LoadLocked() {
   pool_ = SegmentPool(dir_);  // a load that failed half-way starts again from nothing
   TC_RETURN_IF_ERROR(pool_.Load().WithContext("loading the parity pool " + dir_));
   TC_ASSIGN_OR_RETURN(UniqueFd parent, OpenDirNoFollow(DirName(dir_)));
-  std::string_view name = dir_;
-  while (name.size() > 1 && name.back() == '/') name.remove_suffix(1);
-  name = name.substr(name.rfind('/') + 1);  // npos + 1 == 0
-  TC_ASSIGN_OR_RETURN(dir_fd_, OpenLayoutDir(parent.get(), std::string(name), dir_));
+  TC_ASSIGN_OR_RETURN(dir_fd_, OpenLayoutDir(parent.get(), BaseName(dir_), dir_));
   loaded_ = true;
   return Status::Ok();
 }

@@ -24,10 +24,7 @@ Status SegmentPool::Load() {
   // outside the root.
   const std::string parent = DirName(dir_);
   TC_ASSIGN_OR_RETURN(UniqueFd parent_fd, OpenDirNoFollow(parent));
-  std::string_view name = dir_;
-  while (name.size() > 1 && name.back() == '/') name.remove_suffix(1);
-  name = name.substr(name.rfind('/') + 1);  // npos + 1 == 0
-  TC_ASSIGN_OR_RETURN(UniqueFd dir, OpenLayoutDir(parent_fd.get(), std::string(name), dir_));
+  TC_ASSIGN_OR_RETURN(UniqueFd dir, OpenLayoutDir(parent_fd.get(), BaseName(dir_), dir_));
   TC_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirAt(dir.get(), dir_));
   for (const DirEntry& e : entries) {
     const std::string path = JoinPath(dir_, e.name);

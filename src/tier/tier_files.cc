@@ -65,13 +65,11 @@ Result<bool> TierFiles::ReserveFile(int fd, uint64_t size, const std::string& wh
   // A failed fstat only costs the shortcut: fallocate decides then.
   Result<FileStat> st = StatOpenFd(fd, "fstat object " + what);
   if (st.ok() && st->allocated_bytes == (size + kPage - 1) / kPage * kPage) return false;
-  int rc;
-  do {
-    rc = ::fallocate(fd, 0, 0, static_cast<off_t>(size));
-  } while (rc != 0 && errno == EINTR);
-  if (rc == 0 || errno == EOPNOTSUPP) return true;
   const std::string& root = layout_->root();
-  if (errno == ENOSPC) {
+  Status reserved =
+      AllocateFileRange(fd, 0, size, "reserving " + std::to_string(size) + " bytes for object " + what + " in " + root);
+  if (reserved.ok()) return true;
+  if (reserved.code() == Code::kResourceExhausted) {  // ENOSPC (or a quota)
     return ResourceExhausted(
         "the filesystem of the memory tier (" + root + ") has no room left for object " + what + " (" +
         std::to_string(size) +
@@ -80,7 +78,7 @@ Result<bool> TierFiles::ReserveFile(int fd, uint64_t size, const std::string& wh
         "/dev/shm?); free space there, give the agent a mount of its own (--root), or lower "
         "--memory-budget to what the mount can hold");
   }
-  return ErrnoStatus("reserving " + std::to_string(size) + " bytes for object " + what + " in " + root);
+  return reserved;
 }
 
 Status TierFiles::WriteStepRecords(const std::string& partial, const Manifest& manifest,

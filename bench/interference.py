@@ -188,7 +188,9 @@ class AgentPair:
             raise
 
     def logged_at(self, ns: str, event: str) -> dict[int, float]:
-        """step -> unix time of n1's `event` log line for it (persist, commit)."""
+        """step -> unix time of n1's first `event` log line for it (persist, commit). The first: an agent
+        before decision 167 also logged `persist` for retention's check of a durable copy, when the step
+        was dropped two saves later, which read as the step becoming durable that late."""
         out = {}
         for line in self.nodes[0].log.read_text(errors="replace").splitlines():
             if f" event={event} " not in line or f"ns={ns} " not in line:
@@ -197,7 +199,7 @@ class AgentPair:
             step = re.search(r" step=(\d+)", line)
             if ts and step:
                 t = datetime.datetime.strptime(ts.group(1), "%Y-%m-%dT%H:%M:%S.%fZ")
-                out[int(step.group(1))] = t.replace(tzinfo=datetime.timezone.utc).timestamp()
+                out.setdefault(int(step.group(1)), t.replace(tzinfo=datetime.timezone.utc).timestamp())
         return out
 
     def stop(self):

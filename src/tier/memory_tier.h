@@ -253,6 +253,12 @@ struct PersistLease {
   StepPin pin;
   Manifest manifest;
   std::string dir;  // the committed step dir
+  // Retention asked for this run: the step was recorded durable, and its
+  // durable copy is checked (written again only if gone) before the memory
+  // copy may go (StepState::durable_recheck).
+  bool recheck = false;
+  // Set by the persister: the durable tier already held the step, nothing was uploaded.
+  bool found_durable = false;
 };
 
 struct PersistStatus {

@@ -53,6 +53,7 @@ Result<PersistLease> MemoryTier::StartPersist(std::string_view ns, uint64_t step
   lease.pin = PinLocked(s);
   lease.manifest = s->manifest;
   lease.dir = s->files->dir;
+  lease.recheck = s->durable_recheck;
   cv_.SignalAll();
   return lease;
 }

@@ -170,6 +170,18 @@ void Persister::Finish(const std::string& ns, uint64_t step, PersistLease lease,
     MutexLock lock(&gc_mu_);
     running_.erase({ns, step});
   }
+  if (st.ok() && lease.recheck && lease.found_durable) {
+    // Retention's check of a step already durable, before its memory copy
+    // goes: nothing was written, so no persist line and no persist metric.
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    Log(LogLevel::kInfo, "durable_confirmed")
+        .Kv("ns", ns)
+        .Kv("step", step)
+        .Kv("ms", ms)
+        .Kv("at", store_->DescribeNamespace(ns));
+    tier_->FinishPersist(ns, step, st);  // retention may drop the memory copy now
+    return;
+  }
   if (st.ok()) {
     // A sweep could remove the parts other nodes are still uploading of an
     // older step spanning nodes: only steps of one node sweep.
@@ -186,6 +198,8 @@ void Persister::Finish(const std::string& ns, uint64_t step, PersistLease lease,
         .Kv("ms", ms)
         .Kv("mb_per_s", ms > 0 ? static_cast<double>(bytes) / 1e6 / (ms / 1e3) : 0.0)
         .Kv("attempts", attempt)
+        .Kv("uploaded", !lease.found_durable)
+        .Kv("recheck", lease.recheck)
         .Kv("to", store_->DescribeNamespace(ns));
     return;
   }
@@ -305,11 +319,17 @@ void Persister::RetryLater(const std::string& ns, uint64_t step) {
   });
 }
 
-Status Persister::PersistOnce(const PersistLease& lease, std::shared_ptr<PartsWait>* wait) {
+Status Persister::PersistOnce(PersistLease& lease, std::shared_ptr<PartsWait>* wait) {
   const Manifest& m = lease.manifest;
+  lease.found_durable = false;
   Result<Manifest> existing = store_->ReadManifest(m.ns, m.step);
+  auto found = [&](bool same) {
+    if (!same) return DifferentDurable(*store_, m);
+    lease.found_durable = true;
+    return Status::Ok();
+  };
   if (m.SpansNodes()) {
-    if (existing.ok()) return ContainsPart(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);
+    if (existing.ok()) return found(ContainsPart(*existing, m));
     if (existing.status().code() != Code::kNotFound) return existing.status();
     // The step directory is shared with the other members: never cleared.
     Status uploaded = UploadPartOf(tier_, lease);
@@ -325,7 +345,7 @@ Status Persister::PersistOnce(const PersistLease& lease, std::shared_ptr<PartsWa
     *wait = std::make_shared<PartsWait>(m);  // Run looks at once, then parks it
     return Status::Ok();
   }
-  if (existing.ok()) return SameObjects(*existing, m) ? Status::Ok() : DifferentDurable(*store_, m);
+  if (existing.ok()) return found(SameObjects(*existing, m));
   if (existing.status().code() != Code::kNotFound) return existing.status();
   // An uncommitted durable step is what an interrupted persist (agent killed,
   // medium failed) left behind: clear it so no stray file ends up in the step.

@@ -193,13 +193,16 @@ class Persister {
   void Run(const std::string& ns, uint64_t step);
   // One persist attempt. For a step spanning nodes whose other parts are not
   // durable yet it returns Ok with *wait set (this node's part uploaded,
-  // where the wait stands): the caller parks the step.
-  Status PersistOnce(const PersistLease& lease, std::shared_ptr<PartsWait>* wait);
+  // where the wait stands): the caller parks the step. Sets
+  // lease.found_durable when the durable tier already held the step.
+  Status PersistOnce(PersistLease& lease, std::shared_ptr<PartsWait>* wait);
   // A retriable failure about to be tried again after backoff: counted and logged (`persist retry`).
   void CountRetry(const std::string& ns, uint64_t step, int attempt, std::chrono::milliseconds backoff,
                   const Status& st);
   // The end of a persist (durable, failed or cancelled): the tier's state,
-  // the log line, metrics, durable retention, a later retry.
+  // the log line, metrics, durable retention, a later retry. A recheck that
+  // found the durable copy in place logs `durable_confirmed`, not `persist`,
+  // and counts in no persist metric: nothing was written (decision 167).
   void Finish(const std::string& ns, uint64_t step, PersistLease lease, Status st, int attempt,
               std::chrono::steady_clock::time_point t0);
   // One look for w (MergePass), then the step's end or its parking.

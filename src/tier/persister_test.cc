@@ -476,6 +476,29 @@ TEST(PersisterTest, ADurableStepDeletedBehindTheAgentsBackIsWrittenAgainNotLost)
   EXPECT_EQ(bytes, "one");
 }
 
+// Decision 167: retention's check of a step already durable, before its
+// memory copy goes, finds the copy in place and writes nothing: it is not a
+// second persist of the step in the metrics (it was counted once per step
+// dropped by retention, with all its bytes).
+TEST(PersisterTest, RetentionsCheckOfADurableCopyInPlaceIsNotCountedAsAPersist) {
+  PersistHarness p(/*durable_keep=*/0, /*keep_last=*/1);
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 1, {{"a", "one"}}, true).ok());
+  ASSERT_EQ(p.Wait("job", 1).state, PersistState::kDurable);
+  ASSERT_EQ(p.h.metrics.persist.ok.load(), 1u);
+  const uint64_t reads_before = p.store->CallCount(StoreOp::kReadManifest);
+  ASSERT_TRUE(WriteStep(*p.h.tier, "job", 2, {{"a", "two!"}}, true).ok());
+  ASSERT_EQ(p.Wait("job", 2).state, PersistState::kDurable);
+  for (int i = 0; i < 2000 && p.h.tier->HasCommitted("job", 1); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_FALSE(p.h.tier->HasCommitted("job", 1)) << "retention kept step 1";
+  // Step 1's durable copy was looked at (step 2's persist reads its own manifest too).
+  EXPECT_GE(p.store->CallCount(StoreOp::kReadManifest) - reads_before, 2u);
+  EXPECT_EQ(p.h.metrics.persist.ok.load(), 2u) << "a check that wrote nothing was counted as a persist";
+  EXPECT_EQ(p.h.metrics.persist.bytes.load(), 3u + 4u);
+  EXPECT_TRUE(p.mem->ReadManifest("job", 1).ok());
+}
+
 // A durable step deleted on purpose (durable retention) is not written again
 // when memory retention drops it.
 TEST(PersisterTest, DurableRetentionDeletionsAreNotWrittenBackByMemoryRetention) {

@@ -2,6 +2,7 @@
 import json
 import shutil
 import signal
+import time
 
 from conftest import assert_dirs_equal
 
@@ -69,6 +70,32 @@ def test_durable_retention_keeps_last_m(agents):
     durable = sorted(p.name for p in (a.durable / "k").iterdir()
                      if (p / "_tierckpt_manifest.json").exists())
     assert durable == ["step_0000000003", "step_0000000004"]
+
+
+def test_each_step_is_persisted_once_and_retentions_check_says_what_it_is(agents):
+    """Decision 167: before --keep-last drops a durable step, the agent checks its durable copy. That
+    check writes nothing and logs `durable_confirmed`, not a second `persist` of the step (which read
+    as the step becoming durable when retention dropped it, two saves later)."""
+    a = agents("--memory-budget", "256MiB", "--keep-last", "1")
+    for step in range(1, 4):
+        a.writer("--ns", "once", "--step", step, "--objects", 1, "--size", MiB, "--persist", "--wait-durable")
+    lines = []
+
+    def steps_of(event):
+        return [int(line.split(" step=")[1].split()[0]) for line in lines
+                if f" event={event} " in line and " ns=once " in line]
+
+    deadline = time.monotonic() + 30  # step 2's check runs beside step 3's persist: the writer waits for 3 only
+    while time.monotonic() < deadline:
+        lines = a.log_text().splitlines()
+        if len(steps_of("drop")) >= 2:
+            break
+        time.sleep(0.05)
+
+    assert steps_of("persist") == [1, 2, 3], "\n".join(lines)
+    assert all(" uploaded=true " in line for line in lines if " event=persist " in line)
+    assert sorted(steps_of("durable_confirmed")) == [1, 2]  # dropped by retention after the check
+    assert sorted(steps_of("drop")) == [1, 2]
 
 
 def test_persistence_survives_dead_writer_and_agent_restart(agent, tmp_path):

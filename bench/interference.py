@@ -33,7 +33,7 @@ run and stopped after it.
 Reported: per configuration, the step time (median and p90 over every timed
 step of every round, the slowest rank's per step) and its ratio to the `none`
 median; for the tierckpt configurations the time to durable of each checkpoint
-(save start on rank 0 -> the agent's `persist` log line for that step) and
+(save start on rank 0 -> the agent's first `persist` log line for that step) and
 whether every checkpoint was durable before the next one was due.
 
 Output: a table, or with --json ONE JSON object {"machine", "command", "config",

@@ -43,7 +43,7 @@ from torch.futures import Future
 from .. import agent
 from ..config import CheckpointConfig
 from ..errors import CorruptionError
-from . import _cuda, _dcp_compat, _format, _gc_pause
+from . import _cuda, _dcp_compat, _format, _gc_pause, _load_plan
 from ._dcp_compat import load_keeps_read_metadata_errors, narrow_tensor_by_index, storage_transforms
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._safe_unpickle import load_metadata
@@ -195,6 +195,9 @@ class TieredReader(StorageReader):
         self.storage_data = metadata.storage_data
         self._tensor_md = metadata.state_dict_metadata or {}
         self.rank = kwargs.get("rank")
+        step = _dcp_compat.dcp_step_locals()
+        if step is not None:  # DCP calls the planner's create_local_plan next (_load_plan.py)
+            _load_plan.install(step.get("planner"))
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
         # The default load planner's global step returns every rank's plan unchanged, and finish_plan

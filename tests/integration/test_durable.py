@@ -85,10 +85,12 @@ def test_each_step_is_persisted_once_and_retentions_check_says_what_it_is(agents
         return [int(line.split(" step=")[1].split()[0]) for line in lines
                 if f" event={event} " in line and " ns=once " in line]
 
-    deadline = time.monotonic() + 30  # step 2's check runs beside step 3's persist: the writer waits for 3 only
+    # Step 2's check runs beside step 3's persist, and a persist's line is written just after its step
+    # reads as durable (which ends the writer's wait): wait for the lines, not for the writer.
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         lines = a.log_text().splitlines()
-        if len(steps_of("drop")) >= 2:
+        if len(steps_of("drop")) >= 2 and len(steps_of("persist")) >= 3:
             break
         time.sleep(0.05)
 

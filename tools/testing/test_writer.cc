@@ -115,7 +115,10 @@ int main(int argc, char** argv) {
     }
   }
   // The reference copies are written after the commit, so that nothing stands between the last
-  // seal and the commit (tests kill the agent right after it: test_crash.py).
+  // seal and the commit (tests kill the agent right after it: test_crash.py), and after a commit
+  // that failed too: an agent killed once the step's record is written but before it answered
+  // leaves the step committed while this writer got no answer, and the test then compares the
+  // restored step with these copies.
   auto write_refs = [&]() -> tierckpt::Status {
     for (const auto& [name, bytes] : refs) {
       TC_RETURN_IF_ERROR(tierckpt::WriteFileAtomic(
@@ -140,8 +143,8 @@ int main(int argc, char** argv) {
   co.world_size = members.empty() ? 1 : static_cast<uint32_t>(members.size());
   co.members = members;
   auto m = c.Commit(ns, step, co);
-  if (!m.ok()) return Fail(m.status());
   if (auto s = write_refs(); !s.ok()) return Fail(s);
+  if (!m.ok()) return Fail(m.status());
   if (wait_durable) {
     if (auto s = c.WaitDurable(ns, step, std::chrono::minutes(5)); !s.ok()) return Fail(s);
   }

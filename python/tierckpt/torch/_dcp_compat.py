@@ -39,6 +39,12 @@ Per-release differences handled here:
   its ``distW`` (the process group). :func:`dcp_step_locals` finds them; the
   writer's and reader's plan caching (_plan_cache.py) is used only when it
   does, so a release that renamed them plans as before.
+* ``DefaultLoadPlanner.create_local_plan`` calls the module function
+  ``default_planner.create_default_local_load_plan``, looked up at call time,
+  which builds each read item through ``planner_helpers._create_read_items``.
+  :func:`local_load_plan_function` lends the first to a function of the
+  reader's for one call (decision 169); :data:`create_read_items` is the
+  second, None where a release lacks it (the reader then keeps DCP's plan).
 * A process-based async save runs in
   ``_ProcessBasedAsyncCheckpointExecutor._execute_save_impl`` where the
   release has that method; where it is absent, ``_save_state_dict`` alone
@@ -46,6 +52,7 @@ Per-release differences handled here:
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 
@@ -53,7 +60,8 @@ import torch
 
 __all__ = [
     "CURRENT_DCP_VERSION", "DEFAULT_SUFFIX", "METADATA_FILE", "METADATA_FIELDS", "SUPPORTED_RANGE",
-    "CompleteStager", "StorageInfo", "check_release", "copy_checkpointable_metadata", "dcp_step_locals", "element_size",
+    "CompleteStager", "DCP_LOCAL_LOAD_PLAN", "StorageInfo", "check_release", "copy_checkpointable_metadata",
+    "create_read_items", "dcp_step_locals", "element_size", "local_load_plan_function",
     "flatten_state_dict", "is_checkpointable_tensor", "load_keeps_read_metadata_errors", "metadata_private_globals", "narrow_tensor_by_index",
     "plain_tensor", "plan_usable", "release", "save_code_objects", "set_element", "storage_transforms",
     "weights_only_unpickler",
@@ -88,6 +96,7 @@ release = check_release(torch.__version__)
 
 # ---- private names, imported here only ----------------------------------------------------------
 
+import torch.distributed.checkpoint.default_planner as _default_planner  # noqa: E402
 import torch.distributed.checkpoint.filesystem as _filesystem  # noqa: E402
 from torch.distributed._shard._utils import narrow_tensor_by_index  # noqa: E402,F401
 from torch.distributed.checkpoint._nested_dict import flatten_state_dict  # noqa: E402,F401
@@ -112,6 +121,25 @@ except ImportError:  # 2.9 - 2.13: no CheckpointableTensor protocol
     _copy_checkpointable_tensor_metadata = None
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+try:
+    from torch.distributed.checkpoint.planner_helpers import _create_read_items as create_read_items
+except ImportError:  # pragma: no cover - the reader keeps DCP's own load plan
+    create_read_items = None
+# The function DefaultLoadPlanner.create_local_plan calls, as found at import.
+DCP_LOCAL_LOAD_PLAN = getattr(_default_planner, "create_default_local_load_plan", None)
+
+
+@contextlib.contextmanager
+def local_load_plan_function(fn):
+    """Within, DefaultLoadPlanner.create_local_plan's call of create_default_local_load_plan goes to fn;
+    afterwards the module holds DCP_LOCAL_LOAD_PLAN again, the function found at import (so a thread's
+    exit never reinstates another thread's fn). fn must answer as DCP's function would."""
+    _default_planner.create_default_local_load_plan = fn
+    try:
+        yield
+    finally:
+        _default_planner.create_default_local_load_plan = DCP_LOCAL_LOAD_PLAN
 
 
 def is_checkpointable_tensor(value) -> bool:

@@ -22,36 +22,30 @@ item (python/tests/test_load_plan.py compares them, hint indexes included);
 where local_plan cannot tell, it calls DCP's function itself.
 
 The function is swapped in for the duration of that one call only, and put
-back to the function this module found at import (never to whatever another
-thread swapped in meanwhile). A load elsewhere in the process during that
+back to the function found at import (never to whatever another thread
+swapped in meanwhile: ``_dcp_compat.local_load_plan_function``). A load elsewhere in the process during that
 window gets the same plan from it. Only ``DefaultLoadPlanner`` itself, with
 its defaults, is given it: a subclass may plan otherwise.
 """
 from __future__ import annotations
 
 import torch
-from torch.distributed.checkpoint import default_planner as _default_planner
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
 
 from . import _dcp_compat
 
-try:
-    from torch.distributed.checkpoint.planner_helpers import _create_read_items
-except ImportError:  # pragma: no cover - a torch without it keeps the planner's own plan
-    _create_read_items = None
-
 __all__ = ["install", "local_plan"]
 
-_DCP_LOCAL_LOAD_PLAN = getattr(_default_planner, "create_default_local_load_plan", None)
 _ZEROS: dict[int, torch.Size] = {}
 
 
 def install(planner) -> None:
     """Gives planner's next create_local_plan() the fast plan, if planner is exactly DefaultLoadPlanner with
     its defaults (flatten_state_dict, flatten_sharded_tensors, no partial load). Removes itself when called."""
-    if (_create_read_items is None or _DCP_LOCAL_LOAD_PLAN is None or type(planner) is not DefaultLoadPlanner
+    if (_dcp_compat.create_read_items is None or _dcp_compat.DCP_LOCAL_LOAD_PLAN is None
+            or type(planner) is not DefaultLoadPlanner
             or not getattr(planner, "flatten_state_dict", False)
             or not getattr(planner, "flatten_sharded_tensors", False)
             or getattr(planner, "allow_partial_load", True)):
@@ -59,11 +53,8 @@ def install(planner) -> None:
 
     def create_local_plan() -> LoadPlan:
         planner.__dict__.pop("create_local_plan", None)
-        _default_planner.create_default_local_load_plan = _plan
-        try:
+        with _dcp_compat.local_load_plan_function(_plan):
             return DefaultLoadPlanner.create_local_plan(planner)
-        finally:
-            _default_planner.create_default_local_load_plan = _DCP_LOCAL_LOAD_PLAN
 
     planner.create_local_plan = create_local_plan
 
@@ -71,7 +62,7 @@ def install(planner) -> None:
 def _plan(state_dict, metadata, strict: bool = True) -> LoadPlan:
     """create_default_local_load_plan's contract: the fast plan, or DCP's own function's."""
     plan = local_plan(state_dict, metadata) if strict else None
-    return plan if plan is not None else _DCP_LOCAL_LOAD_PLAN(state_dict, metadata, strict)
+    return plan if plan is not None else _dcp_compat.DCP_LOCAL_LOAD_PLAN(state_dict, metadata, strict)
 
 
 def local_plan(state_dict, metadata) -> LoadPlan | None:
@@ -82,6 +73,7 @@ def local_plan(state_dict, metadata) -> LoadPlan | None:
         return None
     stored = metadata.state_dict_metadata
     tensor = LoadItemType.TENSOR
+    create_read_items = _dcp_compat.create_read_items
     items: list[ReadItem] = []
     for fqn, obj in state_dict.items():
         md = stored.get(fqn)
@@ -102,7 +94,7 @@ def local_plan(state_dict, metadata) -> LoadPlan | None:
                         continue
         elif isinstance(obj, torch.Tensor) or isinstance(md, TensorStorageMetadata):
             return None
-        items.extend(_create_read_items(fqn, md, obj))
+        items.extend(create_read_items(fqn, md, obj))
     return LoadPlan(items)
 
 

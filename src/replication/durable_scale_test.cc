@@ -40,10 +40,14 @@ TEST_P(DurableScaleTest, OneSpanningStepCostsRequestsLinearInItsNodes) {
   std::vector<std::unique_ptr<Node>> nodes;
   std::vector<std::string> span;
   // A takeover period far above the step's duration: no member takes over
-  // from a live merger, so the counts are those of the usual path.
+  // from a live merger, so the counts are those of the usual path. Peer
+  // requests get 30 s, not 3: this counts requests, and 32 in-process nodes
+  // replicating beside a loaded CI machine's builds took over 3 s for one
+  // replica (a timed-out handshake failed the commit once).
   for (int i = 1; i <= n; ++i) {
     span.push_back("n" + std::to_string(i));
-    nodes.push_back(std::make_unique<Node>(span.back(), net, members, 2, &store, nullptr, std::chrono::seconds(60)));
+    nodes.push_back(std::make_unique<Node>(span.back(), net, members, 2, &store, nullptr, std::chrono::seconds(60),
+                                           peer::Millis(30000)));
     ASSERT_TRUE(WriteObject(*nodes.back()->h.tier, "job", step, "__" + std::to_string(i) + "_0.distcp",
                             Bytes(4096, static_cast<char>('a' + i)))
                     .ok());

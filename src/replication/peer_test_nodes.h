@@ -38,10 +38,12 @@ inline std::string Address(const std::string& node) { return node + ".test:7100"
 struct Node {
   // store: the durable tier every node shares (nullptr: none);
   // replicate_rate: the peer service's cap (--replicate-rate; nullptr: none);
-  // takeover_after: the persister's PartsOptions::takeover_after.
+  // takeover_after: the persister's PartsOptions::takeover_after;
+  // peer_timeout: the replicator's and the peer service's request deadline.
   Node(const std::string& node_id, std::shared_ptr<peer::InMemoryNetwork> net,
        const cluster::Membership& members, uint32_t replicas = 2, ObjectStore* store = nullptr,
-       RateLimiter* replicate_rate = nullptr, std::chrono::milliseconds takeover_after = std::chrono::milliseconds(200))
+       RateLimiter* replicate_rate = nullptr, std::chrono::milliseconds takeover_after = std::chrono::milliseconds(200),
+       peer::Millis peer_timeout = peer::Millis(3000))
       : id(node_id) {
     h.options.node_id = id;
     h.options.has_durable = store != nullptr;
@@ -50,8 +52,7 @@ struct Node {
     EXPECT_TRUE(base.ok()) << base.status().ToString();
     faults = std::make_shared<peer::FaultInjectingTransport>(std::shared_ptr<peer::Transport>(std::move(*base)));
     replica_tiers = std::make_unique<ReplicaTiers>(h.options, h.verifier.get());
-    auto r = Replicator::Create(faults.get(), members, cluster::PlacementPolicy{replicas, 1}, id,
-                                peer::Millis(3000));
+    auto r = Replicator::Create(faults.get(), members, cluster::PlacementPolicy{replicas, 1}, id, peer_timeout);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     replicator = std::move(*r);
     replication_queue = std::make_unique<WorkQueue>("replicate", 1);
@@ -73,7 +74,7 @@ struct Node {
     Replicator* rep = replicator.get();
     d.address_of = [rep](std::string_view n) { return rep->AddressOf(n); };
     d.ring = &rep->membership();
-    d.timeout = peer::Millis(3000);
+    d.timeout = peer_timeout;
     d.replicate_rate = replicate_rate;
     const CommitDeps commit{h.tier.get(), cluster.get()};
     d.commit_part = [commit](const wire::CommitStepRequest& req, const std::string& coordinator) {

@@ -143,8 +143,12 @@ int main(int argc, char** argv) {
   co.world_size = members.empty() ? 1 : static_cast<uint32_t>(members.size());
   co.members = members;
   auto m = c.Commit(ns, step, co);
-  if (auto s = write_refs(); !s.ok()) return Fail(s);
-  if (!m.ok()) return Fail(m.status());
+  const tierckpt::Status refs_written = write_refs();
+  if (!m.ok()) {
+    if (!refs_written.ok()) Fail(refs_written);  // said too, but the commit's failure is the exit's cause
+    return Fail(m.status());
+  }
+  if (!refs_written.ok()) return Fail(refs_written);
   if (wait_durable) {
     if (auto s = c.WaitDurable(ns, step, std::chrono::minutes(5)); !s.ok()) return Fail(s);
   }

@@ -29,6 +29,8 @@ its defaults, is given it: a subclass may plan otherwise.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
@@ -37,8 +39,6 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadIte
 from . import _dcp_compat
 
 __all__ = ["install", "local_plan"]
-
-_ZEROS: dict[int, torch.Size] = {}
 
 
 def install(planner) -> None:
@@ -98,8 +98,6 @@ def local_plan(state_dict, metadata) -> LoadPlan | None:
     return LoadPlan(items)
 
 
+@functools.cache
 def _zeros(ndim: int) -> torch.Size:
-    zero = _ZEROS.get(ndim)
-    if zero is None:
-        zero = _ZEROS.setdefault(ndim, torch.Size((0,) * ndim))
-    return zero
+    return torch.Size((0,) * ndim)

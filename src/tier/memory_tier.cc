@@ -55,7 +55,7 @@ void MemoryTier::RunIo(FileJobs jobs) {
 
 void MemoryTier::RecordLocked(FileOutcomes out) {
   to_pool_bytes_ -= std::min(to_pool_bytes_, out.recycled_recorded);
-  for (const auto& [id, size] : out.adopted) pool_.Adopt(id, size);
+  for (FileOutcomes::Adopted& a : out.adopted) pool_.Adopt(a.id, a.bytes, std::move(a.affinity));
   for (const std::string& p : out.released) busy_paths_.erase(p);
   for (auto& [files, st] : out.trashed) {
     files->moving = false;
@@ -323,7 +323,7 @@ void MemoryTier::RecycleLocked(const std::shared_ptr<StepFiles>& files) {
   for (const StepFiles::DroppedObject& o : files->objects) object_bytes_ -= std::min(object_bytes_, o.size);
   const StepFiles::DroppedObject* for_need = FileForNeedLocked(files->objects);
   for (const StepFiles::DroppedObject& o : files->objects) {
-    RecycledFile f{o.name, o.size, std::nullopt};
+    RecycledFile f{o.name, o.size, std::nullopt, SegmentAffinity(files->ns, o.name)};
     const bool keep = &o == for_need ? UsedLocked() + o.size <= options_.budget_bytes : PoolMayKeepLocked(o.size);
     if (o.writer_done && keep) {
       f.pool_id = pool_.NewId();
@@ -341,7 +341,7 @@ void MemoryTier::RecycleObjectLocked(const StepFiles& files, const std::string& 
   RecycleJob job;
   job.dir = files.dir;
   job.keep_dir = true;
-  RecycledFile f{name, recorded_size, std::nullopt};
+  RecycledFile f{name, recorded_size, std::nullopt, SegmentAffinity(files.ns, name)};
   if (writer_done && PoolMayKeepLocked(recorded_size)) {
     f.pool_id = pool_.NewId();
     to_pool_bytes_ += recorded_size;

@@ -94,6 +94,7 @@ Result<StepState*> MemoryTier::BeginLocked(std::string_view ns, uint64_t step, u
     auto state = std::make_unique<StepState>();
     state->instance = next_id_++;
     state->files = std::make_shared<StepFiles>();
+    state->files->ns = std::string(ns);
     state->files->dir = dir;
     state->begun = std::chrono::steady_clock::now();
     state->owner = std::string(writer);
@@ -154,7 +155,9 @@ MemoryTier::Creation MemoryTier::ReserveObjectLocked(StepState* s, const std::st
   c.instance = s->instance;
   c.id = next_id_++;
   c.size = size;
-  if (size > 0 && PoolFitLocked(size)) c.segment = pool_.Reserve(size);  // out of the pool's index
+  if (size > 0 && PoolFitLocked(size)) {  // out of the pool's index; this object's last segment first
+    c.segment = pool_.Reserve(size, SegmentAffinity(s->files->ns, name));
+  }
   s->files->creating.fetch_add(1);                                       // down in MakeObjectFile
   object_bytes_ += size;
   // In the index meanwhile, its bytes counted: a commit waits for it (it is

@@ -231,6 +231,26 @@ TEST(MemoryTierTest, RetentionKeepsTheLastKAndRecyclesSegments) {
   EXPECT_EQ(ReadObject(t, "job", 3, "a"), Bytes(8192, '3'));
 }
 
+TEST(MemoryTierTest, EachObjectTakesTheSegmentOfItsNameFromTheLastRecycledStep) {
+  // Two ranks' objects of one size: each rank's client keeps its mapping of the
+  // file it wrote, so the pool hands each name its own old segment (decision 170)
+  // whichever rank creates first.
+  TierHarness h(64u << 20, /*keep_last=*/1);
+  MemoryTier& t = *h.tier;
+  ASSERT_TRUE(WriteStep(t, "job", 1, {{"__0_0.distcp", Bytes(8192, '0')}, {"__1_0.distcp", Bytes(8192, '1')}}).ok());
+  const uint64_t ino0 = InodeOf(Layout::ObjectPath(h.StepDir("job", 1), "__0_0.distcp"));
+  const uint64_t ino1 = InodeOf(Layout::ObjectPath(h.StepDir("job", 1), "__1_0.distcp"));
+  ASSERT_TRUE(WriteStep(t, "job", 2, {{"__0_0.distcp", Bytes(8192, '2')}, {"__1_0.distcp", Bytes(8192, '3')}}).ok());
+  ASSERT_EQ(t.Stats().pool_segments, 2u);  // step 1's files
+  // Rank 1 first (the best fit alone would give it rank 0's, the lower id), then rank 0.
+  Result<CreatedObject> r1 = t.CreateObject("job", 3, "__1_0.distcp", 8192, 1);
+  ASSERT_TRUE(r1.ok());
+  Result<CreatedObject> r0 = t.CreateObject("job", 3, "__0_0.distcp", 8192, 1);
+  ASSERT_TRUE(r0.ok());
+  EXPECT_EQ(InodeOf(r1->path), ino1);
+  EXPECT_EQ(InodeOf(r0->path), ino0);
+}
+
 TEST(MemoryTierTest, DropObjectReplacesOneObjectOfAStepBeingWritten) {
   TierHarness h(64u << 20);
   MemoryTier& t = *h.tier;

@@ -13,6 +13,33 @@
 
 namespace tierckpt::agent {
 
+std::string SegmentAffinity(std::string_view ns, std::string_view name) {
+  std::string out(ns);
+  out.push_back('/');
+  out.append(name);
+  return out;
+}
+
+void SegmentPool::Insert(uint64_t size, uint64_t id, std::string affinity) {
+  segs_.insert({size, id});
+  bytes_ += size;
+  if (affinity.empty()) return;
+  by_affinity_.insert({affinity, size, id});
+  affinity_of_[id] = std::move(affinity);
+}
+
+std::string SegmentPool::Erase(std::set<Seg>::const_iterator it) {
+  const auto [size, id] = *it;
+  segs_.erase(it);
+  bytes_ -= size;
+  auto a = affinity_of_.find(id);
+  if (a == affinity_of_.end()) return {};
+  std::string affinity = std::move(a->second);
+  affinity_of_.erase(a);
+  by_affinity_.erase({affinity, size, id});
+  return affinity;
+}
+
 std::string SegmentPool::SegPath(uint64_t id) const {
   return JoinPath(dir_, std::string(kPoolSegmentPrefix) + std::to_string(id));
 }
@@ -44,8 +71,7 @@ Status SegmentPool::Load() {
       TC_RETURN_IF_ERROR(RemoveTreeAt(dir.get(), e.name, path));
       continue;
     }
-    segs_.insert({e.size, id});
-    bytes_ += e.size;
+    Insert(e.size, id, {});
     if (id >= next_id_) next_id_ = id + 1;
   }
   return Status::Ok();
@@ -63,8 +89,7 @@ Result<uint64_t> SegmentPool::Put(const std::string& path) {
   uint64_t id = next_id_++;
   TC_RETURN_IF_ERROR(RenamePath(path, SegPath(id)));
   const uint64_t size = entry->size;
-  segs_.insert({size, id});
-  bytes_ += size;
+  Insert(size, id, {});
   return size;
 }
 
@@ -96,36 +121,38 @@ Result<uint64_t> SegmentPool::Take(uint64_t size, const std::string& dest) {
   if (!moved.ok()) {
     if (seg.first != size) {
       // Keep the index true to the file on disk.
-      segs_.erase(seg);
-      bytes_ -= seg.first;
-      segs_.insert({size, seg.second});
-      bytes_ += size;
+      std::string affinity = Erase(segs_.find(seg));
+      Insert(size, seg.second, std::move(affinity));
     }
     return moved;
   }
-  segs_.erase(seg);
-  bytes_ -= seg.first;
+  Erase(segs_.find(seg));
   return seg.first;
 }
 
-std::optional<SegmentPool::Segment> SegmentPool::Reserve(uint64_t size) {
+std::optional<SegmentPool::Segment> SegmentPool::Reserve(uint64_t size, std::string_view affinity) {
   auto it = Pick(size);
   if (it == segs_.end()) return std::nullopt;
-  Segment seg{it->second, it->first, SegPath(it->second)};
-  bytes_ -= it->first;
-  segs_.erase(it);
+  if (!affinity.empty()) {
+    // The same object's last segment, if one of the best fit's size is here.
+    const uint64_t fit = it->first;
+    auto a = by_affinity_.lower_bound({std::string(affinity), fit, 0});
+    if (a != by_affinity_.end() && std::get<0>(*a) == affinity && std::get<1>(*a) == fit) {
+      it = segs_.find({fit, std::get<2>(*a)});
+    }
+  }
+  Segment seg{it->second, it->first, SegPath(it->second), {}};
+  seg.affinity = Erase(it);
   return seg;
 }
 
 void SegmentPool::Return(const Segment& seg, uint64_t size_now) {
   if (size_now == 0) return;
-  segs_.insert({size_now, seg.id});
-  bytes_ += size_now;
+  Insert(size_now, seg.id, seg.affinity);
 }
 
-void SegmentPool::Adopt(uint64_t id, uint64_t size) {
-  segs_.insert({size, id});
-  bytes_ += size;
+void SegmentPool::Adopt(uint64_t id, uint64_t size, std::string affinity) {
+  Insert(size, id, std::move(affinity));
   if (id >= next_id_) next_id_ = id + 1;
 }
 
@@ -137,9 +164,8 @@ std::optional<SegmentPool::Segment> SegmentPool::PickRelease(std::optional<uint6
     if (it == segs_.begin()) return std::nullopt;
     it = std::prev(it);
   }
-  Segment seg{it->second, it->first, SegPath(it->second)};
-  bytes_ -= it->first;
-  segs_.erase(it);
+  Segment seg{it->second, it->first, SegPath(it->second), {}};
+  seg.affinity = Erase(it);
   return seg;
 }
 
@@ -155,8 +181,7 @@ Result<uint64_t> SegmentPool::ReleaseOne(std::optional<uint64_t> keep_for) {
   std::string path = SegPath(seg.second);
   if (mappings_ != nullptr) mappings_->ForgetPath(path);
   TC_RETURN_IF_ERROR(RemoveFile(path, IfMissing::kOk, "unlink pool segment"));
-  segs_.erase(seg);
-  bytes_ -= seg.first;
+  Erase(segs_.find(seg));
   return seg.first;
 }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <optional>
+
 #include "os/files.h"
 #include "tier/tier_test_util.h"
 
@@ -128,6 +130,61 @@ TEST(SegmentPoolTest, LoadAdoptsSegmentsAndRemovesJunk) {
   MakeFile(dir.Sub("b"), 4096);
   ASSERT_TRUE(pool.Put(dir.Sub("b")).ok());
   EXPECT_EQ(pool.count(), 2u);
+}
+
+// Adopts a new file of size bytes as a segment last holding `affinity`; its id.
+uint64_t AdoptFile(SegmentPool& pool, uint64_t size, const std::string& affinity) {
+  const uint64_t id = pool.NewId();
+  MakeFile(pool.PathOf(id), size);
+  pool.Adopt(id, size, affinity);
+  return id;
+}
+
+TEST(SegmentPoolTest, AnObjectTakesTheSegmentItHeldLastAmongTheBestFits) {
+  TempDir dir;
+  SegmentPool pool(dir.Sub("pool"));
+  ASSERT_TRUE(pool.Load().ok());
+  // Two ranks' objects of the same size, rank 0's segment first in id order.
+  const uint64_t rank0 = AdoptFile(pool, 8192, SegmentAffinity("job", "__0_0.distcp"));
+  const uint64_t rank1 = AdoptFile(pool, 8192, SegmentAffinity("job", "__1_0.distcp"));
+  const uint64_t other_job = AdoptFile(pool, 8192, SegmentAffinity("other", "__1_0.distcp"));
+  std::optional<SegmentPool::Segment> seg = pool.Reserve(8192, SegmentAffinity("job", "__1_0.distcp"));
+  ASSERT_TRUE(seg.has_value());
+  EXPECT_EQ(seg->id, rank1);  // not the lowest id, rank 0's
+  EXPECT_EQ(seg->affinity, SegmentAffinity("job", "__1_0.distcp"));
+  EXPECT_EQ(pool.bytes(), 2u * 8192);
+  // Put back (its move failed), it keeps its affinity.
+  pool.Return(*seg, 8192);
+  seg = pool.Reserve(8192, SegmentAffinity("job", "__1_0.distcp"));
+  ASSERT_TRUE(seg.has_value());
+  EXPECT_EQ(seg->id, rank1);
+  // Without a segment of its own, an object takes the best fit as before.
+  seg = pool.Reserve(8192, SegmentAffinity("job", "__7_0.distcp"));
+  ASSERT_TRUE(seg.has_value());
+  EXPECT_EQ(seg->id, rank0);
+  seg = pool.Reserve(8192, SegmentAffinity("job", "__0_0.distcp"));
+  ASSERT_TRUE(seg.has_value());
+  EXPECT_EQ(seg->id, other_job);
+  EXPECT_TRUE(pool.empty());
+  EXPECT_EQ(pool.bytes(), 0u);
+}
+
+TEST(SegmentPoolTest, AffinityNeverGivesUpTheBestFitsSize) {
+  TempDir dir;
+  SegmentPool pool(dir.Sub("pool"));
+  ASSERT_TRUE(pool.Load().ok());
+  const uint64_t own_larger = AdoptFile(pool, 16384, SegmentAffinity("job", "__0_0.distcp"));
+  const uint64_t fit = AdoptFile(pool, 8192, "");
+  std::optional<SegmentPool::Segment> seg = pool.Reserve(8000, SegmentAffinity("job", "__0_0.distcp"));
+  ASSERT_TRUE(seg.has_value());
+  EXPECT_EQ(seg->id, fit);  // its own segment is larger than the best fit: memory first
+  EXPECT_EQ(seg->affinity, "");
+  // Released or taken, a segment leaves the affinity index with it.
+  std::optional<SegmentPool::Segment> released = pool.PickRelease(std::nullopt);
+  ASSERT_TRUE(released.has_value());
+  EXPECT_EQ(released->id, own_larger);
+  EXPECT_EQ(released->affinity, SegmentAffinity("job", "__0_0.distcp"));
+  EXPECT_FALSE(pool.Reserve(1, SegmentAffinity("job", "__0_0.distcp")).has_value());
 }
 
 }  // namespace

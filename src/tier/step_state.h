@@ -40,6 +40,7 @@ enum class PersistState {
 const char* PersistStateName(PersistState s);
 
 struct StepFiles {
+  std::string ns;   // the step's namespace (its objects' segment affinity)
   std::string dir;  // current directory: partial, final, or trash entry
   // The partial dir, open: objects are created beneath it outside the
   // tier's lock (tier/tier_files.h). Set once when the dir is made, never

@@ -138,7 +138,7 @@ void TierFiles::Recycle(const RecycleJob& job, FileOutcomes* out) const {
             JoinPath(layout_->PoolDir(), std::string(kPoolSegmentPrefix) + std::to_string(*f.pool_id));
         Status moved = RenamePath(path, seg);  // same inode: its read mapping stays valid
         if (moved.ok()) {
-          out->adopted.emplace_back(*f.pool_id, e->size);
+          out->adopted.push_back({*f.pool_id, e->size, f.affinity});
           continue;
         }
         Log(LogLevel::kWarn, "recycle").Kv("path", path).Err(moved);

@@ -44,6 +44,7 @@ struct RecycledFile {
   // The pool segment name reserved for it (SegmentPool::NewId), or nullopt:
   // unlinked (the pool may not keep it).
   std::optional<uint64_t> pool_id;
+  std::string affinity;  // SegmentAffinity of the object, kept by the pool
 };
 
 // A dropped step whose files are recycled: its dir moves to `aside` (a name
@@ -86,7 +87,12 @@ struct FileJobs {
 };
 
 struct FileOutcomes {
-  std::vector<std::pair<uint64_t, uint64_t>> adopted;  // (pool id, bytes) now seg_<id> in the pool
+  struct Adopted {
+    uint64_t id = 0;  // now seg_<id> in the pool
+    uint64_t bytes = 0;
+    std::string affinity;
+  };
+  std::vector<Adopted> adopted;
   uint64_t recycled_recorded = 0;  // recorded bytes of the files that were bound for the pool
   std::vector<std::pair<std::shared_ptr<StepFiles>, Status>> trashed;  // TrashJob.files, and whether it moved
   std::vector<std::string> released;                                   // reserved paths free again

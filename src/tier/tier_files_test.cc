@@ -126,13 +126,15 @@ TEST_F(TierFilesTest, RecycleMovesTheDirAsideAndTheFilesToTheirSegments) {
   job.dir = step;
   job.aside = layout_.PoolDir() + "/dropped_9";
   job.reserved = true;
-  job.files = {RecycledFile{"a", 1000, 5}, RecycledFile{"d/b", 10, std::nullopt},
-               RecycledFile{"never-made", 3, 6}};
+  job.files = {RecycledFile{"a", 1000, 5, "ns/a"}, RecycledFile{"d/b", 10, std::nullopt, "ns/d/b"},
+               RecycledFile{"never-made", 3, 6, "ns/never-made"}};
   jobs.recycles.push_back(job);
   jobs.namespace_rmdirs.push_back(layout_.NamespaceDir("ns"));
   FileOutcomes out = files_.Run(std::move(jobs));
   ASSERT_EQ(out.adopted.size(), 1u);
-  EXPECT_EQ(out.adopted[0], std::make_pair(uint64_t{5}, uint64_t{1000}));
+  EXPECT_EQ(out.adopted[0].id, 5u);
+  EXPECT_EQ(out.adopted[0].bytes, 1000u);
+  EXPECT_EQ(out.adopted[0].affinity, "ns/a");  // for the pool to hand it to object a first
   EXPECT_EQ(out.recycled_recorded, 1003u);  // both files bound for the pool
   EXPECT_EQ(out.released, std::vector<std::string>({step}));
   EXPECT_EQ(testing::InodeOf(layout_.PoolDir() + "/seg_5"), inode);  // same inode: pages stay

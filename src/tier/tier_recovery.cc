@@ -214,6 +214,7 @@ void TierRecovery::RecoverStepDir(int ns_fd, const std::string& ns, const std::s
   state->instance = found_.next_id++;
   state->committed = true;
   state->files = std::make_shared<StepFiles>();
+  state->files->ns = ns;
   state->files->dir = dir;
   state->manifest = std::move(m).value();
   if (wants_persist && has_durable_) {

@@ -83,6 +83,10 @@ class FlatLayout:
     state_dict_metadata: dict = field(default_factory=dict)
     storage: dict = field(default_factory=dict)
     placed: dict = field(default_factory=dict)  # TieredWriter: storage as {index: (info, stored length)}
+    # The state dict's nesting (_layout_tree.LayoutTree), for the next save to skip the flattening; None
+    # if not recorded. plan_key: TieredWriter's plan cache key of this layout (key and nesting paths).
+    tree: Any = None
+    plan_key: Any = None
 
     @classmethod
     def build(cls, key: tuple, name: str, flat: dict[str, Any]) -> "FlatLayout":
@@ -121,13 +125,18 @@ class FlatLayout:
                    tensors_end=offset, skeleton=skeleton, skeleton_runs=runs, bytes_fqns=bytes_fqns,
                    state_dict_metadata=sdm, storage=storage)
 
-    def data_runs(self, flat: dict[str, Any]) -> tuple[array, list[tuple[int, torch.Tensor]]]:
-        """Runs copying flat's contiguous CPU tensors' data; (data offset, tensor) of the others."""
+    def tensors_of(self, flat: dict[str, Any]) -> list:
+        """flat's tensors in this layout's order (tensor_fqns), as fill() takes them."""
+        return [flat[fqn] for fqn in self.tensor_fqns]
+
+    def data_runs(self, tensors: list) -> tuple[array, list[tuple[int, torch.Tensor]]]:
+        """Runs copying the contiguous CPU tensors' data; (data offset, tensor) of the others.
+
+        tensors: this layout's tensors in its order (tensors_of, or a LayoutTree's walk)."""
         runs = array("Q", bytes(24 * len(self.tensor_fqns)))
         others = []
         i = 0
-        for fqn, offset, size in zip(self.tensor_fqns, self.data_offsets, self.data_sizes):
-            v = flat[fqn]
+        for v, offset, size in zip(tensors, self.data_offsets, self.data_sizes):
             if size and (v.device.type != "cpu" or not v.is_contiguous()):
                 others.append((offset, v.detach()))
                 continue
@@ -138,13 +147,15 @@ class FlatLayout:
         del runs[i:]
         return runs, others
 
-    def fill(self, obj, flat: dict[str, Any], values: list[bytes], copy_threads: int = 1) -> dict:
-        """Copies flat into the writable object obj as this layout says; the storage entries of the values.
+    def fill(self, obj, tensors: list, values: list[bytes], copy_threads: int = 1) -> dict:
+        """Copies tensors and values into the writable object obj as this layout says; the storage entries
+        of the values.
 
         One ``copy_in`` call copies the archives' heads and tails, every contiguous CPU tensor's data and
-        the pickled values (values: pickled_values() of bytes_fqns); other tensors are copied through torch.
+        the pickled values (values: pickle_values() of the values of bytes_fqns, in order); other tensors
+        are copied through torch. tensors: this layout's, in its order (tensors_of).
         """
-        runs, others = self.data_runs(flat)
+        runs, others = self.data_runs(tensors)
         extra, buffers = {}, []
         offset = self.tensors_end
         value_runs = array("Q")
@@ -181,10 +192,15 @@ class FlatLayout:
 
     @staticmethod
     def pickled_values(flat: dict[str, Any], fqns: list[str]) -> list[bytes]:
-        """torch.save of each non-tensor value, as FileSystemWriter stores a BYTE_IO item."""
+        """torch.save of each non-tensor value of fqns, as FileSystemWriter stores a BYTE_IO item."""
+        return FlatLayout.pickle_values([flat[fqn] for fqn in fqns])
+
+    @staticmethod
+    def pickle_values(values: list) -> list[bytes]:
+        """torch.save of each value, as FileSystemWriter stores a BYTE_IO item."""
         out = []
-        for fqn in fqns:
+        for value in values:
             buf = io.BytesIO()
-            torch.save(flat[fqn], buf)
+            torch.save(value, buf)
             out.append(buf.getvalue())
         return out

@@ -61,6 +61,7 @@ from ..errors import CorruptionError
 from . import _cuda, _format, _inflight
 from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, flatten_state_dict, set_element
 from ._flat_layout import FlatLayout, layout_key, planned_size
+from ._layout_tree import LayoutTree
 from ._ids import check_step, checkpoint_id
 from ._metadata_pickle import MetadataPickle
 from ._safe_unpickle import load_metadata, load_value
@@ -190,23 +191,37 @@ class Checkpointer:
         where = checkpoint_id(self.namespace, step)
         try:
             c = self._client()
-            flat, mapping = flatten_state_dict(state_dict)
-            key = layout_key(flat, where)
-            values = FlatLayout.pickled_values(flat, [e[0] for e in key if len(e) == 1])
             layout = self._layout
+            # The last save's nesting, checked and gathered in one walk (_layout_tree.py), or flattened.
+            walked = layout.tree.walk(state_dict) if layout is not None and layout.tree else None
+            flat = None
+            if walked is not None:
+                tensors, raw_values, _ = walked
+                key = layout.key
+            else:
+                flat, mapping = flatten_state_dict(state_dict)
+                key = layout_key(flat, where)
+                raw_values = [flat[e[0]] for e in key if len(e) == 1]
+            values = FlatLayout.pickle_values(raw_values)
             size = (layout.tensors_end + sum(len(v) + _format.ALIGNMENT for v in values)
                     if layout is not None and layout.key == key else planned_size(key, values))
             # begin_save and the object in one round trip (decision 125).
             obj = c.create_next_object(self.namespace, step, f"__{rank}_", 0, DEFAULT_SUFFIX, max(size, 1),
                                        begin_save=True)
             if layout is None or layout.key != key or layout.name != obj.name:
+                if flat is None:
+                    flat, mapping = flatten_state_dict(state_dict)
                 layout = FlatLayout.build(key, obj.name, flat)
                 self._layout = layout
                 self._layout_id += 1
                 fresh = (layout.state_dict_metadata, mapping, layout.storage)
             else:
                 fresh = None
-            extra = self._fill(obj, layout, flat, values)
+            if flat is not None:
+                if layout.tree is not False:  # recorded for the next save; False: not recordable
+                    layout.tree = LayoutTree.build(state_dict, key) or False
+                tensors = layout.tensors_of(flat)
+            extra = self._fill(obj, layout, tensors, values)
             c.seal(obj)
             self._last_extra = extra
             return _Report(rank, None, c.node_id, c.socket_path, self._layout_id, fresh, extra, obj.name)
@@ -214,9 +229,10 @@ class Checkpointer:
             self._abort_quietly(step, f"rank {rank}'s part failed")
             return _Report(rank, f"rank {rank}: {type(e).__name__}: {e}")
 
-    def _fill(self, obj, layout: FlatLayout, flat, values: list[bytes]) -> dict:
-        """Copies flat into obj as layout says; the storage entries of the pickled values."""
-        return layout.fill(obj, flat, values, self.copy_threads)
+    def _fill(self, obj, layout: FlatLayout, tensors: list, values: list[bytes]) -> dict:
+        """Copies tensors (the layout's, in its order) and the pickled values into obj as layout says;
+        the storage entries of the values."""
+        return layout.fill(obj, tensors, values, self.copy_threads)
 
     def _commit(self, step: int, reports: list[_Report], world: int, persist: bool, token: str) -> _Outcome:
         """The coordinator: .metadata and the commit, or the abort, for every rank's report."""

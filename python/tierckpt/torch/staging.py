@@ -47,7 +47,7 @@ try:
 except ImportError:  # pragma: no cover - torch without DTensor
     DTensor = ()  # type: ignore[assignment,misc]
 
-__all__ = ["pieces_and_layout", "pieces_of", "with_stand_ins"]
+__all__ = ["pieces_and_layout", "pieces_of", "stand_in", "with_stand_ins"]
 
 
 # A plain tensor's stand-in, by what DCP plans from (dtype, shape, strides, requires_grad): a meta tensor
@@ -57,7 +57,7 @@ _STAND_INS: dict[tuple, torch.Tensor] = {}
 _STAND_INS_MAX = 1 << 16
 
 
-def _stand_in(value: Any) -> Any:
+def stand_in(value: Any) -> Any:
     """A data-free stand-in with the same planning metadata, or value itself."""
     if isinstance(value, DTensor):
         local = value.to_local()
@@ -85,7 +85,7 @@ def _stand_in(value: Any) -> Any:
 def with_stand_ins(value: Any) -> Any:
     """value with every tensor in it (dicts, lists, tuples) replaced by its stand-in."""
     if isinstance(value, torch.Tensor):
-        return _stand_in(value)
+        return stand_in(value)
     if isinstance(value, dict):
         out = type(value)() if type(value) is not dict else {}
         for k, v in value.items():

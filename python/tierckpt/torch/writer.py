@@ -43,6 +43,7 @@ import os
 import pickle
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import torch.distributed as dist
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta
@@ -55,6 +56,7 @@ from ..config import CheckpointConfig
 from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, _round_cache, staging
 from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, flatten_state_dict, plan_usable
 from ._flat_layout import FlatLayout, layout_key, planned_size
+from ._layout_tree import LayoutTree
 from ._metadata_pickle import MetadataPickle
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._steps import METADATA_OBJECT, abort_quietly, missing_in_span, nodes_of
@@ -506,10 +508,13 @@ class TieredWriter(StorageWriter, CompleteStager):
             self._stage_registered = False
             raise
         try:
-            placed = self._stage_flat(state_dict)
-            if placed is None:
+            staged = self._stage_flat(state_dict)
+            if staged is None:
                 pieces, self._layout_key = staging.pieces_and_layout(state_dict)
                 placed, _ = self._place(self._client(), pieces)
+                stand_ins = None
+            else:
+                placed, stand_ins = staged
         except BaseException:
             _inflight.discard(self.socket, self.namespace, self.save_id)
             self._stage_registered = False
@@ -518,7 +523,7 @@ class TieredWriter(StorageWriter, CompleteStager):
             self._begin_in_create = False
             raise
         self._staged.update(placed)
-        return staging.with_stand_ins(state_dict)
+        return stand_ins if stand_ins is not None else staging.with_stand_ins(state_dict)
 
     def synchronize_staging(self) -> None:
         """Nothing to do: stage() returns once every byte is in shared memory."""
@@ -556,38 +561,57 @@ class TieredWriter(StorageWriter, CompleteStager):
         """Whether this process's connection began this step's save (BeginSave or BeginSaveCreateNext)."""
         return self._begun_on is not None and self._begun_on[0] is self._client() and self._begun_on[1] == self.step
 
-    def _stage_flat(self, state_dict) -> dict | None:
+    def _stage_flat(self, state_dict) -> tuple[dict, Any] | None:
         """Stages a state dict of plain dense tensors and Python values into one object with a FlatLayout.
 
         The Checkpointer's copy plan (_flat_layout.py): the layout of an unchanged state dict is reused
         from the last save of this rank (no per-item objects), one ``copy_in`` call copies every
-        archive's head, data and tail and the pickled values. Returns the staged locations, or None
-        for a state dict that needs the planner's items (sharded or other tensors), or more than one
-        object per rank (files_per_rank): staging.pieces_of then places them.
+        archive's head, data and tail and the pickled values. A state dict whose nesting is the last
+        save's is checked and gathered in one walk of the layout's LayoutTree, which also gives its
+        stand-ins (_layout_tree.py); any other is flattened as DefaultSavePlanner does. Returns the
+        staged locations and the stand-in state dict (None: stage() builds it), or None for a state
+        dict that needs the planner's items (sharded or other tensors), or more than one object per
+        rank (files_per_rank): staging.pieces_of then places them.
         """
         if self.config.files_per_rank != 1:
             return None
-        flat, mapping = flatten_state_dict(state_dict)  # as DefaultSavePlanner(flatten_state_dict=True)
-        try:
-            key = layout_key(flat, self.checkpoint_id)
-        except TypeError:
-            return None
-        values = FlatLayout.pickled_values(flat, [e[0] for e in key if len(e) == 1])
         cache = (self.socket, self.namespace, self.rank)
         layout = _flat_layouts.get(cache)
+        walked = layout.tree.walk(state_dict, stand_ins=True) if layout is not None and layout.tree else None
+        flat = plan_key = None
+        if walked is not None:  # the last save's nesting and layout
+            tensors, raw_values, stand_ins = walked
+            key = layout.key
+        else:
+            flat, mapping = flatten_state_dict(state_dict)  # as DefaultSavePlanner(flatten_state_dict=True)
+            try:
+                key = layout_key(flat, self.checkpoint_id)
+            except TypeError:
+                return None
+            raw_values = [flat[e[0]] for e in key if len(e) == 1]
+            tensors = stand_ins = None
+            plan_key = (key, tuple(mapping.get(e[0]) for e in key))
+        values = FlatLayout.pickle_values(raw_values)
         size = (layout.tensors_end + sum(len(v) + _format.ALIGNMENT for v in values)
                 if layout is not None and layout.key == key else planned_size(key, values))
         obj = self._create(max(size, 1))
         if layout is None or layout.key != key or layout.name != obj.name:
+            if flat is None:  # the object's name changed (a name skipped): the layout is built anew
+                flat, mapping = flatten_state_dict(state_dict)
+                plan_key = (key, tuple(mapping.get(e[0]) for e in key))
             layout = FlatLayout.build(key, obj.name, flat)
             layout.placed = {index: (info, info.length) for index, info in layout.storage.items()}
             _flat_layouts[cache] = layout
-        extra = layout.fill(obj, flat, values)
+        if plan_key is not None:  # flattened: record this nesting for the next save (False: not recordable)
+            layout.plan_key = plan_key
+            if layout.tree is not False:
+                layout.tree = LayoutTree.build(state_dict, key, staging.stand_in) or False
+        extra = layout.fill(obj, tensors if tensors is not None else layout.tensors_of(flat), values)
         self._client().seal(obj)
         placed = dict(layout.placed)
         placed.update((index, (info, info.length)) for index, info in extra.items())
-        self._layout_key = (key, tuple(mapping.get(e[0]) for e in key))
-        return placed
+        self._layout_key = layout.plan_key
+        return placed, stand_ins
 
     def _cache_key(self) -> tuple:
         return (self.socket, self.namespace)

@@ -3,7 +3,7 @@
 
     python bench/peers.py [--workload a,c] [--rounds 8] [--methods all] [--size-mib N]
                           [--json out.json] [--plot docs/img/peers.png] [--no-install]
-                          [--venv build/peers-venv] [--timeout-s 1800]
+                          [--venv build/peers-venv] [--timeout-s 1800] [--settle-s 1]
 
 Run it with the project's Python (the one whose tierckpt package is under test). It installs the
 peers from PyPI into a venv of its own (bench/peers_install.py; cached), puts this tierckpt on that
@@ -22,7 +22,11 @@ Per method, each the slowest rank's: first save (round 1, cold), steady blocking
 training thread may go on), steady time to memory commit (until the checkpoint is in memory on the
 node: for async methods until the future completes), steady load (until the training's own
 tensors hold the bytes; a peer that returns new tensors is charged the copy into them, as
-model.load_state_dict would do); steady = the median of rounds 3..N. Ratios: to tierckpt (THREAD)
+model.load_state_dict would do); steady = the median of rounds 3..N. Every timed save and load starts
+--settle-s seconds (default 1) after the previous one ended, so that what a method leaves running in
+the background (tierckpt's agent hashes a step after its commit) has finished, as it would between
+checkpoints minutes apart, instead of slowing whichever method the rotation puts next; what that
+background work costs a training loop is bench/interference.py's measure. Ratios: to tierckpt (THREAD)
 and to the memcpy limit of the same run. Every load is compared with the saved state (torch.equal
 per tensor); a wrong load is FAILED and the exit status is 1.
 """
@@ -236,6 +240,7 @@ def run_workload(wl: str, args, py: str, env: dict, methods: list[str], skipped:
     shm = Path(f"/dev/shm/peers-bench-{os.getpid()}-{wl}")
     shm.mkdir(parents=True)
     opts = {"workload": wl, "bytes": total, "rounds": args.rounds, "methods": methods, "skipped": skipped,
+            "settle_s": args.settle_s,
             "shm_dir": str(shm), "results_dir": str(wdir / "results"), "timeout_s": args.timeout_s,
             "run_id": f"{os.getpid()}-{wl}-{uuid.uuid4().hex[:6]}", **extra}
     (wdir / "opts.json").write_text(json.dumps(opts))
@@ -292,6 +297,8 @@ def parse(argv=None):
     ap.add_argument("--no-install", action="store_true", help="ranks use this interpreter; no peer packages")
     ap.add_argument("--venv", type=Path, default=REPO / "build" / "peers-venv")
     ap.add_argument("--timeout-s", type=int, default=1800)
+    ap.add_argument("--settle-s", type=float, default=1.0,
+                    help="pause before each timed save and load (default 1; 0 = none)")
     a = ap.parse_args(argv)
     wanted = []
     for m in a.methods.split(","):

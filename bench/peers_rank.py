@@ -183,6 +183,7 @@ def run(rank: int, world: int, opts: dict) -> dict:
         return time.perf_counter()
 
     failed = {}
+    settle = float(opts.get("settle_s", 0))
     for rnd in range(opts["rounds"]):
         mutate(state, rnd)
         step = rnd + 1
@@ -194,6 +195,7 @@ def run(rank: int, world: int, opts: dict) -> dict:
             try:
                 if hasattr(m, "prepare"):
                     m.prepare(step)
+                time.sleep(settle)  # the previous method's background work ends first (peers.py --settle-s)
                 gc.collect()
                 t0 = timed_barrier()
                 wait = m.save(state, step)
@@ -210,6 +212,7 @@ def run(rank: int, world: int, opts: dict) -> dict:
             m = methods[n]
             for _, t in tensors_of(dest):
                 t.zero_()
+            time.sleep(settle)
             try:
                 t0 = timed_barrier()
                 got = m.load(step, dest)

@@ -22,7 +22,7 @@ def test_peers_smoke(tmp_path):
     out = tmp_path / "peers.json"
     r = subprocess.run([sys.executable, str(REPO / "bench" / "peers.py"), "--methods", "tierckpt,dcp",
                         "--workload", "a", "--size-mib", "16", "--rounds", "3", "--no-install",
-                        "--json", str(out), "--timeout-s", "240"],
+                        "--json", str(out), "--timeout-s", "240", "--settle-s", "0.1"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, f"bench/peers.py failed ({r.returncode}):\n{r.stdout}\n{r.stderr[-4000:]}"
     report = json.loads(out.read_text())

@@ -12,6 +12,7 @@
 
 #include "common/names.h"
 #include "os/beneath.h"
+#include "os/direct_write.h"
 #include "os/fd.h"
 #include "os/file_copy.h"
 #include "os/files.h"
@@ -171,11 +172,16 @@ Status FsBlobStore::Put(std::string_view path, const void* data, size_t size, co
     const std::string tmp =
         p.leaf + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_temp_counter.fetch_add(1));
     TC_RETURN_IF_ERROR(WriteFileViaAt(p.dir.get(), tmp, p.leaf, 0600, options_.fsync, /*exclusive=*/true, dir,
-                                      [&](int fd) { return PwriteAll(fd, data, size, 0, JoinPath(dir, tmp)); }));
+                                      [&](int fd) { return WriteNew(fd, data, size, JoinPath(dir, tmp)); }));
     if (options_.fsync) TC_RETURN_IF_ERROR(FsyncDir(p.dir.get(), dir));
     return Status::Ok();
   }
-  return WriteVia(p, [&](int fd) { return PwriteAll(fd, data, size, 0, p.full); });
+  return WriteVia(p, [&](int fd) { return WriteNew(fd, data, size, p.full); });
+}
+
+Status FsBlobStore::WriteNew(int fd, const void* data, size_t size, const std::string& what) const {
+  if (options_.direct_min_bytes == 0 || size < options_.direct_min_bytes) return PwriteAll(fd, data, size, 0, what);
+  return WriteBypassingCache(fd, data, size, what).status();
 }
 
 Status FsBlobStore::PutFile(std::string_view path, int fd, uint64_t size, const BlobPutOptions& options) {

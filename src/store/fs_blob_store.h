@@ -1,8 +1,9 @@
 // fs_blob_store.h — the BlobStore on a local directory or an NFS mount: one
 // file per blob at <base>/<path> ('/' in paths are subdirectories).
 //
-// Put writes "<path><temp_suffix>.<pid>.<n>", fsyncs it (options.fsync) and
-// renames it into place; an exclusive put links the file in (link(2)), so of
+// Put writes "<path><temp_suffix>.<pid>.<n>" (a large blob with O_DIRECT
+// where the filesystem takes it: options.direct_min_bytes), fsyncs it
+// (options.fsync) and renames it into place; an exclusive put links the file in (link(2)), so of
 // two exclusive writers exactly one wins. A crash can leave that temporary
 // behind; List shows it (KeepsTemporaries() is true) and callers sweep it.
 // Listings do not follow symbolic links and skip everything but regular
@@ -50,6 +51,10 @@ struct FsBlobOptions {
   // leaves no empty directory behind (decision 89). Off by default: the
   // durable tier deletes whole step directories with DeleteBelow.
   bool remove_empty_dirs = false;
+  // Put writes a blob of at least this many bytes with O_DIRECT where the
+  // filesystem and the buffer allow it (os/direct_write.h: no copy into the
+  // page cache; decision 172), buffered otherwise. 0: always buffered.
+  size_t direct_min_bytes = size_t{1} << 20;
 };
 
 class FsBlobStore final : public BlobStore {
@@ -107,6 +112,8 @@ class FsBlobStore final : public BlobStore {
   std::string TempFor(const std::string& name) const;
   // Writes p's file via a temporary and a rename, fill(fd) writing the bytes.
   Status WriteVia(const Parent& p, const std::function<Status(int)>& fill);
+  // Writes data into fd, a new empty file: O_DIRECT for a blob of direct_min_bytes or more.
+  Status WriteNew(int fd, const void* data, size_t size, const std::string& what) const;
   // Removes the empty directories above path (remove_empty_dirs), deepest
   // first, stopping at the first that holds something and at the base.
   Status RemoveEmptyParents(std::string_view path);

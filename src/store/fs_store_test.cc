@@ -3,10 +3,15 @@
 
 #include "store/fs_store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -70,6 +75,38 @@ TEST_F(FsStoreTest, LayoutIsTheDcpDirectoryPlusTheManifestAndNoTmpFiles) {
   auto parsed = Manifest::Parse(*text, "test");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->ToJson(), MakeManifest("job1", 123, objects).ToJson());
+}
+
+TEST_F(FsStoreTest, ALargeObjectGoesToItsFileWithoutThePageCache) {
+  // As the persister puts it: from a page-aligned mapping (decision 172).
+  const size_t size = (size_t{5} << 20) + 7;
+  void* src = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(src, MAP_FAILED);
+  std::string expected = Pattern(size, 7);
+  std::memcpy(src, expected.data(), size);
+  ASSERT_TRUE(store_->PutObject("ns", 1, "__0_0.distcp", src, size).ok());
+  ::munmap(src, size);
+  const std::string path = JoinPath(StepPath("ns", 1), "__0_0.distcp");
+  struct statfs fs;
+  ASSERT_EQ(::statfs(base_.c_str(), &fs), 0);
+  const int probe = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  const bool direct_io = probe >= 0 && fs.f_type != TMPFS_MAGIC;
+  if (probe >= 0) ::close(probe);
+  if (direct_io) {  // before anything reads it: a buffered write would have left every page cached
+    Result<UniqueFd> fd = OpenFile(path, O_RDONLY);
+    ASSERT_TRUE(fd.ok());
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd->get(), 0);
+    ASSERT_NE(map, MAP_FAILED);
+    std::vector<unsigned char> resident((size + 4095) / 4096);
+    ASSERT_EQ(::mincore(map, size, resident.data()), 0);
+    ::munmap(map, size);
+    size_t cached = 0;
+    for (size_t i = 0; i + 1 < resident.size(); ++i) cached += resident[i] & 1;
+    EXPECT_EQ(cached, 0u) << "pages of " << path << " in the page cache";
+  }
+  Result<std::string> back = ReadFileToString(path, size + 1);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(*back == expected) << "the file differs from what was put";
 }
 
 TEST_F(FsStoreTest, ANewStoreOnTheSameBaseSeesCommittedSteps) {

@@ -33,8 +33,11 @@ run and stopped after it.
 Reported: per configuration, the step time (median and p90 over every timed
 step of every round, the slowest rank's per step) and its ratio to the `none`
 median; for the tierckpt configurations the time to durable of each checkpoint
-(save start on rank 0 -> the agent's first `persist` log line for that step) and
-whether every checkpoint was durable before the next one was due.
+(save start on rank 0 -> the agent's first `persist` log line for that step),
+whether every checkpoint was durable before the next one was due, and the CPU
+seconds both agents used per checkpoint (their /proc stat once every checkpoint
+of the run was persisted): what the background work takes from the cores the
+trainers run on.
 
 Output: a table, or with --json ONE JSON object {"machine", "command", "config",
 "results", "ratios"}. Exit status 0; 1 when a run fails; 2 on bad arguments or
@@ -187,6 +190,14 @@ class AgentPair:
             self.stop()
             raise
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) both agents have used so far, from /proc/<pid>/stat."""
+        total = 0
+        for a in self.nodes:
+            fields = Path(f"/proc/{a.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
+        return total / os.sysconf("SC_CLK_TCK")
+
     def logged_at(self, ns: str, event: str) -> dict[int, float]:
         """step -> unix time of n1's first `event` log line for it (persist, commit). The first: an agent
         before decision 167 also logged `persist` for retention's check of a durable copy, when the step
@@ -260,6 +271,7 @@ def run_one(args, mode: str, workdir: Path, python: str) -> dict:
                                if s["step"] in committed]
             out["missing_durable"] = [s for s in want if s not in done]
             out["interval_s"] = interval
+            out["agent_cpu_s"] = agents.cpu_s()  # every checkpoint persisted (or given up on) by now
         return out
     finally:
         if agents is not None:
@@ -284,7 +296,8 @@ def summarize(runs: dict, skipped: dict) -> tuple[dict, dict]:
                           "commit_median_s": statistics.median(r["commit_s"]) if r["commit_s"] else None,
                           "interval_s": statistics.median(r["interval_s"]),
                           "missing_durable": len(r["missing_durable"]),
-                          "within_cadence": sum(x <= i for x, i in zip(d, r["interval_list"]))})
+                          "within_cadence": sum(x <= i for x, i in zip(d, r["interval_list"])),
+                          "agent_cpu_s_per_checkpoint": sum(r["agent_cpu_s"]) / max(1, len(d) + len(r["missing_durable"]))})
         results[mode] = entry
         ratios[mode] = {"median": entry["median_ms"] / (1e3 * base), "p90": entry["p90_ms"] / (1e3 * base)}
     for mode, why in skipped.items():
@@ -330,7 +343,7 @@ def main() -> int:
             skipped["dlrover"] = why
             configs.remove("dlrover")
     runs = {c: {"times": [], "durable_s": [], "commit_s": [], "missing_durable": [], "interval_s": [],
-                "interval_list": []}
+                "interval_list": [], "agent_cpu_s": []}
             for c in configs}
     workdir = Path(tempfile.mkdtemp(prefix="tc-interference-", dir="/var/tmp"))
     peer_failures: dict[str, list[str]] = {}  # a peer's failed rounds: reported, the run goes on
@@ -357,6 +370,7 @@ def main() -> int:
                     agg["missing_durable"] += r["missing_durable"]
                     agg["interval_s"].append(r["interval_s"])
                     agg["interval_list"] += [r["interval_s"]] * len(r["durable_s"])
+                    agg["agent_cpu_s"].append(r["agent_cpu_s"])
                 if not args.json:
                     print(f"round {rnd + 1}/{args.rounds} {mode}: median step "
                           f"{1e3 * statistics.median(r['times']):.1f} ms", file=sys.stderr)
@@ -371,7 +385,7 @@ def main() -> int:
             skipped[mode] = f"failed in every round: {failures[0]}"
     for agg in runs.values():
         if not agg["durable_s"] and not agg["missing_durable"]:
-            for k in ("durable_s", "commit_s", "missing_durable", "interval_s", "interval_list"):
+            for k in ("durable_s", "commit_s", "missing_durable", "interval_s", "interval_list", "agent_cpu_s"):
                 agg.pop(k)
     results, ratios = summarize(runs, skipped)
     state_mib = 3 * args.layers * (args.hidden * args.hidden + args.hidden) * 4 / (1 << 20)
@@ -393,7 +407,7 @@ def main() -> int:
           f"{args.rounds} rounds x {args.steps} steps; caps: persist {args.persist_rate}/s, replicate "
           f"{args.replicate_rate}/s, priority {args.priority}")
     print(f"{'config':<15}{'median ms':>10}{'p90 ms':>9}{'x none':>8}{'p90 x':>8}{'commit s':>10}"
-          f"{'durable med s':>15}{'max s':>8}{'in cadence':>12}")
+          f"{'durable med s':>15}{'max s':>8}{'in cadence':>12}{'agent cpu s/ckpt':>18}")
     for mode in CONFIGS:
         r = results.get(mode)
         if r is None:
@@ -411,6 +425,7 @@ def main() -> int:
             dm = f"{r['durable_median_s']:.2f}" if r["durable_median_s"] is not None else "-"
             dx = f"{r['durable_max_s']:.2f}" if r["durable_max_s"] is not None else "-"
             line += f"{dm:>15}{dx:>8}{r['within_cadence']:>6}/{r['checkpoints']:<5}"
+            line += f"{r['agent_cpu_s_per_checkpoint']:>18.3f}"
         print(line)
     return 0
 

@@ -192,11 +192,11 @@ def _count_flattens(monkeypatch, module) -> list:
 
 
 def test_the_checkpointer_saves_each_nesting_as_it_was(agent, monkeypatch):
-    from tierckpt.torch import checkpointer
+    from tierckpt.torch import _layout_tree
 
     cfg = agent.config("lt1")
     ckpt = Checkpointer(cfg)
-    calls = _count_flattens(monkeypatch, checkpointer)
+    calls = _count_flattens(monkeypatch, _layout_tree)  # where both fronts' saves flatten
     for step, sd in enumerate(_nestings(), 1):  # each loaded before retention drops it
         before = len(calls)
         ckpt.save(step, sd)
@@ -207,10 +207,10 @@ def test_the_checkpointer_saves_each_nesting_as_it_was(agent, monkeypatch):
 
 
 def test_the_dcp_front_saves_each_nesting_as_it_was(agent, monkeypatch):
-    from tierckpt.torch import writer
+    from tierckpt.torch import _layout_tree
 
     cfg = agent.config("lt2")
-    calls = _count_flattens(monkeypatch, writer)
+    calls = _count_flattens(monkeypatch, _layout_tree)
     for step, sd in enumerate(_nestings(), 1):
         before = len(calls)
         dcp.async_save(sd, storage_writer=TieredWriter(cfg, step), no_dist=True).result()

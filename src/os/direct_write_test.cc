@@ -2,22 +2,22 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/magic.h>
-#include <sys/mman.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 #include "os/files.h"
+#include "testing/page_cache.h"
 #include "testing/temp_dir.h"
 
 namespace tierckpt {
 namespace {
 
+using testing_util::CachedPagesBeforeTheLast;
+using testing_util::HasSeparatePageCache;
+using testing_util::TakesDirectIo;
 using testing_util::TempDir;
 
 // A page-aligned buffer of size bytes holding a pattern that differs every byte.
@@ -34,15 +34,6 @@ struct Aligned {
   void* data = nullptr;
   size_t size;
 };
-
-// Whether the filesystem of dir takes O_DIRECT at all.
-bool TakesDirectIo(const std::string& dir) {
-  const std::string probe = JoinPath(dir, "probe");
-  const int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0600);
-  if (fd >= 0) ::close(fd);
-  ::unlink(probe.c_str());
-  return fd >= 0;
-}
 
 std::string Written(const TempDir& dir, const std::string& name, const void* data, size_t size, bool* direct) {
   const std::string path = dir.Sub(name);
@@ -83,9 +74,7 @@ TEST(DirectWriteTest, AnUnalignedBufferIsWrittenBuffered) {
 
 TEST(DirectWriteTest, TheBodyLeavesNoPagesInTheCache) {
   TempDir dir;
-  struct statfs fs;
-  ASSERT_EQ(::statfs(dir.path().c_str(), &fs), 0);
-  if (!TakesDirectIo(dir.path()) || fs.f_type == TMPFS_MAGIC) {
+  if (!HasSeparatePageCache(dir.path())) {
     GTEST_SKIP() << dir.path() << " is tmpfs (its files are the page cache) or takes no O_DIRECT";
   }
   const size_t size = (size_t{16} << 20) + 100;
@@ -95,14 +84,7 @@ TEST(DirectWriteTest, TheBodyLeavesNoPagesInTheCache) {
   Result<bool> wrote = WriteBypassingCache(fd->get(), buf.data, size, "c");
   ASSERT_TRUE(wrote.ok() && *wrote);
   // Looked at before anything reads the file: a buffered write leaves every page cached (dirty).
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd->get(), 0);
-  ASSERT_NE(map, MAP_FAILED);
-  std::vector<unsigned char> resident((size + 4095) / 4096);
-  ASSERT_EQ(::mincore(map, size, resident.data()), 0);
-  size_t cached = 0;
-  for (size_t i = 0; i + 1 < resident.size(); ++i) cached += resident[i] & 1;  // the last: the buffered tail
-  ::munmap(map, size);
-  EXPECT_EQ(cached, 0u) << "pages of the body in the page cache";
+  EXPECT_EQ(CachedPagesBeforeTheLast(fd->get(), size), 0) << "pages of the body in the page cache";
 }
 
 TEST(DirectWriteTest, AFailedWriteNamesWhatAndLeavesTheFlagsAlone) {

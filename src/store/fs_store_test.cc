@@ -5,10 +5,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -18,6 +16,7 @@
 #include "common/names.h"
 #include "os/files.h"
 #include "store/store_test_util.h"
+#include "testing/page_cache.h"
 
 namespace tierckpt {
 namespace {
@@ -87,22 +86,10 @@ TEST_F(FsStoreTest, ALargeObjectGoesToItsFileWithoutThePageCache) {
   ASSERT_TRUE(store_->PutObject("ns", 1, "__0_0.distcp", src, size).ok());
   ::munmap(src, size);
   const std::string path = JoinPath(StepPath("ns", 1), "__0_0.distcp");
-  struct statfs fs;
-  ASSERT_EQ(::statfs(base_.c_str(), &fs), 0);
-  const int probe = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-  const bool direct_io = probe >= 0 && fs.f_type != TMPFS_MAGIC;
-  if (probe >= 0) ::close(probe);
-  if (direct_io) {  // before anything reads it: a buffered write would have left every page cached
+  if (testing_util::HasSeparatePageCache(base_)) {  // before anything reads it: a buffered write caches every page
     Result<UniqueFd> fd = OpenFile(path, O_RDONLY);
     ASSERT_TRUE(fd.ok());
-    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd->get(), 0);
-    ASSERT_NE(map, MAP_FAILED);
-    std::vector<unsigned char> resident((size + 4095) / 4096);
-    ASSERT_EQ(::mincore(map, size, resident.data()), 0);
-    ::munmap(map, size);
-    size_t cached = 0;
-    for (size_t i = 0; i + 1 < resident.size(); ++i) cached += resident[i] & 1;
-    EXPECT_EQ(cached, 0u) << "pages of " << path << " in the page cache";
+    EXPECT_EQ(testing_util::CachedPagesBeforeTheLast(fd->get(), size), 0) << "pages of " << path << " in the page cache";
   }
   Result<std::string> back = ReadFileToString(path, size + 1);
   ASSERT_TRUE(back.ok());

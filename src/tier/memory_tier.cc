@@ -323,10 +323,11 @@ void MemoryTier::RecycleLocked(const std::shared_ptr<StepFiles>& files) {
   for (const StepFiles::DroppedObject& o : files->objects) object_bytes_ -= std::min(object_bytes_, o.size);
   const StepFiles::DroppedObject* for_need = FileForNeedLocked(files->objects);
   for (const StepFiles::DroppedObject& o : files->objects) {
-    RecycledFile f{o.name, o.size, std::nullopt, SegmentAffinity(files->ns, o.name)};
+    RecycledFile f{o.name, o.size, std::nullopt, {}};
     const bool keep = &o == for_need ? UsedLocked() + o.size <= options_.budget_bytes : PoolMayKeepLocked(o.size);
     if (o.writer_done && keep) {
       f.pool_id = pool_.NewId();
+      f.affinity = SegmentAffinity(files->ns, o.name);
       to_pool_bytes_ += o.size;
     }
     job.files.push_back(std::move(f));
@@ -341,9 +342,10 @@ void MemoryTier::RecycleObjectLocked(const StepFiles& files, const std::string& 
   RecycleJob job;
   job.dir = files.dir;
   job.keep_dir = true;
-  RecycledFile f{name, recorded_size, std::nullopt, SegmentAffinity(files.ns, name)};
+  RecycledFile f{name, recorded_size, std::nullopt, {}};
   if (writer_done && PoolMayKeepLocked(recorded_size)) {
     f.pool_id = pool_.NewId();
+    f.affinity = SegmentAffinity(files.ns, name);
     to_pool_bytes_ += recorded_size;
   }
   job.files.push_back(std::move(f));

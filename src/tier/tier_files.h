@@ -44,7 +44,7 @@ struct RecycledFile {
   // The pool segment name reserved for it (SegmentPool::NewId), or nullopt:
   // unlinked (the pool may not keep it).
   std::optional<uint64_t> pool_id;
-  std::string affinity;  // SegmentAffinity of the object, kept by the pool
+  std::string affinity;  // SegmentAffinity of the object, kept by the pool (set with pool_id)
 };
 
 // A dropped step whose files are recycled: its dir moves to `aside` (a name

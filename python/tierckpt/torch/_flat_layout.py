@@ -39,12 +39,16 @@ def _align(n: int) -> int:
     return (n + _format.ALIGNMENT - 1) // _format.ALIGNMENT * _format.ALIGNMENT
 
 
-def planned_size(key: tuple, values: list[bytes]) -> int:
-    """The size of an object of key's layout (FlatLayout.tensors_end, then the values), without building it."""
-    offset = 0
-    for entry in key:
-        if len(entry) > 1:
-            offset = _align(offset + _format.tensor_layout(entry[1], entry[2]).size)
+def planned_size(key: tuple, values: list[bytes], layout: "FlatLayout | None" = None) -> int:
+    """The size of an object of key's layout holding the pickled values (FlatLayout.tensors_end, then the
+    values): from layout when it is key's, else computed without building one."""
+    if layout is not None and layout.key == key:
+        offset = layout.tensors_end
+    else:
+        offset = 0
+        for entry in key:
+            if len(entry) > 1:
+                offset = _align(offset + _format.tensor_layout(entry[1], entry[2]).size)
     return offset + sum(len(v) + _format.ALIGNMENT for v in values)
 
 

@@ -20,19 +20,26 @@ the caller then takes the full path, which records a new tree.
 
 Recorded only for exact ``dict``, ``OrderedDict`` and ``list`` containers (what ``state_dict()``
 methods return); any other mapping or list type keeps the full path at every save.
+
+:func:`gather` is what both fronts (TieredWriter's flat staging, the Checkpointer) call per save: the
+walk where the layout has a tree, else DCP's flatten and the layout key; :meth:`Gathered.tensors_for`
+then records the nesting of a flattened state dict in the layout the save settled on.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from . import _dcp_compat
+from ._dcp_compat import flatten_state_dict
+from ._flat_layout import FlatLayout, layout_key
 from .staging import with_stand_ins
 
-__all__ = ["LayoutTree"]
+__all__ = ["Gathered", "LayoutTree", "gather"]
 
 _MAPS = (dict, OrderedDict)
 _STRIDED = torch.strided
@@ -157,3 +164,43 @@ class LayoutTree:
         except (RuntimeError, TypeError, AttributeError):  # e.g. a nested tensor's shape: not ours to save fast
             return None
         return tensors, values, out
+
+
+@dataclass
+class Gathered:
+    """One save's state dict as a flat layout needs it: walked against the layout's recorded nesting
+    (tensors set; stand_ins too when asked), or flattened (flat and mapping set)."""
+
+    key: tuple
+    values: list  # the non-tensor values, in the key's order (not pickled yet)
+    tensors: list | None = None  # in the layout's order
+    stand_ins: Any = None
+    flat: dict | None = None
+    mapping: dict | None = None
+
+    def flatten(self, state_dict: Any) -> None:
+        """Flattens state_dict if the walk gathered it: a layout is being built anew for it."""
+        if self.flat is None:
+            self.flat, self.mapping = flatten_state_dict(state_dict)  # as DefaultSavePlanner does
+
+    def tensors_for(self, layout: FlatLayout, state_dict: Any, stand_in=None) -> list:
+        """The tensors of layout (the one the save settled on), in its order. A flattened state dict's
+        nesting is recorded in layout first, for the next save (False: not recordable, not tried again)."""
+        if self.flat is None:
+            return self.tensors
+        if layout.tree is not False:
+            layout.tree = LayoutTree.build(state_dict, self.key, stand_in) or False
+        return layout.tensors_of(self.flat)
+
+
+def gather(state_dict: Any, layout: FlatLayout | None, where: str, stand_ins: bool = False) -> Gathered:
+    """state_dict gathered for a save whose last layout was layout (None: none yet): by its tree's walk,
+    else flattened as DefaultSavePlanner(flatten_state_dict=True) does. TypeError (layout_key's) for a
+    value a flat layout cannot hold."""
+    walked = layout.tree.walk(state_dict, stand_ins) if layout is not None and layout.tree else None
+    if walked is not None:
+        tensors, values, stand_in_sd = walked
+        return Gathered(layout.key, values, tensors, stand_in_sd)
+    flat, mapping = flatten_state_dict(state_dict)
+    key = layout_key(flat, where)
+    return Gathered(key, [flat[e[0]] for e in key if len(e) == 1], flat=flat, mapping=mapping)

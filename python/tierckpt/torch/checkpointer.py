@@ -61,7 +61,7 @@ from ..errors import CorruptionError
 from . import _cuda, _format, _inflight
 from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, flatten_state_dict, set_element
 from ._flat_layout import FlatLayout, layout_key, planned_size
-from ._layout_tree import LayoutTree
+from ._layout_tree import gather
 from ._ids import check_step, checkpoint_id
 from ._metadata_pickle import MetadataPickle
 from ._safe_unpickle import load_metadata, load_value
@@ -192,35 +192,20 @@ class Checkpointer:
         try:
             c = self._client()
             layout = self._layout
-            # The last save's nesting, checked and gathered in one walk (_layout_tree.py), or flattened.
-            walked = layout.tree.walk(state_dict) if layout is not None and layout.tree else None
-            flat = None
-            if walked is not None:
-                tensors, raw_values, _ = walked
-                key = layout.key
-            else:
-                flat, mapping = flatten_state_dict(state_dict)
-                key = layout_key(flat, where)
-                raw_values = [flat[e[0]] for e in key if len(e) == 1]
-            values = FlatLayout.pickle_values(raw_values)
-            size = (layout.tensors_end + sum(len(v) + _format.ALIGNMENT for v in values)
-                    if layout is not None and layout.key == key else planned_size(key, values))
+            g = gather(state_dict, layout, where)  # the last save's nesting walked, or flattened
+            values = FlatLayout.pickle_values(g.values)
             # begin_save and the object in one round trip (decision 125).
-            obj = c.create_next_object(self.namespace, step, f"__{rank}_", 0, DEFAULT_SUFFIX, max(size, 1),
-                                       begin_save=True)
-            if layout is None or layout.key != key or layout.name != obj.name:
-                if flat is None:
-                    flat, mapping = flatten_state_dict(state_dict)
-                layout = FlatLayout.build(key, obj.name, flat)
+            obj = c.create_next_object(self.namespace, step, f"__{rank}_", 0, DEFAULT_SUFFIX,
+                                       max(planned_size(g.key, values, layout), 1), begin_save=True)
+            if layout is None or layout.key != g.key or layout.name != obj.name:
+                g.flatten(state_dict)
+                layout = FlatLayout.build(g.key, obj.name, g.flat)
                 self._layout = layout
                 self._layout_id += 1
-                fresh = (layout.state_dict_metadata, mapping, layout.storage)
+                fresh = (layout.state_dict_metadata, g.mapping, layout.storage)
             else:
                 fresh = None
-            if flat is not None:
-                if layout.tree is not False:  # recorded for the next save; False: not recordable
-                    layout.tree = LayoutTree.build(state_dict, key) or False
-                tensors = layout.tensors_of(flat)
+            tensors = g.tensors_for(layout, state_dict)
             extra = self._fill(obj, layout, tensors, values)
             c.seal(obj)
             self._last_extra = extra

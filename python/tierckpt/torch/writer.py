@@ -54,9 +54,9 @@ from torch.futures import Future
 from .. import agent
 from ..config import CheckpointConfig
 from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, _round_cache, staging
-from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, flatten_state_dict, plan_usable
-from ._flat_layout import FlatLayout, layout_key, planned_size
-from ._layout_tree import LayoutTree
+from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, plan_usable
+from ._flat_layout import FlatLayout, planned_size
+from ._layout_tree import gather
 from ._metadata_pickle import MetadataPickle
 from ._ids import checkpoint_id, check_step, parse_checkpoint_id
 from ._steps import METADATA_OBJECT, abort_quietly, missing_in_span, nodes_of
@@ -577,41 +577,25 @@ class TieredWriter(StorageWriter, CompleteStager):
             return None
         cache = (self.socket, self.namespace, self.rank)
         layout = _flat_layouts.get(cache)
-        walked = layout.tree.walk(state_dict, stand_ins=True) if layout is not None and layout.tree else None
-        flat = plan_key = None
-        if walked is not None:  # the last save's nesting and layout
-            tensors, raw_values, stand_ins = walked
-            key = layout.key
-        else:
-            flat, mapping = flatten_state_dict(state_dict)  # as DefaultSavePlanner(flatten_state_dict=True)
-            try:
-                key = layout_key(flat, self.checkpoint_id)
-            except TypeError:
-                return None
-            raw_values = [flat[e[0]] for e in key if len(e) == 1]
-            tensors = stand_ins = None
-            plan_key = (key, tuple(mapping.get(e[0]) for e in key))
-        values = FlatLayout.pickle_values(raw_values)
-        size = (layout.tensors_end + sum(len(v) + _format.ALIGNMENT for v in values)
-                if layout is not None and layout.key == key else planned_size(key, values))
-        obj = self._create(max(size, 1))
-        if layout is None or layout.key != key or layout.name != obj.name:
-            if flat is None:  # the object's name changed (a name skipped): the layout is built anew
-                flat, mapping = flatten_state_dict(state_dict)
-                plan_key = (key, tuple(mapping.get(e[0]) for e in key))
-            layout = FlatLayout.build(key, obj.name, flat)
+        try:
+            g = gather(state_dict, layout, self.checkpoint_id, stand_ins=True)
+        except TypeError:
+            return None
+        values = FlatLayout.pickle_values(g.values)
+        obj = self._create(max(planned_size(g.key, values, layout), 1))
+        if layout is None or layout.key != g.key or layout.name != obj.name:
+            g.flatten(state_dict)
+            layout = FlatLayout.build(g.key, obj.name, g.flat)
             layout.placed = {index: (info, info.length) for index, info in layout.storage.items()}
             _flat_layouts[cache] = layout
-        if plan_key is not None:  # flattened: record this nesting for the next save (False: not recordable)
-            layout.plan_key = plan_key
-            if layout.tree is not False:
-                layout.tree = LayoutTree.build(state_dict, key, staging.stand_in) or False
-        extra = layout.fill(obj, tensors if tensors is not None else layout.tensors_of(flat), values)
+        if g.mapping is not None:  # flattened: the plan cache's key of this nesting
+            layout.plan_key = (g.key, tuple(g.mapping.get(e[0]) for e in g.key))
+        extra = layout.fill(obj, g.tensors_for(layout, state_dict, staging.stand_in), values)
         self._client().seal(obj)
         placed = dict(layout.placed)
         placed.update((index, (info, info.length)) for index, info in extra.items())
         self._layout_key = layout.plan_key
-        return placed, stand_ins
+        return placed, g.stand_ins
 
     def _cache_key(self) -> tuple:
         return (self.socket, self.namespace)

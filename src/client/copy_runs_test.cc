@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -65,6 +66,61 @@ TEST(CopyRunsTest, ThreadsSplitRunsAnywhereAndCopyTheSameBytes) {
       ASSERT_TRUE(std::equal(src, src + r.size, object.begin() + r.offset)) << "threads " << threads;
     }
     EXPECT_EQ(object[runs[0].offset + 1], 0xEE) << "a gap was written, threads " << threads;
+  }
+}
+
+// A copy larger than a cache streams every run past it, small runs included
+// (decision 173): runs of every size around the streamed body's 64-byte blocks,
+// at odd addresses on both sides, land exactly, in both directions and split
+// over threads, and nothing around them is written.
+TEST(CopyRunsTest, AStreamedCopyOfManySmallRunsAtOddAddressesLandsEveryByteInBothDirections) {
+  std::mt19937 gen(173);
+  const uint64_t sizes[] = {0, 1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 4095, 4097, 65537, 300001};
+  std::vector<uint64_t> run_sizes;
+  uint64_t total = 0;
+  while (total <= (9u << 20)) {  // above the 8 MiB where the copy streams
+    run_sizes.push_back(sizes[gen() % std::size(sizes)]);
+    total += run_sizes.back();
+  }
+  const std::vector<uint8_t> source = Pattern(total + 64, 5);
+  std::vector<CopyRun> runs;
+  uint64_t at = 0, placed = 3;  // the object's side starts off any alignment too
+  for (size_t i = 0; i < run_sizes.size(); ++i) {
+    runs.push_back({placed, Address(source.data() + at + i % 7), run_sizes[i]});
+    at += run_sizes[i];
+    placed += run_sizes[i] + 1 + i % 5;  // gaps of 1..5 bytes
+  }
+  const size_t object_size = placed + 8;
+  for (int threads : {1, 3}) {
+    std::vector<uint8_t> object(object_size, 0xEE);
+    ASSERT_TRUE(CopyRuns(object.data(), object.size(), "o", runs.data(), runs.size(), threads,
+                         CopyDirection::kIntoObject)
+                    .ok());
+    std::vector<uint8_t> expected(object_size, 0xEE);
+    for (const CopyRun& r : runs) {
+      const auto* src = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(r.address));
+      std::copy(src, src + r.size, expected.begin() + r.offset);
+    }
+    ASSERT_TRUE(object == expected) << "into the object, threads " << threads;
+
+    std::vector<uint8_t> back(total + 7 * runs.size() + 64, 0xEE);
+    std::vector<CopyRun> out = runs;
+    uint64_t to = 1;
+    for (CopyRun& r : out) {
+      r.address = Address(back.data() + to);
+      to += r.size + 1;
+    }
+    ASSERT_TRUE(
+        CopyRuns(object.data(), object.size(), "o", out.data(), out.size(), threads, CopyDirection::kOutOfObject)
+            .ok());
+    std::vector<uint8_t> expected_back(back.size(), 0xEE);
+    to = 1;
+    for (const CopyRun& r : runs) {
+      const auto* src = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(r.address));
+      std::copy(src, src + r.size, expected_back.begin() + to);
+      to += r.size + 1;
+    }
+    ASSERT_TRUE(back == expected_back) << "out of the object, threads " << threads;
   }
 }
 

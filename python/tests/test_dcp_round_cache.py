@@ -229,3 +229,88 @@ def _gc_over_loads(rank, world, cfg):
 
 def test_the_collector_is_paused_over_a_load_and_enabled_after_it_even_when_it_fails(agent, tmp_path):
     run_ranks(tmp_path, 2, _gc_over_loads, agent.config("roundcache-gc", world_size=2), timeout=300)
+
+
+def _gc_over_saves(rank, world, cfg):
+    import gc
+    import time
+
+    from tierckpt.torch import writer as writer_module
+
+    limit = writer_module._GC_PAUSE_LIMIT_S
+
+    seen = []
+    hooks = ("prepare_local_plan", "prepare_global_plan", "write_data", "finish")
+    real = {h: getattr(TieredWriter, h) for h in hooks}
+
+    def spy(hook):
+        def wrapped(self, *args, **kwargs):
+            seen.append((hook, gc.isenabled()))
+            return real[hook](self, *args, **kwargs)
+        return wrapped
+
+    fail = {"finish": False, "write_data": False}
+    real_record, real_place = TieredWriter._record_round, TieredWriter._final_items
+
+    def record(self, *args, **kwargs):
+        if fail["finish"]:
+            raise RuntimeError("injected failure in finish")
+        return real_record(self, *args, **kwargs)
+
+    def final_items(self, plan):
+        if fail["write_data"] and rank == 1:
+            raise RuntimeError("injected failure in write_data")
+        return real_place(self, plan)
+
+    for h in hooks:
+        setattr(TieredWriter, h, spy(h))
+    TieredWriter._record_round, TieredWriter._final_items = record, final_items
+    try:
+        # Paused from set_up_storage_writer to the end of the save, every rank; enabled when dcp.save or the
+        # async future returns, with no collection needed (the step's wrapper is freed by reference counting).
+        dcp.save(_state(rank, 1), storage_writer=TieredWriter(cfg, 1))
+        assert gc.isenabled()
+        dcp.async_save(_state(rank, 2), storage_writer=TieredWriter(cfg, 2)).result(timeout=120)
+        assert gc.isenabled()
+        paused = [(h, on) for h, on in seen if h != "prepare_local_plan" or not on]
+        assert seen and all(not on for h, on in paused), seen
+        assert {h for h, _ in seen} >= ({"write_data", "finish", "prepare_global_plan"} if rank == 0 else {"write_data"})
+        # A save that fails in the coordinator's finish, and one that fails in rank 1's write_data: the rank
+        # whose hook failed resumes at once; the others' wrappers are kept by the exception's traceback
+        # cycle, and their pause ends by its time limit (shortened here) or at the next save.
+        writer_module._GC_PAUSE_LIMIT_S = 1.0
+        for where, step, failing_rank in (("finish", 3, 0), ("write_data", 4, 1)):
+            fail[where] = True
+            try:
+                dcp.save(_state(rank, step), storage_writer=TieredWriter(cfg, step))
+                raise AssertionError(f"the save failing in {where} succeeded")
+            except BaseException as e:  # noqa: BLE001 - DCP's CheckpointException is one
+                if "injected failure" not in str(e):
+                    raise
+            fail[where] = False
+            if rank == failing_rank:
+                assert gc.isenabled(), f"the collector stayed paused after this rank's {where} failed"
+            deadline = time.monotonic() + 10
+            while not gc.isenabled() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert gc.isenabled(), f"the collector stayed paused past its limit after a save that failed in {where}"
+        writer_module._GC_PAUSE_LIMIT_S = limit
+        # A caller's own gc.disable() stays.
+        gc.disable()
+        try:
+            dcp.save(_state(rank, 5), storage_writer=TieredWriter(cfg, 5))
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        got = _blank(_state(rank, 5))
+        dcp.load(got, storage_reader=TieredReader(cfg, 5))
+        assert torch.equal(got["model"][f"r{rank}.w3"], _state(rank, 5)["model"][f"r{rank}.w3"])
+    finally:
+        for h in hooks:
+            setattr(TieredWriter, h, real[h])
+        TieredWriter._record_round, TieredWriter._final_items = real_record, real_place
+        writer_module._GC_PAUSE_LIMIT_S = limit
+
+
+def test_the_collector_is_paused_over_a_save_and_enabled_after_it_even_when_it_fails(agent, tmp_path):
+    run_ranks(tmp_path, 2, _gc_over_saves, agent.config("roundcache-gcsave", world_size=2), timeout=300)

@@ -1,4 +1,5 @@
-"""The cyclic garbage collector paused over one DCP load, from its .metadata to its last read.
+"""The cyclic garbage collector paused over one DCP load, from its .metadata to its last read, and over
+one DCP save's plan exchange.
 
 A load unpickles the step's whole ``.metadata`` on every rank (~940 KB, some 250 k objects for
 1,500 tensors per rank) and builds a plan of its items; all of it lives until ``dcp.load`` returns
@@ -13,6 +14,17 @@ when no other pause is held and it was enabled when the first one began; a load 
 between the two hooks resumes when its Metadata is freed (a ``weakref.finalize`` on it), so the
 collector never stays off past the load's own objects. The collector is the process's: a thread
 that allocates cyclic garbage during a load keeps it until the load ends.
+
+A save's full round (the first, and any whose layout changed) exchanges pickled plans of every
+item and the write results, and broadcasts the step's Metadata to every rank: ~30 k objects per plan
+of 1,556 tensors (counted from its pickle) and ~250 k for the Metadata, alive together, whose young
+collections set off full ones; the first cached round builds its Metadata pickle cache (decision 90)
+and set one off too (decision 174). :func:`pause_for` ("save") pauses from the writer's ``set_up_storage_writer`` until
+DCP's process-group wrapper of that save is freed, which is when its save step returns on that rank
+(the broadcast's unpickling is its last work). A failed save's wrapper may be kept by its exception's
+traceback, in a cycle only a collection frees: the writer resumes in its own hooks' failures, the next
+save of the process resumes the last pause of its kind, and each such pause resumes by itself after
+``limit_s`` (a timer thread) whatever happens.
 """
 from __future__ import annotations
 
@@ -20,18 +32,20 @@ import gc
 import threading
 import weakref
 
-__all__ = ["Pause", "pause", "resume_when_freed"]
+__all__ = ["Pause", "pause", "pause_for", "resume_when_freed"]
 
 _lock = threading.Lock()
 _held = 0
 _reenable = False
+_last: dict[str, "Pause"] = {}  # the last pause_for of each kind
 
 
 class Pause:
-    """One load's hold on the paused collector."""
+    """One load's or save's hold on the paused collector."""
 
     def __init__(self) -> None:
         self._done = False
+        self._timer: threading.Timer | None = None
 
     def resume(self) -> None:
         global _held, _reenable
@@ -43,6 +57,9 @@ class Pause:
             if _held == 0 and _reenable:
                 _reenable = False
                 gc.enable()
+            timer, self._timer = self._timer, None
+        if timer is not None and timer is not threading.current_thread():
+            timer.cancel()
 
 
 def pause() -> Pause:
@@ -54,6 +71,22 @@ def pause() -> Pause:
             gc.disable()
         _held += 1
     return Pause()
+
+
+def pause_for(kind: str, limit_s: float) -> Pause:
+    """pause(), after resuming the last pause_for(kind) if it is still held; resumes by itself after limit_s."""
+    with _lock:
+        last = _last.pop(kind, None)
+    if last is not None:
+        last.resume()
+    p = pause()
+    timer = threading.Timer(limit_s, p.resume)
+    timer.daemon = True
+    with _lock:
+        _last[kind] = p
+        p._timer = timer
+    timer.start()
+    return p
 
 
 def resume_when_freed(p: Pause, owner) -> None:

@@ -53,7 +53,7 @@ from torch.futures import Future
 
 from .. import agent
 from ..config import CheckpointConfig
-from . import _dcp_compat, _format, _inflight, _placement, _plan_cache, _round_cache, staging
+from . import _dcp_compat, _format, _gc_pause, _inflight, _placement, _plan_cache, _round_cache, staging
 from ._dcp_compat import CURRENT_DCP_VERSION, DEFAULT_SUFFIX, CompleteStager, plan_usable
 from ._flat_layout import FlatLayout, planned_size
 from ._layout_tree import gather
@@ -71,6 +71,9 @@ log = logging.getLogger("tierckpt")
 # finish() takes these out of the metadata and lists them in the commit's expected objects, so the
 # agent commits exactly the step's objects and refuses a step missing one before it is visible.
 _STAGED_UNUSED = MetadataIndex("__tierckpt_staged_unused__")
+# The longest a save's full round keeps the collector paused (_gc_pause.py): a first save of a large
+# state takes seconds; a failed one whose wrapper only a collection frees is resumed by then.
+_GC_PAUSE_LIMIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,7 @@ class TieredWriter(StorageWriter, CompleteStager):
         state["manifest"] = None  # native object; the connection itself is never stored
         state["_started_pid"] = None
         state["_begun_on"] = None  # the checkpoint process begins the save on its own connection
+        state["_gc_pause"] = None  # this process's hold on its collector (_gc_pause.py)
         return state
 
     def _client(self):
@@ -282,6 +286,22 @@ class TieredWriter(StorageWriter, CompleteStager):
                              "for all ranks once every rank's objects are sealed")
         self.is_coordinator = is_coordinator
         self._begin_save()
+        self._pause_gc()
+
+    def _pause_gc(self) -> None:
+        """Pauses the cyclic collector from here to the end of DCP's save step on this rank, failed or not:
+        when the step's process-group wrapper is freed (_gc_pause.py, decision 174), at the latest after
+        _GC_PAUSE_LIMIT_S. Only inside DCP's step."""
+        step = _dcp_compat.dcp_step_locals()
+        dist_w = step.get("distW") if step is not None else None
+        if dist_w is not None:
+            self._gc_pause = _gc_pause.pause_for("save", _GC_PAUSE_LIMIT_S)
+            _gc_pause.resume_when_freed(self._gc_pause, dist_w)
+
+    def _resume_gc(self) -> None:
+        pause, self._gc_pause = getattr(self, "_gc_pause", None), None
+        if pause is not None:
+            pause.resume()
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
         c = self._client()
@@ -378,6 +398,7 @@ class TieredWriter(StorageWriter, CompleteStager):
             results += [WriteResult(index=_STAGED_UNUSED, size_in_bytes=0, storage_data=name)
                         for name in sorted(unused)]
         except BaseException:
+            self._resume_gc()
             _round_cache.record_sent(self.namespace, None)
             self._abort_quietly("writing this rank's objects failed")
             raise
@@ -447,6 +468,7 @@ class TieredWriter(StorageWriter, CompleteStager):
                                    f"bug, please report it")
             self._record_round(metadata, results, pickled)
         except BaseException:
+            self._resume_gc()
             _round_cache.confirm_coordinator(self.namespace, None)
             self._abort_quietly("committing the step failed")
             raise

@@ -18,13 +18,13 @@ that allocates cyclic garbage during a load keeps it until the load ends.
 A save's full round (the first, and any whose layout changed) exchanges pickled plans of every
 item and the write results, and broadcasts the step's Metadata to every rank: ~30 k objects per plan
 of 1,556 tensors (counted from its pickle) and ~250 k for the Metadata, alive together, whose young
-collections set off full ones; the first cached round builds its Metadata pickle cache (decision 90)
-and set one off too (decision 174). :func:`pause_for` ("save") pauses from the writer's ``set_up_storage_writer`` until
-DCP's process-group wrapper of that save is freed, which is when its save step returns on that rank
-(the broadcast's unpickling is its last work). A failed save's wrapper may be kept by its exception's
-traceback, in a cycle only a collection frees: the writer resumes in its own hooks' failures, the next
-save of the process resumes the last pause of its kind, and each such pause resumes by itself after
-``limit_s`` (a timer thread) whatever happens.
+collections set off full ones; the first cached round, which builds the Metadata's pickle cache
+(decision 90), set one off too. So every save is paused (decision 174): :func:`pause_for` ("save")
+from the writer's ``set_up_storage_writer`` until DCP's process-group wrapper of that save is freed,
+which is when its save step returns on that rank (the broadcast's unpickling is its last work). A
+failed save's wrapper may be kept by its exception's traceback, in a cycle only a collection frees:
+the writer resumes in its own hooks' failures, the next save of the process resumes the last pause of
+its kind, and each such pause resumes by itself after ``limit_s`` (a timer thread) whatever happens.
 """
 from __future__ import annotations
 

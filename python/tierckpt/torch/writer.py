@@ -71,8 +71,8 @@ log = logging.getLogger("tierckpt")
 # finish() takes these out of the metadata and lists them in the commit's expected objects, so the
 # agent commits exactly the step's objects and refuses a step missing one before it is visible.
 _STAGED_UNUSED = MetadataIndex("__tierckpt_staged_unused__")
-# The longest a save's full round keeps the collector paused (_gc_pause.py): a first save of a large
-# state takes seconds; a failed one whose wrapper only a collection frees is resumed by then.
+# The longest a save keeps the collector paused (_gc_pause.py): a first save of a large state takes
+# seconds; a failed one whose DCP wrapper only a collection would free is resumed by then.
 _GC_PAUSE_LIMIT_S = 30.0
 
 

@@ -32,7 +32,7 @@ import gc
 import threading
 import weakref
 
-__all__ = ["Pause", "pause", "pause_for", "resume_when_freed"]
+__all__ = ["Pause", "pause", "pause_for", "resume_held", "resume_when_freed"]
 
 _lock = threading.Lock()
 _held = 0
@@ -92,3 +92,10 @@ def pause_for(kind: str, limit_s: float) -> Pause:
 def resume_when_freed(p: Pause, owner) -> None:
     """p resumes when owner is garbage, if it has not before."""
     weakref.finalize(owner, p.resume)
+
+
+def resume_held(holder) -> None:
+    """Resumes the pause a reader or writer holds in its ``_gc_pause`` attribute, if any, and clears it."""
+    p, holder._gc_pause = getattr(holder, "_gc_pause", None), None
+    if p is not None:
+        p.resume()

@@ -167,7 +167,7 @@ class TieredReader(StorageReader):
     def read_metadata(self, *args, **kwargs) -> Metadata:
         if kwargs.get("rank") is not None:
             raise FileNotFoundError(f"{self.checkpoint_id} has one global .metadata, no rank-local ones")
-        self._resume_gc()
+        _gc_pause.resume_held(self)
         pause = _gc_pause.pause()  # until read_data ends (_gc_pause.py)
         try:
             data = self._object(METADATA_OBJECT)  # resolves the step: checkpoint_id names it below
@@ -256,15 +256,10 @@ class TieredReader(StorageReader):
                     self._read_object(name, items, planner)
         finally:
             self._views.clear()
-            self._resume_gc()
+            _gc_pause.resume_held(self)
         future: Future[None] = Future()
         future.set_result(None)
         return future
-
-    def _resume_gc(self) -> None:
-        pause, self._gc_pause = getattr(self, "_gc_pause", None), None
-        if pause is not None:
-            pause.resume()
 
     def _read_object(self, name: str, items: list, planner: LoadPlanner) -> None:
         """Reads items from object name, then checks that its file was not recycled meanwhile.

@@ -298,11 +298,6 @@ class TieredWriter(StorageWriter, CompleteStager):
             self._gc_pause = _gc_pause.pause_for("save", _GC_PAUSE_LIMIT_S)
             _gc_pause.resume_when_freed(self._gc_pause, dist_w)
 
-    def _resume_gc(self) -> None:
-        pause, self._gc_pause = getattr(self, "_gc_pause", None), None
-        if pause is not None:
-            pause.resume()
-
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
         c = self._client()
         mine = _RankPlan(self.rank, c.node_id, c.socket_path)
@@ -398,7 +393,7 @@ class TieredWriter(StorageWriter, CompleteStager):
             results += [WriteResult(index=_STAGED_UNUSED, size_in_bytes=0, storage_data=name)
                         for name in sorted(unused)]
         except BaseException:
-            self._resume_gc()
+            _gc_pause.resume_held(self)
             _round_cache.record_sent(self.namespace, None)
             self._abort_quietly("writing this rank's objects failed")
             raise
@@ -468,7 +463,7 @@ class TieredWriter(StorageWriter, CompleteStager):
                                    f"bug, please report it")
             self._record_round(metadata, results, pickled)
         except BaseException:
-            self._resume_gc()
+            _gc_pause.resume_held(self)
             _round_cache.confirm_coordinator(self.namespace, None)
             self._abort_quietly("committing the step failed")
             raise
